@@ -1,0 +1,37 @@
+use std::path::PathBuf;
+
+/// Every way reading, generating or checking a trace can fail. Messages name the
+/// input (file, line, field, table) and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("table {table}: {what}")]
+    InvalidBatch { table: usize, what: String },
+
+    #[error("{path}: line {line}: {what}")]
+    Parse { path: PathBuf, line: u64, what: String },
+
+    #[error("{path}: {what}")]
+    Format { path: PathBuf, what: String },
+
+    #[error("invalid parameter `{name}`: {what}")]
+    Param { name: String, what: String },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl TraceError {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        TraceError::Io { path: path.into(), source }
+    }
+
+    /// A bad generator or reader parameter.
+    pub fn param(name: impl Into<String>, what: impl Into<String>) -> Self {
+        TraceError::Param { name: name.into(), what: what.into() }
+    }
+}
