@@ -1,1 +1,46 @@
-fn main() { println!("nmpsim"); }
+//! `nmpsim`: the command-line front door. It parses arguments, wires the library
+//! crates together and prints; all simulation and kernel logic lives in the crates.
+
+mod build_info;
+mod cmd;
+mod rundir;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "nmpsim",
+    version = build_info::long_version(),
+    about = "Simulator and emulation testbed for near-memory processing of DLRM embedding training",
+    long_about = None,
+    after_help = "Examples:\n  nmpsim demo\n  nmpsim trace gen --profile criteo-kaggle --batches 4 -o kaggle.nmpt\n  nmpsim trace stats kaggle.nmpt\n  nmpsim kernels check --tables 4 --batch 512 --rows 100000 --dim 64"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Embedding traces: generate, convert from Criteo TSV, inspect.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
+    /// Embedding primitives: equivalence checks across backends.
+    #[command(subcommand)]
+    Kernels(cmd::kernels::KernelsCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Trace(c) => cmd::trace::run(c),
+        Command::Kernels(c) => cmd::kernels::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

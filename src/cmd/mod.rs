@@ -1,0 +1,5 @@
+//! One module per top-level subcommand. Each exposes a clap `Subcommand` enum (or
+//! `Args` struct) and a `run` function returning the process exit code.
+
+pub mod kernels;
+pub mod trace;

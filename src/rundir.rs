@@ -1,0 +1,151 @@
+//! Run directories: every command that produces results writes one directory
+//! holding the resolved config, machine-readable results (JSON and tidy CSV) and a
+//! short human summary. Files are written atomically (temporary file, then rename),
+//! so an interrupted run never leaves a half-written result behind.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::build_info::build_info;
+
+/// An output directory for one run.
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Uses `dir` if given, else `runs/<command>-<unix seconds>-<pid>` under the
+    /// current directory. Creates it (and parents).
+    pub fn create(dir: Option<&Path>, command: &str) -> Result<Self> {
+        let path = match dir {
+            Some(d) => d.to_path_buf(),
+            None => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
+            }
+        };
+        fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create run directory {}", path.display()))?;
+        Ok(RunDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `config.json`: the fully resolved configuration plus build facts.
+    pub fn write_config<C: Serialize>(&self, command: &str, config: &C) -> Result<()> {
+        let v = serde_json::json!({
+            "command": command,
+            "build": build_info(),
+            "config": config,
+        });
+        self.write_file("config.json", serde_json::to_string_pretty(&v)?.as_bytes())
+    }
+
+    /// Writes `results.json`: the results object plus build facts.
+    pub fn write_results<R: Serialize>(&self, command: &str, results: &R) -> Result<()> {
+        self.write_file("results.json", results_json(command, results)?.as_bytes())
+    }
+
+    /// Writes a tidy CSV (`header` then `rows`, no padding) as `name`.
+    pub fn write_csv(&self, name: &str, header: &[&str], rows: &[Vec<String>]) -> Result<()> {
+        self.write_file(name, csv_text(header, rows).as_bytes())
+    }
+
+    /// Writes `summary.txt`.
+    pub fn write_summary(&self, text: &str) -> Result<()> {
+        self.write_file("summary.txt", text.as_bytes())
+    }
+
+    /// Atomically writes `name` inside the run directory.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        write_atomic(&self.path.join(name), bytes)
+    }
+}
+
+/// The JSON text every command prints for `--json` and stores as `results.json`.
+pub fn results_json<R: Serialize>(command: &str, results: &R) -> Result<String> {
+    let v = serde_json::json!({
+        "command": command,
+        "build": build_info(),
+        "results": results,
+    });
+    Ok(serde_json::to_string_pretty(&v)?)
+}
+
+/// Writes through a temporary file in the same directory, then renames.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
+    let mut f = fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.sync_all().ok();
+    drop(f);
+    fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
+    Ok(())
+}
+
+/// CSV text with minimal quoting (fields holding a comma, quote or newline).
+pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    }
+    let mut out = header.iter().map(|h| field(h)).collect::<Vec<_>>().join(",");
+    out.push('\n');
+    for r in rows {
+        out.push_str(&r.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// A progress bar on stderr that hides itself when stderr is not a terminal or
+/// `quiet` is set.
+pub fn progress(len: u64, what: &str, quiet: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let pb = ProgressBar::new(len);
+    if quiet {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_only_when_needed() {
+        let t = csv_text(&["a", "b"], &[vec!["1".into(), "x,y".into()], vec!["q\"".into(), "2".into()]]);
+        assert_eq!(t, "a,b\n1,\"x,y\"\n\"q\"\"\",2\n");
+    }
+
+    #[test]
+    fn atomic_write_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-test-{}", std::process::id()));
+        let rd = RunDir::create(Some(&dir), "test").unwrap();
+        rd.write_results("test", &serde_json::json!({"x": 1})).unwrap();
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("results.json")]);
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("results.json")).unwrap()).unwrap();
+        assert_eq!(v["results"]["x"], 1);
+        assert!(v["build"]["git_rev"].is_string());
+        fs::remove_dir_all(&dir).ok();
+    }
+}
