@@ -1,9 +1,426 @@
-use clap::Subcommand;
+//! `nmpsim trace …`: generate, convert, inspect and export embedding traces. Only
+//! argument handling and printing live here; the work is in `nmpsim-traces`.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(Subcommand)]
-pub enum TraceCommand {}
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use nmpsim_traces::{
+    BagSize, CriteoBatcher, CriteoOptions, CriteoReader, Distribution, GenSpec, Generator,
+    ProfileOverrides, StatsBuilder, TableSpec, TraceHeader, TraceReader, TraceStats, TraceWriter,
+    list_profiles, profile, write_csv,
+};
+use serde::Serialize;
 
-pub fn run(c: TraceCommand) -> anyhow::Result<ExitCode> {
-    match c {}
+use crate::rundir::{self, RunDir};
+
+#[derive(Subcommand)]
+pub enum TraceCommand {
+    /// Generate a synthetic trace from a named profile or explicit parameters.
+    #[command(after_help = "Examples:\n  \
+        nmpsim trace gen --list-profiles\n  \
+        nmpsim trace gen --profile criteo-kaggle --batches 4 -o kaggle.nmpt\n  \
+        nmpsim trace gen --profile rm1 --rows 4000000 --batch 2048 --batches 10 -o rm1.nmpt\n  \
+        nmpsim trace gen --tables 8 --rows 1000000 --dist zipf:1.05 --bag 80 --batches 10 -o z.nmpt")]
+    Gen(GenArgs),
+    /// Access statistics of a trace (or of a profile generated on the fly).
+    #[command(after_help = "Examples:\n  \
+        nmpsim trace stats kaggle.nmpt\n  \
+        nmpsim trace stats kaggle.nmpt --json\n  \
+        nmpsim trace stats --profile taobao --batch 4096 --batches 20 --out runs/taobao-stats")]
+    Stats(StatsArgs),
+    /// Convert Criteo TSV (label, 13 integer, 26 hex categorical fields) to a binary trace.
+    #[command(after_help = "Examples:\n  \
+        nmpsim trace convert train.txt -o kaggle.nmpt --batch 2048\n  \
+        nmpsim trace convert day_0 -o day0.nmpt --max-ind-range 10000000")]
+    Convert(ConvertArgs),
+    /// Export a trace as CSV (batch,table,bag,position,row,weight), for inspection.
+    #[command(
+        after_help = "Examples:\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -"
+    )]
+    Export(ExportArgs),
+}
+
+/// Generator parameters shared by `gen` and `stats --profile`.
+#[derive(Args, Debug, Clone)]
+pub struct SpecArgs {
+    /// Named profile (see --list-profiles); the other options override it.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Number of tables (without a profile: default 1; with one: keep/cycle its tables).
+    #[arg(long, value_name = "N")]
+    tables: Option<usize>,
+    /// Rows per table (required without a profile; with one: largest tables set, others capped).
+    #[arg(long, value_name = "R")]
+    rows: Option<u64>,
+    /// Multiply every table's rows by this factor (profiles only).
+    #[arg(long, value_name = "F")]
+    rows_scale: Option<f64>,
+    /// Row distribution: uniform, zipf:ALPHA, zipf:ALPHA:noscatter, dlrm.
+    #[arg(long, value_name = "DIST", value_parser = parse_dist)]
+    dist: Option<Distribution>,
+    /// Lookups per bag (without a profile: default 1).
+    #[arg(long, value_name = "L")]
+    bag: Option<u32>,
+    /// Samples per batch [default: 1024].
+    #[arg(long, value_name = "B")]
+    batch: Option<usize>,
+    /// Seed of the whole trace [default: 0].
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Give every lookup a weight in (0, 1].
+    #[arg(long)]
+    weighted: bool,
+}
+
+fn parse_dist(s: &str) -> Result<Distribution, String> {
+    s.parse()
+        .map_err(|e: nmpsim_traces::TraceError| e.to_string())
+}
+
+impl SpecArgs {
+    fn resolve(&self) -> Result<(Option<String>, GenSpec)> {
+        let mut spec = match &self.profile {
+            Some(name) => profile(
+                name,
+                &ProfileOverrides {
+                    batch_size: self.batch,
+                    seed: self.seed,
+                    bag_size: self.bag,
+                    rows: self.rows,
+                    rows_scale: self.rows_scale,
+                    distribution: self.dist.clone(),
+                    tables: self.tables,
+                },
+            )?,
+            None => {
+                let Some(rows) = self.rows else {
+                    bail!(
+                        "give --profile NAME, or --rows R (with optional --tables, --dist, --bag); see --list-profiles"
+                    );
+                };
+                if self.rows_scale.is_some() {
+                    bail!(
+                        "--rows-scale applies to profiles; without --profile give --rows directly"
+                    );
+                }
+                let t = TableSpec {
+                    rows,
+                    distribution: self.dist.clone().unwrap_or(Distribution::Uniform),
+                    bag_size: BagSize::Fixed {
+                        size: self.bag.unwrap_or(1),
+                    },
+                    weighted: false,
+                };
+                GenSpec {
+                    tables: vec![t; self.tables.unwrap_or(1)],
+                    batch_size: self
+                        .batch
+                        .unwrap_or(nmpsim_traces::profiles::DEFAULT_BATCH_SIZE),
+                    seed: self.seed.unwrap_or(0),
+                }
+            }
+        };
+        if self.weighted {
+            spec.tables.iter_mut().for_each(|t| t.weighted = true);
+        }
+        Generator::new(spec.clone())?;
+        Ok((self.profile.clone(), spec))
+    }
+}
+
+#[derive(Args)]
+pub struct GenArgs {
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// Number of batches to write.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    batches: u64,
+    /// Output trace file (.nmpt).
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        required_unless_present = "list_profiles"
+    )]
+    output: Option<PathBuf>,
+    /// List the named profiles and exit.
+    #[arg(long)]
+    list_profiles: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// Trace file to analyse (or use --profile to generate on the fly).
+    #[arg(value_name = "FILE", conflicts_with = "profile")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// Batches to generate with --profile / --rows.
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    batches: u64,
+    /// Print results as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a run directory (config.json, results.json, tables.csv, cdf.csv, summary.txt).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// Criteo TSV input (e.g. Kaggle train.txt or a Terabyte day file).
+    #[arg(value_name = "TSV")]
+    input: PathBuf,
+    /// Output trace file (.nmpt).
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Samples per batch.
+    #[arg(long, value_name = "B", default_value_t = 1024)]
+    batch: usize,
+    /// Reduce categorical ids modulo N (tables then have N rows, else 2^32).
+    #[arg(long, value_name = "N")]
+    max_ind_range: Option<u64>,
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// Trace file.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// CSV output path, or - for stdout.
+    #[arg(long, value_name = "OUT.csv")]
+    csv: PathBuf,
+}
+
+pub fn run(c: TraceCommand) -> Result<ExitCode> {
+    match c {
+        TraceCommand::Gen(a) => gen_cmd(a),
+        TraceCommand::Stats(a) => stats_cmd(a),
+        TraceCommand::Convert(a) => convert_cmd(a),
+        TraceCommand::Export(a) => export_cmd(a),
+    }
+}
+
+/// What `trace gen` stores as trace metadata and `trace stats --out` as config.
+#[derive(Serialize)]
+struct GenMeta<'a> {
+    source: &'static str,
+    profile: Option<&'a str>,
+    spec: &'a GenSpec,
+}
+
+fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
+    if a.list_profiles {
+        for p in list_profiles() {
+            println!("{:<14} {}", p.name, p.description);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(out) = a.output else {
+        bail!("give an output file with -o FILE")
+    };
+    let (name, spec) = a.spec.resolve()?;
+    let meta = serde_json::to_string(&GenMeta {
+        source: "generator",
+        profile: name.as_deref(),
+        spec: &spec,
+    })?;
+    let mut w = TraceWriter::create(&out, TraceHeader::for_spec(&spec, meta))?;
+    let pb = rundir::progress(a.batches, "generating", a.quiet);
+    for batch in Generator::new(spec)?.take(a.batches as usize) {
+        w.write_batch(&batch)?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let n = w.finish()?;
+    if !a.quiet {
+        eprintln!("wrote {n} batches to {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
+    let (config, stats) = match &a.file {
+        Some(path) => {
+            let reader = TraceReader::open(path)?;
+            let mut sb = StatsBuilder::new(&reader.header().table_rows);
+            let config = serde_json::json!({
+                "source": "trace",
+                "file": path,
+                "metadata": serde_json::from_str::<serde_json::Value>(&reader.header().metadata)
+                    .unwrap_or_else(|_| serde_json::Value::String(reader.header().metadata.clone())),
+            });
+            for batch in reader {
+                sb.add(&batch?)?;
+            }
+            (config, sb.finish())
+        }
+        None => {
+            let (name, spec) = a.spec.resolve()?;
+            let config = serde_json::json!({
+                "source": "generator",
+                "profile": name,
+                "spec": &spec,
+                "batches": a.batches,
+            });
+            let rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
+            let mut sb = StatsBuilder::new(&rows);
+            let pb = rundir::progress(a.batches, "analysing", a.quiet || a.json);
+            for batch in Generator::new(spec)?.take(a.batches as usize) {
+                sb.add(&batch)?;
+                pb.inc(1);
+            }
+            pb.finish_and_clear();
+            (config, sb.finish())
+        }
+    };
+    if a.json {
+        println!("{}", rundir::results_json("trace stats", &stats)?);
+    } else {
+        print!("{stats}");
+    }
+    if let Some(dir) = &a.out {
+        let written = write_stats_dir(dir, &config, &stats)?;
+        if !a.json {
+            println!("run directory: {}", written.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -> Result<PathBuf> {
+    let rd = RunDir::create(Some(dir), "trace-stats")?;
+    rd.write_config("trace stats", config)?;
+    rd.write_results("trace stats", stats)?;
+    let header = [
+        "table",
+        "rows",
+        "batches",
+        "lookups",
+        "mean_lookups_per_batch",
+        "mean_unique_rows_per_batch",
+        "coalescing_ratio",
+        "distinct_rows",
+        "touched_row_share",
+        "hottest_1pct_rows_access_share",
+        "hottest_10pct_rows_access_share",
+        "hottest_1pct_touched_access_share",
+        "hottest_10pct_touched_access_share",
+    ];
+    let rows: Vec<Vec<String>> = stats
+        .tables
+        .iter()
+        .map(|t| {
+            vec![
+                t.table.to_string(),
+                t.rows.to_string(),
+                t.batches.to_string(),
+                t.lookups.to_string(),
+                t.mean_lookups_per_batch.to_string(),
+                t.mean_unique_rows_per_batch.to_string(),
+                t.coalescing_ratio.to_string(),
+                t.distinct_rows.to_string(),
+                t.touched_row_share.to_string(),
+                t.hottest_1pct_rows_access_share.to_string(),
+                t.hottest_10pct_rows_access_share.to_string(),
+                t.hottest_1pct_touched_access_share.to_string(),
+                t.hottest_10pct_touched_access_share.to_string(),
+            ]
+        })
+        .collect();
+    rd.write_csv("tables.csv", &header, &rows)?;
+    let cdf: Vec<Vec<String>> = stats
+        .tables
+        .iter()
+        .flat_map(|t| {
+            t.cdf.iter().map(move |p| {
+                vec![
+                    t.table.to_string(),
+                    p.touched_row_share.to_string(),
+                    p.table_row_share.to_string(),
+                    p.access_share.to_string(),
+                ]
+            })
+        })
+        .collect();
+    rd.write_csv(
+        "cdf.csv",
+        &[
+            "table",
+            "touched_row_share",
+            "table_row_share",
+            "access_share",
+        ],
+        &cdf,
+    )?;
+    rd.write_summary(&stats.to_string())?;
+    Ok(rd.path().to_path_buf())
+}
+
+fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
+    let opts = CriteoOptions {
+        max_ind_range: a.max_ind_range,
+    };
+    let file =
+        File::open(&a.input).with_context(|| format!("cannot open {}", a.input.display()))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let pb = rundir::progress(len, "converting", a.quiet);
+    let reader = CriteoReader::from_reader(
+        BufReader::with_capacity(1 << 20, pb.wrap_read(file)),
+        &a.input,
+        opts.clone(),
+    )?;
+    let batcher = CriteoBatcher::new(reader, a.batch)?;
+    let meta = serde_json::json!({
+        "source": "criteo-tsv",
+        "input": &a.input,
+        "batch_size": a.batch,
+        "max_ind_range": a.max_ind_range,
+    });
+    let header = TraceHeader {
+        table_rows: vec![opts.table_rows(); nmpsim_traces::criteo::NUM_CATS],
+        weighted: vec![false; nmpsim_traces::criteo::NUM_CATS],
+        num_dense: Some(nmpsim_traces::criteo::NUM_DENSE as u32),
+        labels: true,
+        metadata: meta.to_string(),
+    };
+    let mut w = TraceWriter::create(&a.output, header)?;
+    for batch in batcher {
+        w.write_batch(&batch?)?;
+    }
+    pb.finish_and_clear();
+    let n = w.finish()?;
+    if !a.quiet {
+        eprintln!("wrote {n} batches to {}", a.output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export_cmd(a: ExportArgs) -> Result<ExitCode> {
+    let reader = TraceReader::open(&a.file)?;
+    if a.csv == Path::new("-") {
+        write_csv(reader, std::io::stdout().lock())?;
+    } else {
+        let f =
+            File::create(&a.csv).with_context(|| format!("cannot create {}", a.csv.display()))?;
+        let mut out = BufWriter::new(f);
+        write_csv(reader, &mut out).inspect_err(|_| {
+            // A half-written CSV would look like a short trace.
+            let _ = std::fs::remove_file(&a.csv);
+        })?;
+        out.flush()
+            .with_context(|| format!("cannot write {}", a.csv.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

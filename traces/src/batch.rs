@@ -39,7 +39,12 @@ impl TableBatch {
         indices: Vec<u32>,
         weights: Option<Vec<f32>>,
     ) -> Result<Self, TraceError> {
-        let tb = TableBatch { num_rows, offsets, indices, weights };
+        let tb = TableBatch {
+            num_rows,
+            offsets,
+            indices,
+            weights,
+        };
         tb.validate()?;
         Ok(tb)
     }
@@ -103,7 +108,12 @@ impl TableBatch {
                 ));
             }
         }
-        if let Some((i, &r)) = self.indices.iter().enumerate().find(|&(_, &r)| r as u64 >= self.num_rows) {
+        if let Some((i, &r)) = self
+            .indices
+            .iter()
+            .enumerate()
+            .find(|&(_, &r)| r as u64 >= self.num_rows)
+        {
             return bad(format!(
                 "index {i} is row {r}, at or past the table's {} rows",
                 self.num_rows
@@ -125,7 +135,10 @@ impl TableBatch {
             let len = (self.offsets[b + 1] - self.offsets[b]) as usize;
             dst.extend(std::iter::repeat_n(b as u32, len));
         }
-        Pairs { src: self.indices.clone(), dst }
+        Pairs {
+            src: self.indices.clone(),
+            dst,
+        }
     }
 
     /// Bag id of every lookup (the `dst` half of [`TableBatch::pairs`]) without copying `src`.
@@ -219,7 +232,11 @@ mod tests {
         let e = TableBatch::new(5, vec![0, 3, 4], vec![1, 2, 4], None).unwrap_err();
         assert!(e.to_string().contains("offsets end at 4"), "{e}");
         let e = TableBatch::new(5, vec![0, 2], vec![1, 5], None).unwrap_err();
-        assert!(e.to_string().contains("row 5, at or past the table's 5 rows"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("row 5, at or past the table's 5 rows"),
+            "{e}"
+        );
         let e = TableBatch::new(5, vec![0, 2], vec![1, 3], Some(vec![1.0])).unwrap_err();
         assert!(e.to_string().contains("1 weights for 2 indices"), "{e}");
         let e = TableBatch::new(5, vec![1, 2], vec![1, 3], None).unwrap_err();
@@ -230,10 +247,18 @@ mod tests {
 
     #[test]
     fn batch_checks_shapes_across_tables() {
-        let mut b = Batch { tables: vec![fig2(), fig2()], dense: None, num_dense: 0, labels: None };
+        let mut b = Batch {
+            tables: vec![fig2(), fig2()],
+            dense: None,
+            num_dense: 0,
+            labels: None,
+        };
         b.validate().unwrap();
         b.tables[1] = TableBatch::new(5, vec![0, 1], vec![3], None).unwrap();
         let e = b.validate().unwrap_err().to_string();
-        assert!(e.contains("table 1") && e.contains("batch size 1 differs"), "{e}");
+        assert!(
+            e.contains("table 1") && e.contains("batch size 1 differs"),
+            "{e}"
+        );
     }
 }

@@ -8,7 +8,11 @@ pub enum TraceError {
     InvalidBatch { table: usize, what: String },
 
     #[error("{path}: line {line}: {what}")]
-    Parse { path: PathBuf, line: u64, what: String },
+    Parse {
+        path: PathBuf,
+        line: u64,
+        what: String,
+    },
 
     #[error("{path}: {what}")]
     Format { path: PathBuf, what: String },
@@ -27,11 +31,17 @@ pub enum TraceError {
 impl TraceError {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TraceError::Io { path: path.into(), source }
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// A bad generator or reader parameter.
     pub fn param(name: impl Into<String>, what: impl Into<String>) -> Self {
-        TraceError::Param { name: name.into(), what: what.into() }
+        TraceError::Param {
+            name: name.into(),
+            what: what.into(),
+        }
     }
 }

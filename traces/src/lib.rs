@@ -2,14 +2,32 @@
 //!
 //! A [`Batch`] holds, per embedding table, the CSR bags of one mini-batch (as in
 //! PyTorch's `EmbeddingBag`), plus optional dense features and labels. This crate
-//! generates batches (seeded, deterministic), reads Criteo TSV, stores batches in a
-//! versioned binary trace format, and computes access statistics.
+//! generates batches (seeded, deterministic: [`Generator`], named [`profiles`]),
+//! reads Criteo TSV ([`criteo`]), stores batches in a versioned, checksummed binary
+//! trace format ([`format`]), and computes access statistics ([`stats`]).
 //!
 //! It deliberately knows nothing about what is done with the indices: no embedding
 //! tables, no kernels, no DRAM.
+//!
+//! `gen` is a reserved word in Rust 2024, so the generator module is `r#gen`; use
+//! the re-exports at the crate root instead.
 
 pub mod batch;
+pub mod criteo;
 mod error;
+pub mod format;
+pub mod r#gen;
+pub mod profiles;
+pub mod rng;
+pub mod stats;
 
 pub use batch::{Batch, Pairs, TableBatch};
+pub use criteo::{CriteoBatcher, CriteoOptions, CriteoReader, CriteoSample};
 pub use error::TraceError;
+pub use format::{TraceHeader, TraceReader, TraceWriter, write_csv};
+pub use r#gen::{
+    BagSize, Distribution, GenSpec, Generator, TableSpec, generate_table_batch, zipf_pmf,
+};
+pub use profiles::{ProfileInfo, ProfileOverrides, list_profiles, profile};
+pub use rng::Rng;
+pub use stats::{StatsBuilder, TableStats, TraceStats, expected_unique_rows};

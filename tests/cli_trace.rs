@@ -1,0 +1,266 @@
+//! End-to-end tests of `nmpsim trace …` through the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert!(
+        o.status.success(),
+        "nmpsim {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 stdout")
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d =
+            std::env::temp_dir().join(format!("nmpsim-cli-trace-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn criteo_line(label: u32, i: u32, cat: &str) -> String {
+    let mut f = vec![label.to_string()];
+    f.extend((0..13).map(|k| if k == 0 { i.to_string() } else { String::new() }));
+    f.extend((0..26).map(|_| cat.to_string()));
+    f.join("\t")
+}
+
+#[test]
+fn gen_stats_export_round_trip() {
+    let t = TempDir::new("gen");
+    let d = &t.0;
+    ok(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--rows",
+            "1000",
+            "--tables",
+            "2",
+            "--dist",
+            "zipf:1.1",
+            "--bag",
+            "3",
+            "--batch",
+            "16",
+            "--batches",
+            "4",
+            "--seed",
+            "7",
+            "-q",
+            "-o",
+            "a.nmpt",
+        ],
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(d, &["trace", "stats", "a.nmpt", "--json"]))
+            .expect("stats --json is JSON");
+    assert_eq!(json["command"], "trace stats");
+    let r = &json["results"];
+    assert_eq!(r["batches"], 4);
+    assert_eq!(r["lookups"], 2 * 4 * 16 * 3);
+    assert_eq!(r["tables"][1]["rows"], 1000);
+    assert!(r["tables"][0]["coalescing_ratio"].as_f64().unwrap() > 1.0);
+
+    ok(d, &["trace", "export", "a.nmpt", "--csv", "a.csv"]);
+    let csv = std::fs::read_to_string(d.join("a.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("batch,table,bag,position,row,weight"));
+    assert_eq!(lines.count(), 2 * 4 * 16 * 3);
+
+    // Same spec, same bytes: traces are identified by their seed.
+    ok(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--rows",
+            "1000",
+            "--tables",
+            "2",
+            "--dist",
+            "zipf:1.1",
+            "--bag",
+            "3",
+            "--batch",
+            "16",
+            "--batches",
+            "4",
+            "--seed",
+            "7",
+            "-q",
+            "-o",
+            "b.nmpt",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(d.join("a.nmpt")).unwrap(),
+        std::fs::read(d.join("b.nmpt")).unwrap()
+    );
+}
+
+#[test]
+fn profile_stats_write_a_run_directory() {
+    let t = TempDir::new("rundir");
+    let d = &t.0;
+    let text = ok(
+        d,
+        &[
+            "trace",
+            "stats",
+            "--profile",
+            "movielens-20m",
+            "--batch",
+            "64",
+            "--batches",
+            "3",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    assert!(text.contains("coalescing ratio"), "{text}");
+    for f in [
+        "config.json",
+        "results.json",
+        "tables.csv",
+        "cdf.csv",
+        "summary.txt",
+    ] {
+        assert!(d.join("run").join(f).is_file(), "missing {f}");
+    }
+    let cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("run/config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["config"]["profile"], "movielens-20m");
+    let tables = std::fs::read_to_string(d.join("run/tables.csv")).unwrap();
+    assert!(
+        tables.starts_with("table,rows,batches,lookups,"),
+        "{tables}"
+    );
+    assert_eq!(tables.lines().count(), 2);
+}
+
+#[test]
+fn convert_criteo_tsv() {
+    let t = TempDir::new("convert");
+    let d = &t.0;
+    let tsv: String = (0..5)
+        .map(|i| criteo_line(i % 2, i, &format!("{:x}", 1000 + i)) + "\n")
+        .collect();
+    std::fs::write(d.join("day.tsv"), tsv).unwrap();
+    ok(
+        d,
+        &[
+            "trace",
+            "convert",
+            "day.tsv",
+            "-o",
+            "day.nmpt",
+            "--batch",
+            "2",
+            "--max-ind-range",
+            "100",
+            "-q",
+        ],
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(d, &["trace", "stats", "day.nmpt", "--json"])).unwrap();
+    let r = &json["results"];
+    assert_eq!(r["batches"], 3);
+    assert_eq!(r["tables"].as_array().unwrap().len(), 26);
+    assert_eq!(r["tables"][0]["rows"], 100);
+    assert_eq!(r["tables"][0]["lookups"], 5);
+    ok(d, &["trace", "export", "day.nmpt", "--csv", "day.csv"]);
+    let csv = std::fs::read_to_string(d.join("day.csv")).unwrap();
+    // Sample 4 (batch 2, bag 0) has id 0x3ec = 1004 -> 1004 % 100 = 4.
+    assert!(csv.contains("\n2,25,0,0,4,\n"), "{csv}");
+}
+
+#[test]
+fn bad_tsv_line_exits_2_naming_line_and_field() {
+    let t = TempDir::new("badtsv");
+    let d = &t.0;
+    let tsv = format!(
+        "{}\n{}\n",
+        criteo_line(0, 1, "a"),
+        criteo_line(1, 2, "zz12")
+    );
+    std::fs::write(d.join("bad.tsv"), tsv).unwrap();
+    let o = nmpsim(d, &["trace", "convert", "bad.tsv", "-o", "bad.nmpt", "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("line 2")
+            && err.contains("field 14 (categorical C1)")
+            && err.contains("'zz12' is not hex"),
+        "{err}"
+    );
+    assert!(
+        !d.join("bad.nmpt").exists() && !d.join("bad.nmpt.tmp").exists(),
+        "a failed conversion left a file"
+    );
+}
+
+#[test]
+fn corrupt_trace_and_bad_arguments_exit_2() {
+    let t = TempDir::new("corrupt");
+    let d = &t.0;
+    ok(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--profile",
+            "uniform",
+            "--rows",
+            "1000",
+            "--batch",
+            "8",
+            "--batches",
+            "2",
+            "-q",
+            "-o",
+            "u.nmpt",
+        ],
+    );
+    let mut bytes = std::fs::read(d.join("u.nmpt")).unwrap();
+    let last = bytes.len() - 30;
+    bytes[last] ^= 1;
+    std::fs::write(d.join("u.nmpt"), bytes).unwrap();
+    let o = nmpsim(d, &["trace", "stats", "u.nmpt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("checksum mismatch in batch 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let o = nmpsim(d, &["trace", "gen", "--profile", "criteo", "-o", "x.nmpt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("valid names: criteo-kaggle"));
+    let o = nmpsim(d, &["trace", "gen", "-o", "x.nmpt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--profile NAME, or --rows R"));
+}

@@ -1,0 +1,425 @@
+//! Streaming reader for Criteo Display Advertising (Kaggle / Terabyte) TSV:
+//! `label \t I1..I13 \t C1..C26`, one sample per line. Memory is bounded by one
+//! line (capped at [`MAX_LINE_BYTES`]) plus one batch.
+//!
+//! Conventions follow the DLRM reference's preprocessing: empty integer and
+//! categorical fields read as 0, negative integers are clamped to 0, dense features
+//! become ln(x + 1), and categorical ids (32-bit hex) are optionally reduced
+//! `% max_ind_range`. Fields in messages are numbered from 0 (label = field 0).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::{Batch, TableBatch, TraceError};
+
+pub const NUM_DENSE: usize = 13;
+pub const NUM_CATS: usize = 26;
+/// Fields per line: label, 13 integer, 26 categorical.
+pub const NUM_FIELDS: usize = 1 + NUM_DENSE + NUM_CATS;
+/// Longest line accepted; real lines are a few hundred bytes, and a cap keeps a
+/// file without newlines from being read into memory whole.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// One parsed sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriteoSample {
+    pub label: f32,
+    /// ln(x + 1) of the clamped integer features.
+    pub dense: [f32; NUM_DENSE],
+    /// Categorical ids, reduced `% max_ind_range` when set.
+    pub cats: [u32; NUM_CATS],
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CriteoOptions {
+    /// Reduce categorical ids modulo this (the DLRM reference's `--max-ind-range`).
+    pub max_ind_range: Option<u64>,
+}
+
+impl CriteoOptions {
+    /// Row count of every categorical table: `max_ind_range`, or 2^32 raw ids.
+    pub fn table_rows(&self) -> u64 {
+        self.max_ind_range.unwrap_or(1 << 32)
+    }
+}
+
+/// Iterates the samples of a Criteo TSV stream. Yields at most one error, then stops.
+pub struct CriteoReader<R: BufRead = BufReader<File>> {
+    input: R,
+    name: PathBuf,
+    opts: CriteoOptions,
+    line_no: u64,
+    buf: Vec<u8>,
+    done: bool,
+}
+
+impl CriteoReader<BufReader<File>> {
+    pub fn open(path: impl AsRef<Path>, opts: CriteoOptions) -> Result<Self, TraceError> {
+        let path = path.as_ref();
+        let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        CriteoReader::from_reader(BufReader::with_capacity(1 << 20, f), path, opts)
+    }
+}
+
+impl<R: BufRead> CriteoReader<R> {
+    /// Reads from any buffered input; `name` stands for it in messages.
+    pub fn from_reader(
+        input: R,
+        name: impl Into<PathBuf>,
+        opts: CriteoOptions,
+    ) -> Result<Self, TraceError> {
+        if let Some(m) = opts.max_ind_range {
+            if m == 0 || m > 1 << 32 {
+                return Err(TraceError::param(
+                    "max_ind_range",
+                    format!("{m}; expected 1 ..= 2^32"),
+                ));
+            }
+        }
+        Ok(CriteoReader {
+            input,
+            name: name.into(),
+            opts,
+            line_no: 0,
+            buf: Vec::new(),
+            done: false,
+        })
+    }
+
+    pub fn options(&self) -> &CriteoOptions {
+        &self.opts
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> u64 {
+        self.line_no
+    }
+
+    fn parse_err(&self, what: String) -> TraceError {
+        TraceError::Parse {
+            path: self.name.clone(),
+            line: self.line_no,
+            what,
+        }
+    }
+
+    fn read_sample(&mut self) -> Result<Option<CriteoSample>, TraceError> {
+        self.buf.clear();
+        let n = (&mut self.input)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| TraceError::io(&self.name, e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line_no += 1;
+        if self.buf.last() == Some(&b'\n') {
+            self.buf.pop();
+        } else if n > MAX_LINE_BYTES {
+            return Err(self.parse_err(format!(
+                "line is longer than {MAX_LINE_BYTES} bytes; is this a Criteo TSV file?"
+            )));
+        }
+        if self.buf.last() == Some(&b'\r') {
+            self.buf.pop();
+        }
+        parse_line(&self.buf, &self.opts)
+            .map(Some)
+            .map_err(|what| self.parse_err(what))
+    }
+}
+
+fn field_name(i: usize) -> String {
+    match i {
+        0 => "field 0 (label)".to_string(),
+        1..=NUM_DENSE => format!("field {i} (integer I{i})"),
+        _ => format!("field {i} (categorical C{})", i - NUM_DENSE),
+    }
+}
+
+/// Parses one line (without its newline); the error text names the field.
+fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String> {
+    let count = line.split(|&b| b == b'\t').count();
+    if count != NUM_FIELDS {
+        return Err(format!(
+            "{count} tab-separated fields; expected {NUM_FIELDS} (label, 13 integer, 26 categorical)"
+        ));
+    }
+    let mut s = CriteoSample {
+        label: 0.0,
+        dense: [0.0; NUM_DENSE],
+        cats: [0; NUM_CATS],
+    };
+    for (i, f) in line.split(|&b| b == b'\t').enumerate() {
+        let text = || String::from_utf8_lossy(f).into_owned();
+        match i {
+            0 => {
+                s.label = match f {
+                    b"0" => 0.0,
+                    b"1" => 1.0,
+                    _ => {
+                        return Err(format!(
+                            "{}: '{}' is not a click label; expected 0 or 1",
+                            field_name(i),
+                            text()
+                        ));
+                    }
+                }
+            }
+            1..=NUM_DENSE => {
+                let v: i64 = if f.is_empty() {
+                    0
+                } else {
+                    std::str::from_utf8(f)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or_else(|| {
+                            format!("{}: '{}' is not an integer", field_name(i), text())
+                        })?
+                };
+                s.dense[i - 1] = (v.max(0) as f64).ln_1p() as f32;
+            }
+            _ => {
+                let v = if f.is_empty() {
+                    0
+                } else if f.len() <= 8 && f.iter().all(u8::is_ascii_hexdigit) {
+                    // All hex digits checked above, so this cannot fail; map anyway rather than unwrap.
+                    u32::from_str_radix(&text(), 16)
+                        .map_err(|_| format!("{}: '{}' is not hex", field_name(i), text()))?
+                } else {
+                    return Err(format!(
+                        "{}: '{}' is not hex; expected up to 8 hex digits",
+                        field_name(i),
+                        text()
+                    ));
+                };
+                s.cats[i - 1 - NUM_DENSE] = match opts.max_ind_range {
+                    Some(m) => (u64::from(v) % m) as u32,
+                    None => v,
+                };
+            }
+        }
+    }
+    Ok(s)
+}
+
+impl<R: BufRead> Iterator for CriteoReader<R> {
+    type Item = Result<CriteoSample, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.read_sample() {
+            Ok(Some(s)) => Some(Ok(s)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Groups samples into [`Batch`]es of `batch_size`: 26 tables with one lookup per
+/// bag, 13 dense features and labels. The last batch may be smaller.
+pub struct CriteoBatcher<R: BufRead = BufReader<File>> {
+    reader: CriteoReader<R>,
+    batch_size: usize,
+}
+
+impl<R: BufRead> CriteoBatcher<R> {
+    pub fn new(reader: CriteoReader<R>, batch_size: usize) -> Result<Self, TraceError> {
+        if batch_size == 0 {
+            return Err(TraceError::param("batch_size", "0; expected at least 1"));
+        }
+        Ok(CriteoBatcher { reader, batch_size })
+    }
+
+    pub fn reader(&self) -> &CriteoReader<R> {
+        &self.reader
+    }
+
+    /// Row count of each of the 26 tables.
+    pub fn table_rows(&self) -> u64 {
+        self.reader.opts.table_rows()
+    }
+}
+
+impl<R: BufRead> Iterator for CriteoBatcher<R> {
+    type Item = Result<Batch, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.batch_size;
+        let mut labels = Vec::with_capacity(b);
+        let mut dense = Vec::with_capacity(b * NUM_DENSE);
+        let mut cols: Vec<Vec<u32>> = (0..NUM_CATS).map(|_| Vec::with_capacity(b)).collect();
+        for s in self.reader.by_ref().take(b) {
+            let s = match s {
+                Ok(s) => s,
+                Err(e) => return Some(Err(e)),
+            };
+            labels.push(s.label);
+            dense.extend_from_slice(&s.dense);
+            cols.iter_mut().zip(s.cats).for_each(|(c, v)| c.push(v));
+        }
+        if labels.is_empty() {
+            return None;
+        }
+        let n = labels.len();
+        let rows = self.table_rows();
+        let tables = cols
+            .into_iter()
+            .map(|indices| TableBatch {
+                num_rows: rows,
+                offsets: (0..=n as u32).collect(),
+                indices,
+                weights: None,
+            })
+            .collect();
+        Some(Ok(Batch {
+            tables,
+            dense: Some(dense),
+            num_dense: NUM_DENSE,
+            labels: Some(labels),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(label: &str, ints: &[&str], cats: &[&str]) -> String {
+        let mut f = vec![label.to_string()];
+        f.extend((0..NUM_DENSE).map(|i| ints.get(i).unwrap_or(&"").to_string()));
+        f.extend((0..NUM_CATS).map(|i| cats.get(i).unwrap_or(&"").to_string()));
+        f.join("\t")
+    }
+
+    fn read(text: &str, opts: CriteoOptions) -> Result<Vec<CriteoSample>, TraceError> {
+        CriteoReader::from_reader(text.as_bytes(), "test.tsv", opts)?.collect()
+    }
+
+    #[test]
+    fn parses_fields_with_dlrm_conventions() {
+        let text = format!(
+            "{}\n{}\r\n",
+            line("1", &["0", "-5", "", "9"], &["68fd1e64", "", "ffffffff"]),
+            line("0", &[], &[])
+        );
+        let s = read(&text, CriteoOptions::default()).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].label, 1.0);
+        assert_eq!(&s[0].dense[..4], &[0.0, 0.0, 0.0, (10f64).ln() as f32]);
+        assert_eq!(&s[0].cats[..3], &[0x68fd1e64, 0, 0xffffffff]);
+        assert_eq!(s[1].cats, [0; NUM_CATS]);
+        let h = read(
+            &text,
+            CriteoOptions {
+                max_ind_range: Some(1000),
+            },
+        )
+        .unwrap();
+        assert_eq!(h[0].cats[0], 0x68fd1e64 % 1000);
+        assert_eq!(h[0].cats[2], 0xffffffff % 1000);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let good = line("0", &[], &[]);
+        let bad_hex = line("1", &[], &["1", "zz12"]);
+        let e = read(&format!("{good}\n{bad_hex}\n"), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "test.tsv: line 2: field 15 (categorical C2): 'zz12' is not hex; expected up to 8 hex digits"
+        );
+        let e = read(&line("0", &[], &["123456789"]), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field 14 (categorical C1)"), "{e}");
+        let e = read(&line("0", &["1.5"], &[]), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1: field 1 (integer I1): '1.5' is not an integer"),
+            "{e}"
+        );
+        let e = read(&line("2", &[], &[]), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field 0 (label)"), "{e}");
+        let e = read(&format!("{good}\ta\n"), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1: 41 tab-separated fields; expected 40"),
+            "{e}"
+        );
+        let e = read("\n", CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 tab-separated fields; expected 40"), "{e}");
+        let long = "a".repeat(MAX_LINE_BYTES + 10);
+        assert!(
+            read(&long, CriteoOptions::default())
+                .unwrap_err()
+                .to_string()
+                .contains("longer than")
+        );
+        assert!(
+            read(
+                "",
+                CriteoOptions {
+                    max_ind_range: Some(0)
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn batcher_groups_samples_and_keeps_the_remainder() {
+        let text: String = (0..5)
+            .map(|i| {
+                line(
+                    &(i % 2).to_string(),
+                    &[&i.to_string()],
+                    &[&format!("{i:x}")],
+                ) + "\n"
+            })
+            .collect();
+        let r = CriteoReader::from_reader(
+            text.as_bytes(),
+            "t",
+            CriteoOptions {
+                max_ind_range: Some(100),
+            },
+        )
+        .unwrap();
+        let batches: Vec<Batch> = CriteoBatcher::new(r, 2)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            batches.iter().map(Batch::batch_size).collect::<Vec<_>>(),
+            vec![2, 2, 1]
+        );
+        for b in &batches {
+            b.validate().unwrap();
+            assert_eq!((b.tables.len(), b.num_dense), (NUM_CATS, NUM_DENSE));
+            assert_eq!(b.tables[0].num_rows, 100);
+        }
+        assert_eq!(batches[1].tables[0].indices, vec![2, 3]);
+        assert_eq!(batches[1].labels, Some(vec![0.0, 1.0]));
+        assert_eq!(batches[2].dense.as_ref().unwrap()[0], (5f64).ln() as f32);
+        let r = CriteoReader::from_reader(text.as_bytes(), "t", CriteoOptions::default()).unwrap();
+        assert!(CriteoBatcher::new(r, 0).is_err());
+    }
+}

@@ -1,0 +1,980 @@
+//! The versioned binary trace format (`.nmpt`), little-endian. Layout in
+//! `docs/trace-format.md`; in short:
+//!
+//! ```text
+//! magic "NMPTRACE" | version u32 | header_len u32 | header | header_crc u32
+//! { tag u8 = 1 | len u32 | batch payload | crc u32 }*      one record per batch
+//! tag u8 = 2 | len u32 = 12 | batch_count u64 | stream_crc u32 | crc u32
+//! ```
+//!
+//! Every record carries a CRC32 of its tag, length and payload; the end record also
+//! holds the batch count and a CRC over all batch records, so truncation at a record
+//! boundary, dropped records and corruption are all detected. Readers stream (one
+//! batch in memory) and never allocate more than the bytes left in the file.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::r#gen::GenSpec;
+use crate::{Batch, TableBatch, TraceError};
+
+/// First eight bytes of every trace.
+pub const MAGIC: [u8; 8] = *b"NMPTRACE";
+/// The only version this build reads and writes.
+pub const VERSION: u32 = 1;
+const TAG_BATCH: u8 = 1;
+const TAG_END: u8 = 2;
+const END_PAYLOAD_BYTES: u32 = 12;
+const TABLE_WEIGHTED: u8 = 1;
+const HAS_DENSE: u8 = 1;
+const HAS_LABELS: u8 = 2;
+
+/// What every batch of a trace looks like, plus free-form metadata (the CLI stores
+/// the resolved generator spec or conversion options there as JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceHeader {
+    /// Row count of each table.
+    pub table_rows: Vec<u64>,
+    /// Whether each table's batches carry per-lookup weights.
+    pub weighted: Vec<bool>,
+    /// Dense features per sample, if batches carry dense features.
+    pub num_dense: Option<u32>,
+    /// Whether batches carry labels.
+    pub labels: bool,
+    pub metadata: String,
+}
+
+impl TraceHeader {
+    /// The header matching `batch`'s shape.
+    pub fn for_batch(batch: &Batch, metadata: impl Into<String>) -> Self {
+        TraceHeader {
+            table_rows: batch.tables.iter().map(|t| t.num_rows).collect(),
+            weighted: batch.tables.iter().map(|t| t.weights.is_some()).collect(),
+            num_dense: batch.dense.as_ref().map(|_| batch.num_dense as u32),
+            labels: batch.labels.is_some(),
+            metadata: metadata.into(),
+        }
+    }
+
+    /// The header of traces generated from `spec`.
+    pub fn for_spec(spec: &GenSpec, metadata: impl Into<String>) -> Self {
+        TraceHeader {
+            table_rows: spec.tables.iter().map(|t| t.rows).collect(),
+            weighted: spec.tables.iter().map(|t| t.weighted).collect(),
+            num_dense: None,
+            labels: false,
+            metadata: metadata.into(),
+        }
+    }
+
+    /// Checks that `batch` has the shape this header promises.
+    pub fn check_batch(&self, batch: &Batch) -> Result<(), TraceError> {
+        let bad = |table: usize, what: String| Err(TraceError::InvalidBatch { table, what });
+        if batch.tables.len() != self.table_rows.len() {
+            return bad(
+                0,
+                format!(
+                    "batch has {} tables; the trace has {}",
+                    batch.tables.len(),
+                    self.table_rows.len()
+                ),
+            );
+        }
+        for (t, tb) in batch.tables.iter().enumerate() {
+            if tb.num_rows != self.table_rows[t] {
+                return bad(
+                    t,
+                    format!(
+                        "{} rows; the trace header says {}",
+                        tb.num_rows, self.table_rows[t]
+                    ),
+                );
+            }
+            if tb.weights.is_some() != self.weighted[t] {
+                return bad(
+                    t,
+                    format!(
+                        "weights present = {}; the trace header says {}",
+                        tb.weights.is_some(),
+                        self.weighted[t]
+                    ),
+                );
+            }
+        }
+        let dense = batch.dense.as_ref().map(|_| batch.num_dense as u64);
+        if dense != self.num_dense.map(u64::from) {
+            return bad(
+                0,
+                format!(
+                    "dense features {dense:?}; the trace header says {:?}",
+                    self.num_dense
+                ),
+            );
+        }
+        if batch.labels.is_some() != self.labels {
+            return bad(
+                0,
+                format!(
+                    "labels present = {}; the trace header says {}",
+                    batch.labels.is_some(),
+                    self.labels
+                ),
+            );
+        }
+        batch.validate()
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_u32(&mut out, self.table_rows.len() as u32);
+        for (rows, &w) in self.table_rows.iter().zip(&self.weighted) {
+            out.extend_from_slice(&rows.to_le_bytes());
+            out.push(if w { TABLE_WEIGHTED } else { 0 });
+        }
+        let flags = if self.num_dense.is_some() {
+            HAS_DENSE
+        } else {
+            0
+        } | if self.labels { HAS_LABELS } else { 0 };
+        out.push(flags);
+        put_u32(&mut out, self.num_dense.unwrap_or(0));
+        put_u32(&mut out, self.metadata.len() as u32);
+        out.extend_from_slice(self.metadata.as_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8], path: &Path) -> Result<Self, TraceError> {
+        let mut c = Cursor {
+            bytes,
+            pos: 0,
+            path,
+            what: "header".into(),
+        };
+        let n = c.u32()? as usize;
+        // Each table takes 9 bytes, so a hostile count cannot make us allocate more than the header holds.
+        c.need(n.checked_mul(9))?;
+        let mut table_rows = Vec::with_capacity(n);
+        let mut weighted = Vec::with_capacity(n);
+        for _ in 0..n {
+            table_rows.push(c.u64()?);
+            weighted.push(c.u8()? & TABLE_WEIGHTED != 0);
+        }
+        let flags = c.u8()?;
+        let num_dense = c.u32()?;
+        let meta_len = c.u32()? as usize;
+        let meta = c.take(meta_len)?;
+        let metadata = String::from_utf8(meta.to_vec())
+            .map_err(|_| format_err(path, "header metadata is not valid UTF-8".into()))?;
+        if c.pos != bytes.len() {
+            return Err(format_err(
+                path,
+                format!("header has {} stray bytes at its end", bytes.len() - c.pos),
+            ));
+        }
+        Ok(TraceHeader {
+            table_rows,
+            weighted,
+            num_dense: (flags & HAS_DENSE != 0).then_some(num_dense),
+            labels: flags & HAS_LABELS != 0,
+            metadata,
+        })
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn format_err(path: &Path, what: String) -> TraceError {
+    TraceError::Format {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
+/// Bounds-checked little-endian reads over one record's bytes.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    path: &'a Path,
+    what: String,
+}
+
+impl<'a> Cursor<'a> {
+    fn need(&self, n: Option<usize>) -> Result<(), TraceError> {
+        match n {
+            Some(n) if n <= self.bytes.len() - self.pos => Ok(()),
+            _ => Err(format_err(
+                self.path,
+                format!(
+                    "{}: record lengths inconsistent: needs {} more bytes at offset {} but the record holds {}",
+                    self.what,
+                    n.map_or("too many".to_string(), |n| n.to_string()),
+                    self.pos,
+                    self.bytes.len()
+                ),
+            )),
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], TraceError> {
+        self.need(Some(n))?;
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, TraceError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, TraceError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn u64(&mut self) -> Result<u64, TraceError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>, TraceError> {
+        let raw = self.take_words(n)?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+
+    fn f32s(&mut self, n: usize) -> Result<Vec<f32>, TraceError> {
+        let raw = self.take_words(n)?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+
+    fn take_words(&mut self, n: usize) -> Result<&'a [u8], TraceError> {
+        self.need(n.checked_mul(4))?;
+        self.take(n * 4)
+    }
+}
+
+/// Writes a trace. Output goes to `<path>.tmp` and is renamed over `path` by
+/// [`TraceWriter::finish`]; dropping an unfinished writer deletes the temporary, so
+/// an interrupted run never leaves a complete-looking trace behind.
+pub struct TraceWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+    header: TraceHeader,
+    batches: u64,
+    stream: crc32fast::Hasher,
+    buf: Vec<u8>,
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+impl TraceWriter {
+    pub fn create(path: impl AsRef<Path>, header: TraceHeader) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        if header.weighted.len() != header.table_rows.len() {
+            return Err(TraceError::param(
+                "header.weighted",
+                format!(
+                    "{} entries for {} tables",
+                    header.weighted.len(),
+                    header.table_rows.len()
+                ),
+            ));
+        }
+        let tmp = tmp_path(&path);
+        let file = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let h = header.encode();
+        let mut head = Vec::with_capacity(h.len() + 20);
+        head.extend_from_slice(&MAGIC);
+        put_u32(&mut head, VERSION);
+        put_u32(&mut head, h.len() as u32);
+        head.extend_from_slice(&h);
+        put_u32(&mut head, crc32fast::hash(&h));
+        out.write_all(&head).map_err(|e| TraceError::io(&tmp, e))?;
+        Ok(TraceWriter {
+            path,
+            tmp,
+            out: Some(out),
+            header,
+            batches: 0,
+            stream: crc32fast::Hasher::new(),
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// Appends one batch; it must match the header's shape.
+    pub fn write_batch(&mut self, batch: &Batch) -> Result<(), TraceError> {
+        self.header.check_batch(batch)?;
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.push(TAG_BATCH);
+        put_u32(buf, 0); // length, patched below
+        put_u32(buf, batch.batch_size() as u32);
+        for tb in &batch.tables {
+            put_u32(buf, tb.indices.len() as u32);
+            tb.offsets.iter().for_each(|&o| put_u32(buf, o));
+            tb.indices.iter().for_each(|&i| put_u32(buf, i));
+            if let Some(w) = &tb.weights {
+                w.iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+            }
+        }
+        for v in [&batch.dense, &batch.labels].into_iter().flatten() {
+            v.iter()
+                .for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+        }
+        let len = u32::try_from(buf.len() - 5).map_err(|_| {
+            TraceError::param(
+                "batch",
+                format!(
+                    "{} bytes; a record holds at most {} bytes",
+                    buf.len() - 5,
+                    u32::MAX
+                ),
+            )
+        })?;
+        buf[1..5].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(buf);
+        put_u32(buf, crc);
+        self.stream.update(buf);
+        self.write_raw()?;
+        self.batches += 1;
+        Ok(())
+    }
+
+    fn write_raw(&mut self) -> Result<(), TraceError> {
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| format_err(&self.path, "writer already finished".into()))?;
+        out.write_all(&self.buf)
+            .map_err(|e| TraceError::io(&self.tmp, e))
+    }
+
+    pub fn batches_written(&self) -> u64 {
+        self.batches
+    }
+
+    /// Writes the end record, syncs and moves the file into place. Returns the batch count.
+    pub fn finish(mut self) -> Result<u64, TraceError> {
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.push(TAG_END);
+        put_u32(buf, END_PAYLOAD_BYTES);
+        buf.extend_from_slice(&self.batches.to_le_bytes());
+        put_u32(buf, self.stream.clone().finalize());
+        let crc = crc32fast::hash(buf);
+        put_u32(buf, crc);
+        self.write_raw()?;
+        let out = self
+            .out
+            .take()
+            .ok_or_else(|| format_err(&self.path, "writer already finished".into()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| TraceError::io(&self.tmp, e.into_error()))?;
+        file.sync_all().map_err(|e| TraceError::io(&self.tmp, e))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+        Ok(self.batches)
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            // Unfinished: best effort, the error has already been reported or the
+            // process is unwinding.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Streams the batches of a trace, checking every checksum. Yields at most one
+/// error, then stops.
+pub struct TraceReader {
+    path: PathBuf,
+    input: BufReader<File>,
+    header: TraceHeader,
+    remaining: u64,
+    batches: u64,
+    stream: crc32fast::Hasher,
+    done: bool,
+}
+
+impl TraceReader {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
+        let len = file.metadata().map_err(|e| TraceError::io(&path, e))?.len();
+        let mut r = TraceReader {
+            path,
+            input: BufReader::with_capacity(1 << 20, file),
+            header: TraceHeader {
+                table_rows: vec![],
+                weighted: vec![],
+                num_dense: None,
+                labels: false,
+                metadata: String::new(),
+            },
+            remaining: len,
+            batches: 0,
+            stream: crc32fast::Hasher::new(),
+            done: false,
+        };
+        let mut magic = [0u8; 8];
+        if len < 8 {
+            return Err(format_err(
+                &r.path,
+                format!("not an nmpsim trace: {len} bytes, too short for the magic"),
+            ));
+        }
+        r.read_exact(&mut magic, "magic")?;
+        if magic != MAGIC {
+            return Err(format_err(
+                &r.path,
+                "not an nmpsim trace (bad magic; expected \"NMPTRACE\")".into(),
+            ));
+        }
+        let version = r.read_u32("version")?;
+        if version != VERSION {
+            return Err(format_err(
+                &r.path,
+                format!(
+                    "unsupported trace format version {version}; this build reads version {VERSION}"
+                ),
+            ));
+        }
+        let hlen = r.read_u32("header length")?;
+        let h = r.read_vec(u64::from(hlen), "header")?;
+        let crc = r.read_u32("header checksum")?;
+        if crc != crc32fast::hash(&h) {
+            return Err(format_err(
+                &r.path,
+                "header checksum mismatch: the file is corrupt".into(),
+            ));
+        }
+        r.header = TraceHeader::decode(&h, &r.path)?;
+        Ok(r)
+    }
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Batches read so far.
+    pub fn batches_read(&self) -> u64 {
+        self.batches
+    }
+
+    /// Where the last good batch was, for truncation and framing errors.
+    fn where_now(&self) -> String {
+        match self.batches {
+            0 => "before the first batch".to_string(),
+            n => format!("after batch {}", n - 1),
+        }
+    }
+
+    fn truncated(&self, what: &str) -> TraceError {
+        format_err(
+            &self.path,
+            format!(
+                "truncated {} (while reading {what}); the writer did not finish",
+                self.where_now()
+            ),
+        )
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<(), TraceError> {
+        if (buf.len() as u64) > self.remaining {
+            return Err(self.truncated(what));
+        }
+        self.input.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => self.truncated(what),
+            _ => TraceError::io(&self.path, e),
+        })?;
+        self.remaining -= buf.len() as u64;
+        Ok(())
+    }
+
+    fn read_u32(&mut self, what: &str) -> Result<u32, TraceError> {
+        let mut b = [0u8; 4];
+        self.read_exact(&mut b, what)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Reads `n` bytes, refusing before allocating if the file cannot hold them.
+    fn read_vec(&mut self, n: u64, what: &str) -> Result<Vec<u8>, TraceError> {
+        if n > self.remaining {
+            return Err(self.truncated(what));
+        }
+        let mut v = vec![0u8; n as usize];
+        self.read_exact(&mut v, what)?;
+        Ok(v)
+    }
+
+    fn read_record(&mut self) -> Result<Option<Batch>, TraceError> {
+        let k = self.batches;
+        let mut head = [0u8; 5];
+        self.read_exact(&mut head, "a record header")?;
+        let tag = head[0];
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
+        let payload = self.read_vec(u64::from(len), "a record")?;
+        let crc = self.read_u32("a record checksum")?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&head);
+        h.update(&payload);
+        if h.finalize() != crc {
+            let which = if tag == TAG_END {
+                "the end record".to_string()
+            } else {
+                format!("batch {k}")
+            };
+            return Err(format_err(
+                &self.path,
+                format!("checksum mismatch in {which}: the file is corrupt"),
+            ));
+        }
+        match tag {
+            TAG_BATCH => {
+                self.stream.update(&head);
+                self.stream.update(&payload);
+                self.stream.update(&crc.to_le_bytes());
+                let batch = self.decode_batch(&payload, k)?;
+                self.batches += 1;
+                Ok(Some(batch))
+            }
+            TAG_END => {
+                let mut c = Cursor {
+                    bytes: &payload,
+                    pos: 0,
+                    path: &self.path,
+                    what: "end record".into(),
+                };
+                let count = c.u64()?;
+                let stream_crc = c.u32()?;
+                if len != END_PAYLOAD_BYTES {
+                    return Err(format_err(
+                        &self.path,
+                        format!("end record is {len} bytes; expected {END_PAYLOAD_BYTES}"),
+                    ));
+                }
+                if count != k {
+                    return Err(format_err(
+                        &self.path,
+                        format!("end record says {count} batches but {k} were read"),
+                    ));
+                }
+                if stream_crc != self.stream.clone().finalize() {
+                    return Err(format_err(
+                        &self.path,
+                        "checksum over all batch records does not match the end record".into(),
+                    ));
+                }
+                if self.remaining != 0 {
+                    return Err(format_err(
+                        &self.path,
+                        format!("{} stray bytes after the end record", self.remaining),
+                    ));
+                }
+                Ok(None)
+            }
+            other => Err(format_err(
+                &self.path,
+                format!("unknown record tag {other} {}", self.where_now()),
+            )),
+        }
+    }
+
+    fn decode_batch(&self, payload: &[u8], k: u64) -> Result<Batch, TraceError> {
+        let mut c = Cursor {
+            bytes: payload,
+            pos: 0,
+            path: &self.path,
+            what: format!("batch {k}"),
+        };
+        let b = c.u32()? as usize;
+        let mut tables = Vec::with_capacity(self.header.table_rows.len());
+        for (t, (&rows, &weighted)) in self
+            .header
+            .table_rows
+            .iter()
+            .zip(&self.header.weighted)
+            .enumerate()
+        {
+            let nnz = c.u32()? as usize;
+            let offsets = c.u32s(b.saturating_add(1))?;
+            let indices = c.u32s(nnz)?;
+            let weights = if weighted { Some(c.f32s(nnz)?) } else { None };
+            let tb = TableBatch {
+                num_rows: rows,
+                offsets,
+                indices,
+                weights,
+            };
+            tb.validate_named(t)
+                .map_err(|e| format_err(&self.path, format!("batch {k}: {e}")))?;
+            tables.push(tb);
+        }
+        let dense = match self.header.num_dense {
+            Some(d) => Some(c.f32s(b.saturating_mul(d as usize))?),
+            None => None,
+        };
+        let labels = if self.header.labels {
+            Some(c.f32s(b)?)
+        } else {
+            None
+        };
+        if c.pos != payload.len() {
+            return Err(format_err(
+                &self.path,
+                format!(
+                    "batch {k}: record lengths inconsistent: {} stray bytes after the batch",
+                    payload.len() - c.pos
+                ),
+            ));
+        }
+        let batch = Batch {
+            tables,
+            dense,
+            num_dense: self.header.num_dense.unwrap_or(0) as usize,
+            labels,
+        };
+        batch
+            .validate()
+            .map_err(|e| format_err(&self.path, format!("batch {k}: {e}")))?;
+        Ok(batch)
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Batch, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.read_record() {
+            Ok(Some(b)) => Some(Ok(b)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Writes every lookup as a CSV row `batch,table,bag,position,row,weight` (weight
+/// empty for unweighted tables). Returns the number of rows written.
+pub fn write_csv<I, W>(batches: I, out: W) -> Result<u64, TraceError>
+where
+    I: IntoIterator<Item = Result<Batch, TraceError>>,
+    W: Write,
+{
+    let mut out = BufWriter::new(out);
+    let io = |e| TraceError::io("CSV output", e);
+    writeln!(out, "batch,table,bag,position,row,weight").map_err(io)?;
+    let mut rows = 0u64;
+    for (k, batch) in batches.into_iter().enumerate() {
+        let batch = batch?;
+        for (t, tb) in batch.tables.iter().enumerate() {
+            for bag in 0..tb.batch_size() {
+                let ws = tb.bag_weights(bag);
+                for (p, r) in tb.bag(bag).iter().enumerate() {
+                    match ws {
+                        Some(w) => writeln!(out, "{k},{t},{bag},{p},{r},{}", w[p]),
+                        None => writeln!(out, "{k},{t},{bag},{p},{r},"),
+                    }
+                    .map_err(io)?;
+                    rows += 1;
+                }
+            }
+        }
+    }
+    out.flush().map_err(io)?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nmpsim-format-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn sample_batches() -> Vec<Batch> {
+        let mk = |seed: u32| Batch {
+            tables: vec![
+                TableBatch::new(10, vec![0, 2, 3], vec![seed % 10, 1, 9], None).unwrap(),
+                TableBatch::new(7, vec![0, 0, 1], vec![6], Some(vec![0.5])).unwrap(),
+            ],
+            dense: Some(vec![1.0, 2.0, 3.0, 4.0]),
+            num_dense: 2,
+            labels: Some(vec![0.0, 1.0]),
+        };
+        vec![mk(1), mk(2), mk(3)]
+    }
+
+    fn write(path: &Path, batches: &[Batch]) {
+        let mut w =
+            TraceWriter::create(path, TraceHeader::for_batch(&batches[0], r#"{"x":1}"#)).unwrap();
+        for b in batches {
+            w.write_batch(b).unwrap();
+        }
+        assert_eq!(w.finish().unwrap(), batches.len() as u64);
+    }
+
+    fn read_all(path: &Path) -> Result<Vec<Batch>, TraceError> {
+        TraceReader::open(path)?.collect()
+    }
+
+    #[test]
+    fn round_trip_keeps_header_and_batches() {
+        let d = tmpdir("rt");
+        let p = d.join("a.nmpt");
+        let bs = sample_batches();
+        write(&p, &bs);
+        assert!(!tmp_path(&p).exists());
+        let r = TraceReader::open(&p).unwrap();
+        assert_eq!(r.header().metadata, r#"{"x":1}"#);
+        assert_eq!(r.header().num_dense, Some(2));
+        assert_eq!(r.header().weighted, vec![false, true]);
+        assert_eq!(read_all(&p).unwrap(), bs);
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let d = tmpdir("flip");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let good = std::fs::read(&p).unwrap();
+        let q = d.join("b.nmpt");
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x10;
+            std::fs::write(&q, &bad).unwrap();
+            assert!(
+                read_all(&q).is_err(),
+                "flip at byte {i} of {} went unnoticed",
+                good.len()
+            );
+        }
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn every_truncation_is_detected() {
+        let d = tmpdir("trunc");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let good = std::fs::read(&p).unwrap();
+        let q = d.join("b.nmpt");
+        for len in 0..good.len() {
+            std::fs::write(&q, &good[..len]).unwrap();
+            let e = read_all(&q).expect_err("truncated file read as valid");
+            let s = e.to_string();
+            assert!(
+                s.contains("truncated") || s.contains("not an nmpsim trace"),
+                "len {len}: {s}"
+            );
+        }
+        // Cut exactly after the second batch record: names the last good batch.
+        let mut r = TraceReader::open(&p).unwrap();
+        r.next().unwrap().unwrap();
+        r.next().unwrap().unwrap();
+        let cut = good.len() as u64 - r.remaining;
+        std::fs::write(&q, &good[..cut as usize]).unwrap();
+        let e = read_all(&q).unwrap_err().to_string();
+        assert!(e.contains("truncated after batch 1"), "{e}");
+        let mut extra = good.clone();
+        extra.push(0);
+        std::fs::write(&q, &extra).unwrap();
+        assert!(
+            read_all(&q)
+                .unwrap_err()
+                .to_string()
+                .contains("stray bytes")
+        );
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn wrong_magic_and_version_say_so() {
+        let d = tmpdir("magic");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let good = std::fs::read(&p).unwrap();
+        let q = d.join("b.nmpt");
+        std::fs::write(&q, b"hello world, not a trace").unwrap();
+        let e = TraceReader::open(&q).err().unwrap().to_string();
+        assert!(e.contains("not an nmpsim trace"), "{e}");
+        let mut v2 = good.clone();
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(&q, &v2).unwrap();
+        let e = TraceReader::open(&q).err().unwrap().to_string();
+        assert!(
+            e.contains("version 2") && e.contains("reads version 1"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn hostile_lengths_do_not_allocate() {
+        let d = tmpdir("hostile");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let mut bad = std::fs::read(&p).unwrap();
+        let hlen = u32::from_le_bytes([bad[12], bad[13], bad[14], bad[15]]) as usize;
+        // First batch record's length field, set to 4 GiB - 1.
+        let rec = 16 + hlen + 4;
+        bad[rec + 1..rec + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&p, &bad).unwrap();
+        let e = read_all(&p).unwrap_err().to_string();
+        assert!(e.contains("truncated before the first batch"), "{e}");
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn writer_rejects_mismatched_batches_and_cleans_up() {
+        let d = tmpdir("mismatch");
+        let p = d.join("a.nmpt");
+        let bs = sample_batches();
+        let mut w = TraceWriter::create(&p, TraceHeader::for_batch(&bs[0], "")).unwrap();
+        let mut odd = bs[0].clone();
+        odd.tables[1].weights = None;
+        assert!(
+            w.write_batch(&odd)
+                .unwrap_err()
+                .to_string()
+                .contains("weights present")
+        );
+        drop(w);
+        assert!(!p.exists() && !tmp_path(&p).exists());
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn csv_lists_every_lookup() {
+        let mut out = Vec::new();
+        let n = write_csv(sample_batches().into_iter().take(1).map(Ok), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(
+            text,
+            "batch,table,bag,position,row,weight\n0,0,0,0,1,\n0,0,0,1,1,\n0,0,1,0,9,\n0,1,1,0,6,0.5\n"
+        );
+    }
+
+    fn arb_batch() -> impl Strategy<Value = Batch> {
+        (
+            0usize..6,
+            1usize..4,
+            any::<bool>(),
+            any::<bool>(),
+            0usize..3,
+        )
+            .prop_flat_map(|(b, nt, dense, labels, nd)| {
+                let table = (
+                    1u64..1000,
+                    proptest::collection::vec(0u32..5, b),
+                    any::<bool>(),
+                )
+                    .prop_flat_map(move |(rows, sizes, weighted)| {
+                        let n: usize = sizes.iter().map(|&s| s as usize).sum();
+                        (
+                            Just(rows),
+                            Just(sizes),
+                            proptest::collection::vec(0..rows as u32, n),
+                            proptest::collection::vec(0.0f32..1.0, if weighted { n } else { 0 }),
+                            Just(weighted),
+                        )
+                    });
+                (
+                    proptest::collection::vec(table, nt),
+                    proptest::collection::vec(-1e3f32..1e3, if dense { b * nd } else { 0 }),
+                    proptest::collection::vec(0.0f32..=1.0, if labels { b } else { 0 }),
+                )
+                    .prop_map(move |(ts, dv, lv)| Batch {
+                        tables: ts
+                            .into_iter()
+                            .map(|(rows, sizes, indices, w, weighted)| {
+                                let mut offsets = vec![0u32];
+                                for s in sizes {
+                                    offsets.push(offsets.last().copied().unwrap_or(0) + s);
+                                }
+                                TableBatch {
+                                    num_rows: rows,
+                                    offsets,
+                                    indices,
+                                    weights: weighted.then_some(w),
+                                }
+                            })
+                            .collect(),
+                        dense: dense.then_some(dv),
+                        num_dense: if dense { nd } else { 0 },
+                        labels: labels.then_some(lv),
+                    })
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn random_batches_round_trip_exactly(first in arb_batch(), seeds in proptest::collection::vec(any::<u64>(), 0..4)) {
+            // Later batches reuse the first one's shape with shuffled rows, as a trace must.
+            let mut bs = vec![first.clone()];
+            for s in seeds {
+                let mut b = first.clone();
+                for t in &mut b.tables {
+                    let rows = t.num_rows;
+                    t.indices.iter_mut().enumerate().for_each(|(i, r)| *r = ((s.wrapping_add(i as u64)) % rows) as u32);
+                }
+                bs.push(b);
+            }
+            let d = tmpdir("prop");
+            let p = d.join(format!("{}.nmpt", bs.len()));
+            write(&p, &bs);
+            let back = read_all(&p).unwrap();
+            std::fs::remove_file(&p).ok();
+            prop_assert_eq!(back, bs);
+        }
+    }
+}
