@@ -22,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job on an embedded default: an RM1-like trace through every primitive.
+    Demo(cmd::demo::DemoArgs),
     /// Embedding traces: generate, convert from Criteo TSV, inspect.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
@@ -33,6 +35,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Kernels(c) => cmd::kernels::run(c),
     };

@@ -1,5 +1,6 @@
 //! One module per top-level subcommand. Each exposes a clap `Subcommand` enum (or
 //! `Args` struct) and a `run` function returning the process exit code.
 
+pub mod demo;
 pub mod kernels;
 pub mod trace;

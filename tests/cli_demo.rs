@@ -1,0 +1,68 @@
+//! End-to-end: `nmpsim demo` on a small configuration writes a complete run
+//! directory and reports that both backward paths agree.
+
+use std::process::Command;
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("nmpsim-cli-demo-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn demo_writes_a_run_directory_and_agrees() {
+    let out = tmpdir("ok");
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["demo", "--rows", "5000", "--batch", "128", "--tables", "3", "--batches", "2"])
+        .args(["--dist", "zipf:1.05", "--optimizer", "adagrad", "--json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["results"];
+    assert_eq!(r["same_unique_rows"], true);
+    assert_eq!(r["casted_vs_coalesced_max_rel_err"].as_f64(), Some(0.0));
+    assert_eq!(r["primitives"].as_array().unwrap().len(), 8);
+    // Figure 6's shape holds on any input: casting at least halves expand-coalesce traffic.
+    assert!(r["expand_coalesce_over_casted_bytes"].as_f64().unwrap() >= 1.9);
+    for f in ["config.json", "results.json", "primitives.csv", "summary.txt", "trace-stats.json"] {
+        assert!(out.join(f).is_file(), "missing {f}");
+    }
+    let cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["config"]["spec"]["batch_size"], 128);
+    assert_eq!(cfg["config"]["optimizer"]["kind"], "adagrad");
+    assert!(cfg["build"]["git_rev"].is_string());
+    let csv = std::fs::read_to_string(out.join("primitives.csv")).unwrap();
+    assert!(csv.starts_with("primitive,time_ms,read_bytes,write_bytes,throughput_gbps\n"));
+    std::fs::remove_dir_all(&out).ok();
+}
+
+#[test]
+fn demo_rejects_bad_arguments_clearly() {
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["demo", "--optimizer", "lamb", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unknown optimizer 'lamb'") && e.contains("row-wise-adagrad"), "{e}");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["demo", "--profile", "nope", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unknown profile 'nope'") && e.contains("rm1"), "{e}");
+
+    // Tables that cannot fit are refused before anything is allocated.
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["demo", "--rows", "4000000000", "--dim", "4096", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("GB of memory is available"), "{e}");
+}
