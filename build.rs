@@ -14,9 +14,16 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let rev = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
-    let rev = if dirty && rev != "unknown" { format!("{rev}-dirty") } else { rev };
+    let rev = if dirty && rev != "unknown" {
+        format!("{rev}-dirty")
+    } else {
+        rev
+    };
     let mut features: Vec<String> = std::env::vars()
-        .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(|f| f.to_lowercase().replace('_', "-")))
+        .filter_map(|(k, _)| {
+            k.strip_prefix("CARGO_FEATURE_")
+                .map(|f| f.to_lowercase().replace('_', "-"))
+        })
         .collect();
     features.sort();
     let profile = std::env::var("PROFILE").unwrap_or_default();

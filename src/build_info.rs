@@ -16,7 +16,10 @@ pub fn build_info() -> BuildInfo {
     BuildInfo {
         version: env!("CARGO_PKG_VERSION"),
         git_rev: env!("NMPSIM_GIT_REV"),
-        features: env!("NMPSIM_FEATURES").split(',').filter(|f| !f.is_empty()).collect(),
+        features: env!("NMPSIM_FEATURES")
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .collect(),
         profile: env!("NMPSIM_PROFILE"),
         target: env!("NMPSIM_TARGET"),
     }
@@ -25,7 +28,11 @@ pub fn build_info() -> BuildInfo {
 /// The long `--version` text.
 pub fn long_version() -> &'static str {
     let b = build_info();
-    let features = if b.features.is_empty() { "none".to_string() } else { b.features.join(",") };
+    let features = if b.features.is_empty() {
+        "none".to_string()
+    } else {
+        b.features.join(",")
+    };
     let s = format!(
         "{}\ngit revision: {}\nfeatures: {}\nprofile: {}\ntarget: {}",
         b.version, b.git_rev, features, b.profile, b.target

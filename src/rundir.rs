@@ -87,8 +87,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         "{}.tmp",
         path.extension().and_then(|e| e.to_str()).unwrap_or("")
     ));
-    let mut f = fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut f =
+        fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     f.sync_all().ok();
     drop(f);
     fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
@@ -98,9 +100,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// CSV text with minimal quoting (fields holding a comma, quote or newline).
 pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
     fn field(s: &str) -> String {
-        if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
     }
-    let mut out = header.iter().map(|h| field(h)).collect::<Vec<_>>().join(",");
+    let mut out = header
+        .iter()
+        .map(|h| field(h))
+        .collect::<Vec<_>>()
+        .join(",");
     out.push('\n');
     for r in rows {
         out.push_str(&r.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
@@ -132,7 +142,13 @@ mod tests {
 
     #[test]
     fn csv_quotes_only_when_needed() {
-        let t = csv_text(&["a", "b"], &[vec!["1".into(), "x,y".into()], vec!["q\"".into(), "2".into()]]);
+        let t = csv_text(
+            &["a", "b"],
+            &[
+                vec!["1".into(), "x,y".into()],
+                vec!["q\"".into(), "2".into()],
+            ],
+        );
         assert_eq!(t, "a,b\n1,\"x,y\"\n\"q\"\"\",2\n");
     }
 
@@ -140,10 +156,15 @@ mod tests {
     fn atomic_write_leaves_no_temporary() {
         let dir = std::env::temp_dir().join(format!("nmpsim-rundir-test-{}", std::process::id()));
         let rd = RunDir::create(Some(&dir), "test").unwrap();
-        rd.write_results("test", &serde_json::json!({"x": 1})).unwrap();
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        rd.write_results("test", &serde_json::json!({"x": 1}))
+            .unwrap();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("results.json")]);
-        let v: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("results.json")).unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("results.json")).unwrap()).unwrap();
         assert_eq!(v["results"]["x"], 1);
         assert!(v["build"]["git_rev"].is_string());
         fs::remove_dir_all(&dir).ok();

@@ -13,12 +13,33 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
 fn demo_writes_a_run_directory_and_agrees() {
     let out = tmpdir("ok");
     let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["demo", "--rows", "5000", "--batch", "128", "--tables", "3", "--batches", "2"])
-        .args(["--dist", "zipf:1.05", "--optimizer", "adagrad", "--json", "--out"])
+        .args([
+            "demo",
+            "--rows",
+            "5000",
+            "--batch",
+            "128",
+            "--tables",
+            "3",
+            "--batches",
+            "2",
+        ])
+        .args([
+            "--dist",
+            "zipf:1.05",
+            "--optimizer",
+            "adagrad",
+            "--json",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &v["results"];
     assert_eq!(r["same_unique_rows"], true);
@@ -26,7 +47,13 @@ fn demo_writes_a_run_directory_and_agrees() {
     assert_eq!(r["primitives"].as_array().unwrap().len(), 8);
     // Figure 6's shape holds on any input: casting at least halves expand-coalesce traffic.
     assert!(r["expand_coalesce_over_casted_bytes"].as_f64().unwrap() >= 1.9);
-    for f in ["config.json", "results.json", "primitives.csv", "summary.txt", "trace-stats.json"] {
+    for f in [
+        "config.json",
+        "results.json",
+        "primitives.csv",
+        "summary.txt",
+        "trace-stats.json",
+    ] {
         assert!(out.join(f).is_file(), "missing {f}");
     }
     let cfg: serde_json::Value =
@@ -47,7 +74,10 @@ fn demo_rejects_bad_arguments_clearly() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("unknown optimizer 'lamb'") && e.contains("row-wise-adagrad"), "{e}");
+    assert!(
+        e.contains("unknown optimizer 'lamb'") && e.contains("row-wise-adagrad"),
+        "{e}"
+    );
 
     let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
         .args(["demo", "--profile", "nope", "-q"])
@@ -55,7 +85,10 @@ fn demo_rejects_bad_arguments_clearly() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("unknown profile 'nope'") && e.contains("rm1"), "{e}");
+    assert!(
+        e.contains("unknown profile 'nope'") && e.contains("rm1"),
+        "{e}"
+    );
 
     // Tables that cannot fit are refused before anything is allocated.
     let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))

@@ -12,8 +12,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use nmpsim_kernels::{
-    EmbeddingTable, Optimizer, OptimizerState, Pooling, Traffic, casted_gather_reduce, coalesce,
-    expand, gather_reduce, scatter_update, tensor_cast,
+    Coalesced, EmbeddingTable, Expanded, Optimizer, OptimizerState, Pooling, Traffic,
+    casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
+    tensor_cast,
 };
 use nmpsim_traces::{Distribution, GenSpec, Generator, ProfileOverrides, StatsBuilder, TraceStats};
 use serde::Serialize;
@@ -140,9 +141,17 @@ const PRIMITIVES: [&str; 8] = [
 pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
     Ok(match name {
         "sgd" => Optimizer::Sgd { lr },
-        "adagrad" => Optimizer::Adagrad { lr, eps: 1e-8, initial_accumulator: 0.0 },
+        "adagrad" => Optimizer::Adagrad {
+            lr,
+            eps: 1e-8,
+            initial_accumulator: 0.0,
+        },
         "row-wise-adagrad" => Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
-        "rms-prop" | "rmsprop" => Optimizer::RmsProp { lr, alpha: 0.99, eps: 1e-8 },
+        "rms-prop" | "rmsprop" => Optimizer::RmsProp {
+            lr,
+            alpha: 0.99,
+            eps: 1e-8,
+        },
         other => bail!(
             "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
         ),
@@ -200,26 +209,50 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             rundir.path().display()
         );
     }
-    let pb = progress((spec.tables.len() * (a.batches + 1)) as u64, "tables", a.quiet || a.json);
+    let pb = progress(
+        (spec.tables.len() * (a.batches + 1)) as u64,
+        "tables",
+        a.quiet || a.json,
+    );
     pb.set_message("init");
     let mut tables = Vec::with_capacity(spec.tables.len());
     let mut states = Vec::with_capacity(spec.tables.len());
     for (t, ts) in spec.tables.iter().enumerate() {
-        tables.push(EmbeddingTable::seeded(ts.rows, a.dim, a.seed.wrapping_add(t as u64))?);
+        tables.push(EmbeddingTable::seeded(
+            ts.rows,
+            a.dim,
+            a.seed.wrapping_add(t as u64),
+        )?);
         states.push(OptimizerState::new(&optimizer, ts.rows, a.dim)?);
         pb.inc(1);
     }
     pb.set_message("batches");
 
-    // times[p][batch] in seconds; traffic[p] for one batch (the last).
-    let mut times = vec![vec![0.0f64; a.batches]; PRIMITIVES.len()];
+    // Per batch, seconds per primitive; traffic per primitive for one batch (the last).
+    let mut times: Vec<[f64; PRIMITIVES.len()]> = Vec::with_capacity(a.batches);
     let mut traffic = vec![Traffic::default(); PRIMITIVES.len()];
     let mut max_rel_err = 0.0f64;
     let mut same_rows = true;
+    // Output buffers are reused across tables and batches, as a training loop (or
+    // PyTorch's caching allocator) would: first-touch page faults are not the
+    // primitives' cost.
+    let empty_expanded = || Expanded {
+        src: Vec::new(),
+        dim: a.dim,
+        grads: Vec::new(),
+    };
+    let empty_coalesced = || Coalesced {
+        rows: Vec::new(),
+        dim: a.dim,
+        grads: Vec::new(),
+    };
+    let (mut expanded, mut coalesced, mut casted_grads) =
+        (empty_expanded(), empty_coalesced(), empty_coalesced());
     for bi in 0..a.batches {
         let batch = generator.next_batch();
         stats.add(&batch)?;
         let mut tr = vec![Traffic::default(); PRIMITIVES.len()];
+        let mut secs_batch = [0.0f64; PRIMITIVES.len()];
         for (t, tb) in batch.tables.iter().enumerate() {
             let b = tb.batch_size();
             let ctx = || format!("batch {bi}, table {t}");
@@ -237,18 +270,19 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             );
 
             let t0 = Instant::now();
-            let (expanded, ex) = expand(&grad_out, a.dim, tb, a.pooling).with_context(ctx)?;
+            let ex =
+                expand_into(&grad_out, a.dim, tb, a.pooling, &mut expanded).with_context(ctx)?;
             let t_ex = t0.elapsed().as_secs_f64();
             let t0 = Instant::now();
-            let (coalesced, co) = coalesce(&expanded, tb.num_rows).with_context(ctx)?;
+            let co = coalesce_into(&expanded, tb.num_rows, &mut coalesced).with_context(ctx)?;
             let t_co = t0.elapsed().as_secs_f64();
-            drop(expanded);
 
             let t0 = Instant::now();
             let (casted, ca) = tensor_cast(tb, a.pooling).with_context(ctx)?;
             let t_ca = t0.elapsed().as_secs_f64();
             let t0 = Instant::now();
-            let (casted_grads, cg) = casted_gather_reduce(&casted, &grad_out, a.dim).with_context(ctx)?;
+            let cg = casted_gather_reduce_into(&casted, &grad_out, a.dim, &mut casted_grads)
+                .with_context(ctx)?;
             let t_cg = t0.elapsed().as_secs_f64();
 
             if casted_grads.rows != coalesced.rows {
@@ -260,7 +294,6 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
                     a.dim,
                 ));
             }
-            drop(coalesced);
 
             let t0 = Instant::now();
             let sc = scatter_update(&mut tables[t], &mut states[t], &casted_grads, &optimizer)
@@ -279,12 +312,13 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
                 (t_sc, sc),
             ];
             for (p, (secs, bytes)) in per.into_iter().enumerate() {
-                times[p][bi] += secs;
-                tr[p] = tr[p] + bytes;
+                secs_batch[p] += secs;
+                tr[p] += bytes;
             }
             pb.inc(1);
         }
         traffic = tr;
+        times.push(secs_batch);
     }
     pb.finish_and_clear();
 
@@ -293,7 +327,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         .iter()
         .enumerate()
         .map(|(p, &name)| {
-            let secs = median(&times[p]);
+            let secs = median(&times.iter().map(|b| b[p]).collect::<Vec<_>>());
             let bytes = traffic[p].total_bytes() as f64;
             PrimitiveResult {
                 primitive: name,
@@ -312,7 +346,8 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         by("casted-gather-reduce"),
         by("cast+casted-gather-reduce"),
     );
-    let bytes = |p: &Option<PrimitiveResult>| p.as_ref().map_or(0, |p| p.read_bytes + p.write_bytes) as f64;
+    let bytes =
+        |p: &Option<PrimitiveResult>| p.as_ref().map_or(0, |p| p.read_bytes + p.write_bytes) as f64;
     let ms = |p: &Option<PrimitiveResult>| p.as_ref().map_or(0.0, |p| p.time_ms);
     let trace_stats: TraceStats = stats.finish();
     let results = DemoResults {
@@ -341,7 +376,13 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         "trace-stats.json",
         results_json("trace stats", &trace_stats)?.as_bytes(),
     )?;
-    let header = ["primitive", "time_ms", "read_bytes", "write_bytes", "throughput_gbps"];
+    let header = [
+        "primitive",
+        "time_ms",
+        "read_bytes",
+        "write_bytes",
+        "throughput_gbps",
+    ];
     let rows: Vec<Vec<String>> = results
         .primitives
         .iter()
@@ -363,7 +404,11 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     } else {
         print!("{summary}");
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn summary_text(c: &DemoConfig, r: &DemoResults, ok: bool, rundir: &RunDir) -> String {
@@ -408,7 +453,11 @@ fn summary_text(c: &DemoConfig, r: &DemoResults, ok: bool, rundir: &RunDir) -> S
         s,
         "times are measured medians over batches; bytes are derived from the algorithms (Figure 6 method)"
     );
-    let _ = writeln!(s, "large-buffer copy on this machine: {:.2} GB/s (read + write)", r.copy_gbps);
+    let _ = writeln!(
+        s,
+        "large-buffer copy on this machine: {:.2} GB/s (read + write)",
+        r.copy_gbps
+    );
     let _ = writeln!(
         s,
         "Tensor Casting: cast + casted gather-reduce is {:.2}x faster than expand + coalesce (paper: 1.1-9.5x)",

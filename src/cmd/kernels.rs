@@ -14,7 +14,9 @@ pub enum KernelsCommand {
     /// Check every primitive of each backend against the scalar f64 reference.
     ///
     /// Exits 0 when every primitive is within tolerance, 1 on any mismatch.
-    #[command(after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json")]
+    #[command(
+        after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json"
+    )]
     Check {
         #[command(flatten)]
         workload: Workload,
@@ -26,7 +28,9 @@ pub enum KernelsCommand {
         json: bool,
     },
     /// Print the analytic bytes each primitive reads and writes (the paper's Fig. 6 method).
-    #[command(after_help = "Examples:\n  nmpsim kernels traffic --bag 10 --batch 2048 --dist uniform\n  nmpsim kernels traffic --json")]
+    #[command(
+        after_help = "Examples:\n  nmpsim kernels traffic --bag 10 --batch 2048 --dist uniform\n  nmpsim kernels traffic --json"
+    )]
     Traffic {
         #[command(flatten)]
         workload: Workload,
@@ -66,8 +70,14 @@ pub struct Workload {
 
 impl Workload {
     fn config(&self) -> anyhow::Result<CheckConfig> {
-        let distribution: Distribution = self.distribution.parse().with_context(|| "--dist".to_string())?;
-        let pooling: Pooling = self.pooling.parse().map_err(|e: String| anyhow::anyhow!("--pooling: {e}"))?;
+        let distribution: Distribution = self
+            .distribution
+            .parse()
+            .with_context(|| "--dist".to_string())?;
+        let pooling: Pooling = self
+            .pooling
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--pooling: {e}"))?;
         Ok(CheckConfig {
             tables: self.tables,
             batch_size: self.batch_size,
@@ -90,14 +100,24 @@ fn backend(name: &str) -> anyhow::Result<&'static dyn Backend> {
 
 pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
     match c {
-        KernelsCommand::Check { workload, backends, json } => {
+        KernelsCommand::Check {
+            workload,
+            backends,
+            json,
+        } => {
             let config = workload.config()?;
-            let backends = backends.iter().map(|b| backend(b)).collect::<anyhow::Result<Vec<_>>>()?;
+            let backends = backends
+                .iter()
+                .map(|b| backend(b))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let report = run_check(&config, &backends)?;
             if json {
                 println!("{}", crate::rundir::results_json("kernels check", &report)?);
             } else {
-                println!("{:<10} {:<25} {:>14} {:>10}  ok", "backend", "primitive", "worst rel err", "tolerance");
+                println!(
+                    "{:<10} {:<25} {:>14} {:>10}  ok",
+                    "backend", "primitive", "worst rel err", "tolerance"
+                );
                 for b in &report.backends {
                     for p in &b.primitives {
                         println!(
@@ -113,15 +133,29 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                         }
                     }
                 }
-                println!("{}", if report.ok { "all primitives match the reference" } else { "MISMATCH" });
+                println!(
+                    "{}",
+                    if report.ok {
+                        "all primitives match the reference"
+                    } else {
+                        "MISMATCH"
+                    }
+                );
             }
-            Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         KernelsCommand::Traffic { workload, json } => {
             let config = workload.config()?;
             let report = run_check(&config, &[])?;
             if json {
-                println!("{}", crate::rundir::results_json("kernels traffic", &report.traffic)?);
+                println!(
+                    "{}",
+                    crate::rundir::results_json("kernels traffic", &report.traffic)?
+                );
             } else {
                 print_traffic(&report.traffic);
             }
@@ -131,8 +165,14 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn print_traffic(t: &TrafficBreakdown) {
-    println!("{} lookups, {} unique rows (summed over tables)", t.lookups, t.unique_rows);
-    println!("{:<24} {:>14} {:>14} {:>14}", "primitive", "read_bytes", "write_bytes", "total_bytes");
+    println!(
+        "{} lookups, {} unique rows (summed over tables)",
+        t.lookups, t.unique_rows
+    );
+    println!(
+        "{:<24} {:>14} {:>14} {:>14}",
+        "primitive", "read_bytes", "write_bytes", "total_bytes"
+    );
     let rows = [
         ("gather-reduce", t.gather_reduce),
         ("expand", t.expand),
@@ -144,7 +184,12 @@ fn print_traffic(t: &TrafficBreakdown) {
         ("scatter-adagrad (2 st.)", t.scatter_adagrad),
     ];
     for (name, x) in rows {
-        println!("{name:<24} {:>14} {:>14} {:>14}", x.read_bytes, x.write_bytes, x.total_bytes());
+        println!(
+            "{name:<24} {:>14} {:>14} {:>14}",
+            x.read_bytes,
+            x.write_bytes,
+            x.total_bytes()
+        );
     }
     let ec = (t.expand + t.coalesce_accumulate).total_bytes() as f64;
     println!(

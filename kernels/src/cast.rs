@@ -1,0 +1,232 @@
+//! Tensor Casting (the paper's Algorithm 2) and the casted gradient
+//! gather-reduce it enables (Algorithm 3), which replaces expand + coalesce.
+//!
+//! Casting needs only the index arrays, so it can run during the forward
+//! pass; the casted gather-reduce then reads each output gradient row once
+//! per lookup and writes each coalesced row once, with no expanded tensor.
+
+use nmpsim_traces::TableBatch;
+use rayon::prelude::*;
+
+use crate::coalesce::{Coalesced, ROWS_PER_TASK, segment_starts};
+use crate::error::{KernelError, check_batch, check_dim};
+use crate::gather::check_pooling;
+use crate::pooling::{Pooling, lookup_scale};
+use crate::radix::sort_pairs;
+use crate::traffic::{Traffic, casted_gather_reduce_traffic, tensor_cast_traffic};
+use crate::vecops::{PREFETCH_AHEAD, add_into, add_scaled_into, prefetch};
+
+/// The casted (src, dst) index arrays of one table's batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Casted {
+    /// Bag (output-gradient row) of every lookup, in src-sorted order: the
+    /// sorted `dst` of Alg. 2 line 4.
+    pub casted_src: Vec<u32>,
+    /// Coalesced-gradient slot of every lookup: cumulative sum of the scan
+    /// flags minus one (Alg. 2 lines 5-9). Non-decreasing, steps of 0 or 1.
+    pub casted_dst: Vec<u32>,
+    /// Table row of every slot, ascending (the sorted src at each flag).
+    pub unique_rows: Vec<u32>,
+    /// Per-lookup factor in sorted order for mean / weighted-sum pooling.
+    pub scale: Option<Vec<f32>>,
+    /// Number of bags `B`, the row count of the gradient this casts.
+    pub num_bags: usize,
+}
+
+/// Algorithm 2. Sum and mean pooling sort-by-key `(src, dst)` exactly as the
+/// paper does; weighted sum sorts `(src, position)` instead so that each
+/// lookup's weight can follow it, then reads `dst` through the position —
+/// the same permutation, since the sort is stable and `dst` is monotone.
+pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traffic), KernelError> {
+    check_batch(batch)?;
+    check_pooling(batch, pooling)?;
+    let n = batch.num_lookups();
+    let dst = batch.dst();
+    let (sorted_src, casted_src, scale) = match (pooling, batch.weights.as_deref()) {
+        (Pooling::WeightedSum, Some(w)) => {
+            let positions: Vec<u32> = (0..n as u32).collect();
+            let (sorted_src, pos) = sort_pairs(&batch.indices, &positions, batch.num_rows)?;
+            let casted_src = pos.iter().map(|&p| dst[p as usize]).collect();
+            let scale = pos.iter().map(|&p| w[p as usize]).collect();
+            (sorted_src, casted_src, Some(scale))
+        }
+        _ => {
+            let (sorted_src, casted_src) = sort_pairs(&batch.indices, &dst, batch.num_rows)?;
+            let scale = (pooling == Pooling::Mean).then(|| {
+                casted_src
+                    .iter()
+                    .map(|&b: &u32| {
+                        let len = batch.offsets[b as usize + 1] - batch.offsets[b as usize];
+                        lookup_scale(Pooling::Mean, len, None)
+                    })
+                    .collect()
+            });
+            (sorted_src, casted_src, scale)
+        }
+    };
+    // Scan: flag the first lookup of every run of equal src ...
+    let scan: Vec<u32> = (0..n)
+        .map(|i| u32::from(i == 0 || sorted_src[i] != sorted_src[i - 1]))
+        .collect();
+    // ... and the cumulative sum minus one numbers the runs.
+    let mut casted_dst = Vec::with_capacity(n);
+    let mut unique_rows = Vec::new();
+    let mut sum = 0u32;
+    for i in 0..n {
+        sum += scan[i];
+        casted_dst.push(sum - 1);
+        if scan[i] == 1 {
+            unique_rows.push(sorted_src[i]);
+        }
+    }
+    let traffic = tensor_cast_traffic(
+        n,
+        batch.batch_size(),
+        unique_rows.len(),
+        batch.num_rows,
+        pooling.scaled(),
+    );
+    Ok((
+        Casted {
+            casted_src,
+            casted_dst,
+            unique_rows,
+            scale,
+            num_bags: batch.batch_size(),
+        },
+        traffic,
+    ))
+}
+
+/// Checks a [`Casted`] against Alg. 2's invariants; returns its segment starts.
+fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
+    let n = c.casted_src.len();
+    if c.casted_dst.len() != n {
+        return Err(KernelError::shape(
+            "casted.casted_dst",
+            c.casted_dst.len(),
+            format!("casted_src.len() = {n}"),
+        ));
+    }
+    if let Some(s) = &c.scale {
+        if s.len() != n {
+            return Err(KernelError::shape(
+                "casted.scale",
+                s.len(),
+                format!("casted_src.len() = {n}"),
+            ));
+        }
+    }
+    if let Some((i, &b)) = c
+        .casted_src
+        .iter()
+        .enumerate()
+        .find(|&(_, &b)| b as usize >= c.num_bags)
+    {
+        return Err(KernelError::IndexOutOfRange {
+            arg: "casted.casted_src",
+            position: i,
+            value: b as u64,
+            bound: c.num_bags as u64,
+        });
+    }
+    for (i, &d) in c.casted_dst.iter().enumerate() {
+        let prev = if i == 0 {
+            None
+        } else {
+            Some(c.casted_dst[i - 1])
+        };
+        let ok = match prev {
+            None => d == 0,
+            Some(p) => d == p || Some(d) == p.checked_add(1),
+        };
+        if !ok {
+            return Err(KernelError::invalid(
+                "casted.casted_dst",
+                format!(
+                    "casted_dst[{i}] = {d} after {prev:?}; expected 0 first, then steps of 0 or 1"
+                ),
+            ));
+        }
+    }
+    let unique = c.casted_dst.last().map_or(0, |&d| d as usize + 1);
+    if c.unique_rows.len() != unique {
+        return Err(KernelError::shape(
+            "casted.unique_rows",
+            c.unique_rows.len(),
+            format!("last casted_dst + 1 = {unique}"),
+        ));
+    }
+    Ok(segment_starts(&c.casted_dst))
+}
+
+/// Algorithm 3: `coal[casted_dst[i]] += scale[i] * grad_out[casted_src[i]]`.
+/// Each slot adds its lookups in sorted (= stable, original) order, the same
+/// order and the same f32 operations as expand + coalesce, so the two agree
+/// bit for bit.
+pub fn casted_gather_reduce(
+    casted: &Casted,
+    grad_out: &[f32],
+    dim: usize,
+) -> Result<(Coalesced, Traffic), KernelError> {
+    let mut out = Coalesced {
+        rows: Vec::new(),
+        dim,
+        grads: Vec::new(),
+    };
+    let traffic = casted_gather_reduce_into(casted, grad_out, dim, &mut out)?;
+    Ok((out, traffic))
+}
+
+/// [`casted_gather_reduce`] into a reused buffer (see [`crate::gather::expand_into`] for why).
+pub fn casted_gather_reduce_into(
+    casted: &Casted,
+    grad_out: &[f32],
+    dim: usize,
+    out: &mut Coalesced,
+) -> Result<Traffic, KernelError> {
+    check_dim(dim)?;
+    if grad_out.len() != casted.num_bags * dim {
+        return Err(KernelError::shape(
+            "grad_out",
+            grad_out.len(),
+            format!("B x dim = {} x {dim}", casted.num_bags),
+        ));
+    }
+    let starts = check_casted(casted)?;
+    let unique = casted.unique_rows.len();
+    let src = &casted.casted_src;
+    let scale = casted.scale.as_deref();
+    let row = |i: usize| {
+        let b = src[i] as usize;
+        &grad_out[b * dim..(b + 1) * dim]
+    };
+    let grads = &mut out.grads;
+    grads.clear();
+    grads.resize(unique * dim, 0.0);
+    grads
+        .par_chunks_mut(dim)
+        .enumerate()
+        .with_min_len(ROWS_PER_TASK)
+        .for_each(|(u, acc)| {
+            let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
+            for i in s..e {
+                if i + PREFETCH_AHEAD < src.len() {
+                    prefetch(row(i + PREFETCH_AHEAD));
+                }
+                match scale {
+                    Some(sc) => add_scaled_into(acc, row(i), sc[i]),
+                    None => add_into(acc, row(i)),
+                }
+            }
+        });
+    out.rows.clear();
+    out.rows.extend_from_slice(&casted.unique_rows);
+    out.dim = dim;
+    Ok(casted_gather_reduce_traffic(
+        src.len(),
+        unique,
+        dim,
+        scale.is_some(),
+    ))
+}

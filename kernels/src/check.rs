@@ -1,0 +1,681 @@
+//! Backend-equivalence checking: every primitive of a [`Backend`] against the
+//! scalar f64 [`ReferenceBackend`] on generated traces.
+//!
+//! [`Backend`] is the seam for further implementations (a CUDA backend next to
+//! [`CpuBackend`]): one trait, every primitive, and one [`run_check`] that
+//! holds each of them to the same reference with the same tolerances.
+
+use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
+use serde::{Deserialize, Serialize};
+
+use crate::cast::Casted;
+use crate::coalesce::{CoalesceTraffic, Coalesced};
+use crate::error::KernelError;
+use crate::gather::Expanded;
+use crate::optimizer::{Optimizer, OptimizerState};
+use crate::pooling::Pooling;
+use crate::table::{EmbeddingTable, SplitMix64, fill_uniform};
+use crate::traffic::Traffic;
+
+/// One implementation of every embedding primitive. Signatures and semantics
+/// are those of the crate's free functions of the same names.
+pub trait Backend: Sync {
+    fn name(&self) -> &str;
+    fn gather_reduce(
+        &self,
+        table: &EmbeddingTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Vec<f32>, Traffic), KernelError>;
+    fn expand(
+        &self,
+        grad_out: &[f32],
+        dim: usize,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Expanded, Traffic), KernelError>;
+    fn coalesce(
+        &self,
+        expanded: &Expanded,
+        num_rows: u64,
+    ) -> Result<(Coalesced, CoalesceTraffic), KernelError>;
+    fn tensor_cast(
+        &self,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Casted, Traffic), KernelError>;
+    fn casted_gather_reduce(
+        &self,
+        casted: &Casted,
+        grad_out: &[f32],
+        dim: usize,
+    ) -> Result<(Coalesced, Traffic), KernelError>;
+    fn scatter_update(
+        &self,
+        table: &mut EmbeddingTable,
+        state: &mut OptimizerState,
+        grads: &Coalesced,
+        optimizer: &Optimizer,
+    ) -> Result<Traffic, KernelError>;
+}
+
+/// The crate's parallel CPU kernels.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CpuBackend;
+
+/// The scalar f64 kernels of [`crate::reference`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReferenceBackend;
+
+macro_rules! forward_backend {
+    ($ty:ty, $name:literal, $m:path) => {
+        impl Backend for $ty {
+            fn name(&self) -> &str {
+                $name
+            }
+            fn gather_reduce(
+                &self,
+                t: &EmbeddingTable,
+                b: &TableBatch,
+                p: Pooling,
+            ) -> Result<(Vec<f32>, Traffic), KernelError> {
+                {
+                    use $m as m;
+                    m::gather_reduce(t, b, p)
+                }
+            }
+            fn expand(
+                &self,
+                g: &[f32],
+                dim: usize,
+                b: &TableBatch,
+                p: Pooling,
+            ) -> Result<(Expanded, Traffic), KernelError> {
+                {
+                    use $m as m;
+                    m::expand(g, dim, b, p)
+                }
+            }
+            fn coalesce(
+                &self,
+                e: &Expanded,
+                rows: u64,
+            ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+                {
+                    use $m as m;
+                    m::coalesce(e, rows)
+                }
+            }
+            fn tensor_cast(
+                &self,
+                b: &TableBatch,
+                p: Pooling,
+            ) -> Result<(Casted, Traffic), KernelError> {
+                {
+                    use $m as m;
+                    m::tensor_cast(b, p)
+                }
+            }
+            fn casted_gather_reduce(
+                &self,
+                c: &Casted,
+                g: &[f32],
+                dim: usize,
+            ) -> Result<(Coalesced, Traffic), KernelError> {
+                {
+                    use $m as m;
+                    m::casted_gather_reduce(c, g, dim)
+                }
+            }
+            fn scatter_update(
+                &self,
+                t: &mut EmbeddingTable,
+                s: &mut OptimizerState,
+                g: &Coalesced,
+                o: &Optimizer,
+            ) -> Result<Traffic, KernelError> {
+                {
+                    use $m as m;
+                    m::scatter_update(t, s, g, o)
+                }
+            }
+        }
+    };
+}
+
+forward_backend!(CpuBackend, "cpu", crate);
+forward_backend!(ReferenceBackend, "reference", crate::reference);
+
+/// What `nmpsim kernels check` runs on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckConfig {
+    pub tables: usize,
+    pub batch_size: usize,
+    /// Lookups per bag (fixed).
+    pub bag_size: u32,
+    pub rows: u64,
+    pub dim: usize,
+    pub distribution: Distribution,
+    pub pooling: Pooling,
+    pub seed: u64,
+}
+
+impl Default for CheckConfig {
+    fn default() -> Self {
+        CheckConfig {
+            tables: 4,
+            batch_size: 1024,
+            bag_size: 20,
+            rows: 100_000,
+            dim: 64,
+            distribution: Distribution::Zipf {
+                alpha: 1.05,
+                scatter: true,
+            },
+            pooling: Pooling::Sum,
+            seed: 1,
+        }
+    }
+}
+
+/// One primitive's verdict for one backend, worst over all tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrimitiveCheck {
+    pub primitive: String,
+    /// Worst over rows of `max_k |x_k - ref_k| / max_k |ref_k|` (row-wise
+    /// relative error); infinite (JSON `null`) on a structural mismatch.
+    pub worst_rel_err: f64,
+    pub tolerance: f64,
+    pub ok: bool,
+    /// The first failure's explanation, if any.
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendCheck {
+    pub backend: String,
+    pub primitives: Vec<PrimitiveCheck>,
+    pub ok: bool,
+}
+
+/// Analytic traffic of each primitive, summed over the tables.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrafficBreakdown {
+    pub lookups: u64,
+    pub unique_rows: u64,
+    pub gather_reduce: Traffic,
+    pub expand: Traffic,
+    pub coalesce_sort: Traffic,
+    pub coalesce_accumulate: Traffic,
+    pub tensor_cast: Traffic,
+    pub casted_gather_reduce: Traffic,
+    pub scatter_sgd: Traffic,
+    pub scatter_adagrad: Traffic,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub config: CheckConfig,
+    pub backends: Vec<BackendCheck>,
+    pub traffic: TrafficBreakdown,
+    pub ok: bool,
+}
+
+/// Tolerance of accumulated results (f32 sums vs f64 sums of up to a few
+/// thousand terms for a hot Zipf row).
+pub const SUM_TOLERANCE: f64 = 1e-4;
+/// Tolerance of one optimizer step (a handful of f32 roundings per element).
+pub const STEP_TOLERANCE: f64 = 1e-5;
+
+/// Row-wise relative error of `got` against `want` (`dim`-wide rows):
+/// `max_k |got_k - want_k| / max(max_k |want_k|, 1% of the array's largest |want|)`.
+/// Row-wise, so a cold row is not hidden behind a hot one; floored at 1% of
+/// the array's scale, so a row whose terms cancel to about zero does not turn
+/// ordinary f32 rounding into a huge relative error.
+pub fn row_rel_err(got: &[f32], want: &[f32], dim: usize) -> f64 {
+    if got.len() != want.len() || dim == 0 {
+        return f64::INFINITY;
+    }
+    if got.iter().zip(want).any(|(a, b)| a.is_nan() != b.is_nan()) {
+        return f64::INFINITY;
+    }
+    let global = want.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
+    let floor = (0.01 * global).max(f32::MIN_POSITIVE as f64);
+    let mut worst = 0.0f64;
+    for (g, w) in got.chunks(dim).zip(want.chunks(dim)) {
+        let scale = w.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
+        let diff = g.iter().zip(w).fold(0.0f64, |m, (&a, &b)| {
+            if a.is_nan() {
+                m
+            } else {
+                m.max((a as f64 - b as f64).abs())
+            }
+        });
+        worst = worst.max(diff / scale.max(floor));
+    }
+    worst
+}
+
+/// The per-table inputs of a check: batch, table and output gradient.
+pub struct CheckInput {
+    pub batch: TableBatch,
+    pub table: EmbeddingTable,
+    pub grad_out: Vec<f32>,
+}
+
+/// Generates the inputs of `config`, one per table, deterministically.
+pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError> {
+    crate::error::check_dim(config.dim)?;
+    if config.tables == 0 {
+        return Err(KernelError::invalid("tables", "0; expected at least 1"));
+    }
+    let spec = TableSpec {
+        rows: config.rows,
+        distribution: config.distribution.clone(),
+        bag_size: BagSize::Fixed {
+            size: config.bag_size,
+        },
+        weighted: config.pooling == Pooling::WeightedSum,
+    };
+    let mut seeds = SplitMix64::new(config.seed);
+    (0..config.tables)
+        .map(|t| {
+            let batch = generate_table_batch(&spec, config.batch_size, seeds.next_u64())
+                .map_err(|e| KernelError::from(e).in_table(t))?;
+            let table = EmbeddingTable::seeded(config.rows, config.dim, seeds.next_u64())
+                .map_err(|e| e.in_table(t))?;
+            let mut grad_out = vec![0.0f32; config.batch_size * config.dim];
+            fill_uniform(&mut grad_out, -1.0, 1.0, seeds.next_u64());
+            Ok(CheckInput {
+                batch,
+                table,
+                grad_out,
+            })
+        })
+        .collect()
+}
+
+/// Accumulates one primitive's verdict over tables.
+struct Verdicts(Vec<PrimitiveCheck>);
+
+impl Verdicts {
+    fn record(
+        &mut self,
+        primitive: &str,
+        tolerance: f64,
+        result: Result<f64, String>,
+        table: usize,
+    ) {
+        let (err, detail) = match result {
+            Ok(e) => (e, None),
+            Err(d) => (f64::INFINITY, Some(d)),
+        };
+        let ok = err <= tolerance;
+        let detail = detail
+            .or_else(|| (!ok).then(|| format!("relative error {err:e} > tolerance {tolerance:e}")));
+        let detail = detail.map(|d| format!("table {table}: {d}"));
+        match self.0.iter_mut().find(|p| p.primitive == primitive) {
+            Some(p) => {
+                p.worst_rel_err = p.worst_rel_err.max(err);
+                if p.ok && !ok {
+                    p.detail = detail;
+                }
+                p.ok &= ok;
+            }
+            None => self.0.push(PrimitiveCheck {
+                primitive: primitive.into(),
+                worst_rel_err: err,
+                tolerance,
+                ok,
+                detail,
+            }),
+        }
+    }
+}
+
+fn exact<T: PartialEq>(what: &str, got: &T, want: &T) -> Result<f64, String> {
+    if got == want {
+        Ok(0.0)
+    } else {
+        Err(format!("{what} differ from the reference"))
+    }
+}
+
+fn coalesced_err(got: &Coalesced, want: &Coalesced) -> Result<f64, String> {
+    if got.rows != want.rows {
+        return Err(format!(
+            "unique rows differ ({} vs {} rows)",
+            got.rows.len(),
+            want.rows.len()
+        ));
+    }
+    Ok(row_rel_err(&got.grads, &want.grads, want.dim))
+}
+
+/// Runs every primitive of every backend on `config`'s generated inputs and
+/// compares it with [`ReferenceBackend`]. A backend error is a failed check,
+/// not an error of this function, which fails only on a bad config.
+pub fn run_check(
+    config: &CheckConfig,
+    backends: &[&dyn Backend],
+) -> Result<CheckReport, KernelError> {
+    let inputs = check_inputs(config)?;
+    run_check_on(config, &inputs, backends)
+}
+
+/// [`run_check`] on given inputs.
+pub fn run_check_on(
+    config: &CheckConfig,
+    inputs: &[CheckInput],
+    backends: &[&dyn Backend],
+) -> Result<CheckReport, KernelError> {
+    let reference = ReferenceBackend;
+    let (pooling, dim) = (config.pooling, config.dim);
+    let mut verdicts: Vec<Verdicts> = backends.iter().map(|_| Verdicts(Vec::new())).collect();
+    let mut traffic = TrafficBreakdown::default();
+    for (t, input) in inputs.iter().enumerate() {
+        let batch = &input.batch;
+        let rows = batch.num_rows;
+        let r = |e: KernelError| e.in_table(t);
+        let (gr_ref, gr_t) = reference
+            .gather_reduce(&input.table, batch, pooling)
+            .map_err(r)?;
+        let (ex_ref, ex_t) = reference
+            .expand(&input.grad_out, dim, batch, pooling)
+            .map_err(r)?;
+        let (co_ref, co_t) = reference.coalesce(&ex_ref, rows).map_err(r)?;
+        let (ca_ref, ca_t) = reference.tensor_cast(batch, pooling).map_err(r)?;
+        let (cg_ref, cg_t) = reference
+            .casted_gather_reduce(&ca_ref, &input.grad_out, dim)
+            .map_err(r)?;
+        traffic.lookups += batch.num_lookups() as u64;
+        traffic.unique_rows += co_ref.rows.len() as u64;
+        traffic.gather_reduce += gr_t;
+        traffic.expand += ex_t;
+        traffic.coalesce_sort += co_t.sort;
+        traffic.coalesce_accumulate += co_t.accumulate;
+        traffic.tensor_cast += ca_t;
+        traffic.casted_gather_reduce += cg_t;
+        let mut scatter_ref = Vec::new();
+        for opt in Optimizer::examples() {
+            let mut table = input.table.clone();
+            let mut state = OptimizerState::new(&opt, rows, dim).map_err(r)?;
+            // Two steps, so that the second sees a non-trivial state.
+            let mut st = Traffic::default();
+            for _ in 0..2 {
+                st += reference
+                    .scatter_update(&mut table, &mut state, &co_ref, &opt)
+                    .map_err(r)?;
+            }
+            match opt {
+                Optimizer::Sgd { .. } => traffic.scatter_sgd += st,
+                Optimizer::Adagrad { .. } => traffic.scatter_adagrad += st,
+                _ => {}
+            }
+            scatter_ref.push((opt, table, state));
+        }
+
+        for (backend, v) in backends.iter().zip(verdicts.iter_mut()) {
+            let fail = |e: KernelError| e.to_string();
+            let mut traffic_ok: Result<f64, String> = Ok(0.0);
+            let mut same_traffic = |what: &str, got: Traffic, want: Traffic| {
+                if got != want && traffic_ok.is_ok() {
+                    traffic_ok = Err(format!("{what}: {got:?}, reference {want:?}"));
+                }
+            };
+            let gr = backend.gather_reduce(&input.table, batch, pooling);
+            if let Ok((_, tr)) = &gr {
+                same_traffic("gather-reduce", *tr, gr_t);
+            }
+            v.record(
+                "gather-reduce",
+                SUM_TOLERANCE,
+                gr.map_err(fail).map(|(o, _)| row_rel_err(&o, &gr_ref, dim)),
+                t,
+            );
+
+            let ex = backend.expand(&input.grad_out, dim, batch, pooling);
+            if let Ok((_, tr)) = &ex {
+                same_traffic("expand", *tr, ex_t);
+            }
+            v.record(
+                "expand",
+                0.0,
+                ex.as_ref().map_err(|e| e.to_string()).and_then(|(e, _)| {
+                    exact("src", &e.src, &ex_ref.src)?;
+                    Ok(row_rel_err(&e.grads, &ex_ref.grads, dim))
+                }),
+                t,
+            );
+
+            let co = match &ex {
+                Ok((e, _)) => backend.coalesce(e, rows),
+                Err(_) => backend.coalesce(&ex_ref, rows),
+            };
+            if let Ok((_, tr)) = &co {
+                same_traffic("coalesce", tr.total(), co_t.total());
+            }
+            v.record(
+                "coalesce",
+                SUM_TOLERANCE,
+                co.as_ref()
+                    .map_err(|e| e.to_string())
+                    .and_then(|(c, _)| coalesced_err(c, &co_ref)),
+                t,
+            );
+
+            let ca = backend.tensor_cast(batch, pooling);
+            if let Ok((_, tr)) = &ca {
+                same_traffic("tensor-cast", *tr, ca_t);
+            }
+            v.record(
+                "tensor-cast",
+                0.0,
+                ca.as_ref()
+                    .map_err(|e| e.to_string())
+                    .and_then(|(c, _)| exact("casted arrays", c, &ca_ref)),
+                t,
+            );
+
+            let cg = backend.casted_gather_reduce(
+                ca.as_ref().map_or(&ca_ref, |c| &c.0),
+                &input.grad_out,
+                dim,
+            );
+            if let Ok((_, tr)) = &cg {
+                same_traffic("casted-gather-reduce", *tr, cg_t);
+            }
+            v.record(
+                "casted-gather-reduce",
+                SUM_TOLERANCE,
+                cg.as_ref()
+                    .map_err(|e| e.to_string())
+                    .and_then(|(c, _)| coalesced_err(c, &cg_ref)),
+                t,
+            );
+
+            // Tensor Casting only reorders who reads what: the casted result
+            // must equal the backend's own expand + coalesce bit for bit.
+            let agree = match (&cg, &co) {
+                (Ok((a, _)), Ok((b, _))) => {
+                    if a.rows != b.rows {
+                        Err("casted and coalesced unique rows differ".to_string())
+                    } else if a
+                        .grads
+                        .iter()
+                        .zip(&b.grads)
+                        .any(|(x, y)| x.to_bits() != y.to_bits())
+                        || a.grads.len() != b.grads.len()
+                    {
+                        Err(format!(
+                            "not bit-identical; relative difference {:e}",
+                            row_rel_err(&a.grads, &b.grads, dim)
+                        ))
+                    } else {
+                        Ok(0.0)
+                    }
+                }
+                _ => Err("casted gather-reduce or coalesce failed".to_string()),
+            };
+            v.record("casted-vs-coalesce", 0.0, agree, t);
+
+            for (opt, want_table, want_state) in &scatter_ref {
+                let mut table = input.table.clone();
+                let result = OptimizerState::new(opt, rows, dim).and_then(|mut state| {
+                    for _ in 0..2 {
+                        backend.scatter_update(&mut table, &mut state, &co_ref, opt)?;
+                    }
+                    Ok(state)
+                });
+                let err = result.map_err(fail).map(|state| {
+                    let w = row_rel_err(&table.data, &want_table.data, dim);
+                    let s = row_rel_err(
+                        &state.values,
+                        &want_state.values,
+                        state.values_per_row.max(1),
+                    );
+                    w.max(s)
+                });
+                v.record(&format!("scatter-{}", opt.name()), STEP_TOLERANCE, err, t);
+            }
+            v.record("traffic", 0.0, traffic_ok, t);
+        }
+    }
+    let backends: Vec<BackendCheck> = backends
+        .iter()
+        .zip(verdicts)
+        .map(|(b, v)| BackendCheck {
+            backend: b.name().to_string(),
+            ok: v.0.iter().all(|p| p.ok),
+            primitives: v.0,
+        })
+        .collect();
+    let ok = backends.iter().all(|b| b.ok);
+    Ok(CheckReport {
+        config: config.clone(),
+        backends,
+        traffic,
+        ok,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_backend_passes_a_small_check_for_every_pooling() {
+        for pooling in Pooling::ALL {
+            let config = CheckConfig {
+                tables: 2,
+                batch_size: 64,
+                bag_size: 8,
+                rows: 500,
+                dim: 16,
+                pooling,
+                ..Default::default()
+            };
+            let report = run_check(&config, &[&CpuBackend]).unwrap();
+            assert!(report.ok, "{pooling}: {:#?}", report.backends);
+            assert_eq!(report.backends[0].primitives.len(), 11);
+        }
+    }
+
+    /// A backend that gets gather-reduce slightly wrong must fail the check.
+    struct Broken;
+    impl Backend for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        fn gather_reduce(
+            &self,
+            t: &EmbeddingTable,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Vec<f32>, Traffic), KernelError> {
+            let (mut o, tr) = crate::gather_reduce(t, b, p)?;
+            o[3] += 1e-3;
+            Ok((o, tr))
+        }
+        fn expand(
+            &self,
+            g: &[f32],
+            dim: usize,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Expanded, Traffic), KernelError> {
+            CpuBackend.expand(g, dim, b, p)
+        }
+        fn coalesce(
+            &self,
+            e: &Expanded,
+            rows: u64,
+        ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+            CpuBackend.coalesce(e, rows)
+        }
+        fn tensor_cast(
+            &self,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Casted, Traffic), KernelError> {
+            let (mut c, tr) = CpuBackend.tensor_cast(b, p)?;
+            c.casted_src.swap(0, 1);
+            Ok((c, tr))
+        }
+        fn casted_gather_reduce(
+            &self,
+            c: &Casted,
+            g: &[f32],
+            dim: usize,
+        ) -> Result<(Coalesced, Traffic), KernelError> {
+            CpuBackend.casted_gather_reduce(c, g, dim)
+        }
+        fn scatter_update(
+            &self,
+            t: &mut EmbeddingTable,
+            s: &mut OptimizerState,
+            g: &Coalesced,
+            o: &Optimizer,
+        ) -> Result<Traffic, KernelError> {
+            CpuBackend.scatter_update(t, s, g, o)
+        }
+    }
+
+    #[test]
+    fn a_wrong_backend_fails() {
+        let config = CheckConfig {
+            tables: 1,
+            batch_size: 32,
+            bag_size: 4,
+            rows: 50,
+            dim: 8,
+            ..Default::default()
+        };
+        let report = run_check(&config, &[&CpuBackend, &Broken]).unwrap();
+        assert!(report.backends[0].ok);
+        assert!(!report.ok);
+        let failed: Vec<&str> = report.backends[1]
+            .primitives
+            .iter()
+            .filter(|p| !p.ok)
+            .map(|p| p.primitive.as_str())
+            .collect();
+        assert!(
+            failed.contains(&"gather-reduce") && failed.contains(&"tensor-cast"),
+            "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn bad_config_is_an_error() {
+        let e = run_check(
+            &CheckConfig {
+                dim: 0,
+                ..Default::default()
+            },
+            &[&CpuBackend],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("dim"), "{e}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Gradient coalescing (the paper's Algorithm 1): a stable argsort of the
+//! expanded gradients' src ids, then one accumulation per unique row.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{KernelError, check_dim};
+use crate::gather::Expanded;
+use crate::radix::sort_pairs;
+use crate::traffic::{Traffic, coalesce_accumulate_traffic, sort_pairs_traffic};
+use crate::vecops::{PREFETCH_AHEAD, add_into, prefetch};
+
+/// Unique rows per rayon task in the accumulate loops.
+pub(crate) const ROWS_PER_TASK: usize = 64;
+
+/// One gradient per touched table row, the input of [`crate::scatter_update`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coalesced {
+    /// Touched rows, strictly ascending.
+    pub rows: Vec<u32>,
+    pub dim: usize,
+    /// `rows.len() x dim`; row `u` is the summed gradient of table row `rows[u]`.
+    pub grads: Vec<f32>,
+}
+
+/// Coalesce traffic, split as the paper's Fig. 4 splits its time: the
+/// argsort, and the accumulation that Fig. 6's "Coalesce" bar counts.
+#[derive(Serialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoalesceTraffic {
+    pub sort: Traffic,
+    pub accumulate: Traffic,
+}
+
+impl CoalesceTraffic {
+    pub fn total(&self) -> Traffic {
+        self.sort + self.accumulate
+    }
+}
+
+/// Start of every run of equal values in the sorted `keys`, plus `keys.len()`.
+pub(crate) fn segment_starts(sorted: &[u32]) -> Vec<u32> {
+    let mut starts = Vec::new();
+    for (j, &k) in sorted.iter().enumerate() {
+        if j == 0 || k != sorted[j - 1] {
+            starts.push(j as u32);
+        }
+    }
+    starts.push(sorted.len() as u32);
+    starts
+}
+
+/// Algorithm 1: sums the expanded gradients of every table row. Each output
+/// row adds its lookups in their original order (the argsort is stable), so
+/// the result is the same for any thread count.
+pub fn coalesce(
+    expanded: &Expanded,
+    num_rows: u64,
+) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+    let mut out = Coalesced {
+        rows: Vec::new(),
+        dim: expanded.dim,
+        grads: Vec::new(),
+    };
+    let traffic = coalesce_into(expanded, num_rows, &mut out)?;
+    Ok((out, traffic))
+}
+
+/// [`coalesce`] into a reused buffer (see [`crate::gather::expand_into`] for why).
+pub fn coalesce_into(
+    expanded: &Expanded,
+    num_rows: u64,
+    out: &mut Coalesced,
+) -> Result<CoalesceTraffic, KernelError> {
+    let dim = expanded.dim;
+    check_dim(dim)?;
+    let n = expanded.src.len();
+    if n > u32::MAX as usize {
+        return Err(KernelError::invalid(
+            "expanded.src",
+            "more than 2^32 - 1 lookups",
+        ));
+    }
+    if expanded.grads.len() != n * dim {
+        return Err(KernelError::shape(
+            "expanded.grads",
+            expanded.grads.len(),
+            format!("src.len() x dim = {n} x {dim}"),
+        ));
+    }
+    // Step A: argsort (radix sort of (src, position) pairs).
+    let positions: Vec<u32> = (0..n as u32).collect();
+    let (sorted_src, sorted_pos) = sort_pairs(&expanded.src, &positions, num_rows)?;
+    // Step B: accumulate each run of equal src.
+    let starts = segment_starts(&sorted_src);
+    let unique = starts.len() - 1;
+    out.rows.clear();
+    out.rows
+        .extend(starts[..unique].iter().map(|&s| sorted_src[s as usize]));
+    out.dim = dim;
+    let grads = &mut out.grads;
+    grads.clear();
+    grads.resize(unique * dim, 0.0);
+    let g = &expanded.grads;
+    grads
+        .par_chunks_mut(dim)
+        .enumerate()
+        .with_min_len(ROWS_PER_TASK)
+        .for_each(|(u, acc)| {
+            let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
+            for j in s..e {
+                if j + PREFETCH_AHEAD < n {
+                    let p = sorted_pos[j + PREFETCH_AHEAD] as usize;
+                    prefetch(&g[p * dim..(p + 1) * dim]);
+                }
+                let p = sorted_pos[j] as usize;
+                add_into(acc, &g[p * dim..(p + 1) * dim]);
+            }
+        });
+    Ok(CoalesceTraffic {
+        sort: sort_pairs_traffic(n, num_rows),
+        accumulate: coalesce_accumulate_traffic(n, unique, dim),
+    })
+}

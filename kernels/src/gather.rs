@@ -1,0 +1,175 @@
+//! Forward gather-reduce (`EmbeddingBag`) and its dual, the gradient expand.
+
+use nmpsim_traces::TableBatch;
+use rayon::prelude::*;
+
+use crate::error::{KernelError, check_batch, check_dim};
+use crate::pooling::{Pooling, lookup_scale};
+use crate::table::EmbeddingTable;
+use crate::traffic::{Traffic, expand_traffic, gather_reduce_traffic};
+use crate::vecops::{PREFETCH_AHEAD, add_into, add_scaled_into, prefetch};
+
+/// Bags per rayon task: big enough to amortise scheduling, small enough to
+/// balance a 2048-bag batch over many cores.
+const BAGS_PER_TASK: usize = 16;
+
+/// Gradients expanded to one row per lookup (the input of [`crate::coalesce`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expanded {
+    /// Table row of every lookup (the batch's indices).
+    pub src: Vec<u32>,
+    pub dim: usize,
+    /// `src.len() x dim`, row `i` is the gradient for lookup `i`.
+    pub grads: Vec<f32>,
+}
+
+pub(crate) fn check_table(table: &EmbeddingTable) -> Result<(), KernelError> {
+    check_dim(table.dim)?;
+    let want = (table.rows as u128) * table.dim as u128;
+    if table.data.len() as u128 != want {
+        return Err(KernelError::shape(
+            "table.data",
+            table.data.len(),
+            format!("rows x dim = {want}"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_pooling(batch: &TableBatch, pooling: Pooling) -> Result<(), KernelError> {
+    if pooling == Pooling::WeightedSum && batch.weights.is_none() {
+        return Err(KernelError::invalid(
+            "batch.weights",
+            "weighted-sum pooling needs per-index weights; the batch has none",
+        ));
+    }
+    Ok(())
+}
+
+/// Forward pooling: output row `b` combines the table rows of bag `b`
+/// (`B x dim`, row-major). An empty bag gives zeros.
+pub fn gather_reduce(
+    table: &EmbeddingTable,
+    batch: &TableBatch,
+    pooling: Pooling,
+) -> Result<(Vec<f32>, Traffic), KernelError> {
+    check_table(table)?;
+    check_batch(batch)?;
+    check_pooling(batch, pooling)?;
+    if batch.num_rows != table.rows {
+        return Err(KernelError::shape(
+            "batch.num_rows",
+            batch.num_rows,
+            format!("the table's {} rows", table.rows),
+        ));
+    }
+    let dim = table.dim;
+    let bags = batch.batch_size();
+    let idx = &batch.indices;
+    let weights = batch.weights.as_deref();
+    let data = &table.data;
+    let row = |i: usize| {
+        let r = idx[i] as usize;
+        &data[r * dim..(r + 1) * dim]
+    };
+    let mut out = vec![0.0f32; bags * dim];
+    out.par_chunks_mut(dim * BAGS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            for (j, acc) in chunk.chunks_exact_mut(dim).enumerate() {
+                let bag = task * BAGS_PER_TASK + j;
+                let (s, e) = (batch.offsets[bag] as usize, batch.offsets[bag + 1] as usize);
+                for i in s..e {
+                    if i + PREFETCH_AHEAD < idx.len() {
+                        prefetch(row(i + PREFETCH_AHEAD));
+                    }
+                    match (pooling, weights) {
+                        (Pooling::WeightedSum, Some(w)) => add_scaled_into(acc, row(i), w[i]),
+                        _ => add_into(acc, row(i)),
+                    }
+                }
+                if pooling == Pooling::Mean && e > s {
+                    let len = (e - s) as f32;
+                    acc.iter_mut().for_each(|a| *a /= len);
+                }
+            }
+        });
+    let traffic = gather_reduce_traffic(idx.len(), bags, dim, pooling == Pooling::WeightedSum);
+    Ok((out, traffic))
+}
+
+/// Backward of gather-reduce before coalescing: lookup `i` of bag `b` gets
+/// `scale_i * grad_out[b]` (scale 1 for sum, `1 / len` for mean, the weight
+/// for weighted sum). `grad_out` is `B x dim`.
+pub fn expand(
+    grad_out: &[f32],
+    dim: usize,
+    batch: &TableBatch,
+    pooling: Pooling,
+) -> Result<(Expanded, Traffic), KernelError> {
+    let mut out = Expanded {
+        src: Vec::new(),
+        dim,
+        grads: Vec::new(),
+    };
+    let traffic = expand_into(grad_out, dim, batch, pooling, &mut out)?;
+    Ok((out, traffic))
+}
+
+/// [`expand`] into a reused buffer: a trainer calls this every step, and
+/// reusing the `n x dim` allocation avoids faulting in fresh pages each time
+/// (tens of MB per table, which costs as much as the kernel itself).
+pub fn expand_into(
+    grad_out: &[f32],
+    dim: usize,
+    batch: &TableBatch,
+    pooling: Pooling,
+    out: &mut Expanded,
+) -> Result<Traffic, KernelError> {
+    check_dim(dim)?;
+    check_batch(batch)?;
+    check_pooling(batch, pooling)?;
+    let bags = batch.batch_size();
+    if grad_out.len() != bags * dim {
+        return Err(KernelError::shape(
+            "grad_out",
+            grad_out.len(),
+            format!("B x dim = {bags} x {dim}"),
+        ));
+    }
+    let n = batch.num_lookups();
+    let weights = batch.weights.as_deref();
+    let grads = &mut out.grads;
+    grads.clear();
+    grads.resize(n * dim, 0.0);
+    // Each task owns the lookups of a run of bags: a contiguous block of rows.
+    let mut pieces = Vec::with_capacity(bags.div_ceil(BAGS_PER_TASK));
+    let mut rest: &mut [f32] = grads;
+    for first in (0..bags).step_by(BAGS_PER_TASK) {
+        let last = (first + BAGS_PER_TASK).min(bags);
+        let len = (batch.offsets[last] - batch.offsets[first]) as usize * dim;
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
+        pieces.push((first, last, piece));
+        rest = tail;
+    }
+    pieces.into_par_iter().for_each(|(first, last, piece)| {
+        let base = batch.offsets[first] as usize;
+        for bag in first..last {
+            let g = &grad_out[bag * dim..(bag + 1) * dim];
+            let (s, e) = (batch.offsets[bag] as usize, batch.offsets[bag + 1] as usize);
+            for i in s..e {
+                let out = &mut piece[(i - base) * dim..(i - base + 1) * dim];
+                if pooling == Pooling::Sum {
+                    out.copy_from_slice(g);
+                } else {
+                    let scale = lookup_scale(pooling, (e - s) as u32, weights.map(|w| w[i]));
+                    out.iter_mut().zip(g).for_each(|(o, x)| *o = scale * *x);
+                }
+            }
+        }
+    });
+    out.src.clear();
+    out.src.extend_from_slice(&batch.indices);
+    out.dim = dim;
+    Ok(expand_traffic(n, dim, pooling == Pooling::WeightedSum))
+}

@@ -1,0 +1,305 @@
+//! Sparse optimizers and the gradient scatter that applies them.
+//!
+//! Semantics are lazy (sparse): a row that is not in the [`Coalesced`]
+//! gradient keeps its weights *and* its optimizer state untouched, as in
+//! PyTorch's sparse Adagrad and FBGEMM's fused embedding optimizers. (Dense
+//! RMSprop would decay every row's accumulator every step; the sparse form only
+//! decays the rows it touches.)
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::coalesce::{Coalesced, ROWS_PER_TASK};
+use crate::error::KernelError;
+use crate::gather::check_table;
+use crate::table::EmbeddingTable;
+use crate::traffic::{Traffic, scatter_traffic};
+
+/// An embedding optimizer, chosen by name in configs (`kind = "sgd"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// `w -= lr * g`.
+    Sgd { lr: f32 },
+    /// Element-wise, as PyTorch: `a += g^2; w -= lr * g / (sqrt(a) + eps)`,
+    /// `a` starting at `initial_accumulator`.
+    Adagrad {
+        lr: f32,
+        eps: f32,
+        initial_accumulator: f32,
+    },
+    /// One accumulator per row, as FBGEMM: `a += mean_k(g_k^2);
+    /// w -= lr * g / (sqrt(a) + eps)`.
+    RowWiseAdagrad { lr: f32, eps: f32 },
+    /// The paper's Eq. 1: `a = alpha * a + (1 - alpha) * g^2;
+    /// w -= lr * g / sqrt(eps + a)`.
+    RmsProp { lr: f32, alpha: f32, eps: f32 },
+}
+
+impl Optimizer {
+    /// A representative of each kind, for tests and checks.
+    pub fn examples() -> [Optimizer; 4] {
+        [
+            Optimizer::Sgd { lr: 0.01 },
+            Optimizer::Adagrad {
+                lr: 0.01,
+                eps: 1e-8,
+                initial_accumulator: 0.0,
+            },
+            Optimizer::RowWiseAdagrad {
+                lr: 0.01,
+                eps: 1e-8,
+            },
+            Optimizer::RmsProp {
+                lr: 0.01,
+                alpha: 0.99,
+                eps: 1e-8,
+            },
+        ]
+    }
+
+    /// The config name of the kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Optimizer::Sgd { .. } => "sgd",
+            Optimizer::Adagrad { .. } => "adagrad",
+            Optimizer::RowWiseAdagrad { .. } => "row-wise-adagrad",
+            Optimizer::RmsProp { .. } => "rms-prop",
+        }
+    }
+
+    /// f32 state values kept per table row.
+    pub fn state_values_per_row(&self, dim: usize) -> usize {
+        match self {
+            Optimizer::Sgd { .. } => 0,
+            Optimizer::RowWiseAdagrad { .. } => 1,
+            Optimizer::Adagrad { .. } | Optimizer::RmsProp { .. } => dim,
+        }
+    }
+
+    /// Checks the hyper-parameters.
+    pub fn validate(&self) -> Result<(), KernelError> {
+        let finite = |arg, v: f32| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(KernelError::invalid(arg, format!("{v} is not finite")))
+            }
+        };
+        let non_negative = |arg, v: f32| {
+            finite(arg, v)?;
+            if v >= 0.0 {
+                Ok(())
+            } else {
+                Err(KernelError::invalid(arg, format!("{v}; expected >= 0")))
+            }
+        };
+        match *self {
+            Optimizer::Sgd { lr } => finite("lr", lr),
+            Optimizer::Adagrad {
+                lr,
+                eps,
+                initial_accumulator,
+            } => {
+                finite("lr", lr)?;
+                non_negative("eps", eps)?;
+                non_negative("initial_accumulator", initial_accumulator)
+            }
+            Optimizer::RowWiseAdagrad { lr, eps } => {
+                finite("lr", lr)?;
+                non_negative("eps", eps)
+            }
+            Optimizer::RmsProp { lr, alpha, eps } => {
+                finite("lr", lr)?;
+                non_negative("eps", eps)?;
+                if !(0.0..=1.0).contains(&alpha) {
+                    return Err(KernelError::invalid(
+                        "alpha",
+                        format!("{alpha}; expected in [0, 1]"),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Optimizer state for one table: `values_per_row` f32 per row, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimizerState {
+    pub rows: u64,
+    pub values_per_row: usize,
+    pub values: Vec<f32>,
+}
+
+impl OptimizerState {
+    /// Fresh state for `optimizer` on a `rows x dim` table.
+    pub fn new(optimizer: &Optimizer, rows: u64, dim: usize) -> Result<Self, KernelError> {
+        optimizer.validate()?;
+        crate::error::check_dim(dim)?;
+        let per_row = optimizer.state_values_per_row(dim);
+        let len = usize::try_from(rows)
+            .ok()
+            .and_then(|r| r.checked_mul(per_row))
+            .ok_or_else(|| {
+                KernelError::invalid(
+                    "rows",
+                    format!("{rows} rows of optimizer state do not fit in memory"),
+                )
+            })?;
+        let init = match *optimizer {
+            Optimizer::Adagrad {
+                initial_accumulator,
+                ..
+            } => initial_accumulator,
+            _ => 0.0,
+        };
+        Ok(OptimizerState {
+            rows,
+            values_per_row: per_row,
+            values: vec![init; len],
+        })
+    }
+
+    /// Size of the state in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.values.len() as u64 * 4
+    }
+}
+
+/// Checks everything [`scatter_update`] relies on; shared with the reference.
+pub(crate) fn check_scatter(
+    table: &EmbeddingTable,
+    state: &OptimizerState,
+    grads: &Coalesced,
+    optimizer: &Optimizer,
+) -> Result<(), KernelError> {
+    optimizer.validate()?;
+    check_table(table)?;
+    let dim = table.dim;
+    if grads.dim != dim {
+        return Err(KernelError::shape(
+            "grads.dim",
+            grads.dim,
+            format!("the table's dim {dim}"),
+        ));
+    }
+    if grads.grads.len() != grads.rows.len() * dim {
+        return Err(KernelError::shape(
+            "grads.grads",
+            grads.grads.len(),
+            format!("rows.len() x dim = {} x {dim}", grads.rows.len()),
+        ));
+    }
+    for (i, &r) in grads.rows.iter().enumerate() {
+        if r as u64 >= table.rows {
+            return Err(KernelError::IndexOutOfRange {
+                arg: "grads.rows",
+                position: i,
+                value: r as u64,
+                bound: table.rows,
+            });
+        }
+        if i > 0 && r <= grads.rows[i - 1] {
+            return Err(KernelError::invalid(
+                "grads.rows",
+                format!(
+                    "rows[{i}] = {r} after {}; expected strictly ascending",
+                    grads.rows[i - 1]
+                ),
+            ));
+        }
+    }
+    let per_row = optimizer.state_values_per_row(dim);
+    if state.values_per_row != per_row
+        || state.rows != table.rows
+        || state.values.len() as u128 != table.rows as u128 * per_row as u128
+    {
+        return Err(KernelError::shape(
+            "state",
+            format!(
+                "{} rows x {} values ({} in all)",
+                state.rows,
+                state.values_per_row,
+                state.values.len()
+            ),
+            format!(
+                "{} rows x {per_row} values for {}",
+                table.rows,
+                optimizer.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The rows `rows` (strictly ascending) of a `width`-wide row-major array, as
+/// disjoint mutable slices; safe splitting, so the update can run in parallel.
+fn split_rows<'a>(mut rest: &'a mut [f32], width: usize, rows: &[u32]) -> Vec<&'a mut [f32]> {
+    let mut out = Vec::with_capacity(rows.len());
+    let mut consumed = 0;
+    for &r in rows {
+        let start = r as usize * width;
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - consumed);
+        let (row, tail) = tail.split_at_mut(width);
+        out.push(row);
+        rest = tail;
+        consumed = start + width;
+    }
+    out
+}
+
+/// Applies `grads` to `table` with `optimizer`, updating `state`. Rows are
+/// independent, so they update in parallel; each row's arithmetic is
+/// sequential, so the result is the same for any thread count.
+pub fn scatter_update(
+    table: &mut EmbeddingTable,
+    state: &mut OptimizerState,
+    grads: &Coalesced,
+    optimizer: &Optimizer,
+) -> Result<Traffic, KernelError> {
+    check_scatter(table, state, grads, optimizer)?;
+    let dim = table.dim;
+    let per_row = state.values_per_row;
+    let weights = split_rows(&mut table.data, dim, &grads.rows);
+    let states = split_rows(&mut state.values, per_row, &grads.rows);
+    let opt = *optimizer;
+    weights
+        .into_par_iter()
+        .zip(states)
+        .zip(grads.grads.par_chunks(dim))
+        .with_min_len(ROWS_PER_TASK)
+        .for_each(|((w, a), g)| update_row(&opt, w, a, g));
+    Ok(scatter_traffic(grads.rows.len(), dim, per_row))
+}
+
+#[inline]
+fn update_row(opt: &Optimizer, w: &mut [f32], a: &mut [f32], g: &[f32]) {
+    match *opt {
+        Optimizer::Sgd { lr } => {
+            for (w, g) in w.iter_mut().zip(g) {
+                *w -= lr * g;
+            }
+        }
+        Optimizer::Adagrad { lr, eps, .. } => {
+            for ((w, a), g) in w.iter_mut().zip(a.iter_mut()).zip(g) {
+                *a += g * g;
+                *w -= lr * g / (a.sqrt() + eps);
+            }
+        }
+        Optimizer::RowWiseAdagrad { lr, eps } => {
+            let mean_sq = g.iter().map(|g| g * g).sum::<f32>() / g.len() as f32;
+            a[0] += mean_sq;
+            let step = lr / (a[0].sqrt() + eps);
+            for (w, g) in w.iter_mut().zip(g) {
+                *w -= step * g;
+            }
+        }
+        Optimizer::RmsProp { lr, alpha, eps } => {
+            for ((w, a), g) in w.iter_mut().zip(a.iter_mut()).zip(g) {
+                *a = alpha * *a + (1.0 - alpha) * g * g;
+                *w -= lr * g / (eps + *a).sqrt();
+            }
+        }
+    }
+}

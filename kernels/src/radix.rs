@@ -1,0 +1,218 @@
+//! Stable LSD radix sort of `(u32 key, u32 value)` pairs, the sort behind both
+//! gradient coalescing (argsort of src, Alg. 1) and Tensor Casting (sort-by-key
+//! of (src, dst), Alg. 2).
+//!
+//! Keys are row ids below a known `num_rows`, so only `ceil(log2(num_rows))`
+//! key bits are sorted: a 1M-row table needs 20 bits, two 10-bit passes,
+//! instead of four 8-bit passes over the whole word. Each pass is parallel:
+//! per-chunk histograms, an exclusive prefix over (digit, chunk), then every
+//! chunk scatters into its own disjoint output slots. A stable sort has one
+//! answer, so the result does not depend on the chunking or the thread count.
+
+use rayon::prelude::*;
+
+use crate::error::KernelError;
+
+/// Widest digit; 2^11 counters per chunk stay in L1.
+const MAX_DIGIT_BITS: u32 = 11;
+/// Below this many pairs a comparison sort beats setting up passes.
+const SMALL_N: usize = 4096;
+/// Below this many pairs a pass runs on one chunk (no rayon overhead).
+const PARALLEL_N: usize = 1 << 16;
+
+/// Number of key bits needed for keys below `num_rows`.
+pub fn key_bits(num_rows: u64) -> u32 {
+    if num_rows <= 1 {
+        0
+    } else {
+        64 - (num_rows - 1).leading_zeros()
+    }
+}
+
+/// `(passes, digit_bits)` for `bits` key bits: the fewest passes of at most
+/// [`MAX_DIGIT_BITS`], with the bits spread evenly over them.
+pub fn plan(bits: u32) -> (u32, u32) {
+    if bits == 0 {
+        return (0, 0);
+    }
+    let passes = bits.div_ceil(MAX_DIGIT_BITS);
+    (passes, bits.div_ceil(passes))
+}
+
+/// Sorts `(keys[i], values[i])` by key, stably; every key must be below `num_rows`.
+/// Returns `(sorted_keys, values_in_sorted_order)`.
+pub fn sort_pairs(
+    keys: &[u32],
+    values: &[u32],
+    num_rows: u64,
+) -> Result<(Vec<u32>, Vec<u32>), KernelError> {
+    if keys.len() != values.len() {
+        return Err(KernelError::shape(
+            "values",
+            values.len(),
+            format!("keys.len() = {}", keys.len()),
+        ));
+    }
+    if let Some((i, &k)) = keys
+        .iter()
+        .enumerate()
+        .find(|&(_, &k)| k as u64 >= num_rows)
+    {
+        return Err(KernelError::IndexOutOfRange {
+            arg: "keys",
+            position: i,
+            value: k as u64,
+            bound: num_rows,
+        });
+    }
+    // Key in the high half so one u64 move carries the pair.
+    let mut packed: Vec<u64> = keys
+        .iter()
+        .zip(values)
+        .map(|(&k, &v)| ((k as u64) << 32) | v as u64)
+        .collect();
+    sort_packed(&mut packed, key_bits(num_rows));
+    let sorted_keys = packed.par_iter().map(|&p| (p >> 32) as u32).collect();
+    let sorted_values = packed.par_iter().map(|&p| p as u32).collect();
+    Ok((sorted_keys, sorted_values))
+}
+
+/// Raw output pointer shared by the scatter of one pass.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut u64);
+// SAFETY: the pointer is only written at slots that the prefix sums give to
+// exactly one chunk (see `scatter_pass`), so no two threads touch one slot.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// A method (not field access) so closures capture the whole `Sync`
+    /// wrapper rather than the raw pointer field alone.
+    fn at(&self, i: usize) -> *mut u64 {
+        self.0.wrapping_add(i)
+    }
+}
+
+/// Stable sort of packed pairs by bits `32..32 + key_bits`.
+fn sort_packed(buf: &mut Vec<u64>, key_bits: u32) {
+    let n = buf.len();
+    if key_bits == 0 || n < 2 {
+        return;
+    }
+    if n < SMALL_N {
+        buf.sort_by_key(|p| p >> 32);
+        return;
+    }
+    let (passes, digit_bits) = plan(key_bits);
+    let chunks = if n < PARALLEL_N {
+        1
+    } else {
+        rayon::current_num_threads().max(1) * 4
+    };
+    let chunk_len = n.div_ceil(chunks);
+    let mut tmp = vec![0u64; n];
+    for pass in 0..passes {
+        let shift = 32 + pass * digit_bits;
+        scatter_pass(buf, &mut tmp, shift, digit_bits, chunk_len);
+        std::mem::swap(buf, &mut tmp);
+    }
+}
+
+fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk_len: usize) {
+    let radix = 1usize << digit_bits;
+    let mask = (radix - 1) as u64;
+    let digit = move |p: u64| ((p >> shift) & mask) as usize;
+    let hists: Vec<Vec<usize>> = src
+        .par_chunks(chunk_len)
+        .map(|c| {
+            let mut h = vec![0usize; radix];
+            for &p in c {
+                h[digit(p)] += 1;
+            }
+            h
+        })
+        .collect();
+    // Start slot of (chunk c, digit d): all smaller digits of every chunk,
+    // then digit d of earlier chunks. That order is what makes the pass stable.
+    let mut starts = vec![vec![0usize; radix]; hists.len()];
+    let mut run = 0;
+    for d in 0..radix {
+        for (c, h) in hists.iter().enumerate() {
+            starts[c][d] = run;
+            run += h[d];
+        }
+    }
+    debug_assert_eq!(run, src.len());
+    let out = OutPtr(dst.as_mut_ptr());
+    src.par_chunks(chunk_len)
+        .zip(starts.into_par_iter())
+        .for_each(|(c, mut next)| {
+            for &p in c {
+                let d = digit(p);
+                // SAFETY: `next[d]` walks the range the prefix sums reserved for
+                // this chunk's digit-d pairs; the ranges of all (chunk, digit)
+                // cells tile 0..n, so every write is in bounds and unshared.
+                unsafe { out.at(next[d]).write(p) };
+                next[d] += 1;
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn reference(keys: &[u32], values: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let mut v: Vec<(u32, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
+        v.sort_by_key(|p| p.0);
+        v.into_iter().unzip()
+    }
+
+    #[test]
+    fn plans_few_even_passes() {
+        assert_eq!(key_bits(1), 0);
+        assert_eq!(key_bits(2), 1);
+        assert_eq!(key_bits(1 << 20), 20);
+        assert_eq!(key_bits((1 << 20) + 1), 21);
+        assert_eq!(plan(20), (2, 10));
+        assert_eq!(plan(11), (1, 11));
+        assert_eq!(plan(32), (3, 11));
+    }
+
+    #[test]
+    fn large_parallel_sort_is_stable_for_any_thread_count() {
+        let n = 300_000;
+        let mut rng = crate::table::SplitMix64::new(3);
+        let keys: Vec<u32> = (0..n).map(|_| (rng.next_u64() % 5000) as u32).collect();
+        let values: Vec<u32> = (0..n as u32).collect();
+        let want = reference(&keys, &values);
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let got = pool.install(|| sort_pairs(&keys, &values, 5000).unwrap());
+            assert_eq!(got, want, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn refuses_out_of_range_keys_and_length_mismatch() {
+        let e = sort_pairs(&[1, 7], &[0, 1], 7).unwrap_err().to_string();
+        assert!(e.contains("`keys`[1] is 7"), "{e}");
+        assert!(sort_pairs(&[1], &[0, 1], 7).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn matches_stable_sort_by_key(
+            rows in 1u64..100_000,
+            raw in proptest::collection::vec(any::<u32>(), 0..9000),
+        ) {
+            let keys: Vec<u32> = raw.iter().map(|&k| (k as u64 % rows) as u32).collect();
+            let values: Vec<u32> = (0..keys.len() as u32).collect();
+            prop_assert_eq!(sort_pairs(&keys, &values, rows).unwrap(), reference(&keys, &values));
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A dense embedding table: `rows` rows of `dim` f32 values, row-major.
+
+use crate::error::{KernelError, check_dim};
+
+/// A row-major f32 embedding table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingTable {
+    pub rows: u64,
+    pub dim: usize,
+    /// `rows * dim` values; row `r` is `data[r * dim..(r + 1) * dim]`.
+    pub data: Vec<f32>,
+}
+
+fn checked_len(rows: u64, dim: usize) -> Result<usize, KernelError> {
+    check_dim(dim)?;
+    usize::try_from(rows)
+        .ok()
+        .and_then(|r| r.checked_mul(dim))
+        .ok_or_else(|| {
+            KernelError::invalid(
+                "rows",
+                format!("{rows} rows x {dim} does not fit in memory"),
+            )
+        })
+}
+
+impl EmbeddingTable {
+    /// A table of zeros.
+    pub fn zeros(rows: u64, dim: usize) -> Result<Self, KernelError> {
+        let len = checked_len(rows, dim)?;
+        Ok(EmbeddingTable {
+            rows,
+            dim,
+            data: vec![0.0; len],
+        })
+    }
+
+    /// Wraps existing values, checking that there are `rows * dim` of them.
+    pub fn from_vec(rows: u64, dim: usize, data: Vec<f32>) -> Result<Self, KernelError> {
+        let len = checked_len(rows, dim)?;
+        if data.len() != len {
+            return Err(KernelError::shape(
+                "data",
+                data.len(),
+                format!("rows x dim = {rows} x {dim} = {len}"),
+            ));
+        }
+        Ok(EmbeddingTable { rows, dim, data })
+    }
+
+    /// DLRM's initialisation: uniform in `±sqrt(1 / rows)`, deterministic in `seed`.
+    pub fn seeded(rows: u64, dim: usize, seed: u64) -> Result<Self, KernelError> {
+        let len = checked_len(rows, dim)?;
+        let bound = (1.0 / rows.max(1) as f64).sqrt() as f32;
+        let mut data = vec![0.0f32; len];
+        fill_uniform(&mut data, -bound, bound, seed);
+        Ok(EmbeddingTable { rows, dim, data })
+    }
+
+    /// Row `r`, or `None` past the end.
+    pub fn row(&self, r: u64) -> Option<&[f32]> {
+        let r = usize::try_from(r)
+            .ok()
+            .filter(|&r| (r as u64) < self.rows)?;
+        self.data.get(r * self.dim..(r + 1) * self.dim)
+    }
+
+    /// Row `r` for writing, or `None` past the end.
+    pub fn row_mut(&mut self, r: u64) -> Option<&mut [f32]> {
+        let r = usize::try_from(r)
+            .ok()
+            .filter(|&r| (r as u64) < self.rows)?;
+        self.data.get_mut(r * self.dim..(r + 1) * self.dim)
+    }
+
+    /// Size of the table's values in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.data.len() as u64 * 4
+    }
+}
+
+/// SplitMix64: a tiny, well-mixed generator; enough for initial weights and
+/// test gradients, and it keeps the crate free of an RNG dependency.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` with 24 random bits (exact in f32).
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+    }
+}
+
+/// Fills `out` with values uniform in `[lo, hi)`, deterministic in `seed`.
+pub fn fill_uniform(out: &mut [f32], lo: f32, hi: f32, seed: u64) {
+    let mut rng = SplitMix64::new(seed);
+    for x in out {
+        *x = lo + (hi - lo) * rng.next_f32();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_is_deterministic_and_bounded() {
+        let a = EmbeddingTable::seeded(100, 8, 7).unwrap();
+        assert_eq!(a, EmbeddingTable::seeded(100, 8, 7).unwrap());
+        assert_ne!(a, EmbeddingTable::seeded(100, 8, 8).unwrap());
+        assert!(a.data.iter().all(|x| x.abs() <= 0.1));
+        assert_eq!(a.bytes(), 100 * 8 * 4);
+        assert_eq!(a.row(99).unwrap().len(), 8);
+        assert!(a.row(100).is_none());
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        assert!(
+            EmbeddingTable::zeros(10, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("dim")
+        );
+        let e = EmbeddingTable::from_vec(2, 3, vec![0.0; 5])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`data`") && e.contains("found 5"), "{e}");
+    }
+}

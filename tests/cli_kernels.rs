@@ -1,0 +1,97 @@
+//! End-to-end: `nmpsim kernels check` and `nmpsim kernels traffic` through the binary.
+
+use std::process::Command;
+
+fn nmpsim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(args)
+        .output()
+        .expect("run nmpsim")
+}
+
+const SMALL: [&str; 10] = [
+    "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",
+];
+
+#[test]
+fn check_passes_and_reports_json() {
+    for pooling in ["sum", "mean", "weighted-sum"] {
+        let mut args = vec!["kernels", "check", "--json", "--pooling", pooling];
+        args.extend(SMALL);
+        let out = nmpsim(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{pooling}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(&stdout).expect("valid JSON");
+        assert_eq!(v["command"], "kernels check");
+        let results = &v["results"];
+        assert_eq!(results["ok"], true);
+        let prims = results["backends"][0]["primitives"].as_array().unwrap();
+        assert!(prims.len() >= 10);
+        for p in prims {
+            assert_eq!(p["ok"], true, "{p}");
+        }
+        let names: Vec<&str> = prims
+            .iter()
+            .map(|p| p["primitive"].as_str().unwrap())
+            .collect();
+        for want in [
+            "gather-reduce",
+            "expand",
+            "coalesce",
+            "tensor-cast",
+            "casted-gather-reduce",
+            "casted-vs-coalesce",
+            "scatter-sgd",
+            "scatter-adagrad",
+        ] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+    }
+}
+
+#[test]
+fn check_prints_a_table() {
+    let mut args = vec!["kernels", "check", "--dist", "uniform"];
+    args.extend(SMALL);
+    let out = nmpsim(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("casted-gather-reduce") && stdout.contains("all primitives match"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_arguments_fail_with_a_clear_message() {
+    let out = nmpsim(&["kernels", "check", "--dist", "pareto"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dist"));
+    let out = nmpsim(&["kernels", "check", "--backend", "tpu"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu`"));
+    let out = nmpsim(&["kernels", "check", "--dim", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dim"));
+}
+
+#[test]
+fn traffic_reports_fig6_ratios() {
+    let out = nmpsim(&[
+        "kernels", "traffic", "--json", "--tables", "1", "--batch", "256", "--bag", "10", "--rows",
+        "1000000", "--dim", "64", "--dist", "uniform",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &v["results"];
+    let total =
+        |k: &str| t[k]["read_bytes"].as_f64().unwrap() + t[k]["write_bytes"].as_f64().unwrap();
+    let ratio = (total("expand") + total("coalesce_accumulate")) / total("gather_reduce");
+    assert!((2.6..=3.8).contains(&ratio), "{ratio}");
+}
