@@ -32,7 +32,26 @@ enum Command {
     Kernels(cmd::kernels::KernelsCommand),
 }
 
+/// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
+/// kernels on a CPU without AVX2 / FMA: say so instead of dying on an illegal
+/// instruction.
+fn check_cpu() -> Result<(), String> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+        return Err(
+            "this nmpsim was built for x86-64-v3 (AVX2, FMA) but this CPU lacks them; \
+                    rebuild with `RUSTFLAGS= cargo build --release`"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
+    if let Err(e) = check_cpu() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),

@@ -157,7 +157,13 @@ impl OptimizerState {
         Ok(OptimizerState {
             rows,
             values_per_row: per_row,
-            values: vec![init; len],
+            values: {
+                let mut v = crate::table::zeroed_huge(len);
+                if init != 0.0 {
+                    v.fill(init);
+                }
+                v
+            },
         })
     }
 

@@ -24,6 +24,43 @@ fn checked_len(rows: u64, dim: usize) -> Result<usize, KernelError> {
         })
 }
 
+/// A zeroed buffer of `len` f32 values whose interior is advised for transparent
+/// huge pages (Linux `MADV_HUGEPAGE`) before any page is touched.
+///
+/// Embedding tables are gigabytes read at random rows: with 4 KiB pages nearly every
+/// lookup also misses the TLB, and on machines whose THP mode is `madvise` only an
+/// explicit advice gets 2 MiB pages. The advice is a hint; where it is refused or
+/// the OS has no such thing, the buffer is an ordinary zeroed `Vec`.
+pub fn zeroed_huge(len: usize) -> Vec<f32> {
+    // calloc-backed: large buffers come straight from mmap, untouched.
+    let v = vec![0.0f32; len];
+    advise_huge_pages(&v);
+    v
+}
+
+fn advise_huge_pages(buf: &[f32]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE_BYTES: usize = 2 << 20;
+        let start = buf.as_ptr() as usize;
+        let end = start + std::mem::size_of_val(buf);
+        let (a, b) = (
+            start.next_multiple_of(HUGE_BYTES),
+            end / HUGE_BYTES * HUGE_BYTES,
+        );
+        if b > a {
+            // SAFETY: [a, b) lies inside `buf`'s allocation, which outlives the call;
+            // MADV_HUGEPAGE changes only how the kernel backs the pages, never their
+            // contents, and failure is harmless (the return value is ignored on purpose).
+            unsafe {
+                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
+}
+
 impl EmbeddingTable {
     /// A table of zeros.
     pub fn zeros(rows: u64, dim: usize) -> Result<Self, KernelError> {
@@ -31,7 +68,7 @@ impl EmbeddingTable {
         Ok(EmbeddingTable {
             rows,
             dim,
-            data: vec![0.0; len],
+            data: zeroed_huge(len),
         })
     }
 
@@ -52,7 +89,7 @@ impl EmbeddingTable {
     pub fn seeded(rows: u64, dim: usize, seed: u64) -> Result<Self, KernelError> {
         let len = checked_len(rows, dim)?;
         let bound = (1.0 / rows.max(1) as f64).sqrt() as f32;
-        let mut data = vec![0.0f32; len];
+        let mut data = zeroed_huge(len);
         fill_uniform(&mut data, -bound, bound, seed);
         Ok(EmbeddingTable { rows, dim, data })
     }
