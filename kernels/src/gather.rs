@@ -46,13 +46,12 @@ pub(crate) fn check_pooling(batch: &TableBatch, pooling: Pooling) -> Result<(), 
     Ok(())
 }
 
-/// Forward pooling: output row `b` combines the table rows of bag `b`
-/// (`B x dim`, row-major). An empty bag gives zeros.
-pub fn gather_reduce(
+/// Every rule a gather-reduce's inputs must meet, shared by all backends.
+pub(crate) fn check_gather_inputs(
     table: &EmbeddingTable,
     batch: &TableBatch,
     pooling: Pooling,
-) -> Result<(Vec<f32>, Traffic), KernelError> {
+) -> Result<(), KernelError> {
     check_table(table)?;
     check_batch(batch)?;
     check_pooling(batch, pooling)?;
@@ -63,6 +62,17 @@ pub fn gather_reduce(
             format!("the table's {} rows", table.rows),
         ));
     }
+    Ok(())
+}
+
+/// Forward pooling: output row `b` combines the table rows of bag `b`
+/// (`B x dim`, row-major). An empty bag gives zeros.
+pub fn gather_reduce(
+    table: &EmbeddingTable,
+    batch: &TableBatch,
+    pooling: Pooling,
+) -> Result<(Vec<f32>, Traffic), KernelError> {
+    check_gather_inputs(table, batch, pooling)?;
     let dim = table.dim;
     let bags = batch.batch_size();
     let idx = &batch.indices;

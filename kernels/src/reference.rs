@@ -14,7 +14,7 @@ use nmpsim_traces::TableBatch;
 use crate::cast::Casted;
 use crate::coalesce::{CoalesceTraffic, Coalesced};
 use crate::error::{KernelError, check_batch, check_dim};
-use crate::gather::{Expanded, check_pooling, check_table};
+use crate::gather::{Expanded, check_pooling};
 use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
 use crate::pooling::{Pooling, lookup_scale};
 use crate::table::EmbeddingTable;
@@ -32,16 +32,7 @@ pub fn gather_reduce(
     batch: &TableBatch,
     pooling: Pooling,
 ) -> Result<(Vec<f32>, Traffic), KernelError> {
-    check_table(table)?;
-    check_batch(batch)?;
-    check_pooling(batch, pooling)?;
-    if batch.num_rows != table.rows {
-        return Err(KernelError::shape(
-            "batch.num_rows",
-            batch.num_rows,
-            format!("the table's {} rows", table.rows),
-        ));
-    }
+    crate::gather::check_gather_inputs(table, batch, pooling)?;
     let dim = table.dim;
     let mut out = vec![0.0f32; batch.batch_size() * dim];
     for b in 0..batch.batch_size() {
