@@ -47,7 +47,20 @@ fn check_cpu() -> Result<(), String> {
     Ok(())
 }
 
+/// `nmpsim trace stats big.nmpt | head` should stop quietly when `head` exits, as
+/// Unix tools do, instead of panicking on a broken pipe: restore the default SIGPIPE
+/// disposition that the Rust runtime replaces with "ignore".
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    restore_sigpipe();
     if let Err(e) = check_cpu() {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);

@@ -99,3 +99,37 @@ fn demo_rejects_bad_arguments_clearly() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("GB of memory is available"), "{e}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["trace", "gen", "--list-profiles"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close our end of stdout before the child writes: its writes hit a broken pipe.
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        status.success() || status.signal() == Some(libc_sigpipe()),
+        "{status:?}"
+    );
+}
+
+#[cfg(unix)]
+fn libc_sigpipe() -> i32 {
+    13 // SIGPIPE on Linux and the BSDs
+}
