@@ -1,0 +1,110 @@
+//! The one trait every DRAM engine implements.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+use crate::config::DramConfig;
+use crate::energy::{CommandCounts, Energy};
+use crate::{Completion, Request, SimError};
+
+/// Which engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Dramsim3,
+    Ramulator,
+}
+
+impl EngineKind {
+    pub const ALL: [EngineKind; 2] = [EngineKind::Dramsim3, EngineKind::Ramulator];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Dramsim3 => "dramsim3",
+            EngineKind::Ramulator => "ramulator",
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        match s.to_ascii_lowercase().as_str() {
+            "dramsim3" | "ds3" => Ok(EngineKind::Dramsim3),
+            "ramulator" | "ramulator1" => Ok(EngineKind::Ramulator),
+            _ => Err(SimError::UnknownEngine {
+                name: s.to_string(),
+                valid: "dramsim3, ramulator".to_string(),
+            }),
+        }
+    }
+}
+
+/// What an engine reports when a run is finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineReport {
+    pub counts: CommandCounts,
+    /// The engine's own energy figures, converted to pJ, where it has any.
+    pub engine_energy: Option<Energy>,
+}
+
+/// A cycle-level DRAM model of one channel.
+///
+/// Requests go in with [`try_send`](DramEngine::try_send), one clock edge is
+/// [`tick`](DramEngine::tick), and every accepted request completes exactly
+/// once. Writes are posted: they complete when the controller has taken them;
+/// [`draining`](DramEngine::draining) says whether posted writes are still
+/// waiting to reach the DRAM.
+pub trait DramEngine {
+    fn kind(&self) -> EngineKind;
+    fn config(&self) -> &DramConfig;
+    /// Offers a request for this cycle. `Ok(false)` means "not now" (queue
+    /// full); an address beyond the capacity is an error.
+    fn try_send(&mut self, req: Request) -> Result<bool, SimError>;
+    /// Advances one DRAM clock cycle and appends what completed in it.
+    fn tick(&mut self, done: &mut Vec<Completion>);
+    /// Cycles ticked so far.
+    fn cycle(&self) -> u64;
+    /// Accepted requests that have not completed.
+    fn pending(&self) -> usize;
+    /// True while accepted work is still on its way to the DRAM (for example
+    /// posted writes not yet issued), so a run is not over.
+    fn draining(&mut self) -> bool {
+        false
+    }
+    /// Ends the run and collects counters. Call once, after the last tick.
+    fn finish(&mut self) -> Result<EngineReport, SimError>;
+}
+
+/// Creates an engine of `kind` for `config`, keeping its files in `work_dir`
+/// (which must exist).
+///
+/// Ramulator keeps its statistics in a per-thread list, so a thread can host
+/// only one Ramulator instance in its life: create engines on a fresh thread
+/// ([`crate::on_fresh_thread`]; [`crate::simulate`] does this for you).
+pub fn create_engine(
+    kind: EngineKind,
+    config: &DramConfig,
+    work_dir: &Path,
+) -> Result<Box<dyn DramEngine>, SimError> {
+    Ok(match kind {
+        EngineKind::Dramsim3 => Box::new(crate::dramsim3::Dramsim3Engine::new(config, work_dir)?),
+        EngineKind::Ramulator => {
+            Box::new(crate::ramulator::RamulatorEngine::new(config, work_dir)?)
+        }
+    })
+}
+
+/// Runs `f` on a new thread and returns its result (panics propagate).
+pub fn on_fresh_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(p) => std::panic::resume_unwind(p),
+    })
+}

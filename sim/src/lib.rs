@@ -1,0 +1,26 @@
+//! DDR4 DRAM engines for nmpsim.
+//!
+//! One trait, [`DramEngine`]: requests in (address, read or write, id),
+//! completions out, a clock, counters. Two cycle-level engines implement it:
+//! DRAMsim3 ([`dramsim3`]) and Ramulator 1 ([`ramulator`]), both C++ built by
+//! their crates. Both are configured from one Rust description
+//! ([`DramConfig`]), and both are measured the same way: [`simulate`] drives an
+//! engine with a request [`source`] and returns [`DramStats`], with energy from
+//! command counts through one IDD model ([`energy`]).
+
+pub mod config;
+pub mod dramsim3;
+pub mod energy;
+pub mod engine;
+pub mod error;
+pub mod ramulator;
+pub mod request;
+pub mod runner;
+pub mod source;
+
+pub use config::{AddressMapping, Coord, DramConfig, Speed, preset_names};
+pub use energy::{CommandCounts, Energy, EventEnergy};
+pub use engine::{DramEngine, EngineKind, EngineReport, create_engine, on_fresh_thread};
+pub use error::SimError;
+pub use request::{Access, BURST_BYTES, Completion, MemOp, Request, RequestId};
+pub use runner::{DramStats, RunOptions, simulate};

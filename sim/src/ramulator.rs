@@ -1,0 +1,378 @@
+//! Ramulator 1 (the modified version in the `ramulator_wrapper` crate) behind
+//! [`DramEngine`].
+//!
+//! - Ramulator takes speed and organisation by name and uses its built-in
+//!   timing table (see [`DramConfig::ramulator_timing_differences`]).
+//! - Its only DDR4 address layout that spreads bank groups is RoBaRaCoCh;
+//!   addresses are decoded with the preset's mapping and re-encoded into that
+//!   layout, so both engines see the same (rank, bank group, bank, row, column)
+//!   for every request.
+//! - The wrapper returns read addresses only. Reads map back to ids through a
+//!   FIFO per address. Writes are posted (they complete one cycle after
+//!   acceptance, as in DRAMsim3); at most `transaction_queue` posted writes
+//!   may be waiting for their WR command, and a run is not over until every
+//!   write has been issued.
+//! - Command counts, bank-open time and write issue come from Ramulator's
+//!   per-rank command trace, read as it is written; row hits, misses and
+//!   conflicts from its statistics file. Energy is computed from the counts
+//!   with the shared IDD model ([`crate::energy`]).
+//! - Ramulator keeps statistics in a per-thread list that its instances never
+//!   leave, so one thread can host only one instance in its life.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use ramulator_wrapper::RamulatorWrapper;
+
+use crate::config::{Coord, DramConfig};
+use crate::energy::CommandCounts;
+use crate::engine::{DramEngine, EngineKind, EngineReport};
+use crate::request::BURST_BYTES;
+use crate::{Completion, Request, RequestId, SimError};
+
+thread_local! {
+    static USED_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// How often (in cycles) the command traces are read while running.
+const POLL_CYCLES: u64 = 16;
+
+/// Incremental reader of one rank's command trace.
+struct RankTrace {
+    path: PathBuf,
+    reader: Option<BufReader<File>>,
+    partial: String,
+    line_no: u64,
+    open_banks: u32,
+    open_since: u64,
+    active_cycles: u64,
+}
+
+#[derive(Default)]
+struct TraceCounts {
+    activates: u64,
+    precharges: u64,
+    read_cmds: u64,
+    write_cmds: u64,
+    refreshes: u64,
+}
+
+impl RankTrace {
+    fn new(path: PathBuf) -> Self {
+        RankTrace {
+            path,
+            reader: None,
+            partial: String::new(),
+            line_no: 0,
+            open_banks: 0,
+            open_since: 0,
+            active_cycles: 0,
+        }
+    }
+
+    fn set_open(&mut self, mask: u32, clk: u64) {
+        if self.open_banks == 0 && mask != 0 {
+            self.open_since = clk;
+        } else if self.open_banks != 0 && mask == 0 {
+            self.active_cycles += clk.saturating_sub(self.open_since);
+        }
+        self.open_banks = mask;
+    }
+
+    /// Reads every complete line written so far.
+    fn poll(&mut self, n: &mut TraceCounts) -> Result<(), SimError> {
+        if self.reader.is_none() {
+            match File::open(&self.path) {
+                Ok(f) => self.reader = Some(BufReader::new(f)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(SimError::io(&self.path, e)),
+            }
+        }
+        loop {
+            let reader = self.reader.as_mut().expect("opened above");
+            let got = reader
+                .read_line(&mut self.partial)
+                .map_err(|e| SimError::io(&self.path, e))?;
+            if got == 0 || !self.partial.ends_with('\n') {
+                return Ok(());
+            }
+            self.line_no += 1;
+            let line = std::mem::take(&mut self.partial);
+            self.apply(line.trim_end(), n)?;
+        }
+    }
+
+    fn apply(&mut self, line: &str, n: &mut TraceCounts) -> Result<(), SimError> {
+        let bad = || SimError::parse(&self.path, self.line_no, format!("unexpected `{line}`"));
+        let mut it = line.split(',');
+        let clk: u64 = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let cmd = it.next().ok_or_else(bad)?;
+        let bank = || -> Result<u32, SimError> {
+            let b: u32 = line.split(',').nth(2).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            if b >= 32 {
+                return Err(bad());
+            }
+            Ok(b)
+        };
+        match cmd {
+            "ACT" => {
+                n.activates += 1;
+                let m = self.open_banks | (1 << bank()?);
+                self.set_open(m, clk);
+            }
+            "PRE" => {
+                n.precharges += 1;
+                let m = self.open_banks & !(1 << bank()?);
+                self.set_open(m, clk);
+            }
+            "PREA" => {
+                n.precharges += 1;
+                self.set_open(0, clk);
+            }
+            "RD" => n.read_cmds += 1,
+            "WR" => n.write_cmds += 1,
+            "RDA" | "WRA" => {
+                if cmd == "RDA" {
+                    n.read_cmds += 1;
+                } else {
+                    n.write_cmds += 1;
+                }
+                n.precharges += 1;
+                let m = self.open_banks & !(1 << bank()?);
+                self.set_open(m, clk);
+            }
+            "REF" => {
+                n.refreshes += 1;
+                self.set_open(0, clk);
+            }
+            // Power-down and self-refresh commands are not issued by the
+            // open-row controller; anything else is a format change.
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+}
+
+pub struct RamulatorEngine {
+    sim: Option<RamulatorWrapper>,
+    config: DramConfig,
+    stats_path: PathBuf,
+    traces: Vec<RankTrace>,
+    counts: TraceCounts,
+    reads: HashMap<u64, VecDeque<RequestId>>,
+    posted: Vec<RequestId>,
+    pending_reads: usize,
+    writes_sent: u64,
+    cycle: u64,
+    /// Not Send: the instance is tied to its thread's statistics list.
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl RamulatorEngine {
+    pub fn new(config: &DramConfig, work_dir: &Path) -> Result<Self, SimError> {
+        if USED_ON_THIS_THREAD.with(|u| u.replace(true)) {
+            return Err(SimError::Engine {
+                engine: "ramulator",
+                what: "a thread can host only one Ramulator instance in its life (Ramulator keeps \
+                       statistics in a per-thread list); create each on a fresh thread, e.g. with \
+                       nmpsim_sim::on_fresh_thread"
+                    .into(),
+            });
+        }
+        let utf8 = |p: &Path| -> Result<String, SimError> {
+            p.to_str().map(str::to_string).ok_or_else(|| SimError::Engine {
+                engine: "ramulator",
+                what: format!("path {} is not valid UTF-8", p.display()),
+            })
+        };
+        let prefix = format!("{}/ramulator-", utf8(work_dir)?);
+        let cfg_path = work_dir.join("ramulator.cfg");
+        std::fs::write(&cfg_path, config.ramulator_cfg(&prefix))
+            .map_err(|e| SimError::io(&cfg_path, e))?;
+        let stats_path = work_dir.join("ramulator.stats");
+        let traces = (0..config.ranks)
+            .map(|r| RankTrace::new(PathBuf::from(format!("{prefix}chan-0-rank-{r}.cmdtrace"))))
+            .collect();
+        let sim = RamulatorWrapper::new(&utf8(&cfg_path)?, &utf8(&stats_path)?);
+        Ok(RamulatorEngine {
+            sim: Some(sim),
+            config: config.clone(),
+            stats_path,
+            traces,
+            counts: TraceCounts::default(),
+            reads: HashMap::new(),
+            posted: Vec::new(),
+            pending_reads: 0,
+            writes_sent: 0,
+            cycle: 0,
+            _thread_bound: PhantomData,
+        })
+    }
+
+    /// Re-encodes an address into Ramulator's RoBaRaCoCh layout (one channel).
+    fn native_addr(&self, addr: u64) -> u64 {
+        let c: Coord = self.config.decode(addr);
+        let o = &self.config.org;
+        let col_bits = o.bursts_per_row().trailing_zeros();
+        let ra_bits = self.config.ranks.trailing_zeros();
+        let bg_bits = o.bankgroups.trailing_zeros();
+        let ba_bits = o.banks_per_group.trailing_zeros();
+        let mut a = c.row;
+        a = (a << ba_bits) | c.bank;
+        a = (a << bg_bits) | c.bankgroup;
+        a = (a << ra_bits) | c.rank;
+        a = (a << col_bits) | c.column;
+        a * BURST_BYTES
+    }
+
+    fn poll_traces(&mut self) -> Result<(), SimError> {
+        for t in &mut self.traces {
+            t.poll(&mut self.counts)?;
+        }
+        Ok(())
+    }
+
+    fn unissued_writes(&self) -> u64 {
+        self.writes_sent.saturating_sub(self.counts.write_cmds)
+    }
+
+    fn parse_stats(&self) -> Result<(u64, u64, u64), SimError> {
+        let text = std::fs::read_to_string(&self.stats_path)
+            .map_err(|e| SimError::io(&self.stats_path, e))?;
+        let find = |name: &str| -> Result<u64, SimError> {
+            text.lines()
+                .find_map(|l| {
+                    let mut it = l.split_whitespace();
+                    (it.next() == Some(name)).then(|| it.next()?.parse::<f64>().ok())?
+                })
+                .map(|v| v.round() as u64)
+                .ok_or_else(|| SimError::Engine {
+                    engine: "ramulator",
+                    what: format!("{}: missing statistic `{name}`", self.stats_path.display()),
+                })
+        };
+        Ok((
+            find("ramulator.row_hits_channel_0_core")?,
+            find("ramulator.row_misses_channel_0_core")?,
+            find("ramulator.row_conflicts_channel_0_core")?,
+        ))
+    }
+}
+
+impl DramEngine for RamulatorEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Ramulator
+    }
+
+    fn config(&self) -> &DramConfig {
+        &self.config
+    }
+
+    fn try_send(&mut self, req: Request) -> Result<bool, SimError> {
+        self.config.check_addr(req.addr, "")?;
+        let native = self.native_addr(req.addr);
+        let w = req.access.is_write();
+        if w && self.unissued_writes() >= self.config.transaction_queue as u64 {
+            self.poll_traces()?;
+            if self.unissued_writes() >= self.config.transaction_queue as u64 {
+                return Ok(false);
+            }
+        }
+        let sim = self.sim.as_mut().expect("engine already finished");
+        if !sim.available(native, w) {
+            return Ok(false);
+        }
+        sim.send(native, w);
+        if w {
+            self.writes_sent += 1;
+            self.posted.push(req.id);
+        } else {
+            self.reads.entry(native).or_default().push_back(req.id);
+            self.pending_reads += 1;
+        }
+        Ok(true)
+    }
+
+    fn tick(&mut self, done: &mut Vec<Completion>) {
+        let cycle = self.cycle;
+        done.extend(self.posted.drain(..).map(|id| Completion { id, cycle }));
+        let sim = self.sim.as_mut().expect("engine already finished");
+        sim.cycle();
+        while sim.ret_available() {
+            let addr = sim.pop();
+            let q = self
+                .reads
+                .get_mut(&addr)
+                .expect("Ramulator returned a read that was never sent");
+            let id = q.pop_front().expect("Ramulator returned more reads than were sent");
+            if q.is_empty() {
+                self.reads.remove(&addr);
+            }
+            self.pending_reads -= 1;
+            done.push(Completion { id, cycle });
+        }
+        self.cycle += 1;
+        if self.cycle % POLL_CYCLES == 0 {
+            // A trace that cannot be read now is reported by `finish`.
+            let _ = self.poll_traces();
+        }
+    }
+
+    fn cycle(&self) -> u64 {
+        self.cycle
+    }
+
+    fn pending(&self) -> usize {
+        self.pending_reads + self.posted.len()
+    }
+
+    fn draining(&mut self) -> bool {
+        let _ = self.poll_traces();
+        self.unissued_writes() > 0
+    }
+
+    fn finish(&mut self) -> Result<EngineReport, SimError> {
+        // Dropping the wrapper writes the statistics file and closes the traces.
+        drop(self.sim.take().ok_or_else(|| SimError::Engine {
+            engine: "ramulator",
+            what: "finish called twice".into(),
+        })?);
+        self.poll_traces()?;
+        let end = self.cycle;
+        let mut active = 0;
+        for t in &mut self.traces {
+            if !t.partial.is_empty() {
+                return Err(SimError::parse(
+                    &t.path,
+                    t.line_no + 1,
+                    format!("truncated line `{}`", t.partial),
+                ));
+            }
+            t.set_open(0, end.max(t.open_since));
+            active += t.active_cycles;
+        }
+        let (hits, misses, conflicts) = self.parse_stats()?;
+        let c = &self.counts;
+        let counts = CommandCounts {
+            activates: c.activates,
+            precharges: c.precharges,
+            read_cmds: c.read_cmds,
+            write_cmds: c.write_cmds,
+            refreshes: c.refreshes,
+            row_hits: hits,
+            row_misses: misses + conflicts,
+            row_conflicts: Some(conflicts),
+            active_rank_cycles: active,
+            precharged_rank_cycles: (end * self.config.ranks as u64).saturating_sub(active),
+            self_refresh_rank_cycles: 0,
+        };
+        Ok(EngineReport {
+            counts,
+            engine_energy: None,
+        })
+    }
+}

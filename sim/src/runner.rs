@@ -1,0 +1,394 @@
+//! Drives an engine with a request source and gathers [`DramStats`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::DramConfig;
+use crate::energy::{CommandCounts, Energy, EventEnergy};
+use crate::engine::{EngineKind, create_engine, on_fresh_thread};
+use crate::request::BURST_BYTES;
+use crate::{Access, Completion, MemOp, Request, SimError};
+
+/// How a run is driven.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Most requests in flight at once (the front end's outstanding-request
+    /// limit, e.g. an NMP core's load queue). Both engines see the same limit.
+    pub window: usize,
+    /// Most requests offered per DRAM cycle.
+    pub issue_per_cycle: usize,
+    /// Where engine files go (configs, statistics, command traces). `None`: a
+    /// temporary directory, removed afterwards.
+    pub work_dir: Option<PathBuf>,
+    /// Keep Ramulator's command traces (they can be large).
+    pub keep_command_traces: bool,
+    /// Give up if no request completes for this many cycles.
+    pub stall_limit_cycles: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            window: 32,
+            issue_per_cycle: 1,
+            work_dir: None,
+            keep_command_traces: false,
+            stall_limit_cycles: 1_000_000,
+        }
+    }
+}
+
+/// Everything measured in one run. Names carry their units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DramStats {
+    pub engine: EngineKind,
+    pub preset: String,
+    pub ranks: u32,
+    pub tck_ns: f64,
+    pub cycles: u64,
+    pub sim_time_ns: f64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    pub bandwidth_gbps: f64,
+    pub peak_bandwidth_gbps: f64,
+    /// bandwidth / peak.
+    pub bus_utilisation: f64,
+    pub read_latency_mean_ns: f64,
+    pub read_latency_p50_ns: f64,
+    pub read_latency_p99_ns: f64,
+    pub read_latency_max_ns: f64,
+    pub row_hits: u64,
+    pub row_misses: u64,
+    pub row_conflicts: Option<u64>,
+    pub row_hit_rate: f64,
+    pub activations: u64,
+    pub precharges: u64,
+    pub read_cmds: u64,
+    pub write_cmds: u64,
+    pub refreshes: u64,
+    pub active_rank_cycles: u64,
+    pub precharged_rank_cycles: u64,
+    /// Energy from the command counts with the shared IDD model.
+    pub energy: Energy,
+    /// The engine's own energy figures (DRAMsim3 only), converted to pJ.
+    pub engine_energy: Option<Energy>,
+    pub energy_per_bit_pj: f64,
+    pub average_power_mw: f64,
+    /// Host time of the run.
+    pub wall_s: f64,
+    pub sim_requests_per_s: f64,
+    pub sim_cycles_per_s: f64,
+}
+
+/// Exact read-latency distribution in cycles.
+#[derive(Default)]
+struct LatencyHist {
+    counts: Vec<u64>,
+    n: u64,
+    sum: u128,
+    max: u64,
+}
+
+impl LatencyHist {
+    fn add(&mut self, c: u64) {
+        let i = c as usize;
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.n += 1;
+        self.sum += c as u128;
+        self.max = self.max.max(c);
+    }
+    fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+    /// Smallest latency with at least fraction `q` of samples at or below it.
+    fn quantile(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let need = ((q * self.n as f64).ceil() as u64).max(1);
+        let mut acc = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= need {
+                return i as u64;
+            }
+        }
+        self.max
+    }
+}
+
+/// Runs `source` through a fresh engine of `kind` on its own thread.
+/// `progress` is called now and then with the number of completed requests.
+pub fn simulate<S>(
+    kind: EngineKind,
+    config: &DramConfig,
+    source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<DramStats, SimError>
+where
+    S: Iterator<Item = Result<MemOp, SimError>> + Send,
+{
+    if opts.window == 0 || opts.issue_per_cycle == 0 {
+        return Err(SimError::param(
+            "window / issue_per_cycle",
+            "must be at least 1",
+        ));
+    }
+    let (dir, temporary) = match &opts.work_dir {
+        Some(d) => (d.clone(), false),
+        None => (unique_temp_dir(kind), true),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e))?;
+    let result = on_fresh_thread(|| run_on_this_thread(kind, config, source, opts, progress, &dir));
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else if !opts.keep_command_traces {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                if e.path().extension().is_some_and(|x| x == "cmdtrace") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    result
+}
+
+fn unique_temp_dir(kind: EngineKind) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "nmpsim-{}-{}-{}-{}",
+        kind.name(),
+        std::process::id(),
+        nanos,
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+fn run_on_this_thread<S>(
+    kind: EngineKind,
+    config: &DramConfig,
+    mut source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+    dir: &std::path::Path,
+) -> Result<DramStats, SimError>
+where
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let started = Instant::now();
+    let mut engine = create_engine(kind, config, dir)?;
+    let mut in_flight: HashMap<u64, (u64, Access)> = HashMap::with_capacity(opts.window * 2);
+    let mut done: Vec<Completion> = Vec::with_capacity(64);
+    let mut next: Option<MemOp> = None;
+    let mut exhausted = false;
+    let mut next_id = 0u64;
+    let (mut reads, mut writes) = (0u64, 0u64);
+    let mut lat = LatencyHist::default();
+    let mut last_progress_cycle = 0u64;
+    let mut reported = 0u64;
+
+    loop {
+        let now = engine.cycle();
+        let mut issued = 0;
+        while !exhausted && issued < opts.issue_per_cycle && in_flight.len() < opts.window {
+            if next.is_none() {
+                next = source.next().transpose()?;
+            }
+            let Some(op) = next else {
+                exhausted = true;
+                break;
+            };
+            config.check_addr(op.addr, &format!(" (request #{next_id})"))?;
+            let req = Request {
+                id: next_id,
+                addr: op.addr,
+                access: op.access,
+            };
+            if !engine.try_send(req)? {
+                break;
+            }
+            in_flight.insert(next_id, (now, op.access));
+            next_id += 1;
+            next = None;
+            issued += 1;
+        }
+        engine.tick(&mut done);
+        for c in done.drain(..) {
+            let Some((sent, access)) = in_flight.remove(&c.id) else {
+                return Err(SimError::Engine {
+                    engine: kind.name(),
+                    what: format!("request {} completed twice or was never sent", c.id),
+                });
+            };
+            match access {
+                Access::Read => {
+                    reads += 1;
+                    lat.add(c.cycle.saturating_sub(sent));
+                }
+                Access::Write => writes += 1,
+            }
+            last_progress_cycle = engine.cycle();
+        }
+        let completed = reads + writes;
+        if let Some(p) = progress {
+            if completed >= reported + 4096 {
+                reported = completed;
+                p(completed);
+            }
+        }
+        if exhausted && in_flight.is_empty() && !engine.draining() {
+            break;
+        }
+        if engine.cycle() - last_progress_cycle > opts.stall_limit_cycles {
+            return Err(SimError::Engine {
+                engine: kind.name(),
+                what: format!(
+                    "no request completed for {} cycles ({} in flight, {} pending in the engine)",
+                    opts.stall_limit_cycles,
+                    in_flight.len(),
+                    engine.pending()
+                ),
+            });
+        }
+    }
+    if engine.pending() != 0 {
+        return Err(SimError::Engine {
+            engine: kind.name(),
+            what: format!("{} requests still pending at the end", engine.pending()),
+        });
+    }
+    let cycles = engine.cycle();
+    let report = engine.finish()?;
+    drop(engine);
+    if let Some(p) = progress {
+        p(reads + writes);
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(assemble(
+        kind,
+        config,
+        cycles,
+        reads,
+        writes,
+        &lat,
+        report.counts,
+        report.engine_energy,
+        wall_s,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    kind: EngineKind,
+    config: &DramConfig,
+    cycles: u64,
+    reads: u64,
+    writes: u64,
+    lat: &LatencyHist,
+    n: CommandCounts,
+    engine_energy: Option<Energy>,
+    wall_s: f64,
+) -> DramStats {
+    let tck = config.timing.tck_ns;
+    let sim_time_ns = cycles as f64 * tck;
+    let bytes = (reads + writes) * BURST_BYTES;
+    let bandwidth_gbps = if sim_time_ns > 0.0 {
+        bytes as f64 / sim_time_ns
+    } else {
+        0.0
+    };
+    let energy = EventEnergy::of(config).energy(&n);
+    let accesses = n.row_hits + n.row_misses;
+    DramStats {
+        engine: kind,
+        preset: config.name.clone(),
+        ranks: config.ranks,
+        tck_ns: tck,
+        cycles,
+        sim_time_ns,
+        reads,
+        writes,
+        bytes,
+        bandwidth_gbps,
+        peak_bandwidth_gbps: config.peak_bandwidth_gbps(),
+        bus_utilisation: bandwidth_gbps / config.peak_bandwidth_gbps(),
+        read_latency_mean_ns: lat.mean() * tck,
+        read_latency_p50_ns: lat.quantile(0.5) as f64 * tck,
+        read_latency_p99_ns: lat.quantile(0.99) as f64 * tck,
+        read_latency_max_ns: lat.max as f64 * tck,
+        row_hits: n.row_hits,
+        row_misses: n.row_misses,
+        row_conflicts: n.row_conflicts,
+        row_hit_rate: if accesses > 0 {
+            n.row_hits as f64 / accesses as f64
+        } else {
+            0.0
+        },
+        activations: n.activates,
+        precharges: n.precharges,
+        read_cmds: n.read_cmds,
+        write_cmds: n.write_cmds,
+        refreshes: n.refreshes,
+        active_rank_cycles: n.active_rank_cycles,
+        precharged_rank_cycles: n.precharged_rank_cycles,
+        energy_per_bit_pj: if bytes > 0 {
+            energy.total_pj / (bytes as f64 * 8.0)
+        } else {
+            0.0
+        },
+        // pJ / ns = mW.
+        average_power_mw: if sim_time_ns > 0.0 {
+            energy.total_pj / sim_time_ns
+        } else {
+            0.0
+        },
+        energy,
+        engine_energy,
+        wall_s,
+        sim_requests_per_s: if wall_s > 0.0 {
+            (reads + writes) as f64 / wall_s
+        } else {
+            0.0
+        },
+        sim_cycles_per_s: if wall_s > 0.0 {
+            cycles as f64 / wall_s
+        } else {
+            0.0
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_exact() {
+        let mut h = LatencyHist::default();
+        for c in 1..=100 {
+            h.add(c);
+        }
+        assert_eq!(h.quantile(0.5), 50);
+        assert_eq!(h.quantile(0.99), 99);
+        assert_eq!(h.quantile(1.0), 100);
+        assert!((h.mean() - 50.5).abs() < 1e-12);
+    }
+}
