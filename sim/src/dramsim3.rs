@@ -5,8 +5,9 @@
 //!   request ids through a FIFO per (address, read/write): every id sent
 //!   completes exactly once.
 //! - Writes are posted: DRAMsim3 calls back one cycle after accepting a write;
-//!   its write buffer drains later (and up to 8 writes may stay buffered when
-//!   no more traffic arrives).
+//!   its write buffer drains when it holds more than 8 writes and the command
+//!   queues are idle, or when full, so up to a buffer's worth may stay
+//!   unissued when traffic stops.
 //! - The crate binds no statistics call. We call DRAMsim3's
 //!   `MemorySystem::PrintStats` (part of the same static library), which writes
 //!   the final totals, including the partial last epoch, to
@@ -58,7 +59,9 @@ pub struct Dramsim3Engine {
     sys: *mut c_void,
     config: DramConfig,
     work_dir: PathBuf,
-    /// Filled by the C++ callback during `ds3_tick`.
+    /// Filled by the C++ callback during `ds3_tick`. Boxed so that its
+    /// address, which DRAMsim3 holds, survives moves of the engine.
+    #[allow(clippy::box_collection)]
     callbacks: Box<Vec<(u64, bool)>>,
     waiting: HashMap<(u64, bool), VecDeque<RequestId>>,
     pending: usize,
