@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
     version = build_info::long_version(),
     about = "Simulator and emulation testbed for near-memory processing of DLRM embedding training",
     long_about = None,
-    after_help = "Examples:\n  nmpsim demo\n  nmpsim trace gen --profile criteo-kaggle --batches 4 -o kaggle.nmpt\n  nmpsim trace stats kaggle.nmpt\n  nmpsim kernels check --tables 4 --batch 512 --rows 100000 --dim 64"
+    after_help = "Examples:\n  nmpsim demo\n  nmpsim trace gen --profile criteo-kaggle --batches 4 -o kaggle.nmpt\n  nmpsim trace stats kaggle.nmpt\n  nmpsim kernels check --tables 4 --batch 512 --rows 100000 --dim 64\n  nmpsim dram --engine dramsim3 --preset DDR4-3200-x8 --stream random --requests 100000"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,6 +30,8 @@ enum Command {
     /// Embedding primitives: equivalence checks across backends.
     #[command(subcommand)]
     Kernels(cmd::kernels::KernelsCommand),
+    /// DDR4 DRAM engines (DRAMsim3, Ramulator): streams, address and embedding traces.
+    Dram(cmd::dram::DramCommand),
 }
 
 /// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
@@ -70,6 +72,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Kernels(c) => cmd::kernels::run(c),
+        Command::Dram(c) => cmd::dram::run(c),
     };
     match result {
         Ok(code) => code,

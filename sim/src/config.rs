@@ -648,7 +648,10 @@ mod tests {
     fn unknown_preset_lists_valid_ones() {
         let e = DramConfig::preset("DDR5-4800-x8").unwrap_err().to_string();
         assert!(e.contains("DDR5-4800-x8"), "{e}");
-        assert!(e.contains("DDR4-3200-x8") && e.contains("DDR4-2400-x16-4R"), "{e}");
+        assert!(
+            e.contains("DDR4-3200-x8") && e.contains("DDR4-2400-x16-4R"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -660,8 +663,16 @@ mod tests {
         let b = c.activation_bound_gbps();
         // 4 ACT per 34 cycles of 0.625 ns, less the refresh share: about 11.5 GB/s.
         assert!(b > 11.0 && b < 12.1, "{b}");
-        assert_eq!(DramConfig::preset("DDR4-2400-x4").unwrap().capacity_bytes(), 16 << 30);
-        assert_eq!(DramConfig::preset("DDR4-2400-x16-2R").unwrap().capacity_bytes(), 8 << 30);
+        assert_eq!(
+            DramConfig::preset("DDR4-2400-x4").unwrap().capacity_bytes(),
+            16 << 30
+        );
+        assert_eq!(
+            DramConfig::preset("DDR4-2400-x16-2R")
+                .unwrap()
+                .capacity_bytes(),
+            8 << 30
+        );
     }
 
     #[test]

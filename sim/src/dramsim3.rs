@@ -129,10 +129,12 @@ impl Dramsim3Engine {
             what: format!("{}: no statistics for channel 0", path.display()),
         })?;
         let num = |k: &str| -> Result<f64, SimError> {
-            ch.get(k).and_then(Value::as_f64).ok_or_else(|| SimError::Engine {
-                engine: "dramsim3",
-                what: format!("{}: missing counter `{k}`", path.display()),
-            })
+            ch.get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| SimError::Engine {
+                    engine: "dramsim3",
+                    what: format!("{}: missing counter `{k}`", path.display()),
+                })
         };
         let per_rank = |k: &str| -> Result<f64, SimError> {
             let m = ch

@@ -88,8 +88,8 @@ impl EventEnergy {
         let p = &c.power;
         let t = &c.timing;
         let k = p.vdd_v * c.org.devices_per_rank() as f64 * t.tck_ns;
-        let act = p.idd0_ma * t.trc as f64
-            - (p.idd3n_ma * t.tras as f64 + p.idd2n_ma * t.trp as f64);
+        let act =
+            p.idd0_ma * t.trc as f64 - (p.idd3n_ma * t.tras as f64 + p.idd2n_ma * t.trp as f64);
         let bl2 = c.burst_cycles() as f64;
         EventEnergy {
             activate_pj: k * act,

@@ -9,9 +9,9 @@
 //!   for every request.
 //! - The wrapper returns read addresses only. Reads map back to ids through a
 //!   FIFO per address. Writes are posted (they complete one cycle after
-//!   acceptance, as in DRAMsim3); at most `transaction_queue` posted writes
-//!   may be waiting for their WR command, and a run is not over until every
-//!   write has been issued.
+//!   acceptance, as in DRAMsim3); at most [`WRITE_QUEUE`] posted writes (the
+//!   size of Ramulator's controller write queue) may be waiting for their WR
+//!   command, and a run is not over until every write has been issued.
 //! - Command counts, bank-open time and write issue come from Ramulator's
 //!   per-rank command trace, read as it is written; row hits, misses and
 //!   conflicts from its statistics file. Energy is computed from the counts
@@ -37,6 +37,10 @@ use crate::{Completion, Request, RequestId, SimError};
 thread_local! {
     static USED_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Entries of the write queue of the wrapper's Ramulator controller; it
+/// drains writes when the read queue is empty or the write queue is 80% full.
+pub const WRITE_QUEUE: u64 = 512;
 
 /// How often (in cycles) the command traces are read while running.
 const POLL_CYCLES: u64 = 16;
@@ -112,7 +116,11 @@ impl RankTrace {
         let clk: u64 = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let cmd = it.next().ok_or_else(bad)?;
         let bank = || -> Result<u32, SimError> {
-            let b: u32 = line.split(',').nth(2).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            let b: u32 = line
+                .split(',')
+                .nth(2)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(bad)?;
             if b >= 32 {
                 return Err(bad());
             }
@@ -184,10 +192,12 @@ impl RamulatorEngine {
             });
         }
         let utf8 = |p: &Path| -> Result<String, SimError> {
-            p.to_str().map(str::to_string).ok_or_else(|| SimError::Engine {
-                engine: "ramulator",
-                what: format!("path {} is not valid UTF-8", p.display()),
-            })
+            p.to_str()
+                .map(str::to_string)
+                .ok_or_else(|| SimError::Engine {
+                    engine: "ramulator",
+                    what: format!("path {} is not valid UTF-8", p.display()),
+                })
         };
         let prefix = format!("{}/ramulator-", utf8(work_dir)?);
         let cfg_path = work_dir.join("ramulator.cfg");
@@ -276,9 +286,9 @@ impl DramEngine for RamulatorEngine {
         self.config.check_addr(req.addr, "")?;
         let native = self.native_addr(req.addr);
         let w = req.access.is_write();
-        if w && self.unissued_writes() >= self.config.transaction_queue as u64 {
+        if w && self.unissued_writes() >= WRITE_QUEUE {
             self.poll_traces()?;
-            if self.unissued_writes() >= self.config.transaction_queue as u64 {
+            if self.unissued_writes() >= WRITE_QUEUE {
                 return Ok(false);
             }
         }
@@ -308,7 +318,9 @@ impl DramEngine for RamulatorEngine {
                 .reads
                 .get_mut(&addr)
                 .expect("Ramulator returned a read that was never sent");
-            let id = q.pop_front().expect("Ramulator returned more reads than were sent");
+            let id = q
+                .pop_front()
+                .expect("Ramulator returned more reads than were sent");
             if q.is_empty() {
                 self.reads.remove(&addr);
             }

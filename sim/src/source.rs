@@ -314,7 +314,7 @@ impl std::iter::FusedIterator for SyntheticStream {}
 /// yielded once and ends the iteration.
 pub struct AddressTrace {
     name: PathBuf,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
     capacity: u64,
     line: u64,
     buf: Vec<u8>,
@@ -348,7 +348,7 @@ impl AddressTrace {
     /// Reads a trace from `reader`; `name` is the file named in error messages.
     pub fn from_reader(
         name: impl Into<PathBuf>,
-        reader: impl BufRead + 'static,
+        reader: impl BufRead + Send + 'static,
         capacity_bytes: u64,
     ) -> Self {
         AddressTrace {

@@ -42,7 +42,13 @@ fn run_ops(engine: EngineKind, cfg: &DramConfig, ops: Vec<MemOp>) -> Result<Dram
 fn sequential_reads_reach_90_percent_of_peak_on_dramsim3() {
     let cfg = preset("DDR4-3200-x8");
     assert!((cfg.peak_bandwidth_gbps() - 25.6).abs() < 1e-9);
-    let s = run_stream(EngineKind::Dramsim3, &cfg, StreamKind::Sequential, 100_000, 0.0);
+    let s = run_stream(
+        EngineKind::Dramsim3,
+        &cfg,
+        StreamKind::Sequential,
+        100_000,
+        0.0,
+    );
     assert_eq!(s.reads, 100_000);
     assert!(
         s.bandwidth_gbps >= 0.9 * 25.6,
@@ -151,7 +157,11 @@ fn energy_of_a_hand_countable_stream() {
     for engine in EngineKind::ALL {
         let s = run_ops(engine, &cfg, hand_countable_stream(&cfg, n)).unwrap();
         // The run is shorter than tREFI, so no refresh.
-        assert!(s.cycles < cfg.timing.trefi as u64, "{engine}: {} cycles", s.cycles);
+        assert!(
+            s.cycles < cfg.timing.trefi as u64,
+            "{engine}: {} cycles",
+            s.cycles
+        );
         assert_eq!(s.refreshes, 0, "{engine}");
         assert_eq!(s.activations, 1 + n, "{engine}");
         assert_eq!(s.read_cmds, 2 * n, "{engine}");
@@ -251,7 +261,9 @@ fn every_request_completes_exactly_once_even_when_reads_merge() {
     let mut ops = Vec::new();
     let mut x = 12345u64;
     for i in 0..3000u64 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let addr = lines[(x >> 33) as usize % lines.len()];
         ops.push(if i % 10 == 9 {
             MemOp::write(addr)
@@ -264,7 +276,11 @@ fn every_request_completes_exactly_once_even_when_reads_merge() {
         assert_eq!(ids.len(), ops.len(), "{engine}");
         let unique: HashSet<u64> = ids.iter().copied().collect();
         assert_eq!(unique.len(), ops.len(), "{engine}: an id completed twice");
-        assert!(unique.iter().all(|&id| (1000..1000 + ops.len() as u64).contains(&id)));
+        assert!(
+            unique
+                .iter()
+                .all(|&id| (1000..1000 + ops.len() as u64).contains(&id))
+        );
         let reads = ops.iter().filter(|o| !o.access.is_write()).count() as u64;
         // Merged reads and reads served from the write queue issue no READ.
         assert!(
@@ -280,7 +296,11 @@ fn mixed_streams_finish_with_all_writes_issued() {
     for engine in EngineKind::ALL {
         let s = run_stream(engine, &cfg, StreamKind::Random, 10_000, 0.5);
         assert_eq!(s.reads + s.writes, 10_000, "{engine}");
-        assert!(s.writes > 4_500 && s.writes < 5_500, "{engine}: {}", s.writes);
+        assert!(
+            s.writes > 4_500 && s.writes < 5_500,
+            "{engine}: {}",
+            s.writes
+        );
         // DRAMsim3 drains its write buffer only when it holds more than 8
         // writes with idle command queues, or is full: when traffic stops, up
         // to a buffer's worth may stay unissued. Ramulator runs are drained.
@@ -348,13 +368,21 @@ fn a_thread_hosts_one_ramulator_instance_and_fresh_threads_work() {
     let second = on_fresh_thread(|| {
         let first = create_engine(EngineKind::Ramulator, &cfg, &dir);
         assert!(first.is_ok());
-        create_engine(EngineKind::Ramulator, &cfg, &dir).err().map(|e| e.to_string())
+        create_engine(EngineKind::Ramulator, &cfg, &dir)
+            .err()
+            .map(|e| e.to_string())
     });
     let msg = second.expect("a second instance on one thread must be refused");
     assert!(msg.contains("fresh thread"), "{msg}");
     // Runs through `simulate` each get their own thread.
     for _ in 0..2 {
-        let s = run_stream(EngineKind::Ramulator, &cfg, StreamKind::Sequential, 2_000, 0.0);
+        let s = run_stream(
+            EngineKind::Ramulator,
+            &cfg,
+            StreamKind::Sequential,
+            2_000,
+            0.0,
+        );
         assert_eq!(s.reads, 2_000);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,5 +2,6 @@
 //! `Args` struct) and a `run` function returning the process exit code.
 
 pub mod demo;
+pub mod dram;
 pub mod kernels;
 pub mod trace;

@@ -1,0 +1,699 @@
+//! `nmpsim dram …`: run DDR4 DRAM engines on synthetic streams, address traces
+//! or embedding traces, list presets, print generated engine configs, and
+//! measure engine speed. The work is in `nmpsim-sim`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use nmpsim_sim::source::{
+    AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic,
+};
+use nmpsim_sim::{
+    AddressMapping, DramConfig, DramStats, EngineKind, EventEnergy, MemOp, RunOptions, SimError,
+    preset_names, simulate,
+};
+use serde::Serialize;
+
+use crate::rundir::{self, RunDir};
+
+const EXAMPLES: &str = "Examples:
+  nmpsim dram --engine dramsim3 --preset DDR4-3200-x8 --stream random --requests 100000
+  nmpsim dram --engine both --preset DDR4-2400-x8 --stream sequential --requests 200000
+  nmpsim dram --engine ramulator --stream strided:4096 --write-fraction 0.3 --json
+  nmpsim dram --trace addrs.txt --preset DDR4-2400-x16-2R --out runs/my-trace
+  nmpsim dram --embedding-trace kaggle.nmpt --dim 64 --phase both
+  nmpsim dram presets
+  nmpsim dram config --engine ramulator --preset DDR4-3200-x8
+  nmpsim dram bench --requests 1000000";
+
+/// `nmpsim dram`: runs a simulation, or one of the subcommands.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, after_help = EXAMPLES)]
+pub struct DramCommand {
+    #[command(subcommand)]
+    sub: Option<DramSub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum DramSub {
+    /// List the DDR4 presets with their capacity, peak and activation-bound bandwidth.
+    Presets {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the configuration file generated for an engine.
+    Config {
+        #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
+        engine: String,
+        #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+        preset: String,
+    },
+    /// Engine speed: simulated requests and cycles per second on random and sequential reads.
+    #[command(
+        after_help = "Examples:\n  nmpsim dram bench\n  nmpsim dram bench --requests 1000000 --preset DDR4-3200-x8 --json"
+    )]
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// Engine: dramsim3, ramulator, or both (runs each and compares).
+    #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
+    engine: String,
+    /// DDR4 preset (see `nmpsim dram presets`).
+    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+    preset: String,
+    /// Address mapping override, most significant field first (e.g. ro-ra-ba-co-bg).
+    #[arg(long, value_name = "FIELDS")]
+    mapping: Option<String>,
+    /// Synthetic stream: sequential, random or strided:BYTES.
+    #[arg(long, value_name = "KIND", conflicts_with_all = ["trace", "embedding_trace"])]
+    stream: Option<String>,
+    /// Requests of a synthetic stream.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    requests: u64,
+    /// Fraction of writes in a synthetic stream.
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    write_fraction: f64,
+    /// Seed of a synthetic stream.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    seed: u64,
+    /// Lowest address of a synthetic stream (or of the embedding tables).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    base: u64,
+    /// Bytes a synthetic stream covers [default: capacity - base].
+    #[arg(long, value_name = "BYTES")]
+    footprint: Option<u64>,
+    /// Address trace file: one `ADDRESS R|W` per line (docs/dram-traces.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "embedding_trace")]
+    trace: Option<PathBuf>,
+    /// Embedding trace (.nmpt) whose lookups become 64 B row reads.
+    #[arg(long, value_name = "FILE")]
+    embedding_trace: Option<PathBuf>,
+    /// Embedding dimension (f32 elements per row) for --embedding-trace.
+    #[arg(long, default_value_t = 64, value_name = "D")]
+    dim: usize,
+    /// Embedding pass: forward (gather reads), update (read+write unique rows), both.
+    #[arg(long, default_value = "forward", value_name = "PHASE")]
+    phase: String,
+    /// Use only the first N batches of the embedding trace.
+    #[arg(long, value_name = "N")]
+    max_batches: Option<u64>,
+    /// Most requests in flight at once (the front end's outstanding-request limit).
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    window: usize,
+    /// Run directory [default: runs/dram-<time>-<pid>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Keep Ramulator's per-rank command traces in the run directory.
+    #[arg(long)]
+    keep_command_traces: bool,
+    /// Print the results object as JSON on stdout (no table).
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Requests per run.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    requests: u64,
+    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+    preset: String,
+    /// Engines to measure (comma-separated).
+    #[arg(long, default_value = "dramsim3,ramulator", value_name = "LIST")]
+    engines: String,
+    /// Run directory [default: runs/dram-bench-<time>-<pid>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(c: DramCommand) -> Result<ExitCode> {
+    match c.sub {
+        Some(DramSub::Presets { json }) => presets(json),
+        Some(DramSub::Config { engine, preset }) => {
+            let cfg = DramConfig::preset(&preset)?;
+            match engine.parse::<EngineKind>()? {
+                EngineKind::Dramsim3 => print!("{}", cfg.dramsim3_ini("dramsim3")),
+                EngineKind::Ramulator => {
+                    print!("{}", cfg.ramulator_cfg("<run dir>/ramulator-"));
+                    let d = cfg.ramulator_timing_differences();
+                    if !d.is_empty() {
+                        println!(
+                            "# Ramulator's built-in {} timing departs from JEDEC:",
+                            cfg.ramulator_speed()
+                        );
+                        for (p, ours, theirs) in d {
+                            println!("#   {p}: JEDEC {ours} cycles, Ramulator {theirs}");
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(DramSub::Bench(b)) => bench(b),
+        None => run_sim(c.run),
+    }
+}
+
+fn engines_of(s: &str) -> Result<Vec<EngineKind>> {
+    if s.eq_ignore_ascii_case("both") || s.eq_ignore_ascii_case("all") {
+        return Ok(EngineKind::ALL.to_vec());
+    }
+    s.split(',')
+        .map(|e| e.trim().parse::<EngineKind>().map_err(anyhow::Error::from))
+        .collect()
+}
+
+#[derive(Serialize)]
+struct PresetRow {
+    name: String,
+    capacity_bytes: u64,
+    ranks: u32,
+    devices_per_rank: u32,
+    tck_ns: f64,
+    peak_bandwidth_gbps: f64,
+    activation_bound_gbps: f64,
+    row_bytes: u64,
+    ramulator_speed: &'static str,
+    ramulator_timing_differences: Vec<String>,
+}
+
+fn presets(json: bool) -> Result<ExitCode> {
+    let rows: Vec<PresetRow> = preset_names()
+        .iter()
+        .map(|n| {
+            let c = DramConfig::preset(n).expect("listed presets resolve");
+            PresetRow {
+                name: c.name.clone(),
+                capacity_bytes: c.capacity_bytes(),
+                ranks: c.ranks,
+                devices_per_rank: c.org.devices_per_rank(),
+                tck_ns: c.timing.tck_ns,
+                peak_bandwidth_gbps: c.peak_bandwidth_gbps(),
+                activation_bound_gbps: c.activation_bound_gbps(),
+                row_bytes: c.org.rank_row_bytes(),
+                ramulator_speed: c.ramulator_speed(),
+                ramulator_timing_differences: c
+                    .ramulator_timing_differences()
+                    .iter()
+                    .map(|(p, a, b)| format!("{p} {a}->{b}"))
+                    .collect(),
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<18} {:>9} {:>7} {:>10} {:>13} {:>9}  Ramulator departs from JEDEC",
+        "preset", "capacity", "devices", "peak GB/s", "act-bound GB/s", "row B"
+    );
+    for r in rows {
+        println!(
+            "{:<18} {:>6} GiB {:>7} {:>10.1} {:>13.2} {:>9}  {}",
+            r.name,
+            r.capacity_bytes >> 30,
+            r.devices_per_rank,
+            r.peak_bandwidth_gbps,
+            r.activation_bound_gbps,
+            r.row_bytes,
+            if r.ramulator_timing_differences.is_empty() {
+                "-".to_string()
+            } else {
+                r.ramulator_timing_differences.join(", ")
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the requests come from, as recorded in the run's config.
+#[derive(Serialize, Clone, Debug)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum SourceConfig {
+    Stream(StreamSpec),
+    AddressTrace {
+        path: PathBuf,
+    },
+    EmbeddingTrace {
+        path: PathBuf,
+        dim: usize,
+        base: u64,
+        phase: EmbeddingPhase,
+        max_batches: Option<u64>,
+    },
+}
+
+type BoxedSource = Box<dyn Iterator<Item = Result<MemOp, SimError>> + Send>;
+
+impl SourceConfig {
+    fn from_args(a: &RunArgs) -> Result<Self> {
+        if let Some(p) = &a.trace {
+            return Ok(SourceConfig::AddressTrace { path: p.clone() });
+        }
+        if let Some(p) = &a.embedding_trace {
+            let phase: EmbeddingPhase = a.phase.parse()?;
+            return Ok(SourceConfig::EmbeddingTrace {
+                path: p.clone(),
+                dim: a.dim,
+                base: a.base,
+                phase,
+                max_batches: a.max_batches,
+            });
+        }
+        let kind: StreamKind = a.stream.as_deref().unwrap_or("random").parse()?;
+        Ok(SourceConfig::Stream(StreamSpec {
+            kind,
+            requests: a.requests,
+            write_fraction: a.write_fraction,
+            seed: a.seed,
+            base: a.base,
+            footprint_bytes: a.footprint,
+        }))
+    }
+
+    /// Opens the source; `Some(n)` when its length is known.
+    fn open(&self, cfg: &DramConfig) -> Result<(BoxedSource, Option<u64>)> {
+        let cap = cfg.capacity_bytes();
+        Ok(match self {
+            SourceConfig::Stream(spec) => {
+                let s = synthetic(spec, cap)?;
+                (Box::new(s.map(Ok)), Some(spec.requests))
+            }
+            SourceConfig::AddressTrace { path } => (Box::new(AddressTrace::open(path, cap)?), None),
+            SourceConfig::EmbeddingTrace {
+                path,
+                dim,
+                base,
+                phase,
+                max_batches,
+            } => (
+                Box::new(EmbeddingRequests::open(
+                    path,
+                    *dim,
+                    *base,
+                    *phase,
+                    cap,
+                    *max_batches,
+                )?),
+                None,
+            ),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct RunConfig<'a> {
+    engines: Vec<EngineKind>,
+    dram: &'a DramConfig,
+    source: &'a SourceConfig,
+    options: &'a RunOptions,
+    event_energy_pj: EventEnergy,
+    ramulator_timing_differences: Vec<(&'static str, u32, u32)>,
+}
+
+#[derive(Serialize)]
+struct RunResults {
+    runs: Vec<DramStats>,
+    /// Ramulator over DRAMsim3, when both ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement: Option<Agreement>,
+}
+
+#[derive(Serialize)]
+struct Agreement {
+    bandwidth_ratio: f64,
+    read_latency_mean_ratio: f64,
+    activations_ratio: f64,
+    energy_ratio: f64,
+}
+
+fn run_sim(a: RunArgs) -> Result<ExitCode> {
+    let engines = engines_of(&a.engine)?;
+    let mut cfg = DramConfig::preset(&a.preset)?;
+    if let Some(m) = &a.mapping {
+        cfg.mapping = AddressMapping::parse(m)?;
+    }
+    if a.window == 0 {
+        bail!("invalid parameter `--window`: must be at least 1");
+    }
+    let source = SourceConfig::from_args(&a)?;
+    // Open once up front so bad input fails before anything is written.
+    drop(source.open(&cfg)?);
+    let rd = RunDir::create(a.out.as_deref(), "dram")?;
+    let mut opts = RunOptions {
+        window: a.window,
+        keep_command_traces: a.keep_command_traces,
+        ..RunOptions::default()
+    };
+    rd.write_config(
+        "dram",
+        &RunConfig {
+            engines: engines.clone(),
+            dram: &cfg,
+            source: &source,
+            options: &opts,
+            event_energy_pj: EventEnergy::of(&cfg),
+            ramulator_timing_differences: cfg.ramulator_timing_differences(),
+        },
+    )?;
+    let mut runs = Vec::new();
+    for &engine in &engines {
+        let (src, len) = source.open(&cfg)?;
+        opts.work_dir = Some(rd.path().join(format!("engine-{}", engine.name())));
+        let pb = match len {
+            Some(n) => rundir::progress(n, engine.name(), a.quiet),
+            None => spinner(engine.name(), a.quiet),
+        };
+        let tick = |n: u64| pb.set_position(n);
+        let stats = simulate(engine, &cfg, src, &opts, Some(&tick)).with_context(|| {
+            format!(
+                "{engine} run failed (run directory {})",
+                rd.path().display()
+            )
+        })?;
+        pb.finish_and_clear();
+        runs.push(stats);
+    }
+    let agreement = (runs.len() == 2).then(|| Agreement {
+        bandwidth_ratio: runs[1].bandwidth_gbps / runs[0].bandwidth_gbps,
+        read_latency_mean_ratio: runs[1].read_latency_mean_ns / runs[0].read_latency_mean_ns,
+        activations_ratio: runs[1].activations as f64 / runs[0].activations.max(1) as f64,
+        energy_ratio: runs[1].energy.total_pj / runs[0].energy.total_pj,
+    });
+    let results = RunResults { runs, agreement };
+    rd.write_results("dram", &results)?;
+    let (header, rows) = stats_csv(&results.runs);
+    rd.write_csv("results.csv", &header, &rows)?;
+    let summary = summary_text(&cfg, &source, &results);
+    rd.write_summary(&summary)?;
+    if a.json {
+        println!("{}", rundir::results_json("dram", &results)?);
+    } else {
+        print!("{summary}");
+        println!("run directory: {}", rd.path().display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spinner(what: &str, quiet: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let pb = ProgressBar::new_spinner();
+    if quiet {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>12} {spinner} {pos} requests {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let header = vec![
+        "engine",
+        "preset",
+        "cycles",
+        "sim_time_ns",
+        "reads",
+        "writes",
+        "bytes",
+        "bandwidth_gbps",
+        "bus_utilisation",
+        "read_latency_mean_ns",
+        "read_latency_p50_ns",
+        "read_latency_p99_ns",
+        "row_hits",
+        "row_misses",
+        "activations",
+        "refreshes",
+        "energy_activate_pj",
+        "energy_read_pj",
+        "energy_write_pj",
+        "energy_refresh_pj",
+        "energy_background_pj",
+        "energy_total_pj",
+        "energy_per_bit_pj",
+        "average_power_mw",
+        "wall_s",
+        "sim_requests_per_s",
+        "sim_cycles_per_s",
+    ];
+    let rows = runs
+        .iter()
+        .map(|s| {
+            vec![
+                s.engine.to_string(),
+                s.preset.clone(),
+                s.cycles.to_string(),
+                s.sim_time_ns.to_string(),
+                s.reads.to_string(),
+                s.writes.to_string(),
+                s.bytes.to_string(),
+                s.bandwidth_gbps.to_string(),
+                s.bus_utilisation.to_string(),
+                s.read_latency_mean_ns.to_string(),
+                s.read_latency_p50_ns.to_string(),
+                s.read_latency_p99_ns.to_string(),
+                s.row_hits.to_string(),
+                s.row_misses.to_string(),
+                s.activations.to_string(),
+                s.refreshes.to_string(),
+                s.energy.activate_pj.to_string(),
+                s.energy.read_pj.to_string(),
+                s.energy.write_pj.to_string(),
+                s.energy.refresh_pj.to_string(),
+                s.energy.background_pj.to_string(),
+                s.energy.total_pj.to_string(),
+                s.energy_per_bit_pj.to_string(),
+                s.average_power_mw.to_string(),
+                s.wall_s.to_string(),
+                s.sim_requests_per_s.to_string(),
+                s.sim_cycles_per_s.to_string(),
+            ]
+        })
+        .collect();
+    (header, rows)
+}
+
+fn describe(source: &SourceConfig) -> String {
+    match source {
+        SourceConfig::Stream(s) => format!(
+            "{} stream, {} requests, {:.0}% writes, seed {}",
+            s.kind,
+            s.requests,
+            s.write_fraction * 100.0,
+            s.seed
+        ),
+        SourceConfig::AddressTrace { path } => format!("address trace {}", path.display()),
+        SourceConfig::EmbeddingTrace {
+            path, dim, phase, ..
+        } => {
+            format!("embedding trace {} (dim {dim}, {phase})", path.display())
+        }
+    }
+}
+
+fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} ({} rank{}, mapping {}), {}",
+        cfg.name,
+        cfg.ranks,
+        if cfg.ranks > 1 { "s" } else { "" },
+        cfg.mapping.name(),
+        describe(source)
+    );
+    let w = 13;
+    let _ = write!(s, "{:<24}", "");
+    for run in &r.runs {
+        let _ = write!(s, "{:>w$}", run.engine.name());
+    }
+    s.push('\n');
+    let mut row = |label: &str, f: &dyn Fn(&DramStats) -> String| {
+        let _ = write!(s, "{label:<24}");
+        for run in &r.runs {
+            let _ = write!(s, "{:>w$}", f(run));
+        }
+        s.push('\n');
+    };
+    row("requests (R/W)", &|x| format!("{}/{}", x.reads, x.writes));
+    row("cycles", &|x| x.cycles.to_string());
+    row("simulated time (us)", &|x| {
+        format!("{:.2}", x.sim_time_ns / 1e3)
+    });
+    row("bandwidth (GB/s)", &|x| format!("{:.3}", x.bandwidth_gbps));
+    row("  of peak", &|x| {
+        format!("{:.1}%", x.bus_utilisation * 100.0)
+    });
+    row("read latency mean (ns)", &|x| {
+        format!("{:.1}", x.read_latency_mean_ns)
+    });
+    row("read latency p50 (ns)", &|x| {
+        format!("{:.1}", x.read_latency_p50_ns)
+    });
+    row("read latency p99 (ns)", &|x| {
+        format!("{:.1}", x.read_latency_p99_ns)
+    });
+    row("row hit rate", &|x| {
+        format!("{:.1}%", x.row_hit_rate * 100.0)
+    });
+    row("activations", &|x| x.activations.to_string());
+    row("refreshes", &|x| x.refreshes.to_string());
+    row("energy activate (nJ)", &|x| {
+        format!("{:.1}", x.energy.activate_pj / 1e3)
+    });
+    row("energy read (nJ)", &|x| {
+        format!("{:.1}", x.energy.read_pj / 1e3)
+    });
+    row("energy write (nJ)", &|x| {
+        format!("{:.1}", x.energy.write_pj / 1e3)
+    });
+    row("energy refresh (nJ)", &|x| {
+        format!("{:.1}", x.energy.refresh_pj / 1e3)
+    });
+    row("energy background (nJ)", &|x| {
+        format!("{:.1}", x.energy.background_pj / 1e3)
+    });
+    row("energy total (nJ)", &|x| {
+        format!("{:.1}", x.energy.total_pj / 1e3)
+    });
+    row("energy per bit (pJ)", &|x| {
+        format!("{:.2}", x.energy_per_bit_pj)
+    });
+    row("average power (mW)", &|x| {
+        format!("{:.0}", x.average_power_mw)
+    });
+    row("wall time (s)", &|x| format!("{:.2}", x.wall_s));
+    row("simulated requests/s", &|x| {
+        format!("{:.0}", x.sim_requests_per_s)
+    });
+    row("simulated cycles/s", &|x| {
+        format!("{:.0}", x.sim_cycles_per_s)
+    });
+    if let Some(a) = &r.agreement {
+        let _ = writeln!(
+            s,
+            "ramulator / dramsim3: bandwidth {:.3}, mean read latency {:.3}, activations {:.3}, energy {:.3}",
+            a.bandwidth_ratio, a.read_latency_mean_ratio, a.activations_ratio, a.energy_ratio
+        );
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct BenchRow {
+    engine: EngineKind,
+    stream: String,
+    requests: u64,
+    cycles: u64,
+    wall_s: f64,
+    sim_requests_per_s: f64,
+    sim_cycles_per_s: f64,
+    bandwidth_gbps: f64,
+}
+
+fn bench(b: BenchArgs) -> Result<ExitCode> {
+    let engines = engines_of(&b.engines)?;
+    let cfg = DramConfig::preset(&b.preset)?;
+    let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
+    rd.write_config(
+        "dram bench",
+        &serde_json::json!({ "requests": b.requests, "dram": &cfg, "engines": &engines }),
+    )?;
+    let mut rows = Vec::new();
+    for &engine in &engines {
+        for kind in [StreamKind::Random, StreamKind::Sequential] {
+            let spec = StreamSpec::new(kind, b.requests);
+            let src = synthetic(&spec, cfg.capacity_bytes())?.map(Ok);
+            let pb = rundir::progress(b.requests, &format!("{engine} {kind}"), b.quiet);
+            let tick = |n: u64| pb.set_position(n);
+            let opts = RunOptions {
+                work_dir: Some(rd.path().join(format!("engine-{}-{kind}", engine.name()))),
+                ..RunOptions::default()
+            };
+            let s = simulate(engine, &cfg, src, &opts, Some(&tick))?;
+            pb.finish_and_clear();
+            rows.push(BenchRow {
+                engine,
+                stream: kind.to_string(),
+                requests: b.requests,
+                cycles: s.cycles,
+                wall_s: s.wall_s,
+                sim_requests_per_s: s.sim_requests_per_s,
+                sim_cycles_per_s: s.sim_cycles_per_s,
+                bandwidth_gbps: s.bandwidth_gbps,
+            });
+        }
+    }
+    rd.write_results("dram bench", &rows)?;
+    let csv: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.engine.to_string(),
+                r.stream.clone(),
+                r.requests.to_string(),
+                r.cycles.to_string(),
+                r.wall_s.to_string(),
+                r.sim_requests_per_s.to_string(),
+                r.sim_cycles_per_s.to_string(),
+            ]
+        })
+        .collect();
+    rd.write_csv(
+        "bench.csv",
+        &[
+            "engine",
+            "stream",
+            "requests",
+            "cycles",
+            "wall_s",
+            "sim_requests_per_s",
+            "sim_cycles_per_s",
+        ],
+        &csv,
+    )?;
+    let mut text = format!(
+        "{} reads of 64 B on {} (one engine instance per run, one thread)\n{:<10} {:<11} {:>12} {:>9} {:>14} {:>14}\n",
+        b.requests, cfg.name, "engine", "stream", "cycles", "wall s", "requests/s", "cycles/s"
+    );
+    for r in &rows {
+        text.push_str(&format!(
+            "{:<10} {:<11} {:>12} {:>9.2} {:>14.0} {:>14.0}\n",
+            r.engine.name(),
+            r.stream,
+            r.cycles,
+            r.wall_s,
+            r.sim_requests_per_s,
+            r.sim_cycles_per_s
+        ));
+    }
+    rd.write_summary(&text)?;
+    if b.json {
+        println!("{}", rundir::results_json("dram bench", &rows)?);
+    } else {
+        print!("{text}");
+        println!("run directory: {}", rd.path().display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

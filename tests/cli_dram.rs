@@ -1,0 +1,279 @@
+//! End-to-end tests of `nmpsim dram …` through the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert!(
+        o.status.success(),
+        "nmpsim {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 stdout")
+}
+
+fn fails(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("nmpsim-cli-dram-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn both_engines_write_a_run_directory_and_json() {
+    let t = TempDir::new("both");
+    let d = &t.0;
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "both",
+            "--preset",
+            "DDR4-2400-x8",
+            "--stream",
+            "random",
+            "--requests",
+            "5000",
+            "--write-fraction",
+            "0.2",
+            "--out",
+            "run",
+            "--json",
+            "--quiet",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON object");
+    let runs = v["results"]["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(
+            r["reads"].as_u64().unwrap() + r["writes"].as_u64().unwrap(),
+            5000
+        );
+        assert!(r["bandwidth_gbps"].as_f64().unwrap() > 1.0);
+        assert!(r["energy"]["total_pj"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(runs[0]["engine"], "dramsim3");
+    assert_eq!(runs[1]["engine"], "ramulator");
+    let ratio = v["results"]["agreement"]["bandwidth_ratio"]
+        .as_f64()
+        .unwrap();
+    assert!((0.85..1.15).contains(&ratio), "{ratio}");
+    let run = d.join("run");
+    for f in ["config.json", "results.json", "results.csv", "summary.txt"] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["config"]["dram"]["name"], "DDR4-2400-x8");
+    assert_eq!(cfg["config"]["dram"]["timing"]["cl"], 16);
+    assert!(run.join("engine-dramsim3/dramsim3.ini").is_file());
+    assert!(run.join("engine-ramulator/ramulator.cfg").is_file());
+    // Command traces are parsed and removed unless asked to keep them.
+    let kept = std::fs::read_dir(run.join("engine-ramulator"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().extension().is_some_and(|x| x == "cmdtrace"));
+    assert!(!kept);
+    let csv = std::fs::read_to_string(run.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3);
+    assert!(csv.starts_with("engine,preset,cycles,"));
+}
+
+#[test]
+fn address_trace_runs_and_bad_lines_are_named() {
+    let t = TempDir::new("trace");
+    let d = &t.0;
+    let mut text = String::from("# address, op\n");
+    for i in 0..2000u64 {
+        text.push_str(&format!(
+            "{:#x} {}\n",
+            i * 64 * 97,
+            if i % 4 == 0 { "W" } else { "R" }
+        ));
+    }
+    std::fs::write(d.join("ok.txt"), &text).unwrap();
+    let out = ok(
+        d,
+        &["dram", "--trace", "ok.txt", "--out", "r", "--json", "-q"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &v["results"]["runs"][0];
+    assert_eq!(r["reads"], 1500);
+    assert_eq!(r["writes"], 500);
+
+    std::fs::write(d.join("bad.txt"), "0x40 R\n0x80 W\n\n0xc0 X\n").unwrap();
+    let err = fails(d, &["dram", "--trace", "bad.txt", "-q"]);
+    assert!(err.contains("bad.txt: line 4"), "{err}");
+    assert!(err.contains("R|W"), "{err}");
+
+    std::fs::write(d.join("far.txt"), "0x40 R\n0x400000000 R\n").unwrap();
+    let err = fails(
+        d,
+        &[
+            "dram",
+            "--trace",
+            "far.txt",
+            "--preset",
+            "DDR4-3200-x8",
+            "-q",
+        ],
+    );
+    assert!(err.contains("beyond the configured capacity"), "{err}");
+    assert!(err.contains("far.txt line 2"), "{err}");
+}
+
+#[test]
+fn embedding_trace_becomes_row_reads() {
+    let t = TempDir::new("emb");
+    let d = &t.0;
+    ok(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--rows",
+            "5000",
+            "--tables",
+            "2",
+            "--bag",
+            "4",
+            "--batch",
+            "64",
+            "--batches",
+            "2",
+            "-o",
+            "e.nmpt",
+            "--quiet",
+        ],
+    );
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--embedding-trace",
+            "e.nmpt",
+            "--dim",
+            "32",
+            "--phase",
+            "forward",
+            "--out",
+            "r",
+            "--json",
+            "-q",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // 2 batches x 2 tables x 64 bags x 4 lookups, each a 128 B row = two 64 B reads.
+    assert_eq!(v["results"]["runs"][0]["reads"], 2 * 2 * 64 * 4 * 2);
+}
+
+#[test]
+fn bad_preset_and_engine_list_what_is_valid() {
+    let t = TempDir::new("bad");
+    let d = &t.0;
+    let err = fails(
+        d,
+        &["dram", "--preset", "DDR4-3200-x32", "--requests", "10"],
+    );
+    assert!(
+        err.contains("DDR4-3200-x32") && err.contains("DDR4-2400-x8-2R"),
+        "{err}"
+    );
+    let err = fails(d, &["dram", "--engine", "ramulator2", "--requests", "10"]);
+    assert!(err.contains("dramsim3, ramulator"), "{err}");
+    let err = fails(d, &["dram", "--stream", "zigzag", "--requests", "10"]);
+    assert!(err.contains("strided:"), "{err}");
+    // Nothing is run, so no run directory is created.
+    assert!(!d.join("runs").exists());
+}
+
+#[test]
+fn presets_config_and_bench() {
+    let t = TempDir::new("misc");
+    let d = &t.0;
+    let list = ok(d, &["dram", "presets"]);
+    assert!(
+        list.contains("DDR4-3200-x8") && list.contains("tCCD_L 8->10"),
+        "{list}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(d, &["dram", "presets", "--json"])).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 18);
+    let ini = ok(
+        d,
+        &[
+            "dram",
+            "config",
+            "--engine",
+            "dramsim3",
+            "--preset",
+            "DDR4-3200-x16",
+        ],
+    );
+    assert!(
+        ini.contains("device_width = 16") && ini.contains("tCK = 0.625"),
+        "{ini}"
+    );
+    let cfg = ok(
+        d,
+        &[
+            "dram",
+            "config",
+            "--engine",
+            "ramulator",
+            "--preset",
+            "DDR4-3200-x8",
+        ],
+    );
+    assert!(
+        cfg.contains("speed = DDR4_3200") && cfg.contains("tRAS: JEDEC 52 cycles, Ramulator 56")
+    );
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "bench",
+            "--requests",
+            "2000",
+            "--out",
+            "b",
+            "--json",
+            "-q",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(
+        rows.iter()
+            .all(|r| r["sim_requests_per_s"].as_f64().unwrap() > 0.0)
+    );
+    assert!(d.join("b/bench.csv").is_file());
+}
