@@ -1,0 +1,72 @@
+//! The NMP instruction set: CISC instructions the host sends to the pool.
+
+use nmpsim_kernels::{Optimizer, Pooling};
+use serde::{Deserialize, Serialize};
+
+/// One instruction, addressed to the whole pool; each rank's core executes
+/// the part that touches its rank. Index arrays travel with the instruction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Instruction {
+    /// Forward embedding: output row `b` pools the table rows of bag `b`
+    /// (CSR `offsets`, `indices`, optional `weights`). The `B x dim` result
+    /// drains to the host link.
+    GatherReduce {
+        table: u32,
+        pooling: Pooling,
+        offsets: Vec<u32>,
+        indices: Vec<u32>,
+        weights: Option<Vec<f32>>,
+    },
+    /// Host to pool: the output gradient of one table's bags (`bags x dim`,
+    /// row-major), written to the table's gradient buffer in the pool.
+    LoadGradient {
+        table: u32,
+        bags: u32,
+        grads: Vec<f32>,
+    },
+    /// Tensor Casting's gradient gather-reduce (Algorithm 3) over the
+    /// table's gradient buffer: `coal[casted_dst[i]] += scale[i] * G[casted_src[i]]`.
+    /// The coalesced rows (`unique_rows`) stay in the pool's coalesced buffer.
+    CastedGatherReduce {
+        table: u32,
+        num_bags: u32,
+        casted_src: Vec<u32>,
+        casted_dst: Vec<u32>,
+        unique_rows: Vec<u32>,
+        scale: Option<Vec<f32>>,
+    },
+    /// Host to pool: coalesced gradients computed on the host (the TensorDIMM
+    /// baseline coalesces on the host), written to the coalesced buffer.
+    LoadCoalesced {
+        table: u32,
+        rows: Vec<u32>,
+        grads: Vec<f32>,
+    },
+    /// Gradient scatter fused with the optimizer: applies the table's
+    /// coalesced buffer to its rows and optimizer state, in DRAM.
+    Scatter { table: u32, optimizer: Optimizer },
+}
+
+impl Instruction {
+    /// The mnemonic, as in error messages and reports.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Instruction::GatherReduce { .. } => "gather-reduce",
+            Instruction::LoadGradient { .. } => "load-gradient",
+            Instruction::CastedGatherReduce { .. } => "casted-gather-reduce",
+            Instruction::LoadCoalesced { .. } => "load-coalesced",
+            Instruction::Scatter { .. } => "scatter",
+        }
+    }
+
+    pub fn table(&self) -> u32 {
+        match self {
+            Instruction::GatherReduce { table, .. }
+            | Instruction::LoadGradient { table, .. }
+            | Instruction::CastedGatherReduce { table, .. }
+            | Instruction::LoadCoalesced { table, .. }
+            | Instruction::Scatter { table, .. } => *table,
+        }
+    }
+}

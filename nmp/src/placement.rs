@@ -1,0 +1,505 @@
+//! How embedding rows map onto the R ranks of the pool.
+//!
+//! A row of `dim` f32 values is cut into `ceil(dim * 4 / 64)` slices of 64 B,
+//! the access granularity of a rank. A placement decides which rank holds each
+//! slice of each row and where in the rank it lives:
+//!
+//! - [`Placement::VectorSliced`] (TensorDIMM): every row of a table is split
+//!   across consecutive ranks, slice `s` of table `t` on rank
+//!   `(first_t + s) mod R`, where `first_t` is the sum of the slice counts of
+//!   the tables before `t`. Each rank reduces its slice of every bag alone.
+//! - [`Placement::RowInterleaved`] (RecNMP-style): whole rows, row `r` of
+//!   table `t` on rank `(r + t) mod R`. A bag's rows spread over ranks; each
+//!   rank produces partial sums that the host adds.
+//! - [`Placement::TablePerRank`]: table `t` entirely on rank `t mod R`.
+//!
+//! Besides the table rows each rank holds, at its table's slices: the optimizer
+//! state, a gradient buffer (the output gradient a `LoadGradient` brings) and a
+//! coalesced-gradient buffer. Addresses are rank-local byte addresses.
+
+use serde::{Deserialize, Serialize};
+
+use crate::NmpError;
+
+/// Bytes of one access: a BL8 burst on a 64-bit rank.
+pub const SLICE_BYTES: u64 = 64;
+/// f32 values in one slice.
+pub const SLICE_VALUES: usize = 16;
+/// Region alignment inside a rank.
+const REGION_ALIGN: u64 = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    VectorSliced,
+    RowInterleaved,
+    TablePerRank,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 3] = [
+        Placement::VectorSliced,
+        Placement::RowInterleaved,
+        Placement::TablePerRank,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::VectorSliced => "vector-sliced",
+            Placement::RowInterleaved => "row-interleaved",
+            Placement::TablePerRank => "table-per-rank",
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = NmpError;
+    fn from_str(s: &str) -> Result<Self, NmpError> {
+        match s.to_ascii_lowercase().as_str() {
+            "vector-sliced" | "sliced" | "tensordimm" => Ok(Placement::VectorSliced),
+            "row-interleaved" | "interleaved" | "recnmp" => Ok(Placement::RowInterleaved),
+            "table-per-rank" | "table" => Ok(Placement::TablePerRank),
+            _ => Err(NmpError::param(
+                "placement",
+                format!(
+                    "`{s}` is not a placement; expected vector-sliced, row-interleaved or table-per-rank"
+                ),
+            )),
+        }
+    }
+}
+
+/// Rows and width of one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableShape {
+    pub rows: u64,
+    pub dim: usize,
+}
+
+impl TableShape {
+    pub fn slices(&self) -> usize {
+        self.dim.div_ceil(SLICE_VALUES)
+    }
+}
+
+/// Sizes of the buffers a layout reserves besides the tables.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayoutParams {
+    pub ranks: u32,
+    /// Bytes each rank holds.
+    pub rank_capacity_bytes: u64,
+    /// Optimizer state values per row: 0 (SGD), 1 (row-wise Adagrad) or `dim`
+    /// (Adagrad, RMSprop).
+    pub state_values_per_row: StateWidth,
+    /// Most bags of one table's output gradient (the gradient buffer's rows).
+    pub max_bags: u64,
+    /// Most coalesced rows of one table's batch (the coalesced buffer's rows).
+    pub max_unique: u64,
+}
+
+/// How much optimizer state each row carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateWidth {
+    None,
+    /// One value per row, on the rank holding the row's slice 0.
+    PerRow,
+    /// One value per element, laid out like the row.
+    PerElement,
+}
+
+impl StateWidth {
+    pub fn of(optimizer: &nmpsim_kernels::Optimizer) -> Self {
+        match optimizer {
+            nmpsim_kernels::Optimizer::Sgd { .. } => StateWidth::None,
+            nmpsim_kernels::Optimizer::RowWiseAdagrad { .. } => StateWidth::PerRow,
+            _ => StateWidth::PerElement,
+        }
+    }
+}
+
+/// One 64 B slice of a row, where it lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Piece {
+    pub rank: u32,
+    /// Rank-local byte address.
+    pub addr: u64,
+    /// Slice index within the row.
+    pub slice: u32,
+    /// First element of the row in this slice.
+    pub first: usize,
+    /// Elements in this slice (16, or fewer in a row's last slice).
+    pub len: usize,
+}
+
+/// Where a table lives on one rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Region {
+    /// Slices of each row held here, ascending.
+    pub slices: Vec<u32>,
+    /// Rows held here.
+    pub local_rows: u64,
+    pub weights_base: u64,
+    pub state_base: u64,
+    pub grad_base: u64,
+    pub coal_base: u64,
+    /// Whether this rank holds the row-wise optimizer state (slice 0's rank).
+    pub holds_row_state: bool,
+}
+
+/// A placement applied to a set of tables on R ranks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    pub placement: Placement,
+    pub params: LayoutParams,
+    pub tables: Vec<TableShape>,
+    /// `regions[t][rank]`, `None` where the rank holds nothing of table `t`.
+    pub regions: Vec<Vec<Option<Region>>>,
+    /// Bytes used on each rank.
+    pub used_bytes: Vec<u64>,
+    /// First rank of each table (vector-sliced: of slice 0).
+    first_rank: Vec<u32>,
+}
+
+fn align(x: u64) -> u64 {
+    x.div_ceil(REGION_ALIGN) * REGION_ALIGN
+}
+
+impl Layout {
+    pub fn new(
+        placement: Placement,
+        tables: &[TableShape],
+        params: LayoutParams,
+    ) -> Result<Self, NmpError> {
+        let r = params.ranks;
+        if r == 0 {
+            return Err(NmpError::param("ranks", "must be at least 1"));
+        }
+        if tables.is_empty() {
+            return Err(NmpError::param(
+                "tables",
+                "the pool needs at least one table",
+            ));
+        }
+        for (t, s) in tables.iter().enumerate() {
+            if s.dim == 0 || s.rows == 0 {
+                return Err(NmpError::param(
+                    format!("tables[{t}]"),
+                    format!("needs rows >= 1 and dim >= 1, found {} x {}", s.rows, s.dim),
+                ));
+            }
+        }
+        let mut first_rank = Vec::with_capacity(tables.len());
+        let mut acc = 0u64;
+        for (t, s) in tables.iter().enumerate() {
+            first_rank.push(match placement {
+                Placement::VectorSliced => (acc % r as u64) as u32,
+                Placement::RowInterleaved => (t as u64 % r as u64) as u32,
+                Placement::TablePerRank => (t as u64 % r as u64) as u32,
+            });
+            acc += s.slices() as u64;
+        }
+        let mut used = vec![0u64; r as usize];
+        let mut regions = Vec::with_capacity(tables.len());
+        for (t, s) in tables.iter().enumerate() {
+            let nsl = s.slices() as u32;
+            let mut per_rank = Vec::with_capacity(r as usize);
+            for k in 0..r {
+                let (slices, local_rows): (Vec<u32>, u64) = match placement {
+                    Placement::VectorSliced => {
+                        let sl: Vec<u32> = (0..nsl)
+                            .filter(|&sidx| (first_rank[t] + sidx) % r == k)
+                            .collect();
+                        let rows = if sl.is_empty() { 0 } else { s.rows };
+                        (sl, rows)
+                    }
+                    Placement::RowInterleaved => {
+                        // Rows with (row + t) mod R == k: row = k - t (mod R) + j R.
+                        let first = (k as u64 + r as u64 - (t as u64 % r as u64)) % r as u64;
+                        let rows = if first < s.rows {
+                            (s.rows - first).div_ceil(r as u64)
+                        } else {
+                            0
+                        };
+                        ((0..nsl).collect(), rows)
+                    }
+                    Placement::TablePerRank => {
+                        if first_rank[t] == k {
+                            ((0..nsl).collect(), s.rows)
+                        } else {
+                            (Vec::new(), 0)
+                        }
+                    }
+                };
+                if local_rows == 0 {
+                    per_rank.push(None);
+                    continue;
+                }
+                let holds_row_state = slices.contains(&0);
+                let line = slices.len() as u64 * SLICE_BYTES;
+                let state_bytes = match params.state_values_per_row {
+                    StateWidth::None => 0,
+                    StateWidth::PerRow if holds_row_state => local_rows * 4,
+                    StateWidth::PerRow => 0,
+                    StateWidth::PerElement => local_rows * line,
+                };
+                let grad_rows = params.max_bags;
+                let coal_rows = params.max_unique.min(s.rows);
+                let mut at = used[k as usize];
+                let weights_base = at;
+                at = align(at + local_rows * line);
+                let state_base = at;
+                at = align(at + state_bytes);
+                let grad_base = at;
+                at = align(at + grad_rows * line);
+                let coal_base = at;
+                at = align(at + coal_rows * line);
+                if at > params.rank_capacity_bytes {
+                    return Err(NmpError::Capacity {
+                        placement: placement.name().into(),
+                        rank: k,
+                        need: at,
+                        capacity: params.rank_capacity_bytes,
+                        what: format!(
+                            "table {t} ({} rows x {} dim) with its optimizer state and buffers does not fit; use more ranks, a larger preset or another placement",
+                            s.rows, s.dim
+                        ),
+                    });
+                }
+                used[k as usize] = at;
+                per_rank.push(Some(Region {
+                    slices,
+                    local_rows,
+                    weights_base,
+                    state_base,
+                    grad_base,
+                    coal_base,
+                    holds_row_state,
+                }));
+            }
+            regions.push(per_rank);
+        }
+        Ok(Layout {
+            placement,
+            params,
+            tables: tables.to_vec(),
+            regions,
+            used_bytes: used,
+            first_rank,
+        })
+    }
+
+    pub fn ranks(&self) -> u32 {
+        self.params.ranks
+    }
+
+    /// The rank holding slice `slice` of row `row` of table `t`, and the row's
+    /// index among the rows that rank holds.
+    pub fn locate(&self, t: usize, row: u64, slice: u32) -> (u32, u64) {
+        let r = self.params.ranks as u64;
+        match self.placement {
+            Placement::VectorSliced => {
+                (((self.first_rank[t] as u64 + slice as u64) % r) as u32, row)
+            }
+            Placement::RowInterleaved => (((row + t as u64) % r) as u32, row / r),
+            Placement::TablePerRank => (self.first_rank[t], row),
+        }
+    }
+
+    fn piece_at(
+        &self,
+        t: usize,
+        local: u64,
+        slice: u32,
+        rank: u32,
+        base: impl Fn(&Region) -> u64,
+    ) -> Piece {
+        let reg = self.regions[t][rank as usize]
+            .as_ref()
+            .expect("a located rank holds the table");
+        let j = reg
+            .slices
+            .iter()
+            .position(|&s| s == slice)
+            .expect("a located rank holds the slice") as u64;
+        let dim = self.tables[t].dim;
+        let first = slice as usize * SLICE_VALUES;
+        Piece {
+            rank,
+            addr: base(reg) + (local * reg.slices.len() as u64 + j) * SLICE_BYTES,
+            slice,
+            first,
+            len: SLICE_VALUES.min(dim - first),
+        }
+    }
+
+    /// Every slice of a table row, in slice order.
+    pub fn row_pieces(&self, t: usize, row: u64) -> impl Iterator<Item = Piece> + '_ {
+        (0..self.tables[t].slices() as u32).map(move |s| {
+            let (rank, local) = self.locate(t, row, s);
+            self.piece_at(t, local, s, rank, |g| g.weights_base)
+        })
+    }
+
+    /// Every slice of a row's element-wise optimizer state.
+    pub fn state_pieces(&self, t: usize, row: u64) -> impl Iterator<Item = Piece> + '_ {
+        (0..self.tables[t].slices() as u32).map(move |s| {
+            let (rank, local) = self.locate(t, row, s);
+            self.piece_at(t, local, s, rank, |g| g.state_base)
+        })
+    }
+
+    /// Rank and byte address of a row's row-wise optimizer state (4 B).
+    pub fn row_state(&self, t: usize, row: u64) -> (u32, u64) {
+        let (rank, local) = self.locate(t, row, 0);
+        let reg = self.regions[t][rank as usize]
+            .as_ref()
+            .expect("holds slice 0");
+        (rank, reg.state_base + local * 4)
+    }
+
+    /// Slices of gradient-buffer row `bag` on `rank` (the ranks that hold
+    /// slices of table `t`; row-interleaved: every rank holding rows of `t`
+    /// keeps the whole gradient).
+    pub fn grad_pieces_on(&self, t: usize, bag: u64, rank: u32) -> Vec<Piece> {
+        let Some(reg) = self.regions[t][rank as usize].as_ref() else {
+            return Vec::new();
+        };
+        let dim = self.tables[t].dim;
+        reg.slices
+            .iter()
+            .enumerate()
+            .map(|(j, &s)| {
+                let first = s as usize * SLICE_VALUES;
+                Piece {
+                    rank,
+                    addr: reg.grad_base + (bag * reg.slices.len() as u64 + j as u64) * SLICE_BYTES,
+                    slice: s,
+                    first,
+                    len: SLICE_VALUES.min(dim - first),
+                }
+            })
+            .collect()
+    }
+
+    /// Slices of coalesced-buffer slot `slot`, which holds table row `row`.
+    pub fn coal_pieces(&self, t: usize, row: u64, slot: u64) -> impl Iterator<Item = Piece> + '_ {
+        (0..self.tables[t].slices() as u32).map(move |s| {
+            let (rank, _) = self.locate(t, row, s);
+            self.piece_at(t, slot, s, rank, |g| g.coal_base)
+        })
+    }
+
+    /// Ranks holding anything of table `t`.
+    pub fn ranks_of(&self, t: usize) -> Vec<u32> {
+        (0..self.params.ranks)
+            .filter(|&k| self.regions[t][k as usize].is_some())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn params(ranks: u32) -> LayoutParams {
+        LayoutParams {
+            ranks,
+            rank_capacity_bytes: 1 << 30,
+            state_values_per_row: StateWidth::PerElement,
+            max_bags: 64,
+            max_unique: 256,
+        }
+    }
+
+    #[test]
+    fn every_slice_of_every_row_has_one_distinct_home() {
+        let tables = [
+            TableShape { rows: 37, dim: 64 },
+            TableShape { rows: 50, dim: 20 },
+            TableShape { rows: 9, dim: 200 },
+        ];
+        for placement in Placement::ALL {
+            for ranks in [1, 3, 8, 32] {
+                let l = Layout::new(placement, &tables, params(ranks)).unwrap();
+                let mut seen = HashSet::new();
+                for (t, s) in tables.iter().enumerate() {
+                    for row in 0..s.rows {
+                        let pieces: Vec<Piece> = l.row_pieces(t, row).collect();
+                        assert_eq!(pieces.len(), s.slices());
+                        let covered: usize = pieces.iter().map(|p| p.len).sum();
+                        assert_eq!(covered, s.dim);
+                        for p in pieces {
+                            assert_eq!(p.addr % SLICE_BYTES, 0);
+                            assert!(p.addr < l.used_bytes[p.rank as usize]);
+                            assert!(seen.insert((p.rank, p.addr)), "{placement} {ranks}: shared");
+                        }
+                        for p in l.state_pieces(t, row) {
+                            assert!(seen.insert((p.rank, p.addr)), "{placement}: state overlaps");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn placements_spread_as_documented() {
+        let tables = vec![
+            TableShape {
+                rows: 1000,
+                dim: 64
+            };
+            10
+        ];
+        let sliced = Layout::new(Placement::VectorSliced, &tables, params(32)).unwrap();
+        // 10 tables x 4 slices = 40 slice columns over 32 ranks.
+        let busy: Vec<usize> = (0..32)
+            .map(|k| (0..10).filter(|&t| sliced.regions[t][k].is_some()).count())
+            .collect();
+        assert_eq!(busy.iter().filter(|&&b| b == 2).count(), 8);
+        assert_eq!(busy.iter().filter(|&&b| b == 1).count(), 24);
+        let per_table = Layout::new(Placement::TablePerRank, &tables, params(32)).unwrap();
+        assert_eq!((0..32).filter(|&k| per_table.used_bytes[k] > 0).count(), 10);
+        let inter = Layout::new(Placement::RowInterleaved, &tables, params(32)).unwrap();
+        assert!(inter.used_bytes.iter().all(|&b| b > 0));
+        assert_eq!(inter.locate(3, 100, 0), (7, 3));
+    }
+
+    #[test]
+    fn a_placement_that_does_not_fit_is_an_error() {
+        let tables = vec![
+            TableShape {
+                rows: 1 << 20,
+                dim: 64
+            };
+            4
+        ];
+        let mut p = params(2);
+        p.rank_capacity_bytes = 256 << 20;
+        let e = Layout::new(Placement::TablePerRank, &tables, p.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("table-per-rank") && e.contains("does not fit"),
+            "{e}"
+        );
+        // Spread over 16 ranks the same tables fit.
+        p.ranks = 16;
+        assert!(Layout::new(Placement::RowInterleaved, &tables, p).is_ok());
+        assert!(
+            "zigzag"
+                .parse::<Placement>()
+                .unwrap_err()
+                .to_string()
+                .contains("vector-sliced")
+        );
+    }
+}
