@@ -10,3 +10,5 @@ pub mod placement;
 pub use placement::{Layout, LayoutParams, Piece, Placement, StateWidth, TableShape};
 pub mod pool;
 pub use pool::{Pool, RankWork, rank_work, validate};
+pub mod timing;
+pub use timing::{BatchReport, CoreParams, EnergyParams, LinkParams, PoolEnergy, PoolParams, RankReport, run_batch};

@@ -1,0 +1,341 @@
+//! The timed pool: each rank's core sends its 64 B requests through its own
+//! DRAM engine (any engine of `nmpsim_sim`), ranks run in parallel, and the
+//! host link carries instructions in and results out.
+//!
+//! Per instruction batch (model, documented in `docs/nmp.md`):
+//!
+//! - `link_in` = encoded bytes of the batch / link bandwidth + latency;
+//! - each rank: its requests for the whole batch, back to back, through the
+//!   engine with at most `min(request_queue, input_buffer / 64)` in flight
+//!   (the core's bounded queue, throttled by its input buffer), giving the
+//!   DRAM time; the vector ALU needs `slices x ceil(16 / lanes)` cycles at
+//!   its clock; the rank's time is the larger of the two plus the ALU
+//!   pipeline latency (they overlap: the ALU consumes as data arrives);
+//! - `compute` = the slowest rank; `link_out` = bytes the ranks return
+//!   (results, partial sums, row-wise exchanges) / link bandwidth;
+//! - time = link_in + compute + link_out (phases do not overlap).
+
+use std::time::Instant;
+
+use nmpsim_sim::{DramConfig, EngineKind, EventEnergy, RunOptions, simulate};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::NmpError;
+use crate::encoding::encoded_len;
+use crate::isa::Instruction;
+use crate::placement::{Placement, SLICE_BYTES, SLICE_VALUES};
+use crate::pool::{Pool, RankWork};
+
+/// The NMP core of one rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoreParams {
+    /// Requests the local memory controller keeps in flight to its rank.
+    /// Default 32, the DDR4 controller transaction queue of the DRAM presets.
+    pub request_queue: usize,
+    /// Input buffer (bytes). Default 4 KiB: 64 slices, more than the request
+    /// queue, so the queue is the limit. Modelled, not from a paper.
+    pub input_buffer_bytes: u64,
+    /// f32 lanes of the vector ALU. Default 16: one 64 B slice per cycle,
+    /// matching a rank's 64 B access granularity (Tensor Casting, Sec. IV-C).
+    pub alu_lanes: u32,
+    /// ALU clock in GHz. Default 1.6, the DDR4-3200 bus clock: at one slice
+    /// per cycle the ALU takes 1.6 slices/ns while the rank delivers at most
+    /// 0.4 (25.6 GB/s), so it is never the bottleneck of a gather. Modelled.
+    pub alu_clock_ghz: f64,
+    /// ALU pipeline depth in cycles. Default 4. Modelled.
+    pub alu_latency_cycles: u32,
+}
+
+impl Default for CoreParams {
+    fn default() -> Self {
+        CoreParams {
+            request_queue: 32,
+            input_buffer_bytes: 4096,
+            alu_lanes: 16,
+            alu_clock_ghz: 1.6,
+            alu_latency_cycles: 4,
+        }
+    }
+}
+
+/// The host link between the GPU (or CPU) and the pool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkParams {
+    /// GB/s. Default 25, the NMP-GPU link of Tensor Casting's methodology
+    /// (Sec. V: "we configure the communication bandwidth between NMP-GPU to
+    /// be 25 GB/sec").
+    pub bandwidth_gbps: f64,
+    /// Per-transfer latency in ns. Default 1000 (a PCIe-class round trip;
+    /// modelled).
+    pub latency_ns: f64,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        LinkParams {
+            bandwidth_gbps: 25.0,
+            latency_ns: 1000.0,
+        }
+    }
+}
+
+/// Per-operation energies of the NMP logic and the link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergyParams {
+    /// pJ per f32 add or multiply in the ALU. Default 0.9: a 32-bit FP add at
+    /// 45 nm (M. Horowitz, "Computing's energy problem", ISSCC 2014).
+    pub alu_pj_per_flop: f64,
+    /// pJ per byte through the input / output buffers. Default 1.25: a 64-bit
+    /// access to an 8 KB SRAM costs 10 pJ at 45 nm (Horowitz, ISSCC 2014).
+    pub buffer_pj_per_byte: f64,
+    /// pJ per bit on the host link. Default 10. Modelled (a SerDes link of
+    /// the PCIe class), not from a cited measurement.
+    pub link_pj_per_bit: f64,
+}
+
+impl Default for EnergyParams {
+    fn default() -> Self {
+        EnergyParams {
+            alu_pj_per_flop: 0.9,
+            buffer_pj_per_byte: 1.25,
+            link_pj_per_bit: 10.0,
+        }
+    }
+}
+
+/// Everything the timed pool needs besides the layout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolParams {
+    pub engine: EngineKind,
+    pub dram: DramConfig,
+    pub core: CoreParams,
+    pub link: LinkParams,
+    pub energy: EnergyParams,
+}
+
+/// One rank in one batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankReport {
+    pub rank: u32,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub dram_cycles: u64,
+    pub dram_time_ns: f64,
+    pub alu_time_ns: f64,
+    pub time_ns: f64,
+    /// time / the batch's compute time.
+    pub busy_fraction: f64,
+    pub dram_bandwidth_gbps: f64,
+    pub dram_energy_pj: f64,
+    pub row_hit_rate: f64,
+}
+
+/// Energy of a batch, in pJ.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolEnergy {
+    /// Every rank's DRAM energy from its engine run, plus precharge-standby
+    /// background while it waits for the slowest rank.
+    pub dram_pj: f64,
+    pub alu_pj: f64,
+    pub buffer_pj: f64,
+    pub link_pj: f64,
+    pub total_pj: f64,
+}
+
+/// One instruction batch on the pool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchReport {
+    pub ops: Vec<String>,
+    pub engine: EngineKind,
+    pub preset: String,
+    pub placement: Placement,
+    pub ranks: u32,
+    /// Ranks with work in this batch.
+    pub active_ranks: u32,
+    pub time_ns: f64,
+    pub link_in_ns: f64,
+    pub compute_ns: f64,
+    pub link_out_ns: f64,
+    pub link_in_bytes: u64,
+    pub link_out_bytes: u64,
+    pub dram_read_bytes: u64,
+    pub dram_write_bytes: u64,
+    /// DRAM bytes over the compute time: the pool's effective memory
+    /// throughput (the paper's metric).
+    pub effective_bandwidth_gbps: f64,
+    /// DRAM bytes over the whole time, link included.
+    pub end_to_end_bandwidth_gbps: f64,
+    /// R x the per-rank peak.
+    pub peak_bandwidth_gbps: f64,
+    pub mean_busy_fraction: f64,
+    /// Slowest rank over the mean rank time (1 = balanced).
+    pub load_imbalance: f64,
+    pub energy: PoolEnergy,
+    pub per_rank: Vec<RankReport>,
+    pub dram_requests: u64,
+    pub wall_s: f64,
+    pub sim_requests_per_s: f64,
+}
+
+fn flops_per_slice() -> f64 {
+    // One add (or multiply-add: two) per f32 lane; count adds.
+    SLICE_VALUES as f64
+}
+
+/// Executes a batch of instructions: validates each, computes it on the
+/// pool's data (if any), and times the whole batch rank by rank, in parallel.
+pub fn run_batch(
+    pool: &mut Pool,
+    batch: &[Instruction],
+    params: &PoolParams,
+) -> Result<BatchReport, NmpError> {
+    if batch.is_empty() {
+        return Err(NmpError::param("batch", "needs at least one instruction"));
+    }
+    if params.core.request_queue == 0 || params.core.input_buffer_bytes < SLICE_BYTES {
+        return Err(NmpError::param(
+            "core",
+            "request_queue must be >= 1 and input_buffer_bytes >= 64",
+        ));
+    }
+    let started = Instant::now();
+    let ranks = pool.layout().ranks() as usize;
+    let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
+    let mut link_in_bytes = 0u64;
+    let mut result_bytes = 0u64;
+    for instr in batch {
+        let works = pool.work(instr)?;
+        pool.execute(instr)?;
+        link_in_bytes += encoded_len(instr);
+        for (acc, w) in per_rank.iter_mut().zip(works) {
+            acc.requests.extend(w.requests);
+            acc.alu_slices += w.alu_slices;
+            acc.link_out_bytes += w.link_out_bytes;
+        }
+        if let Instruction::GatherReduce { offsets, .. } = instr {
+            let dim = pool.layout().tables[instr.table() as usize].dim as u64;
+            result_bytes += (offsets.len() as u64 - 1) * dim * 4;
+        }
+    }
+    let cfg = &params.dram;
+    let window = params
+        .core
+        .request_queue
+        .min((params.core.input_buffer_bytes / SLICE_BYTES) as usize);
+    let opts = RunOptions {
+        window,
+        ..RunOptions::default()
+    };
+    let sims: Vec<Option<nmpsim_sim::DramStats>> = per_rank
+        .par_iter()
+        .map(|w| {
+            if w.requests.is_empty() {
+                return Ok(None);
+            }
+            let src = w.requests.iter().copied().map(Ok);
+            simulate(params.engine, cfg, src, &opts, None).map(Some)
+        })
+        .collect::<Result<_, nmpsim_sim::SimError>>()?;
+
+    let ghz = params.core.alu_clock_ghz;
+    let lanes_cycles = (SLICE_VALUES as f64 / params.core.alu_lanes.max(1) as f64).ceil();
+    let mut reports = Vec::with_capacity(ranks);
+    for (k, (w, s)) in per_rank.iter().zip(&sims).enumerate() {
+        let alu_ns = w.alu_slices as f64 * lanes_cycles / ghz;
+        let dram_ns = s.as_ref().map_or(0.0, |s| s.sim_time_ns);
+        let busy = !w.requests.is_empty() || w.alu_slices > 0;
+        let time_ns = if busy {
+            dram_ns.max(alu_ns) + params.core.alu_latency_cycles as f64 / ghz
+        } else {
+            0.0
+        };
+        reports.push(RankReport {
+            rank: k as u32,
+            requests: w.requests.len() as u64,
+            reads: s.as_ref().map_or(0, |s| s.reads),
+            writes: s.as_ref().map_or(0, |s| s.writes),
+            dram_cycles: s.as_ref().map_or(0, |s| s.cycles),
+            dram_time_ns: dram_ns,
+            alu_time_ns: alu_ns,
+            time_ns,
+            busy_fraction: 0.0,
+            dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| s.bandwidth_gbps),
+            dram_energy_pj: s.as_ref().map_or(0.0, |s| s.energy.total_pj),
+            row_hit_rate: s.as_ref().map_or(0.0, |s| s.row_hit_rate),
+        });
+    }
+    let compute_ns = reports.iter().map(|r| r.time_ns).fold(0.0, f64::max);
+    let active = reports.iter().filter(|r| r.time_ns > 0.0).count();
+    let mean_time = reports.iter().map(|r| r.time_ns).sum::<f64>() / ranks as f64;
+    for r in &mut reports {
+        r.busy_fraction = if compute_ns > 0.0 { r.time_ns / compute_ns } else { 0.0 };
+    }
+    let link_out_bytes: u64 = per_rank.iter().map(|w| w.link_out_bytes).sum::<u64>().max(result_bytes);
+    let bw = params.link.bandwidth_gbps;
+    let link_in_ns = link_in_bytes as f64 / bw + params.link.latency_ns;
+    let link_out_ns = if link_out_bytes > 0 {
+        link_out_bytes as f64 / bw + params.link.latency_ns
+    } else {
+        0.0
+    };
+    let time_ns = link_in_ns + compute_ns + link_out_ns;
+    let requests: u64 = per_rank.iter().map(|w| w.requests.len() as u64).sum();
+    let (mut rd, mut wr) = (0u64, 0u64);
+    for w in &per_rank {
+        for op in &w.requests {
+            if op.access.is_write() {
+                wr += SLICE_BYTES;
+            } else {
+                rd += SLICE_BYTES;
+            }
+        }
+    }
+    // DRAM energy: each engine run, plus precharge standby of every rank for
+    // the rest of the batch's compute time.
+    let ev = EventEnergy::of(cfg);
+    let per_ns = ev.precharge_standby_per_cycle_pj / cfg.timing.tck_ns * cfg.ranks as f64;
+    let dram_pj: f64 = reports
+        .iter()
+        .map(|r| r.dram_energy_pj + (compute_ns - r.dram_time_ns).max(0.0) * per_ns)
+        .sum();
+    let slices: u64 = per_rank.iter().map(|w| w.alu_slices).sum();
+    let e = &params.energy;
+    let alu_pj = slices as f64 * flops_per_slice() * e.alu_pj_per_flop;
+    let buffer_pj = (rd + wr) as f64 * e.buffer_pj_per_byte;
+    let link_pj = (link_in_bytes + link_out_bytes) as f64 * 8.0 * e.link_pj_per_bit;
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(BatchReport {
+        ops: batch.iter().map(|i| i.op().to_string()).collect(),
+        engine: params.engine,
+        preset: cfg.name.clone(),
+        placement: pool.layout().placement,
+        ranks: ranks as u32,
+        active_ranks: active as u32,
+        time_ns,
+        link_in_ns,
+        compute_ns,
+        link_out_ns,
+        link_in_bytes,
+        link_out_bytes,
+        dram_read_bytes: rd,
+        dram_write_bytes: wr,
+        effective_bandwidth_gbps: if compute_ns > 0.0 { (rd + wr) as f64 / compute_ns } else { 0.0 },
+        end_to_end_bandwidth_gbps: (rd + wr) as f64 / time_ns,
+        peak_bandwidth_gbps: ranks as f64 * cfg.peak_bandwidth_gbps(),
+        mean_busy_fraction: if compute_ns > 0.0 { mean_time / compute_ns } else { 0.0 },
+        load_imbalance: if mean_time > 0.0 { compute_ns / mean_time } else { 1.0 },
+        energy: PoolEnergy {
+            dram_pj,
+            alu_pj,
+            buffer_pj,
+            link_pj,
+            total_pj: dram_pj + alu_pj + buffer_pj + link_pj,
+        },
+        per_rank: reports,
+        dram_requests: requests,
+        wall_s,
+        sim_requests_per_s: if wall_s > 0.0 { requests as f64 / wall_s } else { 0.0 },
+    })
+}

@@ -1,0 +1,118 @@
+//! The timed pool against the DRAM engines' own numbers.
+
+use nmpsim_kernels::Pooling;
+use nmpsim_nmp::{
+    CoreParams, Instruction, Layout, LayoutParams, Placement, Pool, PoolParams, StateWidth,
+    TableShape, run_batch,
+};
+use nmpsim_sim::{DramConfig, EngineKind, RunOptions, simulate};
+
+fn params(engine: EngineKind) -> PoolParams {
+    PoolParams {
+        engine,
+        dram: DramConfig::preset("DDR4-3200-x8").unwrap(),
+        core: CoreParams::default(),
+        link: Default::default(),
+        energy: Default::default(),
+    }
+}
+
+fn gather_batch(tables: usize, rows: u64, bags: usize, bag: usize, seed: u64) -> Vec<Instruction> {
+    let mut x = seed;
+    (0..tables)
+        .map(|t| {
+            let mut indices = Vec::new();
+            let mut offsets = vec![0u32];
+            for _ in 0..bags {
+                for _ in 0..bag {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    indices.push(((x >> 33) % rows) as u32);
+                }
+                offsets.push(indices.len() as u32);
+            }
+            Instruction::GatherReduce {
+                table: t as u32,
+                pooling: Pooling::Sum,
+                offsets,
+                indices,
+                weights: None,
+            }
+        })
+        .collect()
+}
+
+fn pool(placement: Placement, ranks: u32, tables: usize, rows: u64) -> Pool {
+    let shapes = vec![TableShape { rows, dim: 64 }; tables];
+    Pool::without_data(
+        Layout::new(
+            placement,
+            &shapes,
+            LayoutParams {
+                ranks,
+                rank_capacity_bytes: 8 << 30,
+                state_values_per_row: StateWidth::None,
+                max_bags: 4096,
+                max_unique: 1 << 20,
+            },
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn one_rank_matches_the_engine_on_the_same_requests() {
+    for engine in EngineKind::ALL {
+        let p = params(engine);
+        let batch = gather_batch(2, 100_000, 64, 40, 3);
+        let mut pl = pool(Placement::TablePerRank, 1, 2, 100_000);
+        let works: Vec<_> = batch.iter().map(|i| pl.work(i).unwrap()).collect();
+        let report = run_batch(&mut pl, &batch, &p).unwrap();
+        let reqs: Vec<_> = works.iter().flat_map(|w| w[0].requests.clone()).collect();
+        assert_eq!(report.dram_requests, reqs.len() as u64);
+        let opts = RunOptions { window: 32, ..RunOptions::default() };
+        let s = simulate(engine, &p.dram, reqs.into_iter().map(Ok), &opts, None).unwrap();
+        let rel = (report.effective_bandwidth_gbps - s.bandwidth_gbps).abs() / s.bandwidth_gbps;
+        assert!(
+            rel < 0.05,
+            "{engine}: pool {:.3} GB/s vs engine {:.3} GB/s",
+            report.effective_bandwidth_gbps,
+            s.bandwidth_gbps
+        );
+    }
+}
+
+#[test]
+fn effective_bandwidth_never_exceeds_the_ranks_peak() {
+    let p = params(EngineKind::Dramsim3);
+    for placement in Placement::ALL {
+        let mut pl = pool(placement, 4, 3, 50_000);
+        let r = run_batch(&mut pl, &gather_batch(3, 50_000, 32, 20, 9), &p).unwrap();
+        assert!((r.peak_bandwidth_gbps - 4.0 * 25.6).abs() < 1e-9);
+        assert!(r.effective_bandwidth_gbps > 0.0);
+        assert!(
+            r.effective_bandwidth_gbps <= r.peak_bandwidth_gbps,
+            "{placement}: {} > {}",
+            r.effective_bandwidth_gbps,
+            r.peak_bandwidth_gbps
+        );
+        assert_eq!(r.dram_read_bytes, 3 * 32 * 20 * 256);
+        assert!(r.load_imbalance >= 1.0);
+        assert!(r.energy.total_pj > r.energy.dram_pj && r.energy.dram_pj > 0.0);
+    }
+}
+
+#[test]
+fn thread_count_does_not_change_the_report() {
+    let p = params(EngineKind::Dramsim3);
+    let run = |threads: usize| {
+        let tp = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        tp.install(|| {
+            let mut pl = pool(Placement::VectorSliced, 8, 3, 20_000);
+            let mut r = run_batch(&mut pl, &gather_batch(3, 20_000, 32, 20, 5), &p).unwrap();
+            r.wall_s = 0.0;
+            r.sim_requests_per_s = 0.0;
+            serde_json::to_string(&r).unwrap()
+        })
+    };
+    assert_eq!(run(1), run(3));
+}
