@@ -32,6 +32,9 @@ enum Command {
     Kernels(cmd::kernels::KernelsCommand),
     /// DDR4 DRAM engines (DRAMsim3, Ramulator): streams, address and embedding traces.
     Dram(cmd::dram::DramCommand),
+    /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
+    #[command(subcommand)]
+    Nmp(cmd::nmp::NmpCommand),
 }
 
 /// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
@@ -73,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Trace(c) => cmd::trace::run(c),
         Command::Kernels(c) => cmd::kernels::run(c),
         Command::Dram(c) => cmd::dram::run(c),
+        Command::Nmp(c) => cmd::nmp::run(c),
     };
     match result {
         Ok(code) => code,

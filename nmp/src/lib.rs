@@ -1,4 +1,16 @@
-//! The NMP pool of nmpsim.
+//! The NMP pool of nmpsim: near-memory processing cores, one per DDR4 rank,
+//! running the embedding primitives of DLRM training (TensorDIMM / Tensor
+//! Casting, Sec. IV-C).
+//!
+//! - [`isa`]: the CISC instructions the host sends ([`Instruction`]), and
+//!   [`encoding`]: their binary form, whose length is what the host link carries.
+//! - [`placement`]: how table rows map onto the ranks ([`Placement`]), giving
+//!   rank-local addresses for every 64 B slice ([`Layout`]).
+//! - [`pool`]: the functional pool ([`Pool`]): real data in per-rank memory
+//!   images, results equal to `nmpsim_kernels`, and each rank's request stream.
+//! - [`timing`]: the timed pool ([`run_batch`]): each rank's requests through its
+//!   own DRAM engine, ranks in parallel, a vector ALU and a host link, reported
+//!   as a [`BatchReport`].
 pub mod encoding;
 pub mod error;
 pub mod isa;
@@ -11,4 +23,7 @@ pub use placement::{Layout, LayoutParams, Piece, Placement, StateWidth, TableSha
 pub mod pool;
 pub use pool::{Pool, RankWork, rank_work, validate};
 pub mod timing;
-pub use timing::{BatchReport, CoreParams, EnergyParams, LinkParams, PoolEnergy, PoolParams, RankReport, run_batch};
+pub use timing::{
+    BatchReport, CoreParams, EnergyParams, LinkParams, PoolEnergy, PoolParams, RankReport,
+    run_batch,
+};

@@ -160,6 +160,12 @@ pub struct BatchReport {
     pub link_out_ns: f64,
     pub link_in_bytes: u64,
     pub link_out_bytes: u64,
+    /// Bytes the cores requested (64 B per request).
+    pub request_read_bytes: u64,
+    pub request_write_bytes: u64,
+    /// Bytes the DRAM moved: READ and WRITE bursts issued by the engines.
+    /// Lower than requested where a controller merged reads to one line or
+    /// served them from its write queue.
     pub dram_read_bytes: u64,
     pub dram_write_bytes: u64,
     /// DRAM bytes over the compute time: the pool's effective memory
@@ -270,9 +276,17 @@ pub fn run_batch(
     let active = reports.iter().filter(|r| r.time_ns > 0.0).count();
     let mean_time = reports.iter().map(|r| r.time_ns).sum::<f64>() / ranks as f64;
     for r in &mut reports {
-        r.busy_fraction = if compute_ns > 0.0 { r.time_ns / compute_ns } else { 0.0 };
+        r.busy_fraction = if compute_ns > 0.0 {
+            r.time_ns / compute_ns
+        } else {
+            0.0
+        };
     }
-    let link_out_bytes: u64 = per_rank.iter().map(|w| w.link_out_bytes).sum::<u64>().max(result_bytes);
+    let link_out_bytes: u64 = per_rank
+        .iter()
+        .map(|w| w.link_out_bytes)
+        .sum::<u64>()
+        .max(result_bytes);
     let bw = params.link.bandwidth_gbps;
     let link_in_ns = link_in_bytes as f64 / bw + params.link.latency_ns;
     let link_out_ns = if link_out_bytes > 0 {
@@ -292,6 +306,16 @@ pub fn run_batch(
             }
         }
     }
+    let dram_rd: u64 = sims
+        .iter()
+        .flatten()
+        .map(|s| s.read_cmds * SLICE_BYTES)
+        .sum();
+    let dram_wr: u64 = sims
+        .iter()
+        .flatten()
+        .map(|s| s.write_cmds * SLICE_BYTES)
+        .sum();
     // DRAM energy: each engine run, plus precharge standby of every rank for
     // the rest of the batch's compute time.
     let ev = EventEnergy::of(cfg);
@@ -319,13 +343,27 @@ pub fn run_batch(
         link_out_ns,
         link_in_bytes,
         link_out_bytes,
-        dram_read_bytes: rd,
-        dram_write_bytes: wr,
-        effective_bandwidth_gbps: if compute_ns > 0.0 { (rd + wr) as f64 / compute_ns } else { 0.0 },
-        end_to_end_bandwidth_gbps: (rd + wr) as f64 / time_ns,
+        request_read_bytes: rd,
+        request_write_bytes: wr,
+        dram_read_bytes: dram_rd,
+        dram_write_bytes: dram_wr,
+        effective_bandwidth_gbps: if compute_ns > 0.0 {
+            (dram_rd + dram_wr) as f64 / compute_ns
+        } else {
+            0.0
+        },
+        end_to_end_bandwidth_gbps: (dram_rd + dram_wr) as f64 / time_ns,
         peak_bandwidth_gbps: ranks as f64 * cfg.peak_bandwidth_gbps(),
-        mean_busy_fraction: if compute_ns > 0.0 { mean_time / compute_ns } else { 0.0 },
-        load_imbalance: if mean_time > 0.0 { compute_ns / mean_time } else { 1.0 },
+        mean_busy_fraction: if compute_ns > 0.0 {
+            mean_time / compute_ns
+        } else {
+            0.0
+        },
+        load_imbalance: if mean_time > 0.0 {
+            compute_ns / mean_time
+        } else {
+            1.0
+        },
         energy: PoolEnergy {
             dram_pj,
             alu_pj,
@@ -336,6 +374,10 @@ pub fn run_batch(
         per_rank: reports,
         dram_requests: requests,
         wall_s,
-        sim_requests_per_s: if wall_s > 0.0 { requests as f64 / wall_s } else { 0.0 },
+        sim_requests_per_s: if wall_s > 0.0 {
+            requests as f64 / wall_s
+        } else {
+            0.0
+        },
     })
 }

@@ -4,4 +4,5 @@
 pub mod demo;
 pub mod dram;
 pub mod kernels;
+pub mod nmp;
 pub mod trace;

@@ -1,0 +1,498 @@
+//! `nmpsim nmp …`: run embedding primitives on the NMP pool (per-rank NMP
+//! cores over simulated DDR4 ranks). The work is in `nmpsim-nmp`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use nmpsim_kernels::{
+    EmbeddingTable, Optimizer, OptimizerState, Pooling, gather_reduce, tensor_cast,
+};
+use nmpsim_nmp::{
+    BatchReport, CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams,
+    Placement, Pool, PoolParams, StateWidth, TableShape, run_batch,
+};
+use nmpsim_sim::{DramConfig, EngineKind};
+use nmpsim_traces::{Batch, Distribution, Generator, ProfileOverrides, TraceReader};
+use serde::Serialize;
+
+use crate::cmd::demo::parse_optimizer;
+use crate::rundir::{self, RunDir};
+
+#[derive(Subcommand, Debug)]
+pub enum NmpCommand {
+    /// Run one embedding primitive on the pool and report time, effective bandwidth, balance and energy.
+    #[command(after_help = "Examples:
+  nmpsim nmp run --profile rm1 --primitive gather-reduce --ranks 32 --preset DDR4-3200-x8
+  nmpsim nmp run --profile rm1 --placement all --batch 2048 --dist zipf:1.05
+  nmpsim nmp run --profile rm1 --primitive casted-gather-reduce --placement row-interleaved
+  nmpsim nmp run --profile rm1 --primitive scatter --optimizer adagrad --engine ramulator
+  nmpsim nmp run --trace kaggle.nmpt --ranks 16 --json
+  nmpsim nmp run --profile rm1 --rows 20000 --check        # also verify results against the kernels")]
+    Run(RunArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Primitive {
+    GatherReduce,
+    CastedGatherReduce,
+    Scatter,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Trace profile to generate (see `nmpsim trace gen --list-profiles`).
+    #[arg(long, default_value = "rm1", conflicts_with = "trace")]
+    profile: String,
+    /// Binary embedding trace (.nmpt) instead of a profile.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Samples per batch (profiles).
+    #[arg(long, default_value_t = 2048)]
+    batch: usize,
+    /// Rows of the profile's largest tables.
+    #[arg(long)]
+    rows: Option<u64>,
+    /// Row distribution override: uniform, zipf:ALPHA, dlrm.
+    #[arg(long, value_name = "DIST")]
+    dist: Option<String>,
+    /// Trace batches to run.
+    #[arg(long, default_value_t = 1)]
+    batches: u64,
+    /// Seed of the generated trace and of the data.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Embedding dimension.
+    #[arg(long, default_value_t = 64)]
+    dim: usize,
+    #[arg(long, value_enum, default_value = "gather-reduce")]
+    primitive: Primitive,
+    /// Optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
+    #[arg(long, default_value = "sgd")]
+    optimizer: String,
+    #[arg(long, default_value_t = 0.01)]
+    lr: f32,
+    /// Number of NMP ranks.
+    #[arg(long, default_value_t = 32)]
+    ranks: u32,
+    /// DDR4 preset of each rank (see `nmpsim dram presets`).
+    #[arg(long, default_value = "DDR4-3200-x8")]
+    preset: String,
+    /// vector-sliced, row-interleaved, table-per-rank, or all.
+    #[arg(long, default_value = "vector-sliced")]
+    placement: String,
+    /// Address mapping of each rank, most significant field first
+    /// (default ro-ra-ba-co-bg; ro-ra-ba-bg-co keeps a row's slices in one DRAM row).
+    #[arg(long, value_name = "FIELDS")]
+    mapping: Option<String>,
+    /// DRAM engine: dramsim3 or ramulator.
+    #[arg(long, default_value = "dramsim3")]
+    engine: String,
+    /// Core: requests in flight per rank.
+    #[arg(long, default_value_t = 32)]
+    queue: usize,
+    /// Host link bandwidth in GB/s.
+    #[arg(long, default_value_t = 25.0)]
+    link_gbps: f64,
+    /// Hold real table data in the pool and check its results against the kernels.
+    #[arg(long)]
+    check: bool,
+    /// Run directory [default: runs/nmp-<time>-<pid>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(c: NmpCommand) -> Result<ExitCode> {
+    match c {
+        NmpCommand::Run(a) => run_pool(a),
+    }
+}
+
+#[derive(Serialize)]
+struct PhaseReport {
+    placement: Placement,
+    batch: u64,
+    phase: &'static str,
+    /// Whether this phase is the primitive asked for (others set it up).
+    primary: bool,
+    report: BatchReport,
+}
+
+#[derive(Serialize)]
+struct NmpConfig<'a> {
+    source: String,
+    primitive: Primitive,
+    optimizer: Optimizer,
+    tables: &'a [TableShape],
+    batches: u64,
+    placements: &'a [Placement],
+    pool: &'a PoolParams,
+    ranks: u32,
+    check: bool,
+}
+
+type Batches = Box<dyn Iterator<Item = Result<Batch>>>;
+
+fn batches_of(a: &RunArgs) -> Result<(String, Batches)> {
+    if let Some(p) = &a.trace {
+        let r = TraceReader::open(p)?;
+        let n = a.batches;
+        return Ok((
+            format!("trace {}", p.display()),
+            Box::new(r.take(n as usize).map(|b| b.map_err(anyhow::Error::from))),
+        ));
+    }
+    let dist = match &a.dist {
+        Some(d) => Some(d.parse::<Distribution>().map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let o = ProfileOverrides {
+        batch_size: Some(a.batch),
+        seed: Some(a.seed),
+        rows: a.rows,
+        distribution: dist,
+        ..Default::default()
+    };
+    let spec = nmpsim_traces::profile(&a.profile, &o)?;
+    let mut g = Generator::new(spec)?;
+    let n = a.batches;
+    Ok((
+        format!("profile {} (batch {})", a.profile, a.batch),
+        Box::new((0..n).map(move |_| Ok(g.next_batch()))),
+    ))
+}
+
+fn run_pool(a: RunArgs) -> Result<ExitCode> {
+    if a.batches == 0 || a.dim == 0 || a.ranks == 0 {
+        bail!("--batches, --dim and --ranks must be at least 1");
+    }
+    let engine: EngineKind = a.engine.parse()?;
+    let mut dram = DramConfig::preset(&a.preset)?;
+    if let Some(m) = &a.mapping {
+        dram.mapping = nmpsim_sim::AddressMapping::parse(m)?;
+    }
+    let placements: Vec<Placement> = if a.placement.eq_ignore_ascii_case("all") {
+        Placement::ALL.to_vec()
+    } else {
+        vec![a.placement.parse()?]
+    };
+    let optimizer = parse_optimizer(&a.optimizer, a.lr)?;
+    let params = PoolParams {
+        engine,
+        dram: dram.clone(),
+        core: CoreParams {
+            request_queue: a.queue,
+            ..CoreParams::default()
+        },
+        link: LinkParams {
+            bandwidth_gbps: a.link_gbps,
+            ..LinkParams::default()
+        },
+        energy: EnergyParams::default(),
+    };
+    let (source, batches) = batches_of(&a)?;
+    let batches: Vec<Batch> = batches.collect::<Result<_>>()?;
+    if batches.is_empty() {
+        bail!("the trace holds no batches");
+    }
+    let shapes: Vec<TableShape> = batches[0]
+        .tables
+        .iter()
+        .map(|t| TableShape {
+            rows: t.num_rows,
+            dim: a.dim,
+        })
+        .collect();
+    let max_bags = batches
+        .iter()
+        .map(|b| b.tables[0].offsets.len() as u64 - 1)
+        .max()
+        .unwrap_or(1);
+    let max_lookups = batches
+        .iter()
+        .flat_map(|b| b.tables.iter().map(|t| t.indices.len() as u64))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let layout_params = LayoutParams {
+        ranks: a.ranks,
+        rank_capacity_bytes: dram.capacity_bytes(),
+        state_values_per_row: StateWidth::of(&optimizer),
+        max_bags,
+        max_unique: max_lookups,
+    };
+    let rd = RunDir::create(a.out.as_deref(), "nmp")?;
+    rd.write_config(
+        "nmp run",
+        &NmpConfig {
+            source: source.clone(),
+            primitive: a.primitive,
+            optimizer,
+            tables: &shapes,
+            batches: batches.len() as u64,
+            placements: &placements,
+            pool: &params,
+            ranks: a.ranks,
+            check: a.check,
+        },
+    )?;
+    let phases_per_batch = match a.primitive {
+        Primitive::GatherReduce => 1,
+        Primitive::CastedGatherReduce => 2,
+        Primitive::Scatter => 3,
+    };
+    let pb = rundir::progress(
+        (placements.len() * batches.len() * phases_per_batch) as u64,
+        "nmp",
+        a.quiet || a.json,
+    );
+    let mut phases = Vec::new();
+    let mut checks = Vec::new();
+    for &placement in &placements {
+        let layout = Layout::new(placement, &shapes, layout_params.clone())?;
+        let mut pool = if a.check {
+            let mut p = Pool::new(layout);
+            for (t, s) in shapes.iter().enumerate() {
+                let table = EmbeddingTable::seeded(s.rows, s.dim, a.seed ^ (t as u64 + 1))?;
+                p.load_table(t, &table)?;
+                p.load_state(t, &OptimizerState::new(&optimizer, s.rows, s.dim)?)?;
+            }
+            p
+        } else {
+            Pool::without_data(layout)
+        };
+        for (bi, batch) in batches.iter().enumerate() {
+            let mut run_phase = |pool: &mut Pool,
+                                 phase: &'static str,
+                                 primary: bool,
+                                 instrs: Vec<Instruction>|
+             -> Result<()> {
+                pb.set_message(format!("{placement} {phase}"));
+                let report = run_batch(pool, &instrs, &params)
+                    .with_context(|| format!("{placement}: {phase} of batch {bi}"))?;
+                phases.push(PhaseReport {
+                    placement,
+                    batch: bi as u64,
+                    phase,
+                    primary,
+                    report,
+                });
+                pb.inc(1);
+                Ok(())
+            };
+            let gathers: Vec<Instruction> = batch
+                .tables
+                .iter()
+                .enumerate()
+                .map(|(t, tb)| Instruction::GatherReduce {
+                    table: t as u32,
+                    pooling: Pooling::Sum,
+                    offsets: tb.offsets.clone(),
+                    indices: tb.indices.clone(),
+                    weights: None,
+                })
+                .collect();
+            match a.primitive {
+                Primitive::GatherReduce => {
+                    if a.check {
+                        let mut worst = 0.0f32;
+                        for (t, i) in gathers.iter().enumerate() {
+                            let got = pool.execute(i)?.expect("gather returns data");
+                            let table = EmbeddingTable::seeded(
+                                shapes[t].rows,
+                                a.dim,
+                                a.seed ^ (t as u64 + 1),
+                            )?;
+                            let (want, _) = gather_reduce(&table, &batch.tables[t], Pooling::Sum)?;
+                            for (g, w) in got.iter().zip(&want) {
+                                worst = worst.max((g - w).abs() / (1.0 + w.abs()));
+                            }
+                        }
+                        checks.push((placement, worst));
+                    }
+                    run_phase(&mut pool, "gather-reduce", true, gathers)?;
+                }
+                Primitive::CastedGatherReduce | Primitive::Scatter => {
+                    let mut loads = Vec::new();
+                    let mut casts = Vec::new();
+                    for (t, tb) in batch.tables.iter().enumerate() {
+                        let bags = tb.offsets.len() as u32 - 1;
+                        let grads = if a.check {
+                            EmbeddingTable::seeded(bags as u64, a.dim, a.seed ^ 0xabc ^ t as u64)?
+                                .data
+                        } else {
+                            vec![0.0; bags as usize * a.dim]
+                        };
+                        let (c, _) = tensor_cast(tb, Pooling::Sum)?;
+                        loads.push(Instruction::LoadGradient {
+                            table: t as u32,
+                            bags,
+                            grads,
+                        });
+                        casts.push(Instruction::CastedGatherReduce {
+                            table: t as u32,
+                            num_bags: bags,
+                            casted_src: c.casted_src,
+                            casted_dst: c.casted_dst,
+                            unique_rows: c.unique_rows,
+                            scale: c.scale,
+                        });
+                    }
+                    run_phase(&mut pool, "load-gradient", false, loads)?;
+                    run_phase(
+                        &mut pool,
+                        "casted-gather-reduce",
+                        a.primitive == Primitive::CastedGatherReduce,
+                        casts,
+                    )?;
+                    if a.primitive == Primitive::Scatter {
+                        let scatters = (0..batch.tables.len())
+                            .map(|t| Instruction::Scatter {
+                                table: t as u32,
+                                optimizer,
+                            })
+                            .collect();
+                        run_phase(&mut pool, "scatter", true, scatters)?;
+                    }
+                }
+            }
+        }
+    }
+    pb.finish_and_clear();
+    #[derive(Serialize)]
+    struct Results<'a> {
+        phases: &'a [PhaseReport],
+        functional_check_max_rel_err: Vec<(Placement, f32)>,
+    }
+    let results = Results {
+        phases: &phases,
+        functional_check_max_rel_err: checks.clone(),
+    };
+    rd.write_results("nmp run", &results)?;
+    let header = [
+        "placement",
+        "batch",
+        "phase",
+        "primary",
+        "ranks",
+        "active_ranks",
+        "time_ns",
+        "compute_ns",
+        "link_in_ns",
+        "link_out_ns",
+        "request_read_bytes",
+        "request_write_bytes",
+        "dram_read_bytes",
+        "dram_write_bytes",
+        "effective_bandwidth_gbps",
+        "end_to_end_bandwidth_gbps",
+        "peak_bandwidth_gbps",
+        "mean_busy_fraction",
+        "load_imbalance",
+        "link_in_bytes",
+        "link_out_bytes",
+        "energy_dram_pj",
+        "energy_alu_pj",
+        "energy_buffer_pj",
+        "energy_link_pj",
+        "energy_total_pj",
+        "wall_s",
+        "sim_requests_per_s",
+    ];
+    let rows: Vec<Vec<String>> = phases
+        .iter()
+        .map(|p| {
+            let r = &p.report;
+            vec![
+                p.placement.to_string(),
+                p.batch.to_string(),
+                p.phase.to_string(),
+                p.primary.to_string(),
+                r.ranks.to_string(),
+                r.active_ranks.to_string(),
+                r.time_ns.to_string(),
+                r.compute_ns.to_string(),
+                r.link_in_ns.to_string(),
+                r.link_out_ns.to_string(),
+                r.request_read_bytes.to_string(),
+                r.request_write_bytes.to_string(),
+                r.request_read_bytes.to_string(),
+                r.request_write_bytes.to_string(),
+                r.dram_read_bytes.to_string(),
+                r.dram_write_bytes.to_string(),
+                r.effective_bandwidth_gbps.to_string(),
+                r.end_to_end_bandwidth_gbps.to_string(),
+                r.peak_bandwidth_gbps.to_string(),
+                r.mean_busy_fraction.to_string(),
+                r.load_imbalance.to_string(),
+                r.link_in_bytes.to_string(),
+                r.link_out_bytes.to_string(),
+                r.energy.dram_pj.to_string(),
+                r.energy.alu_pj.to_string(),
+                r.energy.buffer_pj.to_string(),
+                r.energy.link_pj.to_string(),
+                r.energy.total_pj.to_string(),
+                r.wall_s.to_string(),
+                r.sim_requests_per_s.to_string(),
+            ]
+        })
+        .collect();
+    rd.write_csv("phases.csv", &header, &rows)?;
+    let mut text = format!(
+        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {:?}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>7} {:>8} {:>10} {:>10}\n",
+        a.ranks,
+        dram.name,
+        dram.mapping.name(),
+        a.primitive,
+        "placement",
+        "phase",
+        "time us",
+        "eff GB/s",
+        "of peak",
+        "active",
+        "imbal.",
+        "link MB",
+        "energy uJ"
+    );
+    for p in &phases {
+        let r = &p.report;
+        text.push_str(&format!(
+            "{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
+            p.placement.name(),
+            format!("{}{}", p.phase, if p.primary { " *" } else { "" }),
+            r.time_ns / 1e3,
+            r.effective_bandwidth_gbps,
+            r.effective_bandwidth_gbps / r.peak_bandwidth_gbps * 100.0,
+            r.active_ranks,
+            r.load_imbalance,
+            (r.link_in_bytes + r.link_out_bytes) as f64 / 1e6,
+            r.energy.total_pj / 1e6
+        ));
+    }
+    text.push_str("(* the primitive asked for; eff = DRAM bytes / compute time; peak = ranks x per-rank peak)\n");
+    for (p, e) in &checks {
+        text.push_str(&format!(
+            "functional check {p}: max relative difference to the kernels {e:.2e}\n"
+        ));
+    }
+    rd.write_summary(&text)?;
+    if a.json {
+        println!("{}", rundir::results_json("nmp run", &results)?);
+    } else {
+        print!("{text}");
+        println!("run directory: {}", rd.path().display());
+    }
+    let bad = checks.iter().any(|(_, e)| *e > 1e-5);
+    Ok(if bad {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

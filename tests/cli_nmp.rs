@@ -1,0 +1,128 @@
+//! End-to-end tests of `nmpsim nmp …` through the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("nmpsim-cli-nmp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
+    let t = TempDir::new("all");
+    for (prim, opt) in [
+        ("gather-reduce", "sgd"),
+        ("casted-gather-reduce", "sgd"),
+        ("scatter", "row-wise-adagrad"),
+    ] {
+        let out = format!("run-{prim}");
+        let o = nmpsim(
+            &t.0,
+            &[
+                "nmp",
+                "run",
+                "--profile",
+                "rm1",
+                "--rows",
+                "3000",
+                "--batch",
+                "64",
+                "--ranks",
+                "4",
+                "--placement",
+                "all",
+                "--primitive",
+                prim,
+                "--optimizer",
+                opt,
+                "--check",
+                "--out",
+                &out,
+                "--json",
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "{prim}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        let phases = v["results"]["phases"].as_array().unwrap();
+        let primary: Vec<_> = phases.iter().filter(|p| p["primary"] == true).collect();
+        assert_eq!(primary.len(), 3, "{prim}: one primary phase per placement");
+        for p in primary {
+            assert_eq!(p["phase"], prim);
+            let r = &p["report"];
+            let eff = r["effective_bandwidth_gbps"].as_f64().unwrap();
+            assert!(eff > 0.0 && eff <= r["peak_bandwidth_gbps"].as_f64().unwrap());
+            assert!(r["energy"]["total_pj"].as_f64().unwrap() > 0.0);
+            assert_eq!(r["per_rank"].as_array().unwrap().len(), 4);
+        }
+        if prim == "gather-reduce" {
+            let checks = v["results"]["functional_check_max_rel_err"]
+                .as_array()
+                .unwrap();
+            assert_eq!(checks.len(), 3);
+        }
+        for f in ["config.json", "results.json", "phases.csv", "summary.txt"] {
+            assert!(t.0.join(&out).join(f).is_file(), "{f}");
+        }
+    }
+}
+
+#[test]
+fn tables_that_do_not_fit_are_a_clear_error() {
+    let t = TempDir::new("fit");
+    // 10 tables of 8M rows x 256 B = 20 GiB on one 4 GiB rank.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--profile",
+            "rm1",
+            "--rows",
+            "8000000",
+            "--batch",
+            "8",
+            "--ranks",
+            "1",
+            "--preset",
+            "DDR4-3200-x16",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("does not fit") && err.contains("rank 0"),
+        "{err}"
+    );
+    let o = nmpsim(&t.0, &["nmp", "run", "--placement", "diagonal", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("vector-sliced, row-interleaved or table-per-rank"),
+        "{err}"
+    );
+}
