@@ -11,8 +11,12 @@
 //!   DRAM time; the vector ALU needs `slices x ceil(16 / lanes)` cycles at
 //!   its clock; the rank's time is the larger of the two plus the ALU
 //!   pipeline latency (they overlap: the ALU consumes as data arrives);
-//! - `compute` = the slowest rank; `link_out` = bytes the ranks return
-//!   (results, partial sums, row-wise exchanges) / link bandwidth;
+//! - results (final or partial sums, row-wise exchanges) collect in each
+//!   core's output buffer; what overflows it drains over the rank's share of
+//!   the link while the rank computes, and the core cannot finish before it
+//!   has (back-pressure);
+//! - `compute` = the slowest rank; `link_out` = what is still buffered at the
+//!   end / link bandwidth;
 //! - time = link_in + compute + link_out (phases do not overlap).
 
 use std::time::Instant;
@@ -36,6 +40,11 @@ pub struct CoreParams {
     /// Input buffer (bytes). Default 4 KiB: 64 slices, more than the request
     /// queue, so the queue is the limit. Modelled, not from a paper.
     pub input_buffer_bytes: u64,
+    /// Output buffer (bytes) holding results for the host link. Default
+    /// 4 KiB. Modelled. When a rank's results outgrow it, the core stalls
+    /// until the link drains them: the excess drains during compute at the
+    /// rank's share of the link, the rest after compute.
+    pub output_buffer_bytes: u64,
     /// f32 lanes of the vector ALU. Default 16: one 64 B slice per cycle,
     /// matching a rank's 64 B access granularity (Tensor Casting, Sec. IV-C).
     pub alu_lanes: u32,
@@ -52,6 +61,7 @@ impl Default for CoreParams {
         CoreParams {
             request_queue: 32,
             input_buffer_bytes: 4096,
+            output_buffer_bytes: 4096,
             alu_lanes: 16,
             alu_clock_ghz: 1.6,
             alu_latency_cycles: 4,
@@ -124,6 +134,9 @@ pub struct RankReport {
     pub dram_cycles: u64,
     pub dram_time_ns: f64,
     pub alu_time_ns: f64,
+    /// Time to push the results that overflow the output buffer over this
+    /// rank's share of the link (0 when they fit).
+    pub output_stall_ns: f64,
     pub time_ns: f64,
     /// time / the batch's compute time.
     pub busy_fraction: f64,
@@ -171,6 +184,9 @@ pub struct BatchReport {
     /// DRAM bytes over the compute time: the pool's effective memory
     /// throughput (the paper's metric).
     pub effective_bandwidth_gbps: f64,
+    /// DRAM bytes over the slowest rank's DRAM time: what the ranks' memory
+    /// sustains, ignoring ALU and output back-pressure.
+    pub memory_side_bandwidth_gbps: f64,
     /// DRAM bytes over the whole time, link included.
     pub end_to_end_bandwidth_gbps: f64,
     /// R x the per-rank peak.
@@ -245,6 +261,14 @@ pub fn run_batch(
         })
         .collect::<Result<_, nmpsim_sim::SimError>>()?;
 
+    // Ranks with results share the link while they compute.
+    let senders = per_rank
+        .iter()
+        .filter(|w| w.link_out_bytes > 0)
+        .count()
+        .max(1) as f64;
+    let share_gbps = params.link.bandwidth_gbps / senders;
+    let out_cap = params.core.output_buffer_bytes;
     let ghz = params.core.alu_clock_ghz;
     let lanes_cycles = (SLICE_VALUES as f64 / params.core.alu_lanes.max(1) as f64).ceil();
     let mut reports = Vec::with_capacity(ranks);
@@ -252,8 +276,11 @@ pub fn run_batch(
         let alu_ns = w.alu_slices as f64 * lanes_cycles / ghz;
         let dram_ns = s.as_ref().map_or(0.0, |s| s.sim_time_ns);
         let busy = !w.requests.is_empty() || w.alu_slices > 0;
+        // Back-pressure: results beyond the output buffer must leave over the
+        // link before the core can finish.
+        let drain_ns = w.link_out_bytes.saturating_sub(out_cap) as f64 / share_gbps;
         let time_ns = if busy {
-            dram_ns.max(alu_ns) + params.core.alu_latency_cycles as f64 / ghz
+            dram_ns.max(alu_ns).max(drain_ns) + params.core.alu_latency_cycles as f64 / ghz
         } else {
             0.0
         };
@@ -265,6 +292,7 @@ pub fn run_batch(
             dram_cycles: s.as_ref().map_or(0, |s| s.cycles),
             dram_time_ns: dram_ns,
             alu_time_ns: alu_ns,
+            output_stall_ns: drain_ns,
             time_ns,
             busy_fraction: 0.0,
             dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| s.bandwidth_gbps),
@@ -273,6 +301,7 @@ pub fn run_batch(
         });
     }
     let compute_ns = reports.iter().map(|r| r.time_ns).fold(0.0, f64::max);
+    let max_dram_ns = reports.iter().map(|r| r.dram_time_ns).fold(0.0, f64::max);
     let active = reports.iter().filter(|r| r.time_ns > 0.0).count();
     let mean_time = reports.iter().map(|r| r.time_ns).sum::<f64>() / ranks as f64;
     for r in &mut reports {
@@ -287,10 +316,15 @@ pub fn run_batch(
         .map(|w| w.link_out_bytes)
         .sum::<u64>()
         .max(result_bytes);
+    // What is still buffered when the slowest rank finishes.
+    let tail_bytes: u64 = per_rank
+        .iter()
+        .map(|w| w.link_out_bytes.min(out_cap))
+        .sum::<u64>();
     let bw = params.link.bandwidth_gbps;
     let link_in_ns = link_in_bytes as f64 / bw + params.link.latency_ns;
     let link_out_ns = if link_out_bytes > 0 {
-        link_out_bytes as f64 / bw + params.link.latency_ns
+        tail_bytes as f64 / bw + params.link.latency_ns
     } else {
         0.0
     };
@@ -349,6 +383,11 @@ pub fn run_batch(
         dram_write_bytes: dram_wr,
         effective_bandwidth_gbps: if compute_ns > 0.0 {
             (dram_rd + dram_wr) as f64 / compute_ns
+        } else {
+            0.0
+        },
+        memory_side_bandwidth_gbps: if max_dram_ns > 0.0 {
+            (dram_rd + dram_wr) as f64 / max_dram_ns
         } else {
             0.0
         },

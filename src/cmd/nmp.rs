@@ -392,6 +392,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         "dram_read_bytes",
         "dram_write_bytes",
         "effective_bandwidth_gbps",
+        "memory_side_bandwidth_gbps",
         "end_to_end_bandwidth_gbps",
         "peak_bandwidth_gbps",
         "mean_busy_fraction",
@@ -428,6 +429,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                 r.dram_read_bytes.to_string(),
                 r.dram_write_bytes.to_string(),
                 r.effective_bandwidth_gbps.to_string(),
+                r.memory_side_bandwidth_gbps.to_string(),
                 r.end_to_end_bandwidth_gbps.to_string(),
                 r.peak_bandwidth_gbps.to_string(),
                 r.mean_busy_fraction.to_string(),
@@ -446,7 +448,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         .collect();
     rd.write_csv("phases.csv", &header, &rows)?;
     let mut text = format!(
-        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {:?}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>7} {:>8} {:>10} {:>10}\n",
+        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {:?}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
         a.ranks,
         dram.name,
         dram.mapping.name(),
@@ -456,6 +458,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         "time us",
         "eff GB/s",
         "of peak",
+        "mem GB/s",
         "active",
         "imbal.",
         "link MB",
@@ -464,19 +467,20 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     for p in &phases {
         let r = &p.report;
         text.push_str(&format!(
-            "{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
+            "{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>10.1} {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
             p.placement.name(),
             format!("{}{}", p.phase, if p.primary { " *" } else { "" }),
             r.time_ns / 1e3,
             r.effective_bandwidth_gbps,
             r.effective_bandwidth_gbps / r.peak_bandwidth_gbps * 100.0,
+            r.memory_side_bandwidth_gbps,
             r.active_ranks,
             r.load_imbalance,
             (r.link_in_bytes + r.link_out_bytes) as f64 / 1e6,
             r.energy.total_pj / 1e6
         ));
     }
-    text.push_str("(* the primitive asked for; eff = DRAM bytes / compute time; peak = ranks x per-rank peak)\n");
+    text.push_str("(* the primitive asked for; eff = DRAM bytes / compute time, back-pressure included; of peak = eff / (ranks x per-rank peak); mem = DRAM bytes / slowest rank's DRAM time)\n");
     for (p, e) in &checks {
         text.push_str(&format!(
             "functional check {p}: max relative difference to the kernels {e:.2e}\n"
