@@ -35,6 +35,8 @@ enum Command {
     /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
     #[command(subcommand)]
     Nmp(cmd::nmp::NmpCommand),
+    /// Train a DLRM in Tensor Casting's system modes, with the iteration timeline of each.
+    Train(Box<cmd::train::TrainArgs>),
 }
 
 /// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
@@ -77,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Command::Kernels(c) => cmd::kernels::run(c),
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
+        Command::Train(a) => cmd::train::run(*a),
     };
     match result {
         Ok(code) => code,

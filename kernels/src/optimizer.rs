@@ -68,6 +68,27 @@ impl Optimizer {
         }
     }
 
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match *self {
+            Optimizer::Sgd { lr }
+            | Optimizer::Adagrad { lr, .. }
+            | Optimizer::RowWiseAdagrad { lr, .. }
+            | Optimizer::RmsProp { lr, .. } => lr,
+        }
+    }
+
+    /// The same optimizer with learning rate `lr` (for schedules).
+    pub fn with_lr(mut self, new: f32) -> Self {
+        match &mut self {
+            Optimizer::Sgd { lr }
+            | Optimizer::Adagrad { lr, .. }
+            | Optimizer::RowWiseAdagrad { lr, .. }
+            | Optimizer::RmsProp { lr, .. } => *lr = new,
+        }
+        self
+    }
+
     /// f32 state values kept per table row.
     pub fn state_values_per_row(&self, dim: usize) -> usize {
         match self {

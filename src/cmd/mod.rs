@@ -6,3 +6,4 @@ pub mod dram;
 pub mod kernels;
 pub mod nmp;
 pub mod trace;
+pub mod train;

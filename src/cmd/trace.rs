@@ -42,6 +42,54 @@ pub enum TraceCommand {
         after_help = "Examples:\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -"
     )]
     Export(ExportArgs),
+    /// Write a Criteo-format TSV sample with labels from a planted teacher (Kaggle-like tables, capped rows).
+    #[command(after_help = "Examples:\n  \
+        nmpsim trace criteo-sample -o sample.tsv --samples 4096\n  \
+        nmpsim train --model criteo-kaggle --data sample.tsv --max-ind-range 4096 --batch 256")]
+    CriteoSample(CriteoSampleArgs),
+}
+
+#[derive(Args)]
+pub struct CriteoSampleArgs {
+    /// Output TSV file.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Lines (samples) to write.
+    #[arg(long, default_value_t = 4096)]
+    samples: usize,
+    /// Rows of the largest tables (the 26 Kaggle sizes are capped at this).
+    #[arg(long, default_value_t = 4096)]
+    rows: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
+    if a.samples == 0 || a.rows == 0 {
+        anyhow::bail!("--samples and --rows must be at least 1");
+    }
+    let spec = nmpsim_traces::profile(
+        "criteo-kaggle",
+        &ProfileOverrides {
+            rows: Some(a.rows),
+            batch_size: Some(1024),
+            seed: Some(a.seed),
+            ..Default::default()
+        },
+    )?;
+    let mut data = nmpsim_dlrm::TeacherData::new(spec, 13, a.seed)?;
+    let f = std::fs::File::create(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    nmpsim_dlrm::data::write_criteo_tsv(&mut data, a.samples, &mut w)?;
+    eprintln!(
+        "wrote {} samples to {} (categorical values below {}: pass --max-ind-range {} to train on it)",
+        a.samples,
+        a.output.display(),
+        a.rows,
+        a.rows
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Generator parameters shared by `gen` and `stats --profile`.
@@ -208,6 +256,7 @@ pub fn run(c: TraceCommand) -> Result<ExitCode> {
         TraceCommand::Gen(a) => gen_cmd(a),
         TraceCommand::Stats(a) => stats_cmd(a),
         TraceCommand::Convert(a) => convert_cmd(a),
+        TraceCommand::CriteoSample(a) => criteo_sample_cmd(a),
         TraceCommand::Export(a) => export_cmd(a),
     }
 }

@@ -1,0 +1,132 @@
+//! Synthetic training data with a planted teacher, so that learning is
+//! measurable: index batches from a `traces` generator, dense features drawn
+//! uniformly in [0, 1), and labels drawn from a fixed logistic teacher whose
+//! logit is a linear function of the dense features plus a per-row score for
+//! every lookup.
+
+use nmpsim_kernels::table::SplitMix64;
+use nmpsim_traces::{Batch, GenSpec, Generator};
+
+use crate::DlrmError;
+
+/// A seeded stream of labelled batches.
+pub struct TeacherData {
+    generator: Generator,
+    /// Dense features per sample.
+    pub num_dense: usize,
+    seed: u64,
+    dense_w: Vec<f32>,
+    /// Sharpness of the teacher: label ~ Bernoulli(sigmoid(sharpness * logit)).
+    pub sharpness: f32,
+    rng: SplitMix64,
+}
+
+fn row_score(seed: u64, table: usize, row: u32) -> f32 {
+    let mut r = SplitMix64::new(seed ^ ((table as u64) << 40) ^ row as u64 ^ 0x5eed);
+    r.next_f32() * 2.0 - 1.0
+}
+
+impl TeacherData {
+    pub fn new(spec: GenSpec, num_dense: usize, seed: u64) -> Result<Self, DlrmError> {
+        let mut rng = SplitMix64::new(seed ^ 0xde05e);
+        let dense_w = (0..num_dense).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+        Ok(TeacherData {
+            generator: Generator::new(spec)?,
+            num_dense,
+            seed,
+            dense_w,
+            sharpness: 4.0,
+            rng: SplitMix64::new(seed ^ 0x1abe1),
+        })
+    }
+
+    /// The teacher's logit for sample `b` of `batch`.
+    pub fn teacher_logit(&self, batch: &Batch, b: usize) -> f32 {
+        let dense = batch.dense.as_deref().unwrap_or(&[]);
+        let mut z: f32 = dense[b * self.num_dense..(b + 1) * self.num_dense]
+            .iter()
+            .zip(&self.dense_w)
+            .map(|(x, w)| (x - 0.5) * w)
+            .sum();
+        for (t, tb) in batch.tables.iter().enumerate() {
+            let (s, e) = (tb.offsets[b] as usize, tb.offsets[b + 1] as usize);
+            let n = (e - s).max(1) as f32;
+            z += tb.indices[s..e]
+                .iter()
+                .map(|&r| row_score(self.seed, t, r))
+                .sum::<f32>()
+                / n.sqrt();
+        }
+        z / (batch.tables.len() as f32 + 1.0).sqrt()
+    }
+
+    pub fn next_batch(&mut self) -> Batch {
+        let mut batch = self.generator.next_batch();
+        let b = batch.batch_size();
+        let dense: Vec<f32> = (0..b * self.num_dense)
+            .map(|_| self.rng.next_f32())
+            .collect();
+        batch.dense = Some(dense);
+        batch.num_dense = self.num_dense;
+        let labels = (0..b)
+            .map(|i| {
+                let p =
+                    crate::loss::sigmoid((self.sharpness * self.teacher_logit(&batch, i)) as f64);
+                if (self.rng.next_f32() as f64) < p {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        batch.labels = Some(labels);
+        batch
+    }
+}
+
+/// Writes `samples` lines of Criteo-format TSV (label, 13 integer, 26
+/// categorical fields) drawn from `data`, whose generator must have 26
+/// tables and `num_dense` 13. Integer field `i` is `round(e^(8 u) - 1)` of
+/// the teacher's dense value `u` in [0, 1), so the reader's `ln(x + 1)` gives
+/// back `8 u` up to rounding; each categorical field is the row index in
+/// 8-digit hex (read back unchanged when `--max-ind-range` is at least the
+/// table's rows). Labels are the teacher's, so a model can learn them.
+pub fn write_criteo_tsv(
+    data: &mut TeacherData,
+    samples: usize,
+    out: &mut impl std::io::Write,
+) -> Result<(), DlrmError> {
+    use nmpsim_traces::criteo::{NUM_CATS, NUM_DENSE};
+    if data.num_dense != NUM_DENSE || data.generator.spec().tables.len() != NUM_CATS {
+        return Err(DlrmError::Config(format!(
+            "a Criteo sample needs 13 dense features and 26 tables, found {} and {}",
+            data.num_dense,
+            data.generator.spec().tables.len()
+        )));
+    }
+    let io = |e: std::io::Error| DlrmError::Config(format!("cannot write the sample: {e}"));
+    let mut left = samples;
+    let mut line = String::new();
+    while left > 0 {
+        let batch = data.next_batch();
+        let b = batch.batch_size().min(left);
+        let dense = batch.dense.as_deref().unwrap_or(&[]);
+        let labels = batch.labels.as_deref().unwrap_or(&[]);
+        for s in 0..b {
+            use std::fmt::Write as _;
+            line.clear();
+            let _ = write!(line, "{}", labels[s] as u8);
+            for &u in &dense[s * NUM_DENSE..(s + 1) * NUM_DENSE] {
+                let _ = write!(line, "\t{}", ((8.0 * u as f64).exp() - 1.0).round() as u64);
+            }
+            for tb in &batch.tables {
+                let r = tb.indices[tb.offsets[s] as usize];
+                let _ = write!(line, "\t{r:08x}");
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(io)?;
+        }
+        left -= b;
+    }
+    out.flush().map_err(io)
+}

@@ -1,0 +1,701 @@
+//! The embedding layer as a strategy: the trainer hands it each batch and
+//! the gradient of its pooled outputs, and the strategy owns the tables,
+//! computes the numbers, and records every primitive it ran in the step's
+//! timeline (where it ran, how long, measured / simulated / modelled).
+//!
+//! Tensor Casting's four system modes are one strategy, [`SystemModes`],
+//! configured by a [`ModePlan`] that says where each primitive runs. Other
+//! systems (FAE's hot embeddings, cDLRM's look-ahead cache, EL-Rec's
+//! tensor-train tables, SCARS's cache) are further implementations of
+//! [`EmbeddingStrategy`] and leave this one alone.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use nmpsim_kernels::{
+    Casted, Coalesced, EmbeddingTable, Expanded, Optimizer, OptimizerState, Pooling,
+    casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
+    tensor_cast,
+};
+use nmpsim_nmp::{Instruction, encoded_len};
+use nmpsim_traces::Batch;
+use serde::{Deserialize, Serialize};
+
+use crate::DlrmError;
+use crate::gpu::GpuPreset;
+use crate::pooltime::PoolTimer;
+use crate::timeline::{MAIN, OVERLAP, Resource, Source, Stage, StepTimeline};
+
+/// Wall-clock time of the real computations on this machine, by primitive.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostTimes {
+    pub entries: Vec<(String, f64)>,
+}
+
+impl HostTimes {
+    pub fn add(&mut self, primitive: &str, ns: f64) {
+        match self.entries.iter_mut().find(|(p, _)| p == primitive) {
+            Some((_, t)) => *t += ns,
+            None => self.entries.push((primitive.to_string(), ns)),
+        }
+    }
+
+    pub fn total_ns(&self) -> f64 {
+        self.entries.iter().map(|(_, t)| t).sum()
+    }
+}
+
+/// What a strategy gets besides the batch.
+pub struct StepCtx<'a> {
+    pub iteration: u64,
+    /// The embedding optimizer at this step's learning rate.
+    pub optimizer: Optimizer,
+    pub timeline: &'a mut StepTimeline,
+    pub host: &'a mut HostTimes,
+}
+
+/// An embedding layer: tables, their placement and their training.
+pub trait EmbeddingStrategy: Send {
+    /// Name for reports (`baseline-cpu`, ...).
+    fn name(&self) -> String;
+    /// Where each primitive runs, for reports: (primitive, place).
+    fn placement(&self) -> Vec<(String, String)>;
+    /// Pooled output of every table (`B x dim` each).
+    fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError>;
+    /// Turns the pooled-output gradients into table updates.
+    fn backward(
+        &mut self,
+        batch: &Batch,
+        dpooled: &[Vec<f32>],
+        ctx: &mut StepCtx,
+    ) -> Result<(), DlrmError>;
+    /// Pooled outputs for inference (evaluation): no timing, no state change.
+    fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError>;
+    /// The tables as they stand.
+    fn tables(&self) -> &[EmbeddingTable];
+}
+
+/// Where a primitive runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Place {
+    Cpu,
+    Gpu,
+    Nmp,
+}
+
+impl Place {
+    fn as_str(self) -> &'static str {
+        match self {
+            Place::Cpu => "cpu",
+            Place::Gpu => "gpu",
+            Place::Nmp => "nmp",
+        }
+    }
+}
+
+/// Tensor Casting's four design points (Sec. VI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SystemMode {
+    BaselineCpu,
+    TcastCpu,
+    BaselineNmp,
+    TcastNmp,
+}
+
+impl SystemMode {
+    pub const ALL: [SystemMode; 4] = [
+        SystemMode::BaselineCpu,
+        SystemMode::TcastCpu,
+        SystemMode::BaselineNmp,
+        SystemMode::TcastNmp,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SystemMode::BaselineCpu => "baseline-cpu",
+            SystemMode::TcastCpu => "tcast-cpu",
+            SystemMode::BaselineNmp => "baseline-nmp",
+            SystemMode::TcastNmp => "tcast-nmp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, DlrmError> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                DlrmError::Config(format!(
+                    "unknown mode `{s}`; expected one of baseline-cpu, tcast-cpu, baseline-nmp, tcast-nmp, all"
+                ))
+            })
+    }
+
+    /// The table in ARCHITECTURE.md.
+    pub fn plan(self) -> ModePlan {
+        use Place::*;
+        match self {
+            SystemMode::BaselineCpu => ModePlan {
+                gather: Cpu,
+                casting: None,
+                coalesce: Cpu,
+                scatter: Cpu,
+            },
+            SystemMode::TcastCpu => ModePlan {
+                gather: Cpu,
+                casting: Some(Gpu),
+                coalesce: Cpu,
+                scatter: Cpu,
+            },
+            SystemMode::BaselineNmp => ModePlan {
+                gather: Nmp,
+                casting: None,
+                coalesce: Cpu,
+                scatter: Nmp,
+            },
+            SystemMode::TcastNmp => ModePlan {
+                gather: Nmp,
+                casting: Some(Gpu),
+                coalesce: Nmp,
+                scatter: Nmp,
+            },
+        }
+    }
+
+    pub fn uses_nmp(self) -> bool {
+        let p = self.plan();
+        p.gather == Place::Nmp || p.scatter == Place::Nmp || p.coalesce == Place::Nmp
+    }
+}
+
+impl std::fmt::Display for SystemMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where each embedding primitive of a mode runs. With `casting` set, the
+/// gradient is coalesced by Tensor Casting (casting there, overlapped with
+/// the forward pass; casted gather-reduce at `coalesce`); without it, by
+/// expand + sort + accumulate at `coalesce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModePlan {
+    pub gather: Place,
+    pub casting: Option<Place>,
+    pub coalesce: Place,
+    pub scatter: Place,
+}
+
+/// What the timeline needs to know of the machine being modelled.
+#[derive(Clone)]
+pub struct TimingEnv {
+    pub gpu: GpuPreset,
+    /// The NMP pool's timer; required by the NMP modes, shared between modes
+    /// that run on identical data.
+    pub pool: Option<Arc<Mutex<PoolTimer>>>,
+}
+
+/// Tensor Casting's system modes as an embedding strategy.
+pub struct SystemModes {
+    pub mode: SystemMode,
+    plan: ModePlan,
+    pooling: Pooling,
+    tables: Vec<EmbeddingTable>,
+    states: Vec<OptimizerState>,
+    env: TimingEnv,
+    casted: Vec<Casted>,
+    expanded: Vec<Expanded>,
+    coalesced: Vec<Coalesced>,
+    fingerprint: u64,
+}
+
+/// A cheap identity of a batch's indices (FNV-1a over table 0 and the sizes).
+fn fingerprint(batch: &Batch) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |x: u64| {
+        h ^= x;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    eat(batch.tables.len() as u64);
+    for t in &batch.tables {
+        eat(t.indices.len() as u64);
+    }
+    if let Some(t) = batch.tables.first() {
+        t.indices.iter().for_each(|&i| eat(i as u64));
+    }
+    h
+}
+
+fn ns_since(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64
+}
+
+impl SystemModes {
+    /// Tables initialised as the DLRM reference does (uniform in
+    /// +-sqrt(1/rows)), seeded as [`crate::Dlrm::new`] seeds them.
+    pub fn new(
+        mode: SystemMode,
+        table_rows: &[u64],
+        dim: usize,
+        pooling: Pooling,
+        optimizer: &Optimizer,
+        seed: u64,
+        env: TimingEnv,
+    ) -> Result<Self, DlrmError> {
+        if mode.uses_nmp() && env.pool.is_none() {
+            return Err(DlrmError::Config(format!(
+                "mode {mode} runs on the NMP pool but no pool is configured"
+            )));
+        }
+        let tables = table_rows
+            .iter()
+            .enumerate()
+            .map(|(t, &r)| EmbeddingTable::seeded(r, dim, seed ^ (0xe0 + t as u64)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let states = table_rows
+            .iter()
+            .map(|&r| OptimizerState::new(optimizer, r, dim))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = table_rows.len();
+        Ok(SystemModes {
+            mode,
+            plan: mode.plan(),
+            pooling,
+            tables,
+            states,
+            env,
+            casted: Vec::new(),
+            expanded: (0..n)
+                .map(|_| Expanded {
+                    src: Vec::new(),
+                    dim,
+                    grads: Vec::new(),
+                })
+                .collect(),
+            coalesced: (0..n)
+                .map(|_| Coalesced {
+                    rows: Vec::new(),
+                    dim,
+                    grads: Vec::new(),
+                })
+                .collect(),
+            fingerprint: 0,
+        })
+    }
+
+    fn dim(&self) -> usize {
+        self.tables[0].dim
+    }
+
+    /// Runs `f` on the shared pool timer.
+    fn pool_time(
+        &self,
+        primitive: &str,
+        iteration: u64,
+        bytes: u64,
+        instrs: impl FnOnce() -> Vec<Instruction>,
+    ) -> Result<crate::pooltime::PoolTime, DlrmError> {
+        let pool = self.env.pool.as_ref().expect("checked in new");
+        let mut p = pool.lock().map_err(|_| {
+            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
+        })?;
+        p.time(primitive, iteration, self.fingerprint, bytes, instrs)
+    }
+
+    fn pool_link_ns(&self, bytes: u64) -> f64 {
+        let pool = self.env.pool.as_ref().expect("checked in new");
+        pool.lock().map(|p| p.setup.link_ns(bytes)).unwrap_or(0.0)
+    }
+}
+
+impl EmbeddingStrategy for SystemModes {
+    fn name(&self) -> String {
+        self.mode.to_string()
+    }
+
+    fn placement(&self) -> Vec<(String, String)> {
+        let p = self.plan;
+        let mut v = vec![("gather-reduce".to_string(), p.gather.as_str().to_string())];
+        match p.casting {
+            Some(c) => {
+                v.push(("casting".into(), c.as_str().into()));
+                v.push(("casted-gather-reduce".into(), p.coalesce.as_str().into()));
+            }
+            None => v.push(("expand-coalesce".into(), p.coalesce.as_str().into())),
+        }
+        v.push(("scatter".into(), p.scatter.as_str().into()));
+        v
+    }
+
+    fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
+        let b = batch.batch_size();
+        let dim = self.dim();
+        if self.mode.uses_nmp() {
+            self.fingerprint = fingerprint(batch);
+        }
+        // The numbers: gather-reduce of every table.
+        let t0 = Instant::now();
+        let mut pooled = Vec::with_capacity(self.tables.len());
+        let mut gather_bytes = 0u64;
+        for (t, (tb, table)) in batch.tables.iter().zip(&self.tables).enumerate() {
+            let (o, tr) = gather_reduce(table, tb, self.pooling).map_err(|e| e.in_table(t))?;
+            gather_bytes += tr.total_bytes();
+            pooled.push(o);
+        }
+        let gather_ns = ns_since(t0);
+        ctx.host.add("gather-reduce", gather_ns);
+        let pooled_bytes = (b * dim * 4 * self.tables.len()) as u64;
+        match self.plan.gather {
+            Place::Nmp => {
+                let pooling = self.pooling;
+                let instrs = || {
+                    batch
+                        .tables
+                        .iter()
+                        .enumerate()
+                        .map(|(t, tb)| Instruction::GatherReduce {
+                            table: t as u32,
+                            pooling,
+                            offsets: tb.offsets.clone(),
+                            indices: tb.indices.clone(),
+                            weights: tb.weights.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let instr_bytes: u64 = batch
+                    .tables
+                    .iter()
+                    .map(|tb| {
+                        16 + 4 * (tb.offsets.len() + tb.indices.len()) as u64
+                            + tb.weights.as_ref().map_or(0, |w| 4 * w.len() as u64)
+                    })
+                    .sum();
+                ctx.timeline.push(
+                    "transfer",
+                    "gather instructions to pool",
+                    Stage::ForwardEmbedding,
+                    MAIN,
+                    Resource::PoolLink,
+                    Source::Modelled,
+                    self.pool_link_ns(instr_bytes),
+                    instr_bytes,
+                );
+                let pt = self.pool_time("gather-reduce", ctx.iteration, gather_bytes, instrs)?;
+                ctx.timeline.push(
+                    "gather-reduce",
+                    "nmp",
+                    Stage::ForwardEmbedding,
+                    MAIN,
+                    Resource::Nmp,
+                    pt.source,
+                    pt.time_ns,
+                    gather_bytes,
+                );
+                ctx.timeline.push(
+                    "transfer",
+                    "pooled embeddings pool to gpu",
+                    Stage::ForwardTransfer,
+                    MAIN,
+                    Resource::PoolLink,
+                    Source::Modelled,
+                    self.pool_link_ns(pooled_bytes),
+                    pooled_bytes,
+                );
+            }
+            _ => {
+                ctx.timeline.push(
+                    "gather-reduce",
+                    "cpu",
+                    Stage::ForwardEmbedding,
+                    MAIN,
+                    Resource::Cpu,
+                    Source::Measured,
+                    gather_ns,
+                    gather_bytes,
+                );
+                ctx.timeline.push(
+                    "transfer",
+                    "pooled embeddings host to gpu",
+                    Stage::ForwardTransfer,
+                    MAIN,
+                    Resource::HostLink,
+                    Source::Modelled,
+                    self.env.gpu.host_transfer_ns(pooled_bytes),
+                    pooled_bytes,
+                );
+            }
+        }
+        // Tensor Casting's casting step, overlapped with the gather-reduce
+        // (Fig. 9b): indices to the GPU, casting there, casted arrays to
+        // where the casted gather-reduce runs.
+        if self.plan.casting.is_some() {
+            let t0 = Instant::now();
+            self.casted.clear();
+            let mut cast_bytes = 0u64;
+            let (mut idx_bytes, mut out_bytes) = (0u64, 0u64);
+            for (t, tb) in batch.tables.iter().enumerate() {
+                let (c, tr) = tensor_cast(tb, self.pooling).map_err(|e| e.in_table(t))?;
+                cast_bytes += tr.total_bytes();
+                idx_bytes += 4 * (tb.offsets.len() + tb.indices.len()) as u64;
+                out_bytes += 4
+                    * (c.casted_src.len() + c.casted_dst.len() + c.unique_rows.len()) as u64
+                    + c.scale.as_ref().map_or(0, |s| 4 * s.len() as u64);
+                self.casted.push(c);
+            }
+            ctx.host.add("casting", ns_since(t0));
+            let gpu = &self.env.gpu;
+            ctx.timeline.push(
+                "transfer",
+                "indices host to gpu",
+                Stage::ForwardEmbedding,
+                OVERLAP,
+                Resource::HostLink,
+                Source::Modelled,
+                gpu.host_transfer_ns(idx_bytes),
+                idx_bytes,
+            );
+            // Sort-by-key, flag, scan: a handful of kernels, memory-bound.
+            let cast_ns = gpu.stream_ns(cast_bytes as f64) + 6.0 * gpu.launch_us * 1e3;
+            ctx.timeline.push(
+                "casting",
+                "gpu",
+                Stage::ForwardEmbedding,
+                OVERLAP,
+                Resource::Gpu,
+                Source::Modelled,
+                cast_ns,
+                cast_bytes,
+            );
+            let (res, ns, what) = if self.plan.coalesce == Place::Nmp {
+                (
+                    Resource::PoolLink,
+                    self.pool_link_ns(out_bytes),
+                    "casted indices gpu to pool",
+                )
+            } else {
+                (
+                    Resource::HostLink,
+                    gpu.host_transfer_ns(out_bytes),
+                    "casted indices gpu to host",
+                )
+            };
+            ctx.timeline.push(
+                "transfer",
+                what,
+                Stage::ForwardEmbedding,
+                OVERLAP,
+                res,
+                Source::Modelled,
+                ns,
+                out_bytes,
+            );
+        }
+        Ok(pooled)
+    }
+
+    fn backward(
+        &mut self,
+        batch: &Batch,
+        dpooled: &[Vec<f32>],
+        ctx: &mut StepCtx,
+    ) -> Result<(), DlrmError> {
+        let dim = self.dim();
+        let b = batch.batch_size();
+        let grad_bytes = (b * dim * 4 * self.tables.len()) as u64;
+        // Output gradients leave the GPU for where they are coalesced.
+        if self.plan.coalesce == Place::Nmp {
+            ctx.timeline.push(
+                "transfer",
+                "gradients gpu to pool",
+                Stage::BackwardTransfer,
+                MAIN,
+                Resource::PoolLink,
+                Source::Modelled,
+                self.pool_link_ns(grad_bytes),
+                grad_bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                "transfer",
+                "gradients gpu to host",
+                Stage::BackwardTransfer,
+                MAIN,
+                Resource::HostLink,
+                Source::Modelled,
+                self.env.gpu.host_transfer_ns(grad_bytes),
+                grad_bytes,
+            );
+        }
+        // The numbers: coalesced gradients of every table.
+        let t0 = Instant::now();
+        let mut coal_bytes = 0u64;
+        let casting = self.plan.casting.is_some();
+        for (t, tb) in batch.tables.iter().enumerate() {
+            let d = &dpooled[t];
+            if casting {
+                let tr = casted_gather_reduce_into(&self.casted[t], d, dim, &mut self.coalesced[t])
+                    .map_err(|e| e.in_table(t))?;
+                coal_bytes += tr.total_bytes();
+            } else {
+                let te = expand_into(d, dim, tb, self.pooling, &mut self.expanded[t])
+                    .map_err(|e| e.in_table(t))?;
+                let tc = coalesce_into(&self.expanded[t], tb.num_rows, &mut self.coalesced[t])
+                    .map_err(|e| e.in_table(t))?;
+                coal_bytes += te.total_bytes() + tc.total().total_bytes();
+            }
+        }
+        let coal_ns = ns_since(t0);
+        let coal_name = if casting {
+            "casted-gather-reduce"
+        } else {
+            "expand-coalesce"
+        };
+        ctx.host.add(coal_name, coal_ns);
+        let unique: usize = self.coalesced.iter().map(|c| c.rows.len()).sum();
+        let coal_out_bytes = (unique * (dim + 1) * 4) as u64;
+        if self.plan.coalesce == Place::Nmp {
+            let casted = &self.casted;
+            let instrs = || {
+                let mut v = Vec::new();
+                for (t, c) in casted.iter().enumerate() {
+                    v.push(Instruction::LoadGradient {
+                        table: t as u32,
+                        bags: c.num_bags as u32,
+                        grads: dpooled[t].clone(),
+                    });
+                    v.push(Instruction::CastedGatherReduce {
+                        table: t as u32,
+                        num_bags: c.num_bags as u32,
+                        casted_src: c.casted_src.clone(),
+                        casted_dst: c.casted_dst.clone(),
+                        unique_rows: c.unique_rows.clone(),
+                        scale: c.scale.clone(),
+                    });
+                }
+                v
+            };
+            let pt = self.pool_time(coal_name, ctx.iteration, coal_bytes + grad_bytes, instrs)?;
+            ctx.timeline.push(
+                coal_name,
+                "nmp",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Nmp,
+                pt.source,
+                pt.time_ns,
+                coal_bytes + grad_bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                coal_name,
+                "cpu",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Cpu,
+                Source::Measured,
+                coal_ns,
+                coal_bytes,
+            );
+        }
+        // Scatter with the optimizer.
+        let t0 = Instant::now();
+        let mut scatter_bytes = 0u64;
+        for (t, ((table, state), c)) in self
+            .tables
+            .iter_mut()
+            .zip(&mut self.states)
+            .zip(&self.coalesced)
+            .enumerate()
+        {
+            let tr = scatter_update(table, state, c, &ctx.optimizer).map_err(|e| e.in_table(t))?;
+            scatter_bytes += tr.total_bytes();
+        }
+        let scatter_ns = ns_since(t0);
+        ctx.host.add("scatter", scatter_ns);
+        if self.plan.scatter == Place::Nmp {
+            let optimizer = ctx.optimizer;
+            let (name, load) = if self.plan.coalesce == Place::Nmp {
+                ("scatter", false)
+            } else {
+                // TensorDIMM: the host's coalesced gradients go to the pool first.
+                ctx.timeline.push(
+                    "transfer",
+                    "coalesced gradients host to pool",
+                    Stage::BackwardEmbedding,
+                    MAIN,
+                    Resource::PoolLink,
+                    Source::Modelled,
+                    self.pool_link_ns(coal_out_bytes),
+                    coal_out_bytes,
+                );
+                ("load-coalesced+scatter", true)
+            };
+            let coalesced = &self.coalesced;
+            let instrs = || {
+                let mut v = Vec::new();
+                for (t, c) in coalesced.iter().enumerate() {
+                    if load {
+                        v.push(Instruction::LoadCoalesced {
+                            table: t as u32,
+                            rows: c.rows.clone(),
+                            grads: c.grads.clone(),
+                        });
+                    }
+                    v.push(Instruction::Scatter {
+                        table: t as u32,
+                        optimizer,
+                    });
+                }
+                v
+            };
+            let bytes = scatter_bytes + if load { coal_out_bytes } else { 0 };
+            let pt = self.pool_time(name, ctx.iteration, bytes, instrs)?;
+            ctx.timeline.push(
+                "scatter",
+                "nmp",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Nmp,
+                pt.source,
+                pt.time_ns,
+                bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                "scatter",
+                "cpu",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Cpu,
+                Source::Measured,
+                scatter_ns,
+                scatter_bytes,
+            );
+        }
+        Ok(())
+    }
+
+    fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError> {
+        batch
+            .tables
+            .iter()
+            .zip(&self.tables)
+            .enumerate()
+            .map(|(t, (tb, table))| {
+                gather_reduce(table, tb, self.pooling)
+                    .map(|(o, _)| o)
+                    .map_err(|e| e.in_table(t).into())
+            })
+            .collect()
+    }
+
+    fn tables(&self) -> &[EmbeddingTable] {
+        &self.tables
+    }
+}
+
+/// Bytes of the instructions as encoded for the link.
+pub fn instruction_bytes(instrs: &[Instruction]) -> u64 {
+    instrs.iter().map(encoded_len).sum()
+}

@@ -1,0 +1,19 @@
+/// Every way configuring or training a DLRM can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum DlrmError {
+    /// An inconsistent or malformed model or run configuration.
+    #[error("{0}")]
+    Config(String),
+
+    #[error(transparent)]
+    Kernel(#[from] nmpsim_kernels::KernelError),
+
+    #[error(transparent)]
+    Trace(#[from] nmpsim_traces::TraceError),
+
+    #[error(transparent)]
+    Nmp(#[from] nmpsim_nmp::NmpError),
+
+    #[error(transparent)]
+    Sim(#[from] nmpsim_sim::SimError),
+}

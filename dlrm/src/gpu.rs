@@ -1,0 +1,230 @@
+//! The GPU side when no GPU is present: a roofline model per kernel from a
+//! named GPU preset, and the host link (PCIe) it sits on. Every time from
+//! here is labelled *modelled*.
+//!
+//! Peak figures are the vendors' data-sheet numbers; the efficiencies say how
+//! much of a peak a well-tuned kernel reaches (cuBLAS SGEMM on large
+//! matrices, a streaming kernel on HBM, a large DMA over PCIe) and are the
+//! model's assumptions, stated in `docs/dlrm.md`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::DlrmError;
+
+/// One GPU and its host link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPreset {
+    pub name: String,
+    /// FP32 (non-tensor-core) peak, TFLOP/s.
+    pub fp32_tflops: f64,
+    /// Device memory bandwidth, GB/s.
+    pub memory_gbps: f64,
+    /// Host link (PCIe) bandwidth per direction, GB/s, data-sheet.
+    pub host_link_gbps: f64,
+    /// Share of `fp32_tflops` a GEMM reaches.
+    pub gemm_efficiency: f64,
+    /// Share of `memory_gbps` a streaming kernel reaches.
+    pub memory_efficiency: f64,
+    /// Share of `host_link_gbps` a large copy reaches.
+    pub link_efficiency: f64,
+    /// Fixed cost of one kernel launch, µs.
+    pub launch_us: f64,
+    /// Fixed cost of one host-link transfer, µs.
+    pub transfer_latency_us: f64,
+}
+
+impl GpuPreset {
+    pub const NAMES: [&'static str; 3] = ["v100", "a100", "h100"];
+
+    /// `v100` (the paper's DGX-1 GPU, PCIe gen3 x16), `a100` (SXM4 40 GB, PCIe
+    /// gen4), `h100` (SXM5, PCIe gen5).
+    pub fn named(name: &str) -> Result<Self, DlrmError> {
+        let (n, tf, mem, link) = match name.to_ascii_lowercase().as_str() {
+            "v100" => ("v100", 15.7, 900.0, 15.75),
+            "a100" => ("a100", 19.5, 1555.0, 31.5),
+            "h100" => ("h100", 67.0, 3350.0, 63.0),
+            _ => {
+                return Err(DlrmError::Config(format!(
+                    "unknown GPU preset `{name}`; expected one of {}",
+                    Self::NAMES.join(", ")
+                )));
+            }
+        };
+        Ok(GpuPreset {
+            name: n.to_string(),
+            fp32_tflops: tf,
+            memory_gbps: mem,
+            host_link_gbps: link,
+            gemm_efficiency: 0.7,
+            memory_efficiency: 0.8,
+            link_efficiency: 0.8,
+            launch_us: 5.0,
+            transfer_latency_us: 10.0,
+        })
+    }
+
+    /// A kernel doing `flops` over `bytes` of device memory: the slower of
+    /// compute and memory, plus a launch.
+    pub fn kernel_ns(&self, flops: f64, bytes: f64, compute_efficiency: f64) -> f64 {
+        let c = flops / (self.fp32_tflops * 1e3 * compute_efficiency);
+        let m = bytes / (self.memory_gbps * self.memory_efficiency);
+        c.max(m) + self.launch_us * 1e3
+    }
+
+    /// `C (m x n) = A (m x k) B (k x n)` in FP32.
+    pub fn gemm_ns(&self, m: usize, k: usize, n: usize) -> f64 {
+        let flops = 2.0 * (m * k * n) as f64;
+        let bytes = 4.0 * (m * k + k * n + m * n) as f64;
+        self.kernel_ns(flops, bytes, self.gemm_efficiency)
+    }
+
+    /// An element-wise kernel reading and writing `bytes` in all.
+    pub fn stream_ns(&self, bytes: f64) -> f64 {
+        self.kernel_ns(0.0, bytes, 1.0)
+    }
+
+    /// One copy of `bytes` over the host link.
+    pub fn host_transfer_ns(&self, bytes: u64) -> f64 {
+        transfer_ns(
+            bytes,
+            self.host_link_gbps * self.link_efficiency,
+            self.transfer_latency_us,
+        )
+    }
+}
+
+/// `bytes` over a link of `gbps` (GB/s = bytes/ns) with a fixed latency.
+pub fn transfer_ns(bytes: u64, gbps: f64, latency_us: f64) -> f64 {
+    if bytes == 0 {
+        return 0.0;
+    }
+    bytes as f64 / gbps + latency_us * 1e3
+}
+
+/// Modelled GPU time of the dense path of one iteration, by part.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DenseModel {
+    pub bottom_forward_ns: f64,
+    pub interaction_forward_ns: f64,
+    pub top_forward_ns: f64,
+    pub loss_ns: f64,
+    pub top_backward_ns: f64,
+    pub interaction_backward_ns: f64,
+    pub bottom_backward_ns: f64,
+    pub flops: f64,
+}
+
+impl DenseModel {
+    pub fn total_ns(&self) -> f64 {
+        self.bottom_forward_ns
+            + self.interaction_forward_ns
+            + self.top_forward_ns
+            + self.loss_ns
+            + self.top_backward_ns
+            + self.interaction_backward_ns
+            + self.bottom_backward_ns
+    }
+}
+
+fn mlp_ns(gpu: &GpuPreset, arch: &[usize], batch: usize, input_grad: bool) -> (f64, f64, f64) {
+    let (mut f, mut b, mut flops) = (0.0, 0.0, 0.0);
+    for (i, w) in arch.windows(2).enumerate() {
+        let (k, n) = (w[0], w[1]);
+        // Forward: GEMM, then bias + activation in place.
+        f += gpu.gemm_ns(batch, k, n) + gpu.stream_ns(8.0 * (batch * n) as f64);
+        // Backward: activation mask, dW, db, and dX (not for the first layer
+        // of the bottom MLP, whose input, the dense features, needs none).
+        b += gpu.stream_ns(12.0 * (batch * n) as f64) + gpu.gemm_ns(n, batch, k);
+        b += gpu.stream_ns(4.0 * (batch * n) as f64);
+        if i > 0 || input_grad {
+            b += gpu.gemm_ns(batch, n, k);
+        }
+        flops += if i > 0 || input_grad { 6.0 } else { 4.0 } * (batch * k * n) as f64;
+    }
+    (f, b, flops)
+}
+
+/// The dense path of a DLRM (bottom MLP `bottom`, dot or cat interaction of
+/// `tables + 1` vectors of width `dim`, top MLP `top` including its input) at
+/// batch `batch`, as the GPU would run it.
+pub fn model_dense(
+    gpu: &GpuPreset,
+    bottom: &[usize],
+    top: &[usize],
+    tables: usize,
+    dim: usize,
+    dot: bool,
+    batch: usize,
+) -> DenseModel {
+    let (bf, bb, bfl) = mlp_ns(gpu, bottom, batch, false);
+    let (tf, tb, tfl) = mlp_ns(gpu, top, batch, true);
+    let n = tables + 1;
+    let (inf, inb, infl) = if dot {
+        // Batched GEMM F F^T, then the triangle gather and concatenation;
+        // backward: the triangle scatter and two batched GEMMs.
+        let flops = 2.0 * (batch * n * n * dim) as f64;
+        let bytes = 4.0 * (batch * (n * dim + n * n)) as f64;
+        let tri = 4.0 * (batch * top[0]) as f64 * 2.0;
+        let f = gpu.kernel_ns(flops, bytes, gpu.gemm_efficiency * 0.5) + gpu.stream_ns(tri);
+        let b = 2.0 * gpu.kernel_ns(flops, bytes, gpu.gemm_efficiency * 0.5) + gpu.stream_ns(tri);
+        (f, b, 3.0 * flops)
+    } else {
+        let bytes = 8.0 * (batch * n * dim) as f64;
+        (gpu.stream_ns(bytes), gpu.stream_ns(bytes), 0.0)
+    };
+    DenseModel {
+        bottom_forward_ns: bf,
+        interaction_forward_ns: inf,
+        top_forward_ns: tf,
+        loss_ns: gpu.stream_ns(12.0 * batch as f64),
+        top_backward_ns: tb,
+        interaction_backward_ns: inb,
+        bottom_backward_ns: bb,
+        flops: bfl + tfl + infl,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_roofline() {
+        let v = GpuPreset::named("V100").unwrap();
+        let h = GpuPreset::named("h100").unwrap();
+        assert!(
+            GpuPreset::named("tpu")
+                .unwrap_err()
+                .to_string()
+                .contains("v100, a100, h100")
+        );
+        // A large GEMM is compute-bound: 2 * 4096^3 flops at 70% of 15.7 TF.
+        let t = v.gemm_ns(4096, 4096, 4096);
+        let want = 2.0 * 4096f64.powi(3) / (15.7e3 * 0.7) + 5e3;
+        assert!((t - want).abs() / want < 1e-9);
+        // A faster GPU is never slower.
+        let mv = model_dense(
+            &v,
+            &[13, 512, 256, 64, 16],
+            &[367, 512, 256, 1],
+            26,
+            16,
+            true,
+            2048,
+        );
+        let mh = model_dense(
+            &h,
+            &[13, 512, 256, 64, 16],
+            &[367, 512, 256, 1],
+            26,
+            16,
+            true,
+            2048,
+        );
+        assert!(mh.total_ns() < mv.total_ns());
+        assert!(mv.total_ns() > 0.0 && mv.flops > 0.0);
+        // 1 MB over PCIe gen3 at 80%: 1e6 / 12.6 ns + 10 us.
+        assert!((v.host_transfer_ns(1_000_000) - (1e6 / 12.6 + 1e4)).abs() < 1e-6);
+        assert_eq!(v.host_transfer_ns(0), 0.0);
+    }
+}

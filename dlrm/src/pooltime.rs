@@ -1,0 +1,248 @@
+//! Time of the NMP pool's primitives inside training, by the paper's method:
+//! the first `sim_batches` iterations run cycle-level on the timed pool of
+//! the `nmp` crate (each rank's requests through its DRAM engine); their
+//! effective bandwidth (primitive bytes over simulated compute time) is then
+//! the proxy for the later iterations. A fixed bandwidth can replace the
+//! simulation altogether (then the time is modelled).
+//!
+//! The pool computes no data here: the trainer's numerics come from the
+//! `kernels` crate, whose results the `nmp` crate's functional pool is tested
+//! to equal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use nmpsim_kernels::Optimizer;
+use nmpsim_nmp::{
+    CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams, Placement, Pool,
+    PoolParams, StateWidth, TableShape, run_batch,
+};
+use nmpsim_sim::{AddressMapping, DramConfig, EngineKind};
+use serde::{Deserialize, Serialize};
+
+use crate::DlrmError;
+use crate::timeline::Source;
+
+/// How the NMP pool is built and timed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NmpSetup {
+    pub ranks: u32,
+    pub preset: String,
+    /// Address mapping fields (`ro-ra-ba-bg-co`); the preset's default if unset.
+    pub mapping: Option<String>,
+    pub placement: Placement,
+    pub engine: EngineKind,
+    /// Pool <-> GPU / host link, GB/s per direction.
+    pub link_gbps: f64,
+    /// Fixed cost of one link transfer, µs.
+    pub link_latency_us: f64,
+    /// Iterations simulated cycle by cycle before the proxy takes over.
+    pub sim_batches: u64,
+    /// Skip simulation: every NMP primitive runs at this effective bandwidth.
+    pub fixed_bandwidth_gbps: Option<f64>,
+}
+
+impl Default for NmpSetup {
+    /// 32 DDR4-3200 x8 ranks (Table I), row-interleaved rows with each row's
+    /// slices in one DRAM row, DRAMsim3, a 25 GB/s link, one simulated batch.
+    fn default() -> Self {
+        NmpSetup {
+            ranks: 32,
+            preset: "DDR4-3200-x8".into(),
+            mapping: Some("ro-ra-ba-bg-co".into()),
+            placement: Placement::RowInterleaved,
+            engine: EngineKind::Dramsim3,
+            link_gbps: 25.0,
+            link_latency_us: 1.0,
+            sim_batches: 1,
+            fixed_bandwidth_gbps: None,
+        }
+    }
+}
+
+impl NmpSetup {
+    pub fn validate(&self) -> Result<(), DlrmError> {
+        let bad = |s: &str| Err(DlrmError::Config(s.to_string()));
+        if self.ranks == 0 {
+            return bad("NMP ranks must be at least 1");
+        }
+        if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
+            return bad("NMP link bandwidth must be a positive number of GB/s");
+        }
+        if let Some(b) = self.fixed_bandwidth_gbps {
+            if !(b > 0.0 && b.is_finite()) {
+                return bad("fixed NMP bandwidth must be a positive number of GB/s");
+            }
+        }
+        Ok(())
+    }
+
+    /// Time of `bytes` over the pool link.
+    pub fn link_ns(&self, bytes: u64) -> f64 {
+        crate::gpu::transfer_ns(bytes, self.link_gbps, self.link_latency_us)
+    }
+}
+
+static SIM_WALL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Host seconds spent in cycle-level NMP simulation by this process so far
+/// (the trainer leaves it out of the measured step time).
+pub fn sim_wall_s() -> f64 {
+    SIM_WALL_NS.load(Ordering::Relaxed) as f64 * 1e-9
+}
+
+/// What one timing gave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoolTime {
+    pub time_ns: f64,
+    pub source: Source,
+}
+
+/// The calibration of one primitive: bytes and simulated time summed over
+/// the simulated batches.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub bytes: u64,
+    pub time_ns: f64,
+    pub batches: u64,
+    /// DRAM bytes the engines moved, for reports.
+    pub dram_bytes: u64,
+}
+
+impl Calibration {
+    /// Primitive bytes per simulated nanosecond (GB/s).
+    pub fn gbps(&self) -> f64 {
+        if self.time_ns > 0.0 {
+            self.bytes as f64 / self.time_ns
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Times NMP primitives for one model on one pool.
+pub struct PoolTimer {
+    pub setup: NmpSetup,
+    params: PoolParams,
+    pool: Pool,
+    pub calibration: HashMap<String, Calibration>,
+    /// Simulated results by (primitive, iteration, fingerprint), so that modes
+    /// running on identical data simulate each batch once.
+    cache: HashMap<(String, u64, u64), (u64, f64, u64)>,
+    /// Host seconds spent simulating.
+    pub sim_wall_s: f64,
+}
+
+impl PoolTimer {
+    /// A pool holding `tables` (rows, dim), sized for batches of `batch` bags
+    /// with at most `max_lookups` lookups per table.
+    pub fn new(
+        setup: NmpSetup,
+        tables: &[(u64, usize)],
+        batch: usize,
+        max_lookups: u64,
+        optimizer: &Optimizer,
+    ) -> Result<Self, DlrmError> {
+        setup.validate()?;
+        let mut dram = DramConfig::preset(&setup.preset)?;
+        if let Some(m) = &setup.mapping {
+            dram.mapping = AddressMapping::parse(m)?;
+        }
+        let shapes: Vec<TableShape> = tables
+            .iter()
+            .map(|&(rows, dim)| TableShape { rows, dim })
+            .collect();
+        let layout = Layout::new(
+            setup.placement,
+            &shapes,
+            LayoutParams {
+                ranks: setup.ranks,
+                rank_capacity_bytes: dram.capacity_bytes(),
+                state_values_per_row: StateWidth::of(optimizer),
+                max_bags: batch as u64,
+                max_unique: max_lookups.max(1),
+            },
+        )?;
+        let params = PoolParams {
+            engine: setup.engine,
+            dram,
+            core: CoreParams::default(),
+            link: LinkParams {
+                bandwidth_gbps: setup.link_gbps,
+                ..LinkParams::default()
+            },
+            energy: EnergyParams::default(),
+        };
+        Ok(PoolTimer {
+            setup,
+            params,
+            pool: Pool::without_data(layout),
+            calibration: HashMap::new(),
+            cache: HashMap::new(),
+            sim_wall_s: 0.0,
+        })
+    }
+
+    /// Time of `primitive` at `iteration`, moving `bytes` (the kernels'
+    /// traffic for it). `instrs` builds the instructions when the iteration
+    /// is simulated; `fingerprint` identifies the batch's data.
+    pub fn time(
+        &mut self,
+        primitive: &str,
+        iteration: u64,
+        fingerprint: u64,
+        bytes: u64,
+        instrs: impl FnOnce() -> Vec<Instruction>,
+    ) -> Result<PoolTime, DlrmError> {
+        if let Some(bw) = self.setup.fixed_bandwidth_gbps {
+            return Ok(PoolTime {
+                time_ns: bytes as f64 / bw,
+                source: Source::Modelled,
+            });
+        }
+        if iteration < self.setup.sim_batches {
+            let key = (primitive.to_string(), iteration, fingerprint);
+            let (b, ns, dram) = match self.cache.get(&key) {
+                Some(&v) => v,
+                None => {
+                    let started = Instant::now();
+                    let report = run_batch(&mut self.pool, &instrs(), &self.params)?;
+                    let el = started.elapsed();
+                    self.sim_wall_s += el.as_secs_f64();
+                    SIM_WALL_NS.fetch_add(el.as_nanos() as u64, Ordering::Relaxed);
+                    let v = (
+                        bytes,
+                        report.compute_ns,
+                        report.dram_read_bytes + report.dram_write_bytes,
+                    );
+                    self.cache.insert(key, v);
+                    v
+                }
+            };
+            let c = self.calibration.entry(primitive.to_string()).or_default();
+            c.bytes += b;
+            c.time_ns += ns;
+            c.batches += 1;
+            c.dram_bytes += dram;
+            return Ok(PoolTime {
+                time_ns: ns,
+                source: Source::Simulated,
+            });
+        }
+        let bw = self
+            .calibration
+            .get(primitive)
+            .map(Calibration::gbps)
+            .filter(|&g| g > 0.0)
+            .ok_or_else(|| {
+                DlrmError::Config(format!(
+                    "no simulated batch of `{primitive}` to take the NMP bandwidth from (set sim batches >= 1 or a fixed NMP bandwidth)"
+                ))
+            })?;
+        Ok(PoolTime {
+            time_ns: bytes as f64 / bw,
+            source: Source::SimulatedProxy,
+        })
+    }
+}

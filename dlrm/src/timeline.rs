@@ -1,0 +1,244 @@
+//! The iteration timeline: every primitive of a training step with its time,
+//! where it ran, and how the time was obtained (measured on this machine,
+//! simulated on the NMP pool, or modelled). Events are grouped in stages that
+//! run one after another (Tensor Casting's Fig. 9); inside a stage, lanes run
+//! in parallel (lane 0 is the main path; lane 1 holds work overlapped with it,
+//! such as casting on the GPU during the forward gather-reduce).
+
+use serde::{Deserialize, Serialize};
+
+/// How a time was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// Wall-clock time of the real computation on this machine.
+    Measured,
+    /// Cycle-level simulation of the NMP pool over the DRAM engine.
+    Simulated,
+    /// The NMP pool's effective bandwidth from earlier cycle-level batches,
+    /// applied to this batch's bytes (the paper's emulation method).
+    SimulatedProxy,
+    /// An analytic model (GPU roofline, link bandwidth, a fixed NMP bandwidth).
+    Modelled,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Measured => "measured",
+            Source::Simulated => "simulated",
+            Source::SimulatedProxy => "simulated-proxy",
+            Source::Modelled => "modelled",
+        }
+    }
+}
+
+/// Where a primitive runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resource {
+    Cpu,
+    Gpu,
+    Nmp,
+    /// Host CPU <-> GPU (PCIe).
+    HostLink,
+    /// NMP pool <-> GPU / host.
+    PoolLink,
+}
+
+impl Resource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resource::Cpu => "cpu",
+            Resource::Gpu => "gpu",
+            Resource::Nmp => "nmp",
+            Resource::HostLink => "host-link",
+            Resource::PoolLink => "pool-link",
+        }
+    }
+}
+
+/// Stages of one iteration, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    ForwardEmbedding,
+    ForwardTransfer,
+    Dense,
+    BackwardTransfer,
+    BackwardEmbedding,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::ForwardEmbedding,
+        Stage::ForwardTransfer,
+        Stage::Dense,
+        Stage::BackwardTransfer,
+        Stage::BackwardEmbedding,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::ForwardEmbedding => "forward-embedding",
+            Stage::ForwardTransfer => "forward-transfer",
+            Stage::Dense => "dense",
+            Stage::BackwardTransfer => "backward-transfer",
+            Stage::BackwardEmbedding => "backward-embedding",
+        }
+    }
+}
+
+/// The main lane of a stage.
+pub const MAIN: u8 = 0;
+/// Work overlapped with the main lane.
+pub const OVERLAP: u8 = 1;
+
+/// One primitive (or transfer) of one iteration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// `gather-reduce`, `expand-coalesce`, `casting`, `casted-gather-reduce`,
+    /// `scatter`, `mlp`, `interaction`, `transfer`, ...
+    pub primitive: String,
+    /// Finer label (e.g. `pooled to gpu`, `bottom forward`).
+    pub detail: String,
+    pub stage: Stage,
+    pub lane: u8,
+    pub resource: Resource,
+    pub source: Source,
+    pub time_ns: f64,
+    /// Bytes the primitive moves (memory traffic, or link bytes for transfers).
+    pub bytes: u64,
+}
+
+/// The events of one iteration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepTimeline {
+    pub events: Vec<Event>,
+}
+
+impl StepTimeline {
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        primitive: &str,
+        detail: impl Into<String>,
+        stage: Stage,
+        lane: u8,
+        resource: Resource,
+        source: Source,
+        time_ns: f64,
+        bytes: u64,
+    ) {
+        self.events.push(Event {
+            primitive: primitive.to_string(),
+            detail: detail.into(),
+            stage,
+            lane,
+            resource,
+            source,
+            time_ns: time_ns.max(0.0),
+            bytes,
+        });
+    }
+
+    /// Time of a stage: its slowest lane.
+    pub fn stage_ns(&self, stage: Stage) -> f64 {
+        let mut lanes = [0.0f64; 4];
+        for e in self.events.iter().filter(|e| e.stage == stage) {
+            lanes[(e.lane as usize).min(3)] += e.time_ns;
+        }
+        lanes.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// The iteration time: the stages one after another.
+    pub fn iteration_ns(&self) -> f64 {
+        Stage::ALL.iter().map(|&s| self.stage_ns(s)).sum()
+    }
+
+    /// Every event's time added up, overlap ignored.
+    pub fn sum_ns(&self) -> f64 {
+        self.events.iter().map(|e| e.time_ns).sum()
+    }
+
+    /// Time hidden by overlap: `sum_ns - iteration_ns` (never negative).
+    pub fn hidden_ns(&self) -> f64 {
+        (self.sum_ns() - self.iteration_ns()).max(0.0)
+    }
+
+    /// Total time per primitive name, in first-seen order.
+    pub fn by_primitive(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for e in &self.events {
+            match out.iter_mut().find(|(p, _)| *p == e.primitive) {
+                Some((_, t)) => *t += e.time_ns,
+                None => out.push((e.primitive.clone(), e.time_ns)),
+            }
+        }
+        out
+    }
+
+    /// Every source that contributed, for labels.
+    pub fn sources(&self) -> Vec<Source> {
+        let mut s: Vec<Source> = self.events.iter().map(|e| e.source).collect();
+        s.sort();
+        s.dedup();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_hides_the_shorter_lane() {
+        let mut t = StepTimeline::default();
+        t.push(
+            "gather-reduce",
+            "",
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::Cpu,
+            Source::Measured,
+            10.0,
+            0,
+        );
+        t.push(
+            "casting",
+            "",
+            Stage::ForwardEmbedding,
+            OVERLAP,
+            Resource::Gpu,
+            Source::Modelled,
+            4.0,
+            0,
+        );
+        t.push(
+            "mlp",
+            "",
+            Stage::Dense,
+            MAIN,
+            Resource::Gpu,
+            Source::Modelled,
+            5.0,
+            0,
+        );
+        assert_eq!(t.iteration_ns(), 15.0);
+        assert_eq!(t.sum_ns(), 19.0);
+        assert_eq!(t.hidden_ns(), 4.0);
+        // A longer overlapped lane becomes the critical path.
+        t.push(
+            "transfer",
+            "",
+            Stage::ForwardEmbedding,
+            OVERLAP,
+            Resource::HostLink,
+            Source::Modelled,
+            8.0,
+            0,
+        );
+        assert_eq!(t.iteration_ns(), 17.0);
+        assert_eq!(t.hidden_ns(), 10.0);
+    }
+}

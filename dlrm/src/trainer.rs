@@ -1,0 +1,427 @@
+//! The training loop: data in, the embedding strategy and the dense backend
+//! run a step, the timeline of the step is composed, metrics and records go
+//! out to an observer (the CLI writes them to the run directory as they
+//! come, so an interrupted run keeps what it did).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use nmpsim_kernels::{EmbeddingTable, Optimizer};
+use nmpsim_traces::Batch;
+use serde::{Deserialize, Serialize};
+
+use crate::dense::{DenseBackend, DenseOptimizer, DenseParams};
+use crate::embedding::{EmbeddingStrategy, HostTimes, StepCtx};
+use crate::gpu::{DenseModel, GpuPreset, model_dense};
+use crate::schedule::LrSchedule;
+use crate::timeline::{MAIN, Resource, Source, Stage, StepTimeline};
+use crate::{DlrmConfig, DlrmError, Interaction, loss};
+
+/// Everything a run needs besides the data and the strategy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    pub model: DlrmConfig,
+    pub batch: usize,
+    pub iters: u64,
+    pub seed: u64,
+    /// Base learning rate of the dense and the embedding optimizer.
+    pub lr: f32,
+    pub dense_optimizer: DenseOptimizer,
+    pub embedding_optimizer: Optimizer,
+    pub schedule: LrSchedule,
+    /// Print (and record) training metrics every this many iterations.
+    pub print_every: u64,
+    /// Evaluate on the test batches every this many iterations (0: at the end only).
+    pub test_every: u64,
+}
+
+impl TrainConfig {
+    pub fn validate(&self) -> Result<(), DlrmError> {
+        self.model.validate()?;
+        self.schedule.validate()?;
+        self.embedding_optimizer.validate()?;
+        if self.batch == 0 {
+            return Err(DlrmError::Config("batch size must be at least 1".into()));
+        }
+        if !(self.lr.is_finite() && self.lr >= 0.0) {
+            return Err(DlrmError::Config(format!(
+                "learning rate must be a non-negative number, found {}",
+                self.lr
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One training iteration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IterRecord {
+    pub iteration: u64,
+    pub epoch: u64,
+    pub batch_size: u64,
+    pub loss: f64,
+    pub accuracy: f64,
+    pub lr: f32,
+    /// Wall-clock time of the step on this machine (measured), simulator
+    /// time excluded.
+    pub wall_ns: f64,
+    /// Host wall time per primitive (measured), including the dense path.
+    pub host: HostTimes,
+    /// The modelled system's iteration (Fig. 9 composition).
+    pub timeline: StepTimeline,
+    pub iteration_ns: f64,
+}
+
+/// One evaluation on the test batches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    pub iteration: u64,
+    pub samples: u64,
+    pub loss: f64,
+    pub accuracy: f64,
+    /// `None` when the test labels hold one class only.
+    pub auc: Option<f64>,
+}
+
+/// Receives records as training goes.
+pub trait Observer {
+    fn iteration(&mut self, _rec: &IterRecord) -> Result<(), DlrmError> {
+        Ok(())
+    }
+    fn eval(&mut self, _rec: &EvalRecord) -> Result<(), DlrmError> {
+        Ok(())
+    }
+    /// Asked before every iteration; `true` ends the run as interrupted.
+    fn should_stop(&self) -> bool {
+        false
+    }
+}
+
+/// An observer that keeps nothing.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// A source of training batches.
+pub trait DataSource {
+    /// The next training batch; `None` when the data ends.
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>>;
+    /// Passes over the data completed before the batch last returned.
+    fn epoch(&self) -> u64 {
+        0
+    }
+}
+
+impl DataSource for crate::TeacherData {
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
+        Some(Ok(crate::TeacherData::next_batch(self)))
+    }
+}
+
+impl<I: Iterator<Item = Result<Batch, DlrmError>>> DataSource for std::iter::Peekable<I> {
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
+        self.next()
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Completed,
+    /// The data ran out before `iters`.
+    DataExhausted,
+    /// Stopped on request (Ctrl-C).
+    Interrupted,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainOutcome {
+    pub status: Status,
+    pub iterations: u64,
+    pub samples: u64,
+    pub last_eval: Option<EvalRecord>,
+}
+
+/// A DLRM being trained: an embedding strategy and a dense backend.
+pub struct Trainer {
+    pub config: TrainConfig,
+    pub embedding: Box<dyn EmbeddingStrategy>,
+    pub dense: Box<dyn DenseBackend>,
+    pub gpu: GpuPreset,
+    /// The dense path's GPU time per iteration (modelled).
+    pub dense_model: DenseModel,
+    /// Set to stop after the current iteration.
+    pub stop: Arc<AtomicBool>,
+    checked: bool,
+}
+
+fn slice_or_empty(v: &Option<Vec<f32>>) -> &[f32] {
+    v.as_deref().unwrap_or(&[])
+}
+
+impl Trainer {
+    pub fn new(
+        config: TrainConfig,
+        embedding: Box<dyn EmbeddingStrategy>,
+        dense: Box<dyn DenseBackend>,
+        gpu: GpuPreset,
+    ) -> Result<Self, DlrmError> {
+        config.validate()?;
+        let m = &config.model;
+        let dense_model = model_dense(
+            &gpu,
+            &m.bottom,
+            &m.top_arch(),
+            m.table_rows.len(),
+            m.dim,
+            m.interaction == Interaction::Dot,
+            config.batch,
+        );
+        Ok(Trainer {
+            config,
+            embedding,
+            dense,
+            gpu,
+            dense_model,
+            stop: Arc::new(AtomicBool::new(false)),
+            checked: false,
+        })
+    }
+
+    /// Checks a batch against the model before it is used: table count,
+    /// row ranges (a dataset whose values exceed the tables without hashing
+    /// is refused here), dense width, labels.
+    pub fn check_batch(&self, batch: &Batch) -> Result<(), DlrmError> {
+        let m = &self.config.model;
+        if batch.tables.len() != m.table_rows.len() {
+            return Err(DlrmError::Config(format!(
+                "the data has {} embedding tables (categorical features), the model {}",
+                batch.tables.len(),
+                m.table_rows.len()
+            )));
+        }
+        for (t, (tb, &rows)) in batch.tables.iter().zip(&m.table_rows).enumerate() {
+            if let Some((i, r)) = tb
+                .indices
+                .iter()
+                .enumerate()
+                .find(|(_, r)| **r as u64 >= rows)
+            {
+                return Err(DlrmError::Config(format!(
+                    "table {t}: categorical value {r} (lookup {i} of the first batch) is past the table's {rows} rows; hash the values into the tables (--max-ind-range) or size the tables to the data"
+                )));
+            }
+            if tb.num_rows != rows && tb.num_rows > rows {
+                return Err(DlrmError::Config(format!(
+                    "table {t}: the data addresses up to {} rows, the model's table has {rows}; hash the values into the tables (--max-ind-range)",
+                    tb.num_rows
+                )));
+            }
+        }
+        let want = m.bottom[0];
+        if batch.num_dense != want
+            || batch.dense.as_ref().map_or(0, Vec::len) != batch.batch_size() * want
+        {
+            return Err(DlrmError::Config(format!(
+                "the data has {} dense features per sample, the bottom MLP takes {want}",
+                batch.num_dense
+            )));
+        }
+        if batch.labels.as_ref().map_or(0, Vec::len) != batch.batch_size() {
+            return Err(DlrmError::Config(
+                "the data has no labels to train on".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One step on `batch`.
+    pub fn step(&mut self, iteration: u64, batch: &Batch) -> Result<IterRecord, DlrmError> {
+        if !self.checked {
+            self.check_batch(batch)?;
+            self.checked = true;
+        }
+        let b = batch.batch_size();
+        let lr = self.config.schedule.lr_at(self.config.lr, iteration);
+        let mut timeline = StepTimeline::default();
+        let mut host = HostTimes::default();
+        let started = Instant::now();
+        let sim_before = crate::pooltime::sim_wall_s();
+        let mut ctx = StepCtx {
+            iteration,
+            optimizer: self.config.embedding_optimizer.with_lr(lr),
+            timeline: &mut timeline,
+            host: &mut host,
+        };
+        let pooled = self.embedding.forward(batch, &mut ctx)?;
+        let t0 = Instant::now();
+        let labels = slice_or_empty(&batch.labels);
+        let logits = self
+            .dense
+            .forward(slice_or_empty(&batch.dense), &pooled, b)?;
+        let back = self.dense.backward(labels)?;
+        self.dense.step(lr);
+        ctx.host
+            .add("mlp+interaction", t0.elapsed().as_nanos() as f64);
+        self.embedding.backward(batch, &back.dpooled, &mut ctx)?;
+        let sim_s = crate::pooltime::sim_wall_s() - sim_before;
+        let wall_ns = (started.elapsed().as_secs_f64() - sim_s).max(0.0) * 1e9;
+        let d = &self.dense_model;
+        for (what, ns) in [
+            ("bottom forward", d.bottom_forward_ns),
+            ("top forward", d.top_forward_ns),
+            ("loss", d.loss_ns),
+            ("top backward", d.top_backward_ns),
+            ("bottom backward", d.bottom_backward_ns),
+        ] {
+            timeline.push(
+                "mlp",
+                what,
+                Stage::Dense,
+                MAIN,
+                Resource::Gpu,
+                Source::Modelled,
+                ns,
+                0,
+            );
+        }
+        for (what, ns) in [
+            ("forward", d.interaction_forward_ns),
+            ("backward", d.interaction_backward_ns),
+        ] {
+            timeline.push(
+                "interaction",
+                what,
+                Stage::Dense,
+                MAIN,
+                Resource::Gpu,
+                Source::Modelled,
+                ns,
+                0,
+            );
+        }
+        let iteration_ns = timeline.iteration_ns();
+        Ok(IterRecord {
+            iteration,
+            epoch: 0,
+            batch_size: b as u64,
+            loss: back.loss,
+            accuracy: loss::accuracy(&logits, labels),
+            lr,
+            wall_ns,
+            host,
+            timeline,
+            iteration_ns,
+        })
+    }
+
+    /// Loss, accuracy and exact AUC over `batches`.
+    pub fn evaluate(&mut self, iteration: u64, batches: &[Batch]) -> Result<EvalRecord, DlrmError> {
+        let (mut scores, mut labels) = (Vec::new(), Vec::new());
+        for batch in batches {
+            self.check_batch(batch)?;
+            let pooled = self.embedding.infer(batch)?;
+            let logits =
+                self.dense
+                    .forward(slice_or_empty(&batch.dense), &pooled, batch.batch_size())?;
+            scores.extend(logits);
+            labels.extend_from_slice(slice_or_empty(&batch.labels));
+        }
+        let (l, _) = loss::bce_with_logits(&scores, &labels);
+        Ok(EvalRecord {
+            iteration,
+            samples: scores.len() as u64,
+            loss: l,
+            accuracy: loss::accuracy(&scores, &labels),
+            auc: loss::auc(&scores, &labels),
+        })
+    }
+
+    /// Trains for `config.iters` iterations (or until the data ends or `stop`
+    /// is set), evaluating on `test` as configured and at the end.
+    pub fn train(
+        &mut self,
+        data: &mut dyn DataSource,
+        test: &[Batch],
+        obs: &mut dyn Observer,
+    ) -> Result<TrainOutcome, DlrmError> {
+        let mut status = Status::Completed;
+        let mut samples = 0u64;
+        let mut it = 0u64;
+        let mut last_eval = None;
+        while it < self.config.iters {
+            if self.stop.load(Ordering::Relaxed) || obs.should_stop() {
+                status = Status::Interrupted;
+                break;
+            }
+            let batch = match data.next_batch() {
+                Some(b) => b?,
+                None => {
+                    status = Status::DataExhausted;
+                    break;
+                }
+            };
+            let mut rec = self.step(it, &batch)?;
+            rec.epoch = data.epoch();
+            samples += batch.batch_size() as u64;
+            obs.iteration(&rec)?;
+            it += 1;
+            if !test.is_empty()
+                && self.config.test_every > 0
+                && it % self.config.test_every == 0
+                && it < self.config.iters
+            {
+                let e = self.evaluate(it, test)?;
+                obs.eval(&e)?;
+                last_eval = Some(e);
+            }
+        }
+        if !test.is_empty() && it > 0 {
+            let e = self.evaluate(it, test)?;
+            obs.eval(&e)?;
+            last_eval = Some(e);
+        }
+        Ok(TrainOutcome {
+            status,
+            iterations: it,
+            samples,
+            last_eval,
+        })
+    }
+
+    pub fn dense_params(&self) -> DenseParams {
+        self.dense.params()
+    }
+
+    pub fn tables(&self) -> &[EmbeddingTable] {
+        self.embedding.tables()
+    }
+}
+
+/// A trainer for one of Tensor Casting's system modes with the CPU dense
+/// backend, initialised from `config.seed`. NMP modes need `pool`.
+pub fn system_mode_trainer(
+    config: TrainConfig,
+    mode: crate::SystemMode,
+    gpu: GpuPreset,
+    pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
+) -> Result<Trainer, DlrmError> {
+    config.validate()?;
+    let m = &config.model;
+    let dense = crate::CpuDense::new(m, config.dense_optimizer, config.seed)?;
+    let emb = crate::SystemModes::new(
+        mode,
+        &m.table_rows,
+        m.dim,
+        m.pooling,
+        &config.embedding_optimizer,
+        config.seed,
+        crate::TimingEnv {
+            gpu: gpu.clone(),
+            pool,
+        },
+    )?;
+    Trainer::new(config, Box::new(emb), Box::new(dense), gpu)
+}

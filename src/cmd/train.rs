@@ -1,0 +1,1051 @@
+//! `nmpsim train`: train a DLRM whose embedding layers run in one of Tensor
+//! Casting's system modes (or all four on identical data), with the
+//! iteration timeline of each. The work is in `nmpsim-dlrm`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use nmpsim_dlrm::trainer::system_mode_trainer;
+use nmpsim_dlrm::{
+    DataSource, DenseOptimizer, DlrmError, EvalRecord, GpuPreset, Interaction, IterRecord,
+    LrSchedule, NmpSetup, Observer, PoolTimer, Preset, PresetOverrides, Source, Stage, Status,
+    SystemMode, TeacherData, TrainConfig, parse_arch, preset,
+};
+use nmpsim_nmp::Placement;
+use nmpsim_sim::EngineKind;
+use nmpsim_traces::{BagSize, Batch, CriteoBatcher, CriteoOptions, CriteoReader};
+use serde::Serialize;
+
+use crate::cmd::demo::parse_optimizer;
+use crate::rundir::{self, RunDir, csv_text};
+
+#[derive(Args, Debug, Clone, Serialize)]
+#[command(after_help = "Examples:
+  nmpsim train --model tiny --iters 300 --batch 256           # seconds; learns the planted teacher
+  nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
+  nmpsim train --model rm1 --mode all --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
+  nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
+  nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
+  nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
+
+Times: every primitive of the modelled system is labelled measured (CPU
+kernels on this machine), simulated (the NMP pool, cycle-level for the first
+--sim-batches iterations, then their bandwidth as a proxy), or modelled (the
+GPU by roofline from --gpu, the links by bandwidth). `ms/it` in the log lines
+is this machine's wall clock.")]
+pub struct TrainArgs {
+    /// Model preset: tiny, rm1, rm2, rm3, rm4, criteo-kaggle.
+    #[arg(long, default_value = "tiny")]
+    model: String,
+    /// System mode: baseline-cpu, tcast-cpu, baseline-nmp, tcast-nmp, or all.
+    #[arg(long, default_value = "baseline-cpu")]
+    mode: String,
+    /// Samples per mini-batch.
+    #[arg(long, default_value_t = 2048)]
+    batch: usize,
+    /// Training iterations (per mode).
+    #[arg(long, default_value_t = 100)]
+    iters: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Base learning rate (dense and embedding optimizers).
+    #[arg(long, default_value_t = 0.1)]
+    lr: f32,
+    /// Dense optimizer: sgd or adagrad.
+    #[arg(long, default_value = "sgd")]
+    dense_optimizer: String,
+    /// Embedding optimizer: sgd, adagrad, row-wise-adagrad, rms-prop.
+    #[arg(long, default_value = "sgd")]
+    optimizer: String,
+    /// Linear learning-rate warm-up steps.
+    #[arg(long, default_value_t = 0)]
+    lr_warmup_steps: u64,
+    /// Step at which the quadratic decay starts.
+    #[arg(long, default_value_t = 0)]
+    lr_decay_start: u64,
+    /// Steps over which the learning rate decays (0: no decay).
+    #[arg(long, default_value_t = 0)]
+    lr_decay_steps: u64,
+    /// Rows of every RM table (default 1,000,000); cap of the largest Kaggle tables.
+    #[arg(long)]
+    rows: Option<u64>,
+    /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows).
+    #[arg(long)]
+    rows_scale: Option<f64>,
+    /// Embedding dimension.
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Lookups per bag of every table.
+    #[arg(long)]
+    lookups: Option<u32>,
+    /// Bottom MLP, dense features first (`13-512-256-64-16`).
+    #[arg(long, value_name = "ARCH")]
+    arch_mlp_bot: Option<String>,
+    /// Top MLP after the interaction, ending in 1 (`512-256-1`).
+    #[arg(long, value_name = "ARCH")]
+    arch_mlp_top: Option<String>,
+    /// Feature interaction: dot or cat.
+    #[arg(long)]
+    interaction: Option<String>,
+    /// Per-sample weights on every lookup (weighted-sum pooling; synthetic data).
+    #[arg(long)]
+    weighted: bool,
+    /// Criteo TSV to train on instead of synthetic data.
+    #[arg(long, value_name = "FILE")]
+    data: Option<PathBuf>,
+    /// Criteo TSV to test on (default: the first --test-batches of --data are held out).
+    #[arg(long, value_name = "FILE")]
+    test_data: Option<PathBuf>,
+    /// Hash categorical values into this many rows per table (Criteo data).
+    #[arg(long)]
+    max_ind_range: Option<u64>,
+    /// Batches in the test set.
+    #[arg(long, default_value_t = 4)]
+    test_batches: usize,
+    /// Evaluate every N iterations (0: at the end only).
+    #[arg(long, default_value_t = 0)]
+    test_freq: u64,
+    /// Print a log line every N iterations.
+    #[arg(long, default_value_t = 10)]
+    print_freq: u64,
+    /// GPU preset the dense path and casting are modelled on: v100, a100, h100.
+    #[arg(long, default_value = "v100")]
+    gpu: String,
+    /// NMP ranks.
+    #[arg(long, default_value_t = 32)]
+    ranks: u32,
+    /// DDR4 preset of every rank.
+    #[arg(long, default_value = "DDR4-3200-x8")]
+    preset: String,
+    /// Row placement on the ranks: vector-sliced, row-interleaved, table-per-rank.
+    #[arg(long, default_value = "row-interleaved")]
+    placement: String,
+    /// Address mapping fields of the ranks.
+    #[arg(long, default_value = "ro-ra-ba-bg-co")]
+    mapping: String,
+    /// DRAM engine: dramsim3 or ramulator.
+    #[arg(long, default_value = "dramsim3")]
+    engine: String,
+    /// NMP pool link bandwidth, GB/s.
+    #[arg(long, default_value_t = 25.0)]
+    link_gbps: f64,
+    /// Iterations simulated cycle by cycle before the bandwidth proxy.
+    #[arg(long, default_value_t = 1)]
+    sim_batches: u64,
+    /// Skip DRAM simulation: every NMP primitive runs at this effective GB/s (modelled).
+    #[arg(long, value_name = "GBPS")]
+    nmp_bandwidth: Option<f64>,
+    /// Run directory (default runs/train-<time>-<pid>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the summary JSON instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// No log lines or progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_sigint() {
+    #[cfg(unix)]
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+/// The resolved run.
+#[derive(Serialize, Clone)]
+struct Resolved {
+    preset: Preset,
+    modes: Vec<SystemMode>,
+    train: TrainConfig,
+    gpu: GpuPreset,
+    nmp: NmpSetup,
+    data: String,
+    test_data: String,
+    max_lookups_per_table: u64,
+}
+
+fn resolve(a: &TrainArgs) -> Result<Resolved> {
+    let modes = if a.mode.eq_ignore_ascii_case("all") {
+        SystemMode::ALL.to_vec()
+    } else {
+        vec![SystemMode::parse(&a.mode)?]
+    };
+    let interaction = match a.interaction.as_deref() {
+        None => None,
+        Some("dot") => Some(Interaction::Dot),
+        Some("cat") => Some(Interaction::Cat),
+        Some(o) => bail!("--interaction: unknown `{o}`; expected dot or cat"),
+    };
+    let o = PresetOverrides {
+        rows: a.rows,
+        rows_scale: a.rows_scale,
+        dim: a.dim,
+        lookups: a.lookups,
+        bottom: a
+            .arch_mlp_bot
+            .as_deref()
+            .map(|s| parse_arch(s, "--arch-mlp-bot"))
+            .transpose()?,
+        top: a
+            .arch_mlp_top
+            .as_deref()
+            .map(|s| parse_arch(s, "--arch-mlp-top"))
+            .transpose()?,
+        interaction,
+        weighted: a.weighted,
+    };
+    let mut p = preset(&a.model, &o)?;
+    if a.weighted && a.data.is_some() {
+        bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
+    }
+    if a.data.is_some() {
+        if let Some(m) = a.max_ind_range {
+            // The reader hashes every categorical value into m rows.
+            p.config.table_rows = vec![m; p.config.table_rows.len()];
+            p.config.validate()?;
+        }
+    } else if a.max_ind_range.is_some() || a.test_data.is_some() {
+        bail!("--max-ind-range and --test-data apply to Criteo data given with --data");
+    }
+    if a.batch == 0 || a.iters == 0 {
+        bail!("--batch and --iters must be at least 1");
+    }
+    let lr = a.lr;
+    let train = TrainConfig {
+        model: p.config.clone(),
+        batch: a.batch,
+        iters: a.iters,
+        seed: a.seed,
+        lr,
+        dense_optimizer: DenseOptimizer::parse(&a.dense_optimizer)?,
+        embedding_optimizer: parse_optimizer(&a.optimizer, lr)?,
+        schedule: LrSchedule {
+            warmup_steps: a.lr_warmup_steps,
+            decay_start_step: a.lr_decay_start,
+            decay_steps: a.lr_decay_steps,
+        },
+        print_every: a.print_freq.max(1),
+        test_every: a.test_freq,
+    };
+    train.validate()?;
+    let nmp = NmpSetup {
+        ranks: a.ranks,
+        preset: a.preset.clone(),
+        mapping: Some(a.mapping.clone()),
+        placement: a.placement.parse::<Placement>()?,
+        engine: a.engine.parse::<EngineKind>()?,
+        link_gbps: a.link_gbps,
+        link_latency_us: 1.0,
+        sim_batches: a.sim_batches,
+        fixed_bandwidth_gbps: a.nmp_bandwidth,
+    };
+    nmp.validate()?;
+    let bag = if a.data.is_some() {
+        1
+    } else {
+        p.data
+            .tables
+            .iter()
+            .map(|t| match t.bag_size {
+                BagSize::Fixed { size } => size,
+                BagSize::Uniform { max, .. } => max,
+            })
+            .max()
+            .unwrap_or(1) as u64
+    };
+    let data = match &a.data {
+        Some(f) => format!("criteo tsv {}", f.display()),
+        None => format!("synthetic {} profile with a planted teacher", p.name),
+    };
+    let test_data = match (&a.data, &a.test_data) {
+        (_, Some(f)) => format!("criteo tsv {}", f.display()),
+        (Some(_), None) => format!("first {} batches of the data, held out", a.test_batches),
+        (None, None) => format!("{} synthetic batches from a separate seed", a.test_batches),
+    };
+    Ok(Resolved {
+        gpu: GpuPreset::named(&a.gpu)?,
+        preset: p,
+        modes,
+        train,
+        nmp,
+        data,
+        test_data,
+        max_lookups_per_table: bag * a.batch as u64,
+    })
+}
+
+/// Training data and test set for one mode (identical for every mode).
+fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Batch>)> {
+    let dense = r.train.model.bottom[0];
+    match &a.data {
+        None => {
+            let mut spec = r.preset.data.clone();
+            spec.batch_size = a.batch;
+            spec.seed = a.seed;
+            let train = TeacherData::new(spec.clone(), dense, a.seed)?;
+            spec.seed = a.seed ^ 0x07e5_75e7;
+            let mut test = TeacherData::new(spec, dense, a.seed)?;
+            let test = (0..a.test_batches).map(|_| test.next_batch()).collect();
+            Ok((Box::new(train), test))
+        }
+        Some(path) => {
+            let opts = CriteoOptions {
+                max_ind_range: a.max_ind_range,
+            };
+            let open = |p: &Path| -> Result<_> {
+                let reader = CriteoReader::open(p, opts.clone())?;
+                let b = CriteoBatcher::new(reader, a.batch)?;
+                Ok(b.map(|r| r.map_err(DlrmError::from)))
+            };
+            let mut train = open(path)?.peekable();
+            let held_out = if a.test_data.is_some() {
+                0
+            } else {
+                a.test_batches
+            };
+            let test: Vec<Batch> = match &a.test_data {
+                Some(t) => open(t)?.take(a.test_batches).collect::<Result<_, _>>()?,
+                None => {
+                    let mut v = Vec::new();
+                    for _ in 0..a.test_batches {
+                        match train.next() {
+                            Some(b) => v.push(b?),
+                            None => break,
+                        }
+                    }
+                    if train.peek().is_none() {
+                        bail!(
+                            "{}: holding out {} test batches of {} leaves nothing to train on; pass fewer --test-batches, a smaller --batch, or --test-data",
+                            path.display(),
+                            a.test_batches,
+                            a.batch
+                        );
+                    }
+                    v
+                }
+            };
+            let epochs = CriteoEpochs {
+                path: path.clone(),
+                opts,
+                batch: a.batch,
+                skip: held_out,
+                epoch: 0,
+                it: Box::new(train),
+            };
+            Ok((Box::new(epochs), test))
+        }
+    }
+}
+
+/// A Criteo file read over and over (epochs), skipping the held-out batches
+/// at its start each time.
+struct CriteoEpochs {
+    path: PathBuf,
+    opts: CriteoOptions,
+    batch: usize,
+    skip: usize,
+    epoch: u64,
+    it: Box<dyn Iterator<Item = Result<Batch, DlrmError>>>,
+}
+
+impl DataSource for CriteoEpochs {
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
+        if let Some(b) = self.it.next() {
+            return Some(b);
+        }
+        let reader = match CriteoReader::open(&self.path, self.opts.clone()) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let b = match CriteoBatcher::new(reader, self.batch) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e.into())),
+        };
+        self.epoch += 1;
+        self.it = Box::new(b.skip(self.skip).map(|r| r.map_err(DlrmError::from)));
+        self.it.next()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// Writes records to the run directory as they come, prints log lines.
+struct Recorder {
+    mode: SystemMode,
+    iters: u64,
+    print_every: u64,
+    quiet: bool,
+    log: BufWriter<File>,
+    iter_csv: BufWriter<File>,
+    timeline_csv: BufWriter<File>,
+    eval_csv: BufWriter<File>,
+    pb: indicatif::ProgressBar,
+    window: (f64, f64, f64, u64),
+    epoch: u64,
+    agg: ModeAgg,
+}
+
+/// Sums over a mode's iterations.
+#[derive(Default, Clone, Serialize)]
+struct ModeAgg {
+    iterations: u64,
+    samples: u64,
+    wall_ns: f64,
+    iteration_ns: f64,
+    hidden_ns: f64,
+    host: Vec<(String, f64)>,
+    /// (primitive, sources, ns) of the modelled iteration.
+    primitives: Vec<(String, Vec<Source>, f64)>,
+    stages: Vec<(Stage, f64)>,
+    last_loss: f64,
+    evals: Vec<EvalRecord>,
+}
+
+fn add_named(v: &mut Vec<(String, f64)>, k: &str, x: f64) {
+    match v.iter_mut().find(|(n, _)| n == k) {
+        Some((_, t)) => *t += x,
+        None => v.push((k.to_string(), x)),
+    }
+}
+
+impl Recorder {
+    fn line(&mut self, s: &str) -> Result<(), DlrmError> {
+        if !self.quiet {
+            self.pb.suspend(|| eprintln!("{s}"));
+        }
+        writeln!(self.log, "{s}")
+            .and_then(|_| self.log.flush())
+            .map_err(io_err)
+    }
+}
+
+fn io_err(e: std::io::Error) -> DlrmError {
+    DlrmError::Config(format!("cannot write the run directory: {e}"))
+}
+
+impl Observer for Recorder {
+    fn iteration(&mut self, r: &IterRecord) -> Result<(), DlrmError> {
+        let m = self.mode.as_str();
+        let a = &mut self.agg;
+        a.iterations += 1;
+        a.samples += r.batch_size;
+        a.wall_ns += r.wall_ns;
+        a.iteration_ns += r.iteration_ns;
+        a.hidden_ns += r.timeline.hidden_ns();
+        a.last_loss = r.loss;
+        for (k, v) in &r.host.entries {
+            add_named(&mut a.host, k, *v);
+        }
+        for e in &r.timeline.events {
+            match a.primitives.iter_mut().find(|(n, _, _)| *n == e.primitive) {
+                Some((_, s, t)) => {
+                    *t += e.time_ns;
+                    if !s.contains(&e.source) {
+                        s.push(e.source);
+                        s.sort();
+                    }
+                }
+                None => a
+                    .primitives
+                    .push((e.primitive.clone(), vec![e.source], e.time_ns)),
+            }
+        }
+        for st in Stage::ALL {
+            let ns = r.timeline.stage_ns(st);
+            match a.stages.iter_mut().find(|(s, _)| *s == st) {
+                Some((_, t)) => *t += ns,
+                None => a.stages.push((st, ns)),
+            }
+        }
+        writeln!(
+            self.iter_csv,
+            "{m},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            r.iteration,
+            r.batch_size,
+            r.loss,
+            r.accuracy,
+            r.lr,
+            r.wall_ns / 1e6,
+            r.iteration_ns / 1e6,
+            r.timeline.hidden_ns() / 1e6
+        )
+        .map_err(io_err)?;
+        for e in &r.timeline.events {
+            writeln!(
+                self.timeline_csv,
+                "{m},{},{},{},{},{},{},{},{:.1},{}",
+                r.iteration,
+                e.stage.as_str(),
+                e.lane,
+                e.primitive,
+                e.detail,
+                e.resource.as_str(),
+                e.source.as_str(),
+                e.time_ns,
+                e.bytes
+            )
+            .map_err(io_err)?;
+        }
+        self.iter_csv.flush().map_err(io_err)?;
+        self.timeline_csv.flush().map_err(io_err)?;
+        self.epoch = r.epoch;
+        let w = &mut self.window;
+        w.0 += r.loss;
+        w.1 += r.accuracy;
+        w.2 += r.wall_ns;
+        w.3 += 1;
+        self.pb.inc(1);
+        let it = r.iteration + 1;
+        if it % self.print_every == 0 || it == self.iters {
+            let (l, acc, ns, n) = *w;
+            let n = n.max(1) as f64;
+            let s = format!(
+                "[{m}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
+                self.iters,
+                r.epoch,
+                ns / n / 1e6,
+                l / n,
+                100.0 * acc / n,
+                r.iteration_ns / 1e6
+            );
+            self.window = (0.0, 0.0, 0.0, 0);
+            self.line(&s)?;
+        }
+        Ok(())
+    }
+
+    fn eval(&mut self, e: &EvalRecord) -> Result<(), DlrmError> {
+        let m = self.mode.as_str();
+        let auc = e.auc.map_or("n/a".to_string(), |a| format!("{a:.4}"));
+        writeln!(
+            self.eval_csv,
+            "{m},{},{},{},{},{}",
+            e.iteration,
+            e.samples,
+            e.loss,
+            e.accuracy,
+            e.auc.map_or(String::new(), |a| a.to_string())
+        )
+        .and_then(|_| self.eval_csv.flush())
+        .map_err(io_err)?;
+        self.agg.evals.push(e.clone());
+        let s = format!(
+            "[{m}] Testing at - {}/{} of epoch {}, loss {:.4}, accuracy {:.3} %, auc {auc}",
+            e.iteration,
+            self.iters,
+            self.epoch,
+            e.loss,
+            100.0 * e.accuracy
+        );
+        self.line(&s)
+    }
+
+    fn should_stop(&self) -> bool {
+        STOP.load(Ordering::Relaxed)
+    }
+}
+
+fn csv_file(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>> {
+    let p = dir.join(name);
+    let exists = p.exists();
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&p)
+        .with_context(|| format!("cannot open {}", p.display()))?;
+    let mut w = BufWriter::new(f);
+    if !exists {
+        writeln!(w, "{header}")?;
+    }
+    Ok(w)
+}
+
+/// Per-mode results in the summary.
+#[derive(Serialize, Clone)]
+struct ModeSummary {
+    mode: SystemMode,
+    status: Status,
+    placement: Vec<(String, String)>,
+    iterations: u64,
+    samples: u64,
+    /// This machine (measured).
+    wall_ms_per_iteration: f64,
+    samples_per_second: f64,
+    host_share: Vec<(String, f64)>,
+    dense_gflops: f64,
+    /// The modelled system (Fig. 9 composition).
+    modelled_ms_per_iteration: f64,
+    modelled_hidden_ms_per_iteration: f64,
+    modelled_samples_per_second: f64,
+    breakdown_ms: Vec<Breakdown>,
+    stages_ms: Vec<(Stage, f64)>,
+    speedup_over_baseline_cpu: Option<f64>,
+    final_loss: f64,
+    final_eval: Option<EvalRecord>,
+    nmp_calibration_gbps: Vec<(String, f64)>,
+}
+
+#[derive(Serialize, Clone)]
+struct Breakdown {
+    primitive: String,
+    ms_per_iteration: f64,
+    sources: Vec<Source>,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    status: Status,
+    model: &'a str,
+    batch: usize,
+    gpu: &'a str,
+    modes: Vec<ModeSummary>,
+    simulation_wall_s: f64,
+    run_dir: String,
+}
+
+fn summarize(
+    mode: SystemMode,
+    status: Status,
+    placement: Vec<(String, String)>,
+    agg: &ModeAgg,
+    dense_flops: f64,
+    calib: Vec<(String, f64)>,
+) -> ModeSummary {
+    let n = agg.iterations.max(1) as f64;
+    let host_total: f64 = agg.host.iter().map(|(_, t)| t).sum();
+    let mlp_ns = agg
+        .host
+        .iter()
+        .find(|(k, _)| k == "mlp+interaction")
+        .map_or(0.0, |(_, t)| *t);
+    ModeSummary {
+        mode,
+        status,
+        placement,
+        iterations: agg.iterations,
+        samples: agg.samples,
+        wall_ms_per_iteration: agg.wall_ns / n / 1e6,
+        samples_per_second: if agg.wall_ns > 0.0 {
+            agg.samples as f64 / (agg.wall_ns * 1e-9)
+        } else {
+            0.0
+        },
+        host_share: agg
+            .host
+            .iter()
+            .map(|(k, t)| {
+                (
+                    k.clone(),
+                    if host_total > 0.0 {
+                        t / host_total
+                    } else {
+                        0.0
+                    },
+                )
+            })
+            .collect(),
+        dense_gflops: if mlp_ns > 0.0 {
+            dense_flops * n / mlp_ns
+        } else {
+            0.0
+        },
+        modelled_ms_per_iteration: agg.iteration_ns / n / 1e6,
+        modelled_hidden_ms_per_iteration: agg.hidden_ns / n / 1e6,
+        modelled_samples_per_second: if agg.iteration_ns > 0.0 {
+            agg.samples as f64 / (agg.iteration_ns * 1e-9)
+        } else {
+            0.0
+        },
+        breakdown_ms: agg
+            .primitives
+            .iter()
+            .map(|(p, s, t)| Breakdown {
+                primitive: p.clone(),
+                ms_per_iteration: t / n / 1e6,
+                sources: s.clone(),
+            })
+            .collect(),
+        stages_ms: agg.stages.iter().map(|(s, t)| (*s, t / n / 1e6)).collect(),
+        speedup_over_baseline_cpu: None,
+        final_loss: agg.last_loss,
+        final_eval: agg.evals.last().cloned(),
+        nmp_calibration_gbps: calib,
+    }
+}
+
+/// Short labels for the tables: meas(ured), sim(ulated), proxy (simulated
+/// bandwidth applied to later batches), model(led).
+fn sources_label(s: &[Source]) -> String {
+    s.iter()
+        .map(|x| match x {
+            Source::Measured => "meas",
+            Source::Simulated => "sim",
+            Source::SimulatedProxy => "proxy",
+            Source::Modelled => "model",
+        })
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nmodel {} (batch {}, {} tables, dim {}), GPU modelled as {}, NMP {} x {} {} ({})",
+        r.preset.name,
+        r.train.batch,
+        r.train.model.table_rows.len(),
+        r.train.model.dim,
+        r.gpu.name,
+        r.nmp.ranks,
+        r.nmp.preset,
+        r.nmp.placement,
+        match r.nmp.fixed_bandwidth_gbps {
+            Some(b) => format!("fixed {b} GB/s, modelled"),
+            None => format!("{} simulated batch(es), then proxy", r.nmp.sim_batches),
+        }
+    );
+    // Fig. 12 style: modelled latency breakdown per primitive.
+    let mut prims: Vec<String> = Vec::new();
+    for m in modes {
+        for b in &m.breakdown_ms {
+            if !prims.contains(&b.primitive) {
+                prims.push(b.primitive.clone());
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nLatency breakdown of the modelled system, ms per iteration (Fig. 12):"
+    );
+    let _ = writeln!(
+        o,
+        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled)"
+    );
+    let _ = write!(o, "{:<14}", "mode");
+    for p in &prims {
+        let _ = write!(o, " {:>20}", p);
+    }
+    let _ = writeln!(o, " {:>10} {:>10}", "hidden", "iteration");
+    for m in modes {
+        let _ = write!(o, "{:<14}", m.mode.as_str());
+        for p in &prims {
+            match m.breakdown_ms.iter().find(|b| &b.primitive == p) {
+                Some(b) => {
+                    let _ = write!(
+                        o,
+                        " {:>9.3} {:<10}",
+                        b.ms_per_iteration,
+                        sources_label(&b.sources)
+                    );
+                }
+                None => {
+                    let _ = write!(o, " {:>20}", "-");
+                }
+            }
+        }
+        let _ = writeln!(
+            o,
+            " {:>10.3} {:>10.3}",
+            -m.modelled_hidden_ms_per_iteration, m.modelled_ms_per_iteration
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nThroughput (Fig. 13: modelled system; wall: this machine, measured):"
+    );
+    let _ = writeln!(
+        o,
+        "{:<14} {:>14} {:>16} {:>12} {:>14} {:>12} {:>10}",
+        "mode",
+        "modelled ms/it",
+        "speedup vs base",
+        "wall ms/it",
+        "wall samples/s",
+        "dense GF/s",
+        "test AUC"
+    );
+    for m in modes {
+        let _ = writeln!(
+            o,
+            "{:<14} {:>14.3} {:>16} {:>12.2} {:>14.0} {:>12.1} {:>10}",
+            m.mode.as_str(),
+            m.modelled_ms_per_iteration,
+            m.speedup_over_baseline_cpu
+                .map_or("-".to_string(), |s| format!("{s:.2}x")),
+            m.wall_ms_per_iteration,
+            m.samples_per_second,
+            m.dense_gflops,
+            m.final_eval
+                .as_ref()
+                .and_then(|e| e.auc)
+                .map_or("-".to_string(), |a| format!("{a:.4}"))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nShare of this machine's wall time per primitive (measured):"
+    );
+    for m in modes {
+        let parts: Vec<String> = m
+            .host_share
+            .iter()
+            .map(|(k, s)| format!("{k} {:.1}%", 100.0 * s))
+            .collect();
+        let _ = writeln!(o, "  {:<14} {}", m.mode.as_str(), parts.join(", "));
+    }
+    for m in modes.iter().rev() {
+        if !m.nmp_calibration_gbps.is_empty() {
+            let parts: Vec<String> = m
+                .nmp_calibration_gbps
+                .iter()
+                .map(|(k, g)| format!("{k} {g:.1} GB/s"))
+                .collect();
+            let _ = writeln!(
+                o,
+                "NMP effective bandwidth (simulated): {}",
+                parts.join(", ")
+            );
+            break;
+        }
+    }
+    let _ = writeln!(o, "\nrun directory: {}", rd.display());
+    o
+}
+
+pub fn run(a: TrainArgs) -> Result<ExitCode> {
+    let r = resolve(&a)?;
+    let rd = RunDir::create(a.out.as_deref(), "train")?;
+    rd.write_config("train", &r)?;
+    install_sigint();
+    let dir = rd.path().to_path_buf();
+    let log = BufWriter::new(
+        File::create(dir.join("train.log"))
+            .with_context(|| format!("cannot create {}/train.log", dir.display()))?,
+    );
+    let mut iter_csv = csv_file(
+        &dir,
+        "iterations.csv",
+        "mode,iteration,batch_size,loss,accuracy,lr,wall_ms,modelled_ms,modelled_hidden_ms",
+    )?;
+    let mut timeline_csv = csv_file(
+        &dir,
+        "timeline.csv",
+        "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes",
+    )?;
+    let mut eval_csv = csv_file(&dir, "eval.csv", "mode,iteration,samples,loss,accuracy,auc")?;
+    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
+        let shapes: Vec<(u64, usize)> = r
+            .train
+            .model
+            .table_rows
+            .iter()
+            .map(|&n| (n, r.train.model.dim))
+            .collect();
+        Some(Arc::new(Mutex::new(PoolTimer::new(
+            r.nmp.clone(),
+            &shapes,
+            r.train.batch,
+            r.max_lookups_per_table,
+            &r.train.embedding_optimizer,
+        )?)))
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let mut log = Some(log);
+    let mut summaries: Vec<ModeSummary> = Vec::new();
+    let mut status = Status::Completed;
+    let total = r.train.iters * r.modes.len() as u64;
+    let pb = rundir::progress(total, "train", a.quiet || a.json);
+    for &mode in &r.modes {
+        if STOP.load(Ordering::Relaxed) {
+            status = Status::Interrupted;
+            break;
+        }
+        pb.set_message(mode.as_str().to_string());
+        let (mut data, test) = open_data(&a, &r)?;
+        let mut tr = system_mode_trainer(
+            r.train.clone(),
+            mode,
+            r.gpu.clone(),
+            mode.uses_nmp().then(|| pool.clone()).flatten(),
+        )?;
+        let placement = tr.embedding.placement();
+        let dense_flops = tr.dense_model.flops;
+        let mut rec = Recorder {
+            mode,
+            iters: r.train.iters,
+            print_every: r.train.print_every,
+            quiet: a.quiet || a.json,
+            log: log.take().expect("log handed back after each mode"),
+            iter_csv,
+            timeline_csv,
+            eval_csv,
+            pb: pb.clone(),
+            window: (0.0, 0.0, 0.0, 0),
+            epoch: 0,
+            agg: ModeAgg::default(),
+        };
+        let outcome = tr.train(data.as_mut(), &test, &mut rec);
+        let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp()) {
+            (Some(p), true) => {
+                let p = p
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?;
+                let mut v: Vec<(String, f64)> = p
+                    .calibration
+                    .iter()
+                    .map(|(k, c)| (k.clone(), c.gbps()))
+                    .collect();
+                v.sort_by(|x, y| x.0.cmp(&y.0));
+                v
+            }
+            _ => Vec::new(),
+        };
+        let mode_status = match &outcome {
+            Ok(o) => o.status,
+            Err(_) => Status::Interrupted,
+        };
+        summaries.push(summarize(
+            mode,
+            mode_status,
+            placement,
+            &rec.agg,
+            dense_flops,
+            calib,
+        ));
+        let Recorder {
+            log: l,
+            iter_csv: i,
+            timeline_csv: t,
+            eval_csv: e,
+            ..
+        } = rec;
+        log = Some(l);
+        iter_csv = i;
+        timeline_csv = t;
+        eval_csv = e;
+        // Results so far reach the disk whatever happens next.
+        write_summary(&rd, &r, &mut summaries, status, started)?;
+        let outcome = outcome.with_context(|| {
+            format!(
+                "mode {mode}: training failed; the log and the records so far are in {}",
+                dir.display()
+            )
+        })?;
+        if outcome.status != Status::Completed {
+            status = outcome.status;
+            if outcome.status == Status::Interrupted {
+                break;
+            }
+        }
+    }
+    pb.finish_and_clear();
+    let text = write_summary(&rd, &r, &mut summaries, status, started)?;
+    if a.json {
+        let v =
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{text}");
+    }
+    if let Some(mut l) = log {
+        writeln!(l, "{text}")?;
+        l.flush()?;
+    }
+    Ok(if status == Status::Interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_summary(
+    rd: &RunDir,
+    r: &Resolved,
+    summaries: &mut [ModeSummary],
+    status: Status,
+    _started: Instant,
+) -> Result<String> {
+    let base = summaries
+        .iter()
+        .find(|m| m.mode == SystemMode::BaselineCpu)
+        .map(|m| m.modelled_ms_per_iteration);
+    for m in summaries.iter_mut() {
+        m.speedup_over_baseline_cpu = base
+            .filter(|b| *b > 0.0 && m.modelled_ms_per_iteration > 0.0)
+            .map(|b| b / m.modelled_ms_per_iteration);
+    }
+    let s = Summary {
+        status,
+        model: &r.preset.name,
+        batch: r.train.batch,
+        gpu: &r.gpu.name,
+        modes: summaries.to_vec(),
+        simulation_wall_s: nmpsim_dlrm::pooltime::sim_wall_s(),
+        run_dir: rd.path().display().to_string(),
+    };
+    rd.write_results("train", &s)?;
+    let header = [
+        "mode",
+        "status",
+        "iterations",
+        "wall_ms_per_iteration",
+        "samples_per_second",
+        "dense_gflops",
+        "modelled_ms_per_iteration",
+        "modelled_hidden_ms_per_iteration",
+        "speedup_over_baseline_cpu",
+        "final_loss",
+        "test_auc",
+    ];
+    let rows: Vec<Vec<String>> = summaries
+        .iter()
+        .map(|m| {
+            vec![
+                m.mode.to_string(),
+                format!("{:?}", m.status).to_lowercase(),
+                m.iterations.to_string(),
+                format!("{:.4}", m.wall_ms_per_iteration),
+                format!("{:.1}", m.samples_per_second),
+                format!("{:.2}", m.dense_gflops),
+                format!("{:.4}", m.modelled_ms_per_iteration),
+                format!("{:.4}", m.modelled_hidden_ms_per_iteration),
+                m.speedup_over_baseline_cpu
+                    .map_or(String::new(), |s| format!("{s:.4}")),
+                format!("{:.6}", m.final_loss),
+                m.final_eval
+                    .as_ref()
+                    .and_then(|e| e.auc)
+                    .map_or(String::new(), |a| format!("{a:.6}")),
+            ]
+        })
+        .collect();
+    rd.write_file("summary.csv", csv_text(&header, &rows).as_bytes())?;
+    let text = report_text(r, summaries, rd.path());
+    rd.write_summary(&text)?;
+    Ok(text)
+}

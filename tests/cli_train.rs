@@ -1,0 +1,332 @@
+//! End-to-end tests of `nmpsim train` through the built binary.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d =
+            std::env::temp_dir().join(format!("nmpsim-cli-train-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("read json")).expect("parse json")
+}
+
+#[test]
+fn all_modes_train_and_report_breakdown_and_speedups() {
+    let t = TempDir::new("all");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "all",
+            "--batch",
+            "128",
+            "--iters",
+            "40",
+            "--print-freq",
+            "20",
+            "--nmp-bandwidth",
+            "400",
+            "--out",
+            "run",
+        ],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    for m in ["baseline-cpu", "tcast-cpu", "baseline-nmp", "tcast-nmp"] {
+        assert!(
+            s.contains(&format!("[{m}] Finished training it 40/40 of epoch 0, ")),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!("[{m}] Testing at - 40/40 of epoch 0, loss ")),
+            "{s}"
+        );
+    }
+    assert!(
+        s.contains("Latency breakdown") && s.contains("speedup vs base"),
+        "{s}"
+    );
+    let run = t.0.join("run");
+    for f in [
+        "config.json",
+        "results.json",
+        "summary.txt",
+        "summary.csv",
+        "train.log",
+        "iterations.csv",
+        "timeline.csv",
+        "eval.csv",
+    ] {
+        assert!(run.join(f).exists(), "{f} missing");
+    }
+    let r = json(&run.join("results.json"));
+    let modes = r["results"]["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), 4);
+    assert_eq!(r["results"]["status"], "completed");
+    assert_eq!(modes[0]["speedup_over_baseline_cpu"].as_f64().unwrap(), 1.0);
+    // Identical data and the same function: the four final losses agree.
+    let l0 = modes[0]["final_loss"].as_f64().unwrap();
+    for m in modes {
+        assert!((m["final_loss"].as_f64().unwrap() - l0).abs() < 1e-5, "{m}");
+        assert!(m["modelled_ms_per_iteration"].as_f64().unwrap() > 0.0);
+    }
+    // One row per mode and iteration; timeline rows carry their source.
+    let iters = std::fs::read_to_string(run.join("iterations.csv")).unwrap();
+    assert_eq!(iters.lines().count(), 1 + 4 * 40);
+    let tl = std::fs::read_to_string(run.join("timeline.csv")).unwrap();
+    assert!(
+        tl.starts_with("mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes")
+    );
+    assert!(tl.lines().any(|l| l.starts_with("tcast-nmp,")
+        && l.contains(",casting,")
+        && l.contains(",modelled,")));
+    assert!(tl.lines().any(|l| l.starts_with("baseline-cpu,")
+        && l.contains(",expand-coalesce,")
+        && l.contains(",measured,")));
+    let cfg = json(&run.join("config.json"));
+    assert_eq!(cfg["config"]["train"]["batch"], 128);
+    // --json prints the same summary.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train", "--model", "tiny", "--batch", "64", "--iters", "3", "--json", "--out", "j",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v["results"]["modes"][0]["mode"], "baseline-cpu");
+}
+
+#[test]
+fn nmp_mode_simulates_then_proxies() {
+    let t = TempDir::new("sim");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "tcast-nmp",
+            "--batch",
+            "64",
+            "--iters",
+            "3",
+            "--ranks",
+            "2",
+            "--sim-batches",
+            "1",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let tl = std::fs::read_to_string(t.0.join("run/timeline.csv")).unwrap();
+    let nmp: Vec<&str> = tl.lines().filter(|l| l.contains(",nmp,")).collect();
+    assert!(
+        nmp.iter()
+            .any(|l| l.starts_with("tcast-nmp,0,") && l.contains(",simulated,"))
+    );
+    assert!(
+        nmp.iter()
+            .any(|l| l.starts_with("tcast-nmp,2,") && l.contains(",simulated-proxy,"))
+    );
+    let r = json(&t.0.join("run/results.json"));
+    let cal = r["results"]["modes"][0]["nmp_calibration_gbps"]
+        .as_array()
+        .unwrap();
+    assert_eq!(cal.len(), 3, "{cal:?}");
+}
+
+#[test]
+fn criteo_sample_trains_and_unhashed_data_is_refused() {
+    let t = TempDir::new("criteo");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "trace",
+            "criteo-sample",
+            "-o",
+            "s.tsv",
+            "--samples",
+            "600",
+            "--rows",
+            "500",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "s.tsv",
+            "--max-ind-range",
+            "500",
+            "--batch",
+            "100",
+            "--iters",
+            "12",
+            "--test-batches",
+            "1",
+            "--out",
+            "run",
+        ],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    // 600 samples, 100 held out: 5 batches per epoch.
+    assert!(s.contains("Finished training it 10/12 of epoch 1"), "{s}");
+    // Without hashing, raw 32-bit ids cannot index the tables.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "s.tsv",
+            "--batch",
+            "100",
+            "--iters",
+            "2",
+            "--test-batches",
+            "1",
+        ],
+    );
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(
+        s.contains("--max-ind-range") && s.contains("table 0"),
+        "{s}"
+    );
+}
+
+#[test]
+fn bad_configurations_fail_before_training() {
+    let t = TempDir::new("bad");
+    for (args, want) in [
+        (vec!["--model", "rm9"], "unknown model preset `rm9`"),
+        (vec!["--mode", "tcast-gpu"], "unknown mode `tcast-gpu`"),
+        (vec!["--arch-mlp-bot", "4-8-5"], "bottom MLP output width 5"),
+        (vec!["--arch-mlp-bot", "4-x"], "--arch-mlp-bot"),
+        (vec!["--gpu", "k80"], "unknown GPU preset `k80`"),
+        (vec!["--dense-optimizer", "lamb"], "unknown dense optimizer"),
+        (
+            vec![
+                "--model",
+                "rm1",
+                "--rows",
+                "100",
+                "--data",
+                "missing.tsv",
+                "--max-ind-range",
+                "10",
+            ],
+            "missing.tsv",
+        ),
+    ] {
+        let mut a = vec!["train", "--iters", "2", "--batch", "8", "--out", "bad"];
+        a.extend(args.iter());
+        let o = nmpsim(&t.0, &a);
+        let s = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {s}");
+        assert!(s.contains(want), "{args:?}: {s}");
+        assert!(!s.contains("Finished training"), "{args:?}: {s}");
+    }
+}
+
+/// Ctrl-C stops the run after the current iteration; the log, the records so
+/// far and a summary marked interrupted stay on disk.
+#[test]
+fn an_interrupted_run_keeps_its_log_and_results() {
+    let t = TempDir::new("int");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .args([
+            "train",
+            "--model",
+            "tiny",
+            "--batch",
+            "64",
+            "--iters",
+            "100000000",
+            "--print-freq",
+            "50",
+            "--out",
+            "run",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let started = Instant::now();
+    let mut line = String::new();
+    while started.elapsed() < Duration::from_secs(60) {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || line.contains("Finished training it 100/") {
+            break;
+        }
+    }
+    assert!(line.contains("Finished training it 100/"), "{line}");
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let run = t.0.join("run");
+    let log = std::fs::read_to_string(run.join("train.log")).unwrap();
+    assert!(log.contains("Finished training it 100/"), "{log}");
+    let rows = std::fs::read_to_string(run.join("iterations.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(rows > 100, "{rows}");
+    let r = json(&run.join("results.json"));
+    assert_eq!(r["results"]["status"], "interrupted");
+    assert_eq!(
+        r["results"]["modes"][0]["iterations"].as_u64().unwrap() as usize,
+        rows - 1
+    );
+}
