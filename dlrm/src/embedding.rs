@@ -17,7 +17,7 @@ use nmpsim_kernels::{
     casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
     tensor_cast,
 };
-use nmpsim_nmp::{Instruction, encoded_len};
+use nmpsim_nmp::Instruction;
 use nmpsim_traces::Batch;
 use serde::{Deserialize, Serialize};
 
@@ -363,12 +363,17 @@ impl EmbeddingStrategy for SystemModes {
                         })
                         .collect::<Vec<_>>()
                 };
+                // The encoded length (`nmp::encoded_len`) without building the
+                // instructions: header, then length-prefixed u32 arrays.
+                let arr = |n: usize| 4 + 4 * n as u64;
                 let instr_bytes: u64 = batch
                     .tables
                     .iter()
                     .map(|tb| {
-                        16 + 4 * (tb.offsets.len() + tb.indices.len()) as u64
-                            + tb.weights.as_ref().map_or(0, |w| 4 * w.len() as u64)
+                        nmpsim_nmp::HEADER_BYTES as u64
+                            + arr(tb.offsets.len())
+                            + arr(tb.indices.len())
+                            + tb.weights.as_ref().map_or(0, |w| arr(w.len()))
                     })
                     .sum();
                 ctx.timeline.push(
@@ -693,9 +698,4 @@ impl EmbeddingStrategy for SystemModes {
     fn tables(&self) -> &[EmbeddingTable] {
         &self.tables
     }
-}
-
-/// Bytes of the instructions as encoded for the link.
-pub fn instruction_bytes(instrs: &[Instruction]) -> u64 {
-    instrs.iter().map(encoded_len).sum()
 }

@@ -76,6 +76,53 @@ impl DlrmConfig {
         Ok(())
     }
 
+    /// Checks a batch against the architecture: table count, row ranges (a
+    /// dataset whose values exceed the tables without hashing is refused
+    /// here), dense width.
+    pub fn check_batch(&self, batch: &Batch) -> Result<(), DlrmError> {
+        let m = self;
+        if batch.tables.len() != m.table_rows.len() {
+            return Err(DlrmError::Config(format!(
+                "the data has {} embedding tables (categorical features), the model {}",
+                batch.tables.len(),
+                m.table_rows.len()
+            )));
+        }
+        for (t, (tb, &rows)) in batch.tables.iter().zip(&m.table_rows).enumerate() {
+            if let Some((i, r)) = tb
+                .indices
+                .iter()
+                .enumerate()
+                .find(|(_, r)| **r as u64 >= rows)
+            {
+                return Err(DlrmError::Config(format!(
+                    "table {t}: categorical value {r} (lookup {i} of the first batch) is past the table's {rows} rows; hash the values into the tables (--max-ind-range) or size the tables to the data"
+                )));
+            }
+            if tb.num_rows > rows {
+                return Err(DlrmError::Config(format!(
+                    "table {t}: the data addresses up to {} rows, the model's table has {rows}; hash the values into the tables (--max-ind-range)",
+                    tb.num_rows
+                )));
+            }
+        }
+        let want = m.bottom[0];
+        if batch.num_dense != want
+            || batch.dense.as_ref().map_or(0, Vec::len) != batch.batch_size() * want
+        {
+            return Err(DlrmError::Config(format!(
+                "the data has {} dense features per sample, the bottom MLP takes {want}",
+                batch.num_dense
+            )));
+        }
+        if batch.labels.as_ref().map_or(0, Vec::len) != batch.batch_size() {
+            return Err(DlrmError::Config(
+                "the data has no labels to train on".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Top MLP widths including its input.
     pub fn top_arch(&self) -> Vec<usize> {
         let mut v = vec![
@@ -147,46 +194,6 @@ impl Dlrm {
             top,
             tables,
         })
-    }
-
-    /// Checks a batch against the model: table count, row ranges, dense width.
-    pub fn check_batch(&self, batch: &Batch) -> Result<(), DlrmError> {
-        if batch.tables.len() != self.tables.len() {
-            return Err(DlrmError::Config(format!(
-                "the batch has {} tables, the model {}",
-                batch.tables.len(),
-                self.tables.len()
-            )));
-        }
-        for (t, (tb, table)) in batch.tables.iter().zip(&self.tables).enumerate() {
-            if tb.num_rows != table.rows {
-                return Err(DlrmError::Config(format!(
-                    "table {t}: the data addresses {} rows, the model has {}",
-                    tb.num_rows, table.rows
-                )));
-            }
-            if let Some((i, r)) = tb
-                .indices
-                .iter()
-                .enumerate()
-                .find(|(_, r)| **r as u64 >= table.rows)
-            {
-                return Err(DlrmError::Config(format!(
-                    "table {t}: index {r} at position {i} is past the table's {} rows (hash the categorical values into the table, e.g. --max-ind-range)",
-                    table.rows
-                )));
-            }
-        }
-        let want = batch.batch_size() * self.bottom.input_width();
-        let have = batch.dense.as_ref().map_or(0, Vec::len);
-        if batch.num_dense != self.bottom.input_width() || have != want {
-            return Err(DlrmError::Config(format!(
-                "the batch has {} dense features per sample, the bottom MLP takes {}",
-                batch.num_dense,
-                self.bottom.input_width()
-            )));
-        }
-        Ok(())
     }
 
     /// Forward pass with the embedding gather-reduce on the CPU kernels.

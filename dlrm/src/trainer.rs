@@ -133,6 +133,8 @@ pub enum Status {
     DataExhausted,
     /// Stopped on request (Ctrl-C).
     Interrupted,
+    /// Stopped by an error (reported beside the records so far).
+    Failed,
 }
 
 /// The outcome of a run.
@@ -190,45 +192,10 @@ impl Trainer {
         })
     }
 
-    /// Checks a batch against the model before it is used: table count,
-    /// row ranges (a dataset whose values exceed the tables without hashing
-    /// is refused here), dense width, labels.
+    /// Checks a batch against the model before it is used (see
+    /// [`DlrmConfig::check_batch`]); labels must be present.
     pub fn check_batch(&self, batch: &Batch) -> Result<(), DlrmError> {
-        let m = &self.config.model;
-        if batch.tables.len() != m.table_rows.len() {
-            return Err(DlrmError::Config(format!(
-                "the data has {} embedding tables (categorical features), the model {}",
-                batch.tables.len(),
-                m.table_rows.len()
-            )));
-        }
-        for (t, (tb, &rows)) in batch.tables.iter().zip(&m.table_rows).enumerate() {
-            if let Some((i, r)) = tb
-                .indices
-                .iter()
-                .enumerate()
-                .find(|(_, r)| **r as u64 >= rows)
-            {
-                return Err(DlrmError::Config(format!(
-                    "table {t}: categorical value {r} (lookup {i} of the first batch) is past the table's {rows} rows; hash the values into the tables (--max-ind-range) or size the tables to the data"
-                )));
-            }
-            if tb.num_rows != rows && tb.num_rows > rows {
-                return Err(DlrmError::Config(format!(
-                    "table {t}: the data addresses up to {} rows, the model's table has {rows}; hash the values into the tables (--max-ind-range)",
-                    tb.num_rows
-                )));
-            }
-        }
-        let want = m.bottom[0];
-        if batch.num_dense != want
-            || batch.dense.as_ref().map_or(0, Vec::len) != batch.batch_size() * want
-        {
-            return Err(DlrmError::Config(format!(
-                "the data has {} dense features per sample, the bottom MLP takes {want}",
-                batch.num_dense
-            )));
-        }
+        self.config.model.check_batch(batch)?;
         if batch.labels.as_ref().map_or(0, Vec::len) != batch.batch_size() {
             return Err(DlrmError::Config(
                 "the data has no labels to train on".into(),

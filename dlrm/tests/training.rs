@@ -554,3 +554,46 @@ fn cpu_dense_backend_matches_the_checked_model() {
         assert_eq!(d.params().values, want);
     }
 }
+
+/// The gather instructions' link bytes in the timeline equal the encoding's.
+#[test]
+fn gather_instruction_bytes_match_the_encoding() {
+    let (model, spec) = tiny();
+    let cfg = config(model.clone(), 16, 1, 0.1);
+    let setup = NmpSetup {
+        ranks: 2,
+        fixed_bandwidth_gbps: Some(100.0),
+        ..NmpSetup::default()
+    };
+    let pool = pool_for(&cfg, setup, 32);
+    let mut tr = system_mode_trainer(
+        cfg,
+        SystemMode::BaselineNmp,
+        GpuPreset::named("v100").unwrap(),
+        Some(pool),
+    )
+    .unwrap();
+    let batch = teacher(&spec, 16, 1, model.bottom[0]).next_batch();
+    let rec = tr.step(0, &batch).unwrap();
+    let want: u64 = batch
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(t, tb)| {
+            nmpsim_nmp::encoded_len(&nmpsim_nmp::Instruction::GatherReduce {
+                table: t as u32,
+                pooling: Pooling::Sum,
+                offsets: tb.offsets.clone(),
+                indices: tb.indices.clone(),
+                weights: None,
+            })
+        })
+        .sum();
+    let e = rec
+        .timeline
+        .events
+        .iter()
+        .find(|e| e.detail == "gather instructions to pool")
+        .unwrap();
+    assert_eq!(e.bytes, want);
+}

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -874,7 +873,6 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let started = Instant::now();
     let mut log = Some(log);
     let mut summaries: Vec<ModeSummary> = Vec::new();
     let mut status = Status::Completed;
@@ -927,7 +925,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         };
         let mode_status = match &outcome {
             Ok(o) => o.status,
-            Err(_) => Status::Interrupted,
+            Err(_) => Status::Failed,
         };
         summaries.push(summarize(
             mode,
@@ -949,7 +947,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         timeline_csv = t;
         eval_csv = e;
         // Results so far reach the disk whatever happens next.
-        write_summary(&rd, &r, &mut summaries, status, started)?;
+        write_summary(&rd, &r, &mut summaries, status)?;
         let outcome = outcome.with_context(|| {
             format!(
                 "mode {mode}: training failed; the log and the records so far are in {}",
@@ -964,7 +962,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         }
     }
     pb.finish_and_clear();
-    let text = write_summary(&rd, &r, &mut summaries, status, started)?;
+    let text = write_summary(&rd, &r, &mut summaries, status)?;
     if a.json {
         let v =
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
@@ -988,7 +986,6 @@ fn write_summary(
     r: &Resolved,
     summaries: &mut [ModeSummary],
     status: Status,
-    _started: Instant,
 ) -> Result<String> {
     let base = summaries
         .iter()
@@ -1027,7 +1024,10 @@ fn write_summary(
         .map(|m| {
             vec![
                 m.mode.to_string(),
-                format!("{:?}", m.status).to_lowercase(),
+                serde_json::to_value(m.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 m.iterations.to_string(),
                 format!("{:.4}", m.wall_ms_per_iteration),
                 format!("{:.1}", m.samples_per_second),
