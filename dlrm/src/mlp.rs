@@ -440,7 +440,9 @@ impl Mlp {
             );
             if i > 0 || input_grad {
                 // dX (B x in) = dY (B x out) * W (out x in).
-                next.resize(batch * l.inputs, 0.0);
+                // Overwritten by the GEMM (beta 0): no zero-fill of the
+                // scratch buffer, which alternates between layer widths.
+                nmpsim_kernels::table::resize_for_overwrite(next, batch * l.inputs);
                 sgemm_threads(
                     threads,
                     batch,

@@ -13,6 +13,7 @@ use crate::error::{KernelError, check_batch, check_dim};
 use crate::gather::check_pooling;
 use crate::pooling::{Pooling, lookup_scale};
 use crate::radix::sort_pairs;
+use crate::table::resize_for_overwrite;
 use crate::traffic::{Traffic, casted_gather_reduce_traffic, tensor_cast_traffic};
 use crate::vecops::{PREFETCH_AHEAD, add_into, add_scaled_into, prefetch};
 
@@ -202,14 +203,15 @@ pub fn casted_gather_reduce_into(
         &grad_out[b * dim..(b + 1) * dim]
     };
     let grads = &mut out.grads;
-    grads.clear();
-    grads.resize(unique * dim, 0.0);
+    // Zeroed row by row in the tasks, as in `coalesce_into`.
+    resize_for_overwrite(grads, unique * dim);
     grads
         .par_chunks_mut(dim)
         .enumerate()
         .with_min_len(ROWS_PER_TASK)
         .for_each(|(u, acc)| {
             let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
+            acc.fill(0.0);
             for i in s..e {
                 if i + PREFETCH_AHEAD < src.len() {
                     prefetch(row(i + PREFETCH_AHEAD));

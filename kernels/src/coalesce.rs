@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::error::{KernelError, check_dim};
 use crate::gather::Expanded;
 use crate::radix::sort_pairs;
+use crate::table::resize_for_overwrite;
 use crate::traffic::{Traffic, coalesce_accumulate_traffic, sort_pairs_traffic};
 use crate::vecops::{PREFETCH_AHEAD, add_into, prefetch};
 
@@ -98,8 +99,9 @@ pub fn coalesce_into(
         .extend(starts[..unique].iter().map(|&s| sorted_src[s as usize]));
     out.dim = dim;
     let grads = &mut out.grads;
-    grads.clear();
-    grads.resize(unique * dim, 0.0);
+    // Every row is zeroed by its task right before it accumulates, while it
+    // is in cache, instead of in a separate pass over the whole buffer.
+    resize_for_overwrite(grads, unique * dim);
     let g = &expanded.grads;
     grads
         .par_chunks_mut(dim)
@@ -107,6 +109,7 @@ pub fn coalesce_into(
         .with_min_len(ROWS_PER_TASK)
         .for_each(|(u, acc)| {
             let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
+            acc.fill(0.0);
             for j in s..e {
                 if j + PREFETCH_AHEAD < n {
                     let p = sorted_pos[j + PREFETCH_AHEAD] as usize;

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use crate::error::{KernelError, check_batch, check_dim};
 use crate::pooling::{Pooling, lookup_scale};
-use crate::table::EmbeddingTable;
+use crate::table::{EmbeddingTable, resize_for_overwrite};
 use crate::traffic::{Traffic, expand_traffic, gather_reduce_traffic};
 use crate::vecops::{PREFETCH_AHEAD, add_into, add_scaled_into, prefetch};
 
@@ -171,8 +171,8 @@ pub fn expand_into(
     let n = batch.num_lookups();
     let weights = batch.weights.as_deref();
     let grads = &mut out.grads;
-    grads.clear();
-    grads.resize(n * dim, 0.0);
+    // Every value is written below.
+    resize_for_overwrite(grads, n * dim);
     // Each task owns the lookups of a run of bags: a contiguous block of rows.
     let mut pieces = Vec::with_capacity(bags.div_ceil(BAGS_PER_TASK));
     let mut rest: &mut [f32] = grads;

@@ -14,6 +14,7 @@ use crate::error::KernelError;
 use crate::gather::check_table;
 use crate::table::EmbeddingTable;
 use crate::traffic::{Traffic, scatter_traffic};
+use crate::vecops::{PREFETCH_AHEAD, prefetch};
 
 /// An embedding optimizer, chosen by name in configs (`kind = "sgd"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -288,15 +289,24 @@ pub fn scatter_update(
     check_scatter(table, state, grads, optimizer)?;
     let dim = table.dim;
     let per_row = state.values_per_row;
-    let weights = split_rows(&mut table.data, dim, &grads.rows);
-    let states = split_rows(&mut state.values, per_row, &grads.rows);
+    let mut weights = split_rows(&mut table.data, dim, &grads.rows);
+    let mut states = split_rows(&mut state.values, per_row, &grads.rows);
     let opt = *optimizer;
     weights
-        .into_par_iter()
-        .zip(states)
-        .zip(grads.grads.par_chunks(dim))
-        .with_min_len(ROWS_PER_TASK)
-        .for_each(|((w, a), g)| update_row(&opt, w, a, g));
+        .par_chunks_mut(ROWS_PER_TASK)
+        .zip(states.par_chunks_mut(ROWS_PER_TASK))
+        .zip(grads.grads.par_chunks(dim * ROWS_PER_TASK))
+        .for_each(|((ws, sts), gs)| {
+            for k in 0..ws.len() {
+                // The touched rows are scattered over the table: fetch the
+                // rows a few updates ahead so their misses overlap.
+                if k + PREFETCH_AHEAD < ws.len() {
+                    prefetch(&*ws[k + PREFETCH_AHEAD]);
+                    prefetch(&*sts[k + PREFETCH_AHEAD]);
+                }
+                update_row(&opt, ws[k], sts[k], &gs[k * dim..(k + 1) * dim]);
+            }
+        });
     Ok(scatter_traffic(grads.rows.len(), dim, per_row))
 }
 

@@ -38,6 +38,25 @@ pub fn zeroed_huge(len: usize) -> Vec<f32> {
     v
 }
 
+/// Makes `v` hold `len` values for a kernel that overwrites every one of them,
+/// without a pass that zeroes memory about to be overwritten.
+///
+/// A reused buffer keeps its capacity and old contents (only growth within the
+/// capacity is zero-filled); a buffer that must grow is replaced by a fresh,
+/// untouched [`zeroed_huge`] allocation. Per-step gradient buffers are tens of
+/// MB read at random rows, so both the skipped fill and the huge pages count.
+pub fn resize_for_overwrite(v: &mut Vec<f32>, len: usize) {
+    if v.capacity() < len {
+        // Free the old buffer first so both never coexist.
+        *v = Vec::new();
+        *v = zeroed_huge(len);
+    } else if v.len() >= len {
+        v.truncate(len);
+    } else {
+        v.resize(len, 0.0);
+    }
+}
+
 fn advise_huge_pages(buf: &[f32]) {
     #[cfg(target_os = "linux")]
     {

@@ -532,4 +532,26 @@ fn into_variants_reuse_dirty_buffers() {
     let (ca, _) = tensor_cast(&small, Pooling::Mean).unwrap();
     casted_gather_reduce_into(&ca, &gs, dim, &mut cg).unwrap();
     assert_eq!(cg, co);
+    // Back to the big batch: the buffers grow again within their capacity,
+    // over the small batch's values.
+    expand_into(&gb, dim, &big, Pooling::Mean, &mut ex).unwrap();
+    assert_eq!(ex, expand(&gb, dim, &big, Pooling::Mean).unwrap().0);
+    coalesce_into(&ex, 50, &mut co).unwrap();
+    assert_eq!(co, coalesce(&ex, 50).unwrap().0);
+    let (ca, _) = tensor_cast(&big, Pooling::Mean).unwrap();
+    casted_gather_reduce_into(&ca, &gb, dim, &mut cg).unwrap();
+    assert_eq!(cg, co);
+}
+
+#[test]
+fn resize_for_overwrite_keeps_capacity_and_length() {
+    let mut v = vec![1.0f32; 10];
+    crate::table::resize_for_overwrite(&mut v, 4);
+    assert_eq!(v.len(), 4);
+    let cap = v.capacity();
+    crate::table::resize_for_overwrite(&mut v, 9);
+    assert_eq!((v.len(), v.capacity()), (9, cap));
+    crate::table::resize_for_overwrite(&mut v, 1000);
+    assert_eq!(v.len(), 1000);
+    assert!(v[10..].iter().all(|&x| x == 0.0));
 }
