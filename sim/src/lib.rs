@@ -13,6 +13,7 @@ pub mod dramsim3;
 pub mod energy;
 pub mod engine;
 pub mod error;
+pub mod jedec;
 pub mod ramulator;
 pub mod request;
 pub mod runner;

@@ -1,0 +1,688 @@
+//! An independent checker of DDR4 command streams: it replays a command log
+//! (what a memory controller put on the command bus, cycle by cycle) and
+//! reports every JEDEC command-to-command constraint the log breaks.
+//!
+//! It knows nothing of any engine's scheduler: only the bank state machine
+//! (a read or write needs an open bank, an activate a closed one, a refresh
+//! all banks closed) and the timing rules between commands, taken from a
+//! [`Timing`] table:
+//!
+//! | rule | between |
+//! |---|---|
+//! | tRCD | ACT → RD/WR, same bank |
+//! | tRAS | ACT → PRE, same bank |
+//! | tRC | ACT → ACT, same bank |
+//! | tRP | PRE → ACT, same bank; PRE (any bank) → REF |
+//! | tRRD_L / tRRD_S | ACT → ACT, other bank of the same / another bank group |
+//! | tFAW | at most four ACTs per rank in any tFAW window |
+//! | tCCD_L / tCCD_S | RD → RD and WR → WR, same / other bank group |
+//! | tRTP | RD → PRE, same bank (RDA: its own precharge) |
+//! | tWR | end of write data → PRE, same bank (CWL + BL/2 + tWR) |
+//! | tWTR_L / tWTR_S | end of write data → RD, same / other bank group (CWL + BL/2 + tWTR) |
+//! | RD→WR | RD → WR anywhere in the rank: CL + BL/2 + 2 − CWL |
+//! | tRTRS | a data burst (RD: CL after the command, WR: CWL) of one rank → the next burst of another: tRTRS between them |
+//! | tRFC | REF → any command of the rank |
+//! | tREFI | at most 9 × tREFI between refreshes of a rank (8 may be postponed) |
+//!
+//! Bank numbers are flat within a rank: `bankgroup * banks_per_group + bank`.
+//! Rules are only checked against earlier commands of the log, so a log may
+//! start at any cycle with all banks closed.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use crate::config::{DramConfig, Timing};
+use crate::error::SimError;
+
+/// A DDR4 command as it appears in a command log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Act,
+    Pre,
+    /// Precharge all banks of the rank.
+    PreA,
+    Rd,
+    Wr,
+    /// Read with auto-precharge.
+    Rda,
+    /// Write with auto-precharge.
+    Wra,
+    Ref,
+}
+
+impl Command {
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Act => "ACT",
+            Command::Pre => "PRE",
+            Command::PreA => "PREA",
+            Command::Rd => "RD",
+            Command::Wr => "WR",
+            Command::Rda => "RDA",
+            Command::Wra => "WRA",
+            Command::Ref => "REF",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Command> {
+        Some(match s {
+            "ACT" => Command::Act,
+            "PRE" => Command::Pre,
+            "PREA" => Command::PreA,
+            "RD" => Command::Rd,
+            "WR" => Command::Wr,
+            "RDA" => Command::Rda,
+            "WRA" => Command::Wra,
+            "REF" => Command::Ref,
+            _ => return None,
+        })
+    }
+
+    fn needs_bank(self) -> bool {
+        !matches!(self, Command::PreA | Command::Ref)
+    }
+}
+
+/// One command of a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandRecord {
+    pub cycle: u64,
+    pub rank: u32,
+    pub command: Command,
+    /// Flat bank within the rank (`bankgroup * banks_per_group + bank`);
+    /// ignored for PREA and REF.
+    pub bank: u32,
+}
+
+/// A broken rule: which command (index in the log), when, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub index: usize,
+    pub cycle: u64,
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "command {} at cycle {}: {} ({})",
+            self.index, self.cycle, self.rule, self.detail
+        )
+    }
+}
+
+/// The rank organisation and timing a log is checked against.
+#[derive(Clone, Debug)]
+pub struct Checker {
+    pub timing: Timing,
+    pub ranks: u32,
+    pub bankgroups: u32,
+    pub banks_per_group: u32,
+    /// Data burst on the bus, in cycles (BL/2: 4 for BL8).
+    pub burst_cycles: u32,
+}
+
+/// "Never happened" for the last-time registers.
+const NEVER: Option<u64> = None;
+
+#[derive(Clone, Default)]
+struct BankState {
+    open: bool,
+    act: Option<u64>,
+    /// When the bank's last precharge took effect (PRE, PREA, or the
+    /// implicit one of RDA / WRA).
+    pre: Option<u64>,
+    rd: Option<u64>,
+    /// End of the last write's data burst (WR cycle + CWL + BL/2).
+    wr_end: Option<u64>,
+}
+
+#[derive(Clone, Default)]
+struct RankState {
+    banks: Vec<BankState>,
+    /// Last ACT / RD / WR (data end) per bank group.
+    group_act: Vec<Option<u64>>,
+    group_rd: Vec<Option<u64>>,
+    group_wr: Vec<Option<u64>>,
+    group_wr_end: Vec<Option<u64>>,
+    rank_act: Option<u64>,
+    rank_rd: Option<u64>,
+    rank_wr: Option<u64>,
+    rank_wr_end: Option<u64>,
+    /// The last four ACTs of the rank.
+    faw: VecDeque<u64>,
+    refresh: Option<u64>,
+}
+
+impl Checker {
+    /// The checker for `config`'s organisation with its own JEDEC timing.
+    pub fn for_config(config: &DramConfig) -> Self {
+        Checker::with_timing(config, config.timing.clone())
+    }
+
+    /// The checker for `config`'s organisation with another timing table
+    /// (e.g. [`DramConfig::ramulator_timing`], to check Ramulator against
+    /// the table it was built with).
+    pub fn with_timing(config: &DramConfig, timing: Timing) -> Self {
+        Checker {
+            timing,
+            ranks: config.ranks,
+            bankgroups: config.org.bankgroups,
+            banks_per_group: config.org.banks_per_group,
+            burst_cycles: config.burst_cycles(),
+        }
+    }
+
+    fn banks(&self) -> u32 {
+        self.bankgroups * self.banks_per_group
+    }
+
+    /// Every violation in `log`, in log order. Commands must be in
+    /// non-decreasing cycle order (a log out of order is itself reported).
+    pub fn check(&self, log: &[CommandRecord]) -> Vec<Violation> {
+        let t = &self.timing;
+        let banks = self.banks() as usize;
+        let bl = self.burst_cycles as u64;
+        let (cl, cwl) = (t.cl as u64, t.cwl as u64);
+        let mut ranks: Vec<RankState> = (0..self.ranks)
+            .map(|_| RankState {
+                banks: vec![BankState::default(); banks],
+                group_act: vec![NEVER; self.bankgroups as usize],
+                group_rd: vec![NEVER; self.bankgroups as usize],
+                group_wr: vec![NEVER; self.bankgroups as usize],
+                group_wr_end: vec![NEVER; self.bankgroups as usize],
+                ..RankState::default()
+            })
+            .collect();
+        // End of the last data burst of each rank on the shared bus.
+        let mut bus: Vec<Option<(u64, Command)>> = vec![None; self.ranks as usize];
+        let mut out = Vec::new();
+        let mut prev_cycle = 0u64;
+        for (index, rec) in log.iter().enumerate() {
+            let now = rec.cycle;
+            let mut cx = Ctx {
+                index,
+                now,
+                out: &mut out,
+            };
+            if now < prev_cycle {
+                cx.fail(
+                    "order",
+                    format!("cycle {now} comes after cycle {prev_cycle}"),
+                );
+            }
+            prev_cycle = prev_cycle.max(now);
+            if rec.rank >= self.ranks {
+                cx.fail(
+                    "address",
+                    format!("rank {} of a {}-rank channel", rec.rank, self.ranks),
+                );
+                continue;
+            }
+            if rec.command.needs_bank() && rec.bank as usize >= banks {
+                cx.fail(
+                    "address",
+                    format!("bank {} of a {banks}-bank rank", rec.bank),
+                );
+                continue;
+            }
+            let r = &mut ranks[rec.rank as usize];
+            let rank_idx = rec.rank as usize;
+            let bank = rec.bank as usize;
+            let group = bank / self.banks_per_group as usize;
+            cx.need("tRFC", r.refresh, t.trfc as u64, "REF");
+            match rec.command {
+                Command::Act => {
+                    let b = &r.banks[bank];
+                    if b.open {
+                        cx.fail("state", format!("ACT to bank {bank}, which is open"));
+                    }
+                    cx.need("tRP", b.pre, t.trp as u64, "its precharge");
+                    cx.need("tRC", b.act, t.trc as u64, "ACT to the same bank");
+                    cx.need(
+                        "tRRD_L",
+                        r.group_act[group],
+                        t.trrd_l as u64,
+                        "ACT in the same bank group",
+                    );
+                    cx.need("tRRD_S", r.rank_act, t.trrd_s as u64, "ACT in the rank");
+                    if r.faw.len() == 4 {
+                        cx.need(
+                            "tFAW",
+                            r.faw.front().copied(),
+                            t.tfaw as u64,
+                            "the 4th-last ACT",
+                        );
+                    }
+                    let b = &mut r.banks[bank];
+                    b.open = true;
+                    b.act = Some(now);
+                    r.group_act[group] = Some(now);
+                    r.rank_act = Some(now);
+                    if r.faw.len() == 4 {
+                        r.faw.pop_front();
+                    }
+                    r.faw.push_back(now);
+                }
+                Command::Rd | Command::Rda => {
+                    let b = &r.banks[bank];
+                    if !b.open {
+                        cx.fail(
+                            "state",
+                            format!("{} to bank {bank}, which is closed", rec.command.name()),
+                        );
+                    }
+                    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
+                    cx.need(
+                        "tCCD_L",
+                        r.group_rd[group],
+                        t.tccd_l as u64,
+                        "RD in the same bank group",
+                    );
+                    cx.need("tCCD_S", r.rank_rd, t.tccd_s as u64, "RD in the rank");
+                    cx.need(
+                        "tCCD_L",
+                        r.group_wr[group],
+                        t.tccd_l as u64,
+                        "WR in the same bank group",
+                    );
+                    cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                    cx.need(
+                        "tWTR_L",
+                        r.group_wr_end[group],
+                        t.twtr_l as u64,
+                        "the end of write data in the same bank group",
+                    );
+                    cx.need(
+                        "tWTR_S",
+                        r.rank_wr_end,
+                        t.twtr_s as u64,
+                        "the end of write data in the rank",
+                    );
+                    data_bus_rule(
+                        &bus,
+                        rank_idx,
+                        now + cl,
+                        t.trtrs as u64,
+                        rec.command,
+                        &mut cx,
+                    );
+                    let b = &mut r.banks[bank];
+                    b.rd = Some(now);
+                    r.group_rd[group] = Some(now);
+                    r.rank_rd = Some(now);
+                    bus[rank_idx] = Some((now + cl + bl, rec.command));
+                    if rec.command == Command::Rda {
+                        // The precharge starts once tRAS and tRTP allow it.
+                        let at = (now + t.trtp as u64).max(b.act.unwrap_or(0) + t.tras as u64);
+                        b.open = false;
+                        b.pre = Some(at);
+                    }
+                }
+                Command::Wr | Command::Wra => {
+                    let b = &r.banks[bank];
+                    if !b.open {
+                        cx.fail(
+                            "state",
+                            format!("{} to bank {bank}, which is closed", rec.command.name()),
+                        );
+                    }
+                    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
+                    cx.need(
+                        "tCCD_L",
+                        r.group_wr[group],
+                        t.tccd_l as u64,
+                        "WR in the same bank group",
+                    );
+                    cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                    // RD -> WR: read data must clear the bus before write data.
+                    let rd_to_wr = (cl + bl + 2).saturating_sub(cwl);
+                    cx.need("RD→WR", r.rank_rd, rd_to_wr, "RD in the rank");
+                    data_bus_rule(
+                        &bus,
+                        rank_idx,
+                        now + cwl,
+                        t.trtrs as u64,
+                        rec.command,
+                        &mut cx,
+                    );
+                    let end = now + cwl + bl;
+                    let b = &mut r.banks[bank];
+                    b.wr_end = Some(end);
+                    r.group_wr[group] = Some(now);
+                    r.rank_wr = Some(now);
+                    r.group_wr_end[group] = Some(end);
+                    r.rank_wr_end = Some(end);
+                    bus[rank_idx] = Some((end, rec.command));
+                    if rec.command == Command::Wra {
+                        let at = (end + t.twr as u64).max(b.act.unwrap_or(0) + t.tras as u64);
+                        b.open = false;
+                        b.pre = Some(at);
+                    }
+                }
+                Command::Pre => {
+                    precharge_rules(&r.banks[bank], t, &mut cx);
+                    let b = &mut r.banks[bank];
+                    if b.open {
+                        b.open = false;
+                        b.pre = Some(now);
+                    }
+                }
+                Command::PreA => {
+                    for b in r.banks.iter_mut() {
+                        precharge_rules(b, t, &mut cx);
+                        if b.open {
+                            b.open = false;
+                            b.pre = Some(now);
+                        }
+                    }
+                }
+                Command::Ref => {
+                    if let Some(open) = r.banks.iter().position(|b| b.open) {
+                        cx.fail("state", format!("REF while bank {open} is open"));
+                    }
+                    for b in &r.banks {
+                        cx.need("tRP", b.pre, t.trp as u64, "a precharge in the rank");
+                    }
+                    let limit = 9 * t.trefi as u64;
+                    let since = r.refresh.unwrap_or(0);
+                    if now > since + limit {
+                        cx.fail(
+                            "tREFI",
+                            format!(
+                                "{} cycles since the last refresh; at most {limit}",
+                                now - since
+                            ),
+                        );
+                    }
+                    r.refresh = Some(now);
+                }
+            }
+        }
+        // A log that runs on without refreshing breaks tREFI too.
+        if let Some(last) = log.last() {
+            for (rank, r) in ranks.iter().enumerate() {
+                let since = r.refresh.unwrap_or(0);
+                let limit = 9 * self.timing.trefi as u64;
+                if last.cycle > since + limit {
+                    out.push(Violation {
+                        index: log.len(),
+                        cycle: last.cycle,
+                        rule: "tREFI",
+                        detail: format!(
+                            "rank {rank} not refreshed for {} cycles; at most {limit}",
+                            last.cycle - since
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Where the violations of one command go.
+struct Ctx<'a> {
+    index: usize,
+    now: u64,
+    out: &'a mut Vec<Violation>,
+}
+
+impl Ctx<'_> {
+    fn fail(&mut self, rule: &'static str, detail: String) {
+        self.out.push(Violation {
+            index: self.index,
+            cycle: self.now,
+            rule,
+            detail,
+        });
+    }
+
+    /// `rule` holds if `now >= after + gap` (or `after` never happened).
+    fn need(&mut self, rule: &'static str, after: Option<u64>, gap: u64, what: &str) {
+        if let Some(a) = after
+            && self.now < a + gap
+        {
+            let now = self.now;
+            self.fail(
+                rule,
+                format!(
+                    "{} cycles after {what} at cycle {a}; needs {gap}",
+                    now as i64 - a as i64
+                ),
+            );
+        }
+    }
+}
+
+/// A burst of `rank` starting at `start` must leave `trtrs` cycles after the
+/// last burst of every other rank.
+fn data_bus_rule(
+    bus: &[Option<(u64, Command)>],
+    rank: usize,
+    start: u64,
+    trtrs: u64,
+    this: Command,
+    cx: &mut Ctx,
+) {
+    for (o, last) in bus.iter().enumerate() {
+        if let Some((e, prev)) = *last
+            && o != rank
+            && start < e + trtrs
+        {
+            cx.fail(
+                "tRTRS",
+                format!(
+                    "{} data at cycle {start}, {} cycles after rank {o}'s {} data ended at {e}; needs {trtrs}",
+                    this.name(),
+                    start as i64 - e as i64,
+                    prev.name()
+                ),
+            );
+        }
+    }
+}
+
+/// The rules a precharge of bank `b` must respect (only if it is open).
+fn precharge_rules(b: &BankState, t: &Timing, cx: &mut Ctx) {
+    if !b.open {
+        return;
+    }
+    cx.need("tRAS", b.act, t.tras as u64, "ACT to the bank");
+    cx.need("tRTP", b.rd, t.trtp as u64, "RD to the bank");
+    cx.need(
+        "tWR",
+        b.wr_end,
+        t.twr as u64,
+        "the end of write data to the bank",
+    );
+}
+
+/// Reads Ramulator's per-rank command traces (`clk,CMD[,bank]` lines) from
+/// `paths[rank]` into one log ordered by cycle (stable: within a cycle, by rank).
+pub fn read_ramulator_traces(paths: &[&Path]) -> Result<Vec<CommandRecord>, SimError> {
+    let mut log = Vec::new();
+    for (rank, path) in paths.iter().enumerate() {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
+        for (i, line) in text.lines().enumerate() {
+            let line_no = i as u64 + 1;
+            let bad = |what: &str| SimError::parse(path, line_no, format!("{what} in `{line}`"));
+            let mut f = line.split(',');
+            let cycle: u64 = f
+                .next()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| bad("expected a cycle number first"))?;
+            let name = f
+                .next()
+                .ok_or_else(|| bad("expected a command after the cycle"))?;
+            let command = Command::parse(name.trim())
+                .ok_or_else(|| bad("expected ACT, PRE, PREA, RD, WR, RDA, WRA or REF"))?;
+            let bank = if command.needs_bank() {
+                f.next()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| bad("expected a bank number third"))?
+            } else {
+                0
+            };
+            log.push(CommandRecord {
+                cycle,
+                rank: rank as u32,
+                command,
+                bank,
+            });
+        }
+    }
+    log.sort_by_key(|r| r.cycle);
+    Ok(log)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checker() -> Checker {
+        Checker::for_config(&DramConfig::preset("DDR4-3200-x8").unwrap())
+    }
+
+    fn rec(cycle: u64, command: Command, bank: u32) -> CommandRecord {
+        CommandRecord {
+            cycle,
+            rank: 0,
+            command,
+            bank,
+        }
+    }
+
+    /// A legal open-row sequence built from the timing table itself.
+    fn legal(c: &Checker) -> Vec<CommandRecord> {
+        let t = &c.timing;
+        let bpg = c.banks_per_group;
+        let mut v = Vec::new();
+        let act0 = 10;
+        v.push(rec(act0, Command::Act, 0));
+        // Other bank group, tRRD_S later; same group tRRD_L after the first.
+        v.push(rec(act0 + t.trrd_s as u64, Command::Act, bpg));
+        let act2 = act0 + (t.trrd_l.max(2 * t.trrd_s)) as u64;
+        v.push(rec(act2, Command::Act, 1));
+        let rd0 = act0 + t.trcd as u64;
+        v.push(rec(rd0, Command::Rd, 0));
+        v.push(rec(rd0 + t.tccd_l as u64, Command::Rd, 0));
+        let rd2 =
+            (rd0 + t.tccd_l as u64 + t.tccd_s as u64).max(act0 + t.trrd_s as u64 + t.trcd as u64);
+        v.push(rec(rd2, Command::Rd, bpg));
+        let wr = rd2 + (t.cl as u64 + 4 + 2).saturating_sub(t.cwl as u64);
+        let wr = wr.max(act2 + t.trcd as u64);
+        v.push(rec(wr, Command::Wr, 1));
+        let wr_end = wr + t.cwl as u64 + 4;
+        let rd3 = (wr_end + t.twtr_s as u64).max(wr + t.tccd_s as u64);
+        v.push(rec(rd3, Command::Rd, bpg));
+        let pre0 = (act0 + t.tras as u64)
+            .max(rd0 + t.tccd_l as u64 + t.trtp as u64)
+            .max(rd3);
+        v.push(rec(pre0, Command::Pre, 0));
+        let pre1 = (wr_end + t.twr as u64).max(pre0);
+        v.push(rec(pre1, Command::Pre, 1));
+        let prea = pre1
+            .max(rd3 + t.trtp as u64)
+            .max(act0 + t.trrd_s as u64 + t.tras as u64);
+        v.push(rec(prea, Command::PreA, 0));
+        let refc = prea + t.trp as u64;
+        v.push(rec(refc, Command::Ref, 0));
+        let act3 = (refc + t.trfc as u64).max(act0 + t.trc as u64);
+        v.push(rec(act3, Command::Act, 0));
+        v
+    }
+
+    #[test]
+    fn a_legal_sequence_passes() {
+        let c = checker();
+        let v = c.check(&legal(&c));
+        assert!(v.is_empty(), "{:#?}", v);
+    }
+
+    #[test]
+    fn every_planted_violation_is_caught_by_its_rule() {
+        let c = checker();
+        let base = legal(&c);
+        // (index of the command moved one cycle earlier, the rule that must fire)
+        let cases = [
+            (1, "tRRD_S"),
+            (3, "tRCD"),
+            (4, "tCCD_L"),
+            (7, "tWTR_S"),
+            (9, "tWR"),
+            (11, "tRP"),
+            (12, "tRFC"),
+        ];
+        for (i, rule) in cases {
+            let mut log = base.clone();
+            // Only the moved command may break a rule, and it must break this one.
+            let tight = c.check(&log).is_empty();
+            assert!(tight);
+            log[i].cycle -= 1;
+            let v = c.check(&log);
+            assert!(
+                v.iter().any(|x| x.index == i && x.rule == rule),
+                "moving command {i} ({:?}) one cycle earlier should break {rule}: {v:#?}",
+                log[i].command
+            );
+        }
+    }
+
+    #[test]
+    fn state_faw_and_refresh_rules() {
+        let c = checker();
+        let t = c.timing.clone();
+        // RD to a closed bank; ACT to an open one.
+        let v = c.check(&[rec(0, Command::Rd, 3)]);
+        assert_eq!(v[0].rule, "state");
+        let v = c.check(&[
+            rec(0, Command::Act, 3),
+            rec(t.trc as u64 + 5, Command::Act, 3),
+        ]);
+        assert!(v.iter().any(|x| x.rule == "state"), "{v:?}");
+        // Five ACTs to different bank groups, tRRD_S apart: the fifth breaks tFAW
+        // whenever 4 x tRRD_S < tFAW.
+        let acts: Vec<_> = (0..5)
+            .map(|i| {
+                rec(
+                    i * t.trrd_s as u64,
+                    Command::Act,
+                    (i as u32 % 4) * c.banks_per_group + i as u32 / 4,
+                )
+            })
+            .collect();
+        let v = c.check(&acts);
+        assert_eq!(
+            4 * t.trrd_s < t.tfaw,
+            v.iter().any(|x| x.rule == "tFAW" && x.index == 4),
+            "{v:?}"
+        );
+        // No refresh for ten tREFI.
+        let long = 10 * t.trefi as u64;
+        let v = c.check(&[rec(0, Command::Act, 0), rec(long, Command::Pre, 0)]);
+        assert!(v.iter().any(|x| x.rule == "tREFI"), "{v:?}");
+        // REF with a bank open.
+        let v = c.check(&[rec(0, Command::Act, 0), rec(100, Command::Ref, 0)]);
+        assert!(v.iter().any(|x| x.rule == "state"), "{v:?}");
+    }
+
+    #[test]
+    fn reads_ramulator_trace_lines_and_names_bad_ones() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-jedec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("rank0.cmdtrace");
+        std::fs::write(&p, "5,ACT,3\n27,RD,3\n60,PREA\n80,REF\n").unwrap();
+        let log = read_ramulator_traces(&[p.as_path()]).unwrap();
+        assert_eq!(log.len(), 4);
+        assert_eq!(log[1], rec(27, Command::Rd, 3));
+        std::fs::write(&p, "5,ACT,3\n27,XX,3\n").unwrap();
+        let e = read_ramulator_traces(&[p.as_path()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
