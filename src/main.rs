@@ -37,6 +37,8 @@ enum Command {
     Nmp(cmd::nmp::NmpCommand),
     /// Train a DLRM in Tensor Casting's system modes, with the iteration timeline of each.
     Train(Box<cmd::train::TrainArgs>),
+    /// Design-space sweeps: many runs of one command from a TOML spec, one tidy results.csv.
+    Sweep(cmd::sweep::SweepCommand),
 }
 
 /// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
@@ -80,6 +82,7 @@ fn main() -> std::process::ExitCode {
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
         Command::Train(a) => cmd::train::run(*a),
+        Command::Sweep(c) => cmd::sweep::run(c),
     };
     match result {
         Ok(code) => code,

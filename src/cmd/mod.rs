@@ -5,5 +5,6 @@ pub mod demo;
 pub mod dram;
 pub mod kernels;
 pub mod nmp;
+pub mod sweep;
 pub mod trace;
 pub mod train;

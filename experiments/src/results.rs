@@ -1,0 +1,406 @@
+//! The tidy `results.csv` of a sweep: one row per run, in run order.
+//!
+//! Columns: `run` (the run directory's name), the swept parameters in spec
+//! order, `status`, `error`, `wall_s`, then the metrics in natural order
+//! (`phases.2` before `phases.10`). Metrics are the run's JSON output
+//! flattened into dotted names: objects by key, arrays by position; the
+//! `build` and `command` fields are dropped and the `results` object is
+//! unwrapped, so `{"results": {"runs": [{"bandwidth_gbps": 9.1}]}}` becomes the
+//! column `runs.0.bandwidth_gbps`. A metric whose name collides with a
+//! parameter or fixed column is prefixed with `result.`.
+//!
+//! The table is a function of the run directories alone, so a resumed,
+//! re-ordered or sharded-and-merged sweep writes the same bytes. What differs
+//! between two executions of the same sweep is only what measures the machine
+//! rather than the model: see [`is_timing_column`].
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+/// Fixed columns between the parameters and the metrics.
+pub const FIXED_COLUMNS: [&str; 3] = ["status", "error", "wall_s"];
+
+/// One run's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub index: usize,
+    /// The run directory's name.
+    pub run: String,
+    /// Values of the parameter columns, in column order.
+    pub params: Vec<String>,
+    /// `completed` or `failed`.
+    pub status: String,
+    /// Last line of the run's stderr when it failed.
+    pub error: String,
+    /// Wall-clock seconds of the run's process.
+    pub wall_s: Option<f64>,
+    /// Flattened metrics (name, value).
+    pub metrics: Vec<(String, String)>,
+}
+
+/// The metrics of a command's JSON output, as (dotted name, value).
+pub fn flatten_metrics(v: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match k.as_str() {
+                    "build" | "command" => {}
+                    "results" => flatten_into(x, "", &mut out),
+                    _ => flatten_into(x, k, &mut out),
+                }
+            }
+        }
+        other => flatten_into(other, "value", &mut out),
+    }
+    out
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+fn flatten_into(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                // The run's own directory is already the `run` column, and its
+                // absolute path would differ between a sweep and its shards.
+                if k == "run_dir" {
+                    continue;
+                }
+                flatten_into(x, &join(prefix, k), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten_into(x, &join(prefix, &i.to_string()), out);
+            }
+        }
+        Value::Null => out.push((prefix.to_string(), String::new())),
+        Value::Bool(b) => out.push((prefix.to_string(), b.to_string())),
+        Value::Number(n) => out.push((prefix.to_string(), n.to_string())),
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+    }
+}
+
+/// Columns that measure this machine and this moment (the run's wall clock
+/// and the simulator's own speed) rather than the modelled system: `wall_s`,
+/// `wall_*`, `*_wall_s`, and `sim_*_per_s`. Two executions of one sweep
+/// differ in these and agree elsewhere, for deterministic commands.
+pub fn is_timing_column(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    last == "wall_s"
+        || last.starts_with("wall_")
+        || last.ends_with("_wall_s")
+        || (last.starts_with("sim_") && last.ends_with("_per_s"))
+}
+
+/// Orders dotted names segment by segment, numeric segments by value.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let mut x = a.split('.');
+    let mut y = b.split('.');
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) => {
+                let o = match (p.parse::<u64>(), q.parse::<u64>()) {
+                    (Ok(m), Ok(n)) => m.cmp(&n).then_with(|| p.cmp(q)),
+                    _ => p.cmp(q),
+                };
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
+/// `*` matches any run of characters (dots included); everything else is literal.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// One CSV field, quoted when it holds a comma, quote or line break.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_line(fields: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    let mut line = fields
+        .into_iter()
+        .map(|f| csv_field(f.as_ref()))
+        .collect::<Vec<_>>()
+        .join(",");
+    line.push('\n');
+    line
+}
+
+/// The text of `results.csv`. `rows` may come in any order; they are written
+/// in run order. `metric_patterns` (globs) keep only matching metric columns;
+/// empty keeps all.
+pub fn results_csv(param_columns: &[String], rows: &[Row], metric_patterns: &[String]) -> String {
+    let taken: BTreeSet<&str> = std::iter::once("run")
+        .chain(param_columns.iter().map(String::as_str))
+        .chain(FIXED_COLUMNS)
+        .collect();
+    let rename = |m: &str| -> String {
+        if taken.contains(m) {
+            format!("result.{m}")
+        } else {
+            m.to_string()
+        }
+    };
+    let keep =
+        |m: &str| metric_patterns.is_empty() || metric_patterns.iter().any(|p| glob_match(p, m));
+    let mut metrics: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.metrics.iter().map(|(k, _)| k))
+        .filter(|k| keep(k))
+        .map(|k| rename(k))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    metrics.sort_by(|a, b| natural_cmp(a, b));
+
+    let mut out = csv_line(
+        std::iter::once("run")
+            .chain(param_columns.iter().map(String::as_str))
+            .chain(FIXED_COLUMNS)
+            .chain(metrics.iter().map(String::as_str)),
+    );
+    let mut ordered: Vec<&Row> = rows.iter().collect();
+    ordered.sort_by_key(|r| r.index);
+    for r in ordered {
+        let by_name: std::collections::HashMap<String, &str> = r
+            .metrics
+            .iter()
+            .map(|(k, v)| (rename(k), v.as_str()))
+            .collect();
+        let wall = r.wall_s.map(|w| format!("{w:.3}")).unwrap_or_default();
+        let mut fields: Vec<&str> = vec![r.run.as_str()];
+        fields.extend((0..param_columns.len()).map(|i| r.params.get(i).map_or("", String::as_str)));
+        fields.extend([r.status.as_str(), r.error.as_str(), wall.as_str()]);
+        fields.extend(
+            metrics
+                .iter()
+                .map(|m| by_name.get(m).copied().unwrap_or("")),
+        );
+        out.push_str(&csv_line(fields));
+    }
+    out
+}
+
+/// Parses CSV text (RFC 4180 quoting) into records.
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    let mut any = false;
+    while let Some(c) = chars.next() {
+        any = true;
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = false,
+                _ => field.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' => quoted = true,
+            ',' => record.push(std::mem::take(&mut field)),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+                any = false;
+            }
+            _ => field.push(c),
+        }
+    }
+    if any {
+        record.push(field);
+        records.push(record);
+    }
+    records
+}
+
+/// `csv` without the columns whose header `drop` selects (e.g.
+/// [`is_timing_column`], to compare two executions of a sweep).
+pub fn without_columns(csv: &str, drop: impl Fn(&str) -> bool) -> String {
+    let records = parse_csv(csv);
+    let Some(header) = records.first() else {
+        return String::new();
+    };
+    let keep: Vec<usize> = (0..header.len()).filter(|&i| !drop(&header[i])).collect();
+    records
+        .iter()
+        .map(|r| csv_line(keep.iter().map(|&i| r.get(i).map_or("", String::as_str))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(index: usize, params: &[&str], metrics: &[(&str, &str)]) -> Row {
+        Row {
+            index,
+            run: format!("{index:04}-00000000"),
+            params: params.iter().map(|s| s.to_string()).collect(),
+            status: "completed".into(),
+            error: String::new(),
+            wall_s: Some(0.25),
+            metrics: metrics
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn flattening_unwraps_results_and_indexes_arrays() {
+        let v = json!({
+            "build": {"git_rev": "x"},
+            "command": "dram",
+            "results": {
+                "runs": [{"bandwidth_gbps": 9.5, "engine": "dramsim3", "energy": {"total_pj": 3}}],
+                "row_conflicts": null,
+                "ok": true,
+                "run_dir": "/tmp/x"
+            }
+        });
+        let m = flatten_metrics(&v);
+        assert_eq!(
+            m,
+            vec![
+                ("ok".to_string(), "true".to_string()),
+                ("row_conflicts".to_string(), String::new()),
+                ("runs.0.bandwidth_gbps".to_string(), "9.5".to_string()),
+                ("runs.0.energy.total_pj".to_string(), "3".to_string()),
+                ("runs.0.engine".to_string(), "dramsim3".to_string()),
+            ]
+        );
+        assert_eq!(
+            flatten_metrics(&json!(3)),
+            vec![("value".to_string(), "3".to_string())]
+        );
+    }
+
+    #[test]
+    fn timing_columns() {
+        for t in [
+            "wall_s",
+            "runs.0.wall_s",
+            "simulation_wall_s",
+            "modes.0.wall_ms_per_iteration",
+            "runs.0.sim_requests_per_s",
+        ] {
+            assert!(is_timing_column(t), "{t}");
+        }
+        for t in ["bandwidth_gbps", "runs.0.cycles", "sim_time_ns", "status"] {
+            assert!(!is_timing_column(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn natural_order_of_columns() {
+        let mut v = vec!["p.10.x", "p.2.x", "p.2", "a", "p.1.y", "b.c"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, vec!["a", "b.c", "p.1.y", "p.2", "p.2.x", "p.10.x"]);
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("runs.*.bandwidth_gbps", "runs.0.bandwidth_gbps"));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("a*b*c", "a.x.b.y.c"));
+        assert!(!glob_match("a*b*c", "a.x.c"));
+        assert!(!glob_match("runs.*", "run"));
+        assert!(glob_match("exact", "exact"));
+        assert!(!glob_match("exact", "exactly"));
+    }
+
+    #[test]
+    fn csv_quoting_and_round_trip() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        let text = csv_line(["x", "a,b", "q\"", "l\nm", ""]);
+        assert_eq!(parse_csv(&text), vec![vec!["x", "a,b", "q\"", "l\nm", ""]]);
+    }
+
+    #[test]
+    fn table_layout_order_and_collisions() {
+        let cols = vec!["batch".to_string(), "seed".to_string()];
+        let mut failed = row(1, &["256", "2"], &[]);
+        failed.status = "failed".into();
+        failed.error = "error: bad, really".into();
+        failed.wall_s = None;
+        let rows = vec![
+            failed,
+            row(
+                0,
+                &["256", "1"],
+                &[
+                    ("phases.10.t", "1"),
+                    ("phases.2.t", "2"),
+                    ("batch", "256"),
+                    ("status", "ok"),
+                ],
+            ),
+        ];
+        let t = results_csv(&cols, &rows, &[]);
+        assert_eq!(
+            t,
+            "run,batch,seed,status,error,wall_s,phases.2.t,phases.10.t,result.batch,result.status\n\
+             0000-00000000,256,1,completed,,0.250,2,1,256,ok\n\
+             0001-00000000,256,2,failed,\"error: bad, really\",,,,,\n"
+        );
+        let filtered = results_csv(&cols, &rows, &["phases.*".to_string()]);
+        assert!(
+            filtered.starts_with("run,batch,seed,status,error,wall_s,phases.2.t,phases.10.t\n")
+        );
+    }
+
+    #[test]
+    fn dropping_timing_columns() {
+        let t = "run,wall_s,x,runs.0.sim_cycles_per_s\n0,1.5,\"a,b\",9\n";
+        assert_eq!(without_columns(t, is_timing_column), "run,x\n0,\"a,b\"\n");
+    }
+}

@@ -1,0 +1,821 @@
+//! `nmpsim sweep`: run a design-space sweep from a TOML spec, one child process
+//! of this binary per run, and `nmpsim sweep merge` to join shard outputs.
+//! What a sweep is (spec, expansion, hashes, shards, the results table) lives
+//! in `nmpsim-experiments`; this module starts processes and writes files.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, ExitCode, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, CommandFactory, Subcommand};
+use nmpsim_experiments::layout::{
+    self, RESULTS_CSV, RUN_CONFIG, RUN_STATUS, RUN_STDERR, RUN_STDOUT, RUNS_DIR, SPEC_COPY,
+    SWEEP_INFO,
+};
+use nmpsim_experiments::{
+    CONFIRM_ABOVE_RUNS, CommandSchema, Row, Run, RunConfig, RunStatus, Shard, Spec, SpecError,
+    Status, SweepInfo, check_runs, check_spec, expand, plan_hash, results_csv,
+};
+use serde::Serialize;
+
+use crate::rundir::{self, write_atomic};
+
+const EXAMPLES: &str = "Examples:
+  nmpsim sweep experiments/specs/dram-ddr4-speed.toml --dry-run
+  nmpsim sweep experiments/specs/dram-ddr4-speed.toml            # writes runs/sweep-dram-ddr4-speed/
+  nmpsim sweep experiments/specs/nmp-ranks.toml --jobs 1 --out runs/ranks   # --jobs 1: clean timings
+  nmpsim sweep big.toml --yes --shard 2/8 --out runs/big/shard-2
+  nmpsim sweep merge runs/big runs/big/shard-*
+
+Re-running the same command resumes: finished runs (same resolved config hash)
+are kept, the others run. Exit status: 0 all runs completed, 1 some failed,
+2 the spec or arguments were rejected (nothing ran). Spec format, layout and
+Slurm arrays: docs/sweeps.md.";
+
+/// `nmpsim sweep`: run a sweep, or merge shard directories.
+#[derive(Args, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = EXAMPLES
+)]
+pub struct SweepCommand {
+    #[command(subcommand)]
+    sub: Option<SweepSub>,
+    #[command(flatten)]
+    run: SweepArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum SweepSub {
+    /// Join shard directories of one sweep into OUT, with the results.csv an unsharded run gives.
+    #[command(
+        after_help = "Examples:\n  nmpsim sweep merge runs/big runs/big/shard-1 runs/big/shard-2 runs/big/shard-3\n  nmpsim sweep merge runs/big runs/big/shard-*      # exit 1 if runs are missing"
+    )]
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    /// The sweep spec (TOML: command, [base], [axes], [[zip]], [repeat]).
+    #[arg(value_name = "SPEC", required = true)]
+    spec: Option<PathBuf>,
+    /// Sweep directory [default: runs/sweep-<spec name>, plus -shard-I-of-N when sharded].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Runs at once [default: CPUs]. Runs may use threads themselves; --jobs 1 gives clean timings.
+    #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// List the runs and an estimate of their cost; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Start a sweep of more than 64 runs.
+    #[arg(long, short)]
+    yes: bool,
+    /// Run only shard I of N (runs whose index modulo N is I-1).
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
+    /// Print a summary JSON on stdout (with --dry-run: the run list).
+    #[arg(long)]
+    json: bool,
+    /// No progress bar or per-run messages.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct MergeArgs {
+    /// Directory to write the merged sweep into (not one of the shards).
+    #[arg(value_name = "OUT")]
+    out: PathBuf,
+    /// Shard directories of the same sweep.
+    #[arg(value_name = "DIR", required = true)]
+    dirs: Vec<PathBuf>,
+    /// Print a summary JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(c: SweepCommand) -> Result<ExitCode> {
+    match c.sub {
+        Some(SweepSub::Merge(m)) => merge(m),
+        None => sweep(c.run),
+    }
+}
+
+/// A spec file checked against the CLI and expanded.
+struct Plan {
+    spec: Spec,
+    text: String,
+    schema: CommandSchema,
+    runs: Vec<Run>,
+}
+
+fn load_plan(path: &Path) -> Result<Plan> {
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read spec {}", path.display()))?;
+    let file = path.display().to_string();
+    // Shape errors and command errors are reported together, so one edit of
+    // the spec can fix them all.
+    let (spec, mut errors) = Spec::parse_partial(&text, &file);
+    let Some(spec) = spec else {
+        bail!("{errors}");
+    };
+    let schema = if spec.command.first().map(String::as_str) == Some("sweep") {
+        Err("a sweep cannot run `sweep` (expected a command such as dram, nmp run, train)".into())
+    } else if spec.command.is_empty() {
+        Err(String::new())
+    } else {
+        CommandSchema::resolve(&crate::Cli::command(), &spec.command)
+    };
+    let schema = match schema {
+        Ok(s) => Some(s),
+        Err(e) => {
+            if !e.is_empty() {
+                errors.0.push(SpecError::new(
+                    &file,
+                    Some(spec.command_line),
+                    Some("command"),
+                    e,
+                ));
+            }
+            None
+        }
+    };
+    if let Some(schema) = &schema
+        && let Err(e) = check_spec(&spec, schema)
+    {
+        errors.0.extend(e.0);
+    }
+    errors.into_result().map_err(|e| anyhow!("{e}"))?;
+    let Some(schema) = schema else {
+        bail!("{file}: missing `command = \"...\"`");
+    };
+    let runs = expand(&spec);
+    check_runs(&spec, &schema, &runs).map_err(|e| anyhow!("{e}"))?;
+    Ok(Plan {
+        spec,
+        text,
+        schema,
+        runs,
+    })
+}
+
+fn default_out(spec: &Path, shard: Shard) -> PathBuf {
+    let stem = spec
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "spec".into());
+    let name = if shard.is_all() {
+        format!("sweep-{stem}")
+    } else {
+        format!("sweep-{stem}-shard-{}-of-{}", shard.index, shard.count)
+    };
+    PathBuf::from("runs").join(name)
+}
+
+#[derive(Serialize)]
+struct DryRunEntry {
+    index: usize,
+    hash: String,
+    dir: String,
+    finished: Option<&'static str>,
+    params: BTreeMap<String, String>,
+    argv: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct DryRun {
+    spec: String,
+    command: String,
+    sweep_dir: String,
+    shard: String,
+    runs_total: usize,
+    runs_selected: usize,
+    runs_to_run: usize,
+    mean_wall_s: Option<f64>,
+    estimated_run_s: Option<f64>,
+    runs: Vec<DryRunEntry>,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    spec: String,
+    sweep_dir: String,
+    shard: String,
+    runs: usize,
+    skipped: usize,
+    completed: usize,
+    failed: usize,
+    results_csv: String,
+    wall_s: f64,
+}
+
+fn sweep(a: SweepArgs) -> Result<ExitCode> {
+    let spec_path = a
+        .spec
+        .clone()
+        .ok_or_else(|| anyhow!("missing SPEC (see `nmpsim sweep --help`)"))?;
+    let plan = load_plan(&spec_path)?;
+    let shard = a.shard.unwrap_or(Shard::ALL);
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&spec_path, shard));
+    let total = plan.runs.len();
+    let selected: Vec<&Run> = plan
+        .runs
+        .iter()
+        .filter(|r| shard.selects(r.index))
+        .collect();
+    let state: Vec<Option<RunStatus>> = selected
+        .iter()
+        .map(|r| layout::finished(&layout::run_dir(&out, r, total), r))
+        .collect();
+    let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+
+    if a.dry_run {
+        return dry_run(&a, &plan, &selected, &state, &out, shard, jobs);
+    }
+    if selected.len() > CONFIRM_ABOVE_RUNS && !a.yes {
+        bail!(
+            "this sweep has {} runs, more than {CONFIRM_ABOVE_RUNS}: pass --yes to start it (or --dry-run to list the runs and their estimated cost first)",
+            selected.len()
+        );
+    }
+
+    fs::create_dir_all(out.join(RUNS_DIR))
+        .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
+    let info = SweepInfo {
+        spec: spec_path.display().to_string(),
+        command: plan.spec.command_str(),
+        plan_hash: plan_hash(&plan.runs),
+        runs_total: total,
+        shard: shard.to_string(),
+    };
+    note_changes(&out, &info, &plan.runs, a.quiet);
+    write_atomic(&out.join(SPEC_COPY), plan.text.as_bytes())?;
+    write_atomic(
+        &out.join(SWEEP_INFO),
+        serde_json::to_string_pretty(&info)?.as_bytes(),
+    )?;
+
+    let todo: Vec<&Run> = selected
+        .iter()
+        .zip(&state)
+        .filter(|(_, s)| !matches!(s.as_ref().map(|s| s.status), Some(Status::Completed)))
+        .map(|(r, _)| *r)
+        .collect();
+    let skipped = selected.len() - todo.len();
+    let exe = std::env::current_exe().context("cannot find the nmpsim binary to run")?;
+    let started = Instant::now();
+    let mut rows: BTreeMap<usize, Row> = BTreeMap::new();
+    // The table holds every run of the spec finished in this directory, also
+    // those of other shards run into it.
+    for r in &plan.runs {
+        if let Some(row) = layout::load_row(&layout::run_dir(&out, r, total), r) {
+            rows.insert(r.index, row);
+        }
+    }
+    if !a.quiet {
+        eprintln!(
+            "sweep {}: {} runs of `nmpsim {}`{} in {} ({} finished, {} to run, {} at a time)",
+            spec_path.display(),
+            selected.len(),
+            plan.spec.command_str(),
+            if shard.is_all() {
+                String::new()
+            } else {
+                format!(" (shard {shard} of {total})")
+            },
+            out.display(),
+            skipped,
+            todo.len(),
+            jobs.min(todo.len()).max(1)
+        );
+    }
+
+    let pb = rundir::progress(todo.len() as u64, "sweep", a.quiet || a.json);
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<()>)>();
+    std::thread::scope(|s| -> Result<()> {
+        for _ in 0..jobs.min(todo.len()) {
+            let tx = tx.clone();
+            let next = &next;
+            let todo = &todo;
+            let plan = &plan;
+            let out = &out;
+            let exe = &exe;
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(run) = todo.get(i) else { break };
+                    let rd = layout::run_dir(out, run, total);
+                    let res = execute(exe, &plan.schema, run, &rd);
+                    if tx.send((run.index, res)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut last_write = Instant::now();
+        for (index, res) in rx {
+            pb.inc(1);
+            let run = &plan.runs[index];
+            let rd = layout::run_dir(&out, run, total);
+            res.with_context(|| format!("run {index} in {}", rd.display()))?;
+            if let Some(row) = layout::load_row(&rd, run) {
+                if row.status == Status::Failed.as_str() && !a.quiet {
+                    let msg = format!(
+                        "run {index} ({}) failed: {}",
+                        run.describe(),
+                        if row.error.is_empty() {
+                            "no message"
+                        } else {
+                            &row.error
+                        }
+                    );
+                    pb.suspend(|| eprintln!("{msg}"));
+                }
+                rows.insert(index, row);
+            }
+            if last_write.elapsed() > Duration::from_secs(5) {
+                write_results(&out, &plan.spec, rows.values())?;
+                last_write = Instant::now();
+            }
+        }
+        Ok(())
+    })?;
+    pb.finish_and_clear();
+
+    // The final table is read back from the run directories, so it is the
+    // same whether runs finished now, earlier, or in another order.
+    let all_rows: Vec<Row> = plan
+        .runs
+        .iter()
+        .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
+        .collect();
+    let csv_path = write_results(&out, &plan.spec, all_rows.iter())?;
+    let rows: Vec<&Row> = all_rows.iter().filter(|r| shard.selects(r.index)).collect();
+    let failed = rows
+        .iter()
+        .filter(|r| r.status == Status::Failed.as_str())
+        .count();
+    let completed = rows.len() - failed;
+    let summary = Summary {
+        spec: spec_path.display().to_string(),
+        sweep_dir: out.display().to_string(),
+        shard: shard.to_string(),
+        runs: selected.len(),
+        skipped,
+        completed,
+        failed,
+        results_csv: csv_path.display().to_string(),
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    if !a.quiet {
+        eprintln!(
+            "sweep: {} runs: {} completed ({} reused), {} failed, in {:.1} s -> {}",
+            summary.runs,
+            completed,
+            skipped,
+            failed,
+            summary.wall_s,
+            csv_path.display()
+        );
+        if failed > 0 {
+            eprintln!(
+                "  failed runs have status `failed` and their error in results.csv; re-running the command retries them"
+            );
+        }
+    }
+    if a.json {
+        println!("{}", rundir::results_json("sweep", &summary)?);
+    }
+    Ok(if failed > 0 || rows.len() < selected.len() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Says when the directory held a different spec, and how many run
+/// directories no longer belong to it (they are left in place, unused).
+fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
+    if quiet {
+        return;
+    }
+    let old: Option<SweepInfo> = fs::read(out.join(SWEEP_INFO))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if let Some(old) = old
+        && old.plan_hash != info.plan_hash
+    {
+        let expected: std::collections::HashSet<String> =
+            runs.iter().map(|r| r.dir_name(runs.len())).collect();
+        let stale = fs::read_dir(out.join(RUNS_DIR))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| !expected.contains(&e.file_name().to_string_lossy().into_owned()))
+                    .count()
+            })
+            .unwrap_or(0);
+        eprintln!(
+            "note: {} was swept with a different spec; runs whose config is unchanged are reused, {stale} run directories of the old spec are left in place and ignored",
+            out.display()
+        );
+    }
+}
+
+fn write_results<'a>(
+    out: &Path,
+    spec: &Spec,
+    rows: impl Iterator<Item = &'a Row>,
+) -> Result<PathBuf> {
+    let rows: Vec<Row> = rows.cloned().collect();
+    let path = out.join(RESULTS_CSV);
+    write_atomic(
+        &path,
+        results_csv(&spec.param_columns(), &rows, &spec.metrics).as_bytes(),
+    )?;
+    Ok(path)
+}
+
+/// Runs one child process and records it in `rd`. Errors are about the sweep
+/// directory (cannot write); a failing run is a recorded result, not an error.
+fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<()> {
+    fs::create_dir_all(rd).with_context(|| format!("cannot create {}", rd.display()))?;
+    // A stale status (a failed earlier attempt) must not outlive this attempt
+    // if it is interrupted.
+    let _ = fs::remove_file(rd.join(RUN_STATUS));
+    let mut argv = schema.argv(&run.config);
+    argv.extend(schema.sweep_flags(&rd.display().to_string()));
+    let config = RunConfig {
+        index: run.index,
+        hash: run.hash.clone(),
+        command: run.command.clone(),
+        params: run.params.clone(),
+        flags: run
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.render()))
+            .collect(),
+        argv: argv.clone(),
+    };
+    write_atomic(
+        &rd.join(RUN_CONFIG),
+        serde_json::to_string_pretty(&config)?.as_bytes(),
+    )?;
+
+    let t0 = Instant::now();
+    let mut cmd = Process::new(exe);
+    cmd.args(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    die_with_parent(&mut cmd);
+    let (status, stdout, stderr) = match cmd.output() {
+        Ok(o) => (Some(o.status), o.stdout, o.stderr),
+        Err(e) => (
+            None,
+            Vec::new(),
+            format!("cannot start {}: {e}", exe.display()).into_bytes(),
+        ),
+    };
+    let wall_s = t0.elapsed().as_secs_f64();
+    write_atomic(&rd.join(RUN_STDOUT), &stdout)?;
+    write_atomic(&rd.join(RUN_STDERR), &stderr)?;
+
+    let stderr_text = String::from_utf8_lossy(&stderr);
+    let exit_code = status.and_then(|s| s.code());
+    let ok = status.is_some_and(|s| s.success());
+    let (st, error) = if !ok {
+        let mut e = layout::last_line(&stderr_text);
+        if e.is_empty() {
+            e = match (exit_code, status) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("ended by a signal ({s})"),
+                (None, None) => "did not start".to_string(),
+            };
+        }
+        (Status::Failed, e)
+    } else if schema.has("json") && serde_json::from_slice::<serde_json::Value>(&stdout).is_err() {
+        (
+            Status::Failed,
+            "the command exited 0 but its stdout is not JSON".to_string(),
+        )
+    } else {
+        (Status::Completed, String::new())
+    };
+    let status = RunStatus {
+        hash: run.hash.clone(),
+        status: st,
+        exit_code,
+        error,
+        wall_s,
+    };
+    write_atomic(
+        &rd.join(RUN_STATUS),
+        serde_json::to_string_pretty(&status)?.as_bytes(),
+    )
+}
+
+/// A run must not outlive the sweep: when the sweep is killed, its children
+/// get SIGKILL too, so a resumed sweep never races an orphan for a directory.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Process) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The sweep may have died between fork and prctl.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Process) {}
+
+fn dry_run(
+    a: &SweepArgs,
+    plan: &Plan,
+    selected: &[&Run],
+    state: &[Option<RunStatus>],
+    out: &Path,
+    shard: Shard,
+    jobs: usize,
+) -> Result<ExitCode> {
+    let total = plan.runs.len();
+    let timed: Vec<f64> = state.iter().flatten().map(|s| s.wall_s).collect();
+    let done = state
+        .iter()
+        .filter(|s| matches!(s.as_ref().map(|s| s.status), Some(Status::Completed)))
+        .count();
+    let to_run = selected.len() - done;
+    let mean = (!timed.is_empty()).then(|| timed.iter().sum::<f64>() / timed.len() as f64);
+    let estimate = mean.map(|m| m * to_run as f64);
+    let base_len = plan.spec.base.len();
+
+    if a.json {
+        let runs = selected
+            .iter()
+            .zip(state)
+            .map(|(r, s)| DryRunEntry {
+                index: r.index,
+                hash: r.hash.clone(),
+                dir: r.dir_name(total),
+                finished: s.as_ref().map(|s| s.status.as_str()),
+                params: r.params.iter().cloned().collect(),
+                argv: plan.schema.argv(&r.config),
+            })
+            .collect();
+        let d = DryRun {
+            spec: plan.spec.file.clone(),
+            command: plan.spec.command_str(),
+            sweep_dir: out.display().to_string(),
+            shard: shard.to_string(),
+            runs_total: total,
+            runs_selected: selected.len(),
+            runs_to_run: to_run,
+            mean_wall_s: mean,
+            estimated_run_s: estimate,
+            runs,
+        };
+        println!("{}", serde_json::to_string_pretty(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let base = plan
+        .schema
+        .argv(plan.runs.first().map_or(&[][..], |r| &r.config[..base_len]));
+    println!(
+        "sweep {}: {} runs of `nmpsim {}`{} -> {}",
+        plan.spec.file,
+        selected.len(),
+        plan.spec.command_str(),
+        if shard.is_all() {
+            String::new()
+        } else {
+            format!(" (shard {shard}, of {total} in all)")
+        },
+        out.display()
+    );
+    let fixed = &base[plan.schema.path.len()..];
+    if !fixed.is_empty() {
+        println!("every run: {}", fixed.join(" "));
+    }
+    let width = total.saturating_sub(1).to_string().len().max(4);
+    println!("{:>width$}  {:<8}  {:<9}  flags", "run", "hash", "state");
+    for (r, s) in selected.iter().zip(state) {
+        let flags = plan.schema.argv(&r.config[base_len..]);
+        let st = s.as_ref().map_or("to run", |s| match s.status {
+            Status::Completed => "done",
+            Status::Failed => "failed",
+        });
+        println!(
+            "{:0width$}  {}  {:<9}  {}",
+            r.index,
+            &r.hash[..8],
+            st,
+            flags[plan.schema.path.len()..].join(" ")
+        );
+    }
+    match (mean, estimate) {
+        (Some(m), Some(e)) => println!(
+            "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
+            timed.len(),
+            e / jobs.min(to_run.max(1)) as f64
+        ),
+        _ => println!(
+            "estimated cost: unknown ({to_run} runs to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
+            selected.len().clamp(2, 10)
+        ),
+    }
+    if selected.len() > CONFIRM_ABOVE_RUNS {
+        println!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct MergeSummary {
+    sweep_dir: String,
+    sources: Vec<String>,
+    runs: usize,
+    merged: usize,
+    missing: Vec<usize>,
+    failed: usize,
+    results_csv: String,
+}
+
+fn merge(m: MergeArgs) -> Result<ExitCode> {
+    let out_abs = absolute(&m.out);
+    for d in &m.dirs {
+        if absolute(d) == out_abs {
+            bail!(
+                "OUT ({}) is also a shard directory: merge into a new directory",
+                m.out.display()
+            );
+        }
+    }
+    let mut infos = Vec::new();
+    for d in &m.dirs {
+        let path = d.join(SWEEP_INFO);
+        let b = fs::read(&path).with_context(|| {
+            format!("{} is not a sweep directory (no {SWEEP_INFO})", d.display())
+        })?;
+        let info: SweepInfo = serde_json::from_slice(&b)
+            .with_context(|| format!("cannot parse {}", path.display()))?;
+        infos.push(info);
+    }
+    let first = &infos[0];
+    for (d, i) in m.dirs.iter().zip(&infos).skip(1) {
+        if i.plan_hash != first.plan_hash {
+            bail!(
+                "{} holds a different sweep than {} (spec {} vs {}; plan {} vs {}): shards must come from the same spec",
+                d.display(),
+                m.dirs[0].display(),
+                i.spec,
+                first.spec,
+                i.plan_hash,
+                first.plan_hash
+            );
+        }
+    }
+    let spec_path = m.dirs[0].join(SPEC_COPY);
+    let text = fs::read_to_string(&spec_path)
+        .with_context(|| format!("cannot read {}", spec_path.display()))?;
+    let spec = Spec::parse(&text, &spec_path.display().to_string()).map_err(|e| anyhow!("{e}"))?;
+    let runs = expand(&spec);
+    if plan_hash(&runs) != first.plan_hash {
+        bail!(
+            "{} does not expand to the runs recorded in {}",
+            spec_path.display(),
+            m.dirs[0].join(SWEEP_INFO).display()
+        );
+    }
+    let total = runs.len();
+    fs::create_dir_all(m.out.join(RUNS_DIR))
+        .with_context(|| format!("cannot create {}", m.out.display()))?;
+    let mut missing = Vec::new();
+    let mut rows = Vec::new();
+    for r in &runs {
+        let dst = layout::run_dir(&m.out, r, total);
+        let Some(src) = layout::find_finished(&m.dirs, r, total) else {
+            if let Some(row) = layout::load_row(&dst, r) {
+                rows.push(row);
+            } else {
+                missing.push(r.index);
+            }
+            continue;
+        };
+        replace_dir(&src, &dst)?;
+        if let Some(row) = layout::load_row(&dst, r) {
+            rows.push(row);
+        }
+    }
+    write_atomic(&m.out.join(SPEC_COPY), text.as_bytes())?;
+    let info = SweepInfo {
+        shard: Shard::ALL.to_string(),
+        ..first.clone()
+    };
+    write_atomic(
+        &m.out.join(SWEEP_INFO),
+        serde_json::to_string_pretty(&info)?.as_bytes(),
+    )?;
+    let csv = write_results(&m.out, &spec, rows.iter())?;
+    let failed = rows
+        .iter()
+        .filter(|r| r.status == Status::Failed.as_str())
+        .count();
+    eprintln!(
+        "merged {} of {total} runs from {} directories into {} ({failed} failed) -> {}",
+        rows.len(),
+        m.dirs.len(),
+        m.out.display(),
+        csv.display()
+    );
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing.iter().take(20).map(|i| i.to_string()).collect();
+        eprintln!(
+            "warning: {} runs are in no shard directory (runs {}{}); results.csv lacks them",
+            missing.len(),
+            shown.join(", "),
+            if missing.len() > 20 { ", ..." } else { "" }
+        );
+    }
+    if m.json {
+        let s = MergeSummary {
+            sweep_dir: m.out.display().to_string(),
+            sources: m.dirs.iter().map(|d| d.display().to_string()).collect(),
+            runs: total,
+            merged: rows.len(),
+            missing: missing.clone(),
+            failed,
+            results_csv: csv.display().to_string(),
+        };
+        println!("{}", rundir::results_json("sweep merge", &s)?);
+    }
+    Ok(if missing.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    fs::canonicalize(p)
+        .unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// Copies the run directory `src` over `dst`: into a temporary sibling first,
+/// then renamed into place, so `dst` is never half-copied.
+fn replace_dir(src: &Path, dst: &Path) -> Result<()> {
+    let name = dst
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dst.with_file_name(format!(".{name}.tmp"));
+    let _ = fs::remove_dir_all(&tmp);
+    copy_tree(src, &tmp)?;
+    if dst.exists() {
+        fs::remove_dir_all(dst).with_context(|| format!("cannot replace {}", dst.display()))?;
+    }
+    fs::rename(&tmp, dst).with_context(|| format!("cannot move {} into place", dst.display()))?;
+    Ok(())
+}
+
+fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
+    fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
+    for e in fs::read_dir(src).with_context(|| format!("cannot read {}", src.display()))? {
+        let e = e?;
+        let from = e.path();
+        let to = dst.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_tree(&from, &to)?;
+        } else {
+            fs::copy(&from, &to)
+                .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! End-to-end tests of `nmpsim sweep` through the built binary: resume after a
+//! kill, sharding and merge, spec errors, the size guard, failed runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nmpsim_experiments::{is_timing_column, without_columns};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert!(
+        o.status.success(),
+        "nmpsim {args:?} failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 stdout")
+}
+
+/// Runs, expects exit code 2, returns stderr.
+fn rejected(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "nmpsim {args:?} should exit 2: {err}"
+    );
+    err
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d =
+            std::env::temp_dir().join(format!("nmpsim-cli-sweep-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// Runs with a `status.json` (finished) under a sweep directory.
+fn finished_runs(sweep: &Path) -> usize {
+    std::fs::read_dir(sweep.join("runs"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().join("status.json").exists())
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Six runs of about 0.2 s each: long enough to kill a sweep between two.
+const SIX_RUNS: &str = r#"command = "dram"
+[base]
+engine = "dramsim3"
+requests = 20000
+[axes]
+preset = ["DDR4-2400-x8", "DDR4-3200-x8"]
+stream = ["random", "sequential", "strided:4096"]
+"#;
+
+#[test]
+fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
+    let t = TempDir::new("resume");
+    let d = &t.0;
+    std::fs::write(d.join("six.toml"), SIX_RUNS).expect("write spec");
+
+    // Uninterrupted.
+    let out = ok(d, &["sweep", "six.toml", "--out", "whole", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
+    assert_eq!(v["results"]["completed"], 6, "{out}");
+    assert_eq!(v["results"]["failed"], 0, "{out}");
+    let whole = read(&d.join("whole/results.csv"));
+    let lines: Vec<&str> = whole.lines().collect();
+    assert_eq!(lines.len(), 7, "{whole}");
+    assert!(
+        lines[0].starts_with("run,preset,stream,status,error,wall_s,runs.0."),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("runs.0.bandwidth_gbps"), "{}", lines[0]);
+    assert!(lines[1].starts_with("0000-") && lines[1].contains(",DDR4-2400-x8,random,completed,,"));
+    assert!(
+        lines[6].starts_with("0005-")
+            && lines[6].contains(",DDR4-3200-x8,strided:4096,completed,,")
+    );
+    let expected = without_columns(&whole, is_timing_column);
+    assert_ne!(expected, whole, "timing columns exist and are dropped");
+    // The comparison below is not vacuous: the runs differ in their metrics.
+    let body: Vec<&str> = expected.lines().skip(1).collect();
+    let metrics = |l: &str| l.split(',').skip(5).collect::<Vec<_>>().join(",");
+    assert_ne!(metrics(body[0]), metrics(body[1]));
+
+    // Interrupted part-way (killed, as by a lost node), then resumed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(d)
+        .args([
+            "sweep", "six.toml", "--out", "resumed", "--jobs", "1", "--quiet",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sweep");
+    let t0 = Instant::now();
+    while finished_runs(&d.join("resumed")) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no run finished in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("kill sweep");
+    child.wait().expect("reap sweep");
+    let done_before = finished_runs(&d.join("resumed"));
+    assert!(
+        (1..6).contains(&done_before),
+        "the sweep should be stopped part-way, {done_before} of 6 runs finished"
+    );
+    let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
+    assert_eq!(
+        v["results"]["skipped"], done_before,
+        "finished runs are reused: {out}"
+    );
+    assert_eq!(v["results"]["completed"], 6, "{out}");
+    let resumed = read(&d.join("resumed/results.csv"));
+    assert_eq!(without_columns(&resumed, is_timing_column), expected);
+
+    // Resuming a finished sweep runs nothing and rewrites the same file.
+    let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
+    assert_eq!(v["results"]["skipped"], 6, "{out}");
+    assert_eq!(read(&d.join("resumed/results.csv")), resumed);
+
+    // Three shards, merged.
+    for i in 1..=3 {
+        let shard = format!("{i}/3");
+        let dir = format!("shard-{i}");
+        ok(
+            d,
+            &[
+                "sweep", "six.toml", "--shard", &shard, "--out", &dir, "--quiet",
+            ],
+        );
+        assert_eq!(
+            finished_runs(&d.join(&dir)),
+            2,
+            "shard {i} holds runs i-1 and i+2"
+        );
+    }
+    ok(
+        d,
+        &["sweep", "merge", "merged", "shard-1", "shard-2", "shard-3"],
+    );
+    let merged = read(&d.join("merged/results.csv"));
+    assert_eq!(without_columns(&merged, is_timing_column), expected);
+    // The table is a function of the run directories: merging again, in
+    // another order, gives the very same bytes, timings included.
+    ok(
+        d,
+        &[
+            "sweep",
+            "merge",
+            "merged-again",
+            "shard-3",
+            "shard-1",
+            "shard-2",
+        ],
+    );
+    assert_eq!(read(&d.join("merged-again/results.csv")), merged);
+
+    // A directory's table holds every run finished in it, also those of
+    // another shard run into the same directory.
+    ok(
+        d,
+        &[
+            "sweep", "six.toml", "--shard", "2/3", "--out", "shard-1", "--quiet",
+        ],
+    );
+    let two_shards = read(&d.join("shard-1/results.csv"));
+    let indices: Vec<&str> = two_shards.lines().skip(1).map(|l| &l[..4]).collect();
+    assert_eq!(
+        indices,
+        vec!["0000", "0001", "0003", "0004"],
+        "{two_shards}"
+    );
+
+    // A missing shard is reported (exit 1) and a different sweep refused.
+    let o = nmpsim(d, &["sweep", "merge", "partial", "shard-1", "shard-2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 runs are in no shard directory"));
+    std::fs::write(d.join("other.toml"), SIX_RUNS.replace("20000", "2000")).expect("write");
+    ok(
+        d,
+        &[
+            "sweep",
+            "other.toml",
+            "--shard",
+            "1/3",
+            "--out",
+            "other",
+            "--quiet",
+        ],
+    );
+    let err = rejected(d, &["sweep", "merge", "mixed", "shard-1", "other"]);
+    assert!(err.contains("different sweep"), "{err}");
+}
+
+fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {
+    let t = TempDir::new(name);
+    let d = &t.0;
+    let file = format!("{name}.toml");
+    std::fs::write(d.join(&file), spec).expect("write spec");
+    let err = rejected(d, &["sweep", &file, "--out", "out"]);
+    let place = format!("{file}:{line}: key '{key}'");
+    assert!(err.contains(&place), "expected `{place}` in: {err}");
+    assert!(err.contains(what), "expected `{what}` in: {err}");
+    assert!(!d.join("out").exists(), "nothing may run or be written");
+}
+
+#[test]
+fn spec_errors_name_file_line_and_key_before_any_run() {
+    spec_error(
+        "unknown",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\npreset = [\"DDR4-2400-x8\"]\nrank = [1, 2]\n",
+        6,
+        "rank",
+        "unknown key",
+    );
+    spec_error(
+        "empty",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\n\nstream = []\n",
+        6,
+        "stream",
+        "no values",
+    );
+    spec_error(
+        "mismatch",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\nwindow = [4,\n   \"wide\"]\n",
+        6,
+        "window",
+        "invalid value 'wide'",
+    );
+    spec_error(
+        "zip",
+        "command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 4]\nlink_gbps = [25, 50]\n",
+        4,
+        "link_gbps",
+        "equally long",
+    );
+    spec_error(
+        "reserved",
+        "command = \"train\"\n[base]\niters = 1\njson = true\n",
+        4,
+        "json",
+        "set by the sweep",
+    );
+}
+
+#[test]
+fn large_sweeps_need_yes_and_dry_run_lists_them() {
+    let t = TempDir::new("large");
+    let d = &t.0;
+    std::fs::write(
+        d.join("big.toml"),
+        "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2, 4, 8, 16, 32, 64, 128, 256]\n[repeat]\nseeds = [1, 2, 3, 4, 5, 6, 7, 8]\n",
+    )
+    .expect("write spec");
+    let err = rejected(d, &["sweep", "big.toml", "--out", "out"]);
+    assert!(err.contains("72 runs") && err.contains("--yes"), "{err}");
+    assert!(!d.join("out").exists());
+
+    let out = ok(d, &["sweep", "big.toml", "--out", "out", "--dry-run"]);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("--window=")).collect();
+    assert_eq!(rows.len(), 72, "{out}");
+    assert!(
+        rows[0].starts_with("0000  ") && rows[0].ends_with("--window=1 --seed=1"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[71].ends_with("--window=256 --seed=8"), "{}", rows[71]);
+    assert!(out.contains("every run: --requests=200"), "{out}");
+    assert!(out.contains("estimated cost: unknown"), "{out}");
+    assert!(out.contains("needs --yes"), "{out}");
+    assert!(!d.join("out").exists(), "a dry run writes nothing");
+
+    let out = ok(
+        d,
+        &["sweep", "big.toml", "--dry-run", "--json", "--shard", "2/4"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("dry-run JSON");
+    assert_eq!(v["runs_total"], 72);
+    assert_eq!(v["runs_selected"], 18);
+    assert_eq!(v["runs"][0]["index"], 1);
+    assert_eq!(v["runs"][1]["index"], 5);
+    assert!(v["estimated_run_s"].is_null());
+}
+
+#[test]
+fn a_failing_run_is_recorded_and_the_others_complete() {
+    let t = TempDir::new("failing");
+    let d = &t.0;
+    // clap accepts any preset name; the command rejects the unknown one.
+    std::fs::write(
+        d.join("f.toml"),
+        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-9999-x8\", \"DDR4-3200-x8\"]\n",
+    )
+    .expect("write spec");
+    let o = nmpsim(d, &["sweep", "f.toml", "--out", "out", "--jobs", "1"]);
+    assert_eq!(o.status.code(), Some(1), "some runs failed: exit 1");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("run 1 (preset=DDR4-9999-x8) failed"), "{err}");
+    let csv = read(&d.join("out/results.csv"));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(
+        lines[1].contains(",DDR4-2400-x8,completed,,"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].contains(",DDR4-9999-x8,failed,"), "{}", lines[2]);
+    assert!(
+        lines[2].contains("DDR4-9999-x8"),
+        "the error names the preset: {}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains(",DDR4-3200-x8,completed,,"),
+        "{}",
+        lines[3]
+    );
+    let bw = lines[0]
+        .split(',')
+        .position(|c| c == "runs.0.bandwidth_gbps")
+        .expect("bandwidth column");
+    let cell = |l: &str, i: usize| l.split(',').nth(i).unwrap_or("").to_string();
+    assert!(
+        cell(lines[1], bw).parse::<f64>().is_ok_and(|b| b > 0.0),
+        "{}",
+        lines[1]
+    );
+    let failed_dir = std::fs::read_dir(d.join("out/runs"))
+        .expect("runs")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("0001-"))
+        .expect("run 1 directory");
+    let status: serde_json::Value =
+        serde_json::from_str(&read(&failed_dir.path().join("status.json"))).expect("status");
+    assert_eq!(status["status"], "failed");
+    assert_eq!(status["exit_code"], 2);
+    assert!(read(&failed_dir.path().join("stderr.log")).contains("DDR4-9999-x8"));
+}
+
+#[test]
+fn example_specs_validate() {
+    let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs");
+    let t = TempDir::new("examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&specs).expect("experiments/specs") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        n += 1;
+        let spec = p.to_string_lossy().into_owned();
+        let out = ok(&t.0, &["sweep", &spec, "--dry-run", "--out", "out"]);
+        assert!(out.contains("estimated cost"), "{spec}: {out}");
+    }
+    assert!(n >= 6, "expected the example specs, found {n}");
+}
+
+#[test]
+fn help_has_examples() {
+    let t = TempDir::new("help");
+    let out = ok(&t.0, &["sweep", "--help"]);
+    assert!(
+        out.contains("Examples:") && out.contains("nmpsim sweep merge"),
+        "{out}"
+    );
+    let out = ok(&t.0, &["sweep", "merge", "--help"]);
+    assert!(out.contains("Examples:"), "{out}");
+}
