@@ -99,13 +99,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// CSV text with minimal quoting (fields holding a comma, quote or newline).
 pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
-    fn field(s: &str) -> String {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    }
+    // One quoting rule for every CSV nmpsim writes, sweeps' results.csv included.
+    let field = nmpsim_experiments::results::csv_field;
     let mut out = header
         .iter()
         .map(|h| field(h))
