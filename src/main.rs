@@ -39,6 +39,10 @@ enum Command {
     Train(Box<cmd::train::TrainArgs>),
     /// Design-space sweeps: many runs of one command from a TOML spec, one tidy results.csv.
     Sweep(cmd::sweep::SweepCommand),
+    /// Charts (SVG and PNG) of a results table: columns of a sweep's results.csv.
+    Plot(cmd::plot::PlotArgs),
+    /// The Tensor Casting paper's figures and tables: runs, CSV, plots, and a report beside the paper's values.
+    Reproduce(cmd::reproduce::ReproduceArgs),
 }
 
 /// A binary built for x86-64-v3 (see `.cargo/config.toml`) must not run its
@@ -83,6 +87,8 @@ fn main() -> std::process::ExitCode {
         Command::Nmp(c) => cmd::nmp::run(c),
         Command::Train(a) => cmd::train::run(*a),
         Command::Sweep(c) => cmd::sweep::run(c),
+        Command::Plot(a) => cmd::plot::run(a),
+        Command::Reproduce(a) => cmd::reproduce::run(a),
     };
     match result {
         Ok(code) => code,

@@ -270,7 +270,9 @@ fn presets_config_and_bench() {
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v["results"].as_array().unwrap();
-    assert_eq!(rows.len(), 4);
+    // native, dramsim3, ramulator x random, sequential
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().any(|r| r["engine"] == "native"), "{rows:?}");
     assert!(
         rows.iter()
             .all(|r| r["sim_requests_per_s"].as_f64().unwrap() > 0.0)

@@ -325,8 +325,82 @@ fn an_interrupted_run_keeps_its_log_and_results() {
     assert!(rows > 100, "{rows}");
     let r = json(&run.join("results.json"));
     assert_eq!(r["results"]["status"], "interrupted");
-    assert_eq!(
-        r["results"]["modes"][0]["iterations"].as_u64().unwrap() as usize,
-        rows - 1
+    // Every logged iteration is in the summary, the warm-up one apart.
+    let m = &r["results"]["modes"][0];
+    assert_eq!(m["warmup_iterations"], 1);
+    assert_eq!(m["iterations"].as_u64().unwrap() as usize, rows - 1 - 1);
+}
+
+#[test]
+fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
+    let t = TempDir::new("warmup");
+    let out = t.0.join("run");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--iters",
+            "5",
+            "--batch",
+            "64",
+            "--test-batches",
+            "1",
+            "--warmup-iters",
+            "2",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ],
     );
+    assert!(o.status.success(), "{}", text(&o));
+    // iterations.csv keeps all five; the summary averages iterations 2..4.
+    let csv = std::fs::read_to_string(out.join("iterations.csv")).expect("iterations.csv");
+    let modelled: Vec<(u64, f64)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[7].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(modelled.len(), 5);
+    let steady: Vec<f64> = modelled
+        .iter()
+        .filter(|(i, _)| *i >= 2)
+        .map(|x| x.1)
+        .collect();
+    let want = steady.iter().sum::<f64>() / steady.len() as f64;
+    let r = json(&out.join("results.json"));
+    let m = &r["results"]["modes"][0];
+    assert_eq!(m["iterations"], 3);
+    assert_eq!(m["warmup_iterations"], 2);
+    let got = m["modelled_ms_per_iteration"].as_f64().unwrap();
+    // iterations.csv rounds to 1 ns.
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+
+    // With no more iterations than the warm-up, every iteration counts.
+    let out2 = t.0.join("run2");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--iters",
+            "1",
+            "--batch",
+            "64",
+            "--test-batches",
+            "1",
+            "--quiet",
+            "--out",
+            out2.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let m = &json(&out2.join("results.json"))["results"]["modes"][0];
+    assert_eq!(m["iterations"], 1);
+    assert_eq!(m["warmup_iterations"], 0);
 }

@@ -15,6 +15,8 @@
 //!   tidy `results.csv` ([`results_csv`]).
 //! - [`layout`]: the files of a sweep directory and of each run directory, and
 //!   loading a finished run back from disk ([`load_row`]).
+//! - [`plot`]: line and grouped-bar charts of a results table, as SVG and PNG
+//!   ([`plot::chart_from_csv`], [`plot::write_chart`]).
 //!
 //! This crate does not start processes or draw progress bars: the `nmpsim
 //! sweep` command does that on top of it. It knows nothing about DRAM, NMP or
@@ -24,6 +26,8 @@ pub mod error;
 pub mod expand;
 pub mod hash;
 pub mod layout;
+pub mod plot;
+pub mod reproduce;
 pub mod results;
 pub mod schema;
 pub mod shard;

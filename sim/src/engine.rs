@@ -13,15 +13,22 @@ use crate::{Completion, Request, SimError};
 pub enum EngineKind {
     Dramsim3,
     Ramulator,
+    /// The engine written in Rust ([`crate::native`]), event-driven.
+    Native,
 }
 
 impl EngineKind {
-    pub const ALL: [EngineKind; 2] = [EngineKind::Dramsim3, EngineKind::Ramulator];
+    pub const ALL: [EngineKind; 3] = [
+        EngineKind::Dramsim3,
+        EngineKind::Ramulator,
+        EngineKind::Native,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Dramsim3 => "dramsim3",
             EngineKind::Ramulator => "ramulator",
+            EngineKind::Native => "native",
         }
     }
 }
@@ -38,9 +45,10 @@ impl std::str::FromStr for EngineKind {
         match s.to_ascii_lowercase().as_str() {
             "dramsim3" | "ds3" => Ok(EngineKind::Dramsim3),
             "ramulator" | "ramulator1" => Ok(EngineKind::Ramulator),
+            "native" | "rust" => Ok(EngineKind::Native),
             _ => Err(SimError::UnknownEngine {
                 name: s.to_string(),
-                valid: "dramsim3, ramulator".to_string(),
+                valid: "dramsim3, ramulator, native".to_string(),
             }),
         }
     }
@@ -69,6 +77,21 @@ pub trait DramEngine {
     fn try_send(&mut self, req: Request) -> Result<bool, SimError>;
     /// Advances one DRAM clock cycle and appends what completed in it.
     fn tick(&mut self, done: &mut Vec<Completion>);
+    /// Ticks until at least one request has completed or [`cycle`] has
+    /// reached `limit`, whichever comes first, with no new requests offered
+    /// meanwhile: the same as calling [`tick`](DramEngine::tick) in a loop.
+    /// Event-driven engines jump over the cycles in which nothing happens.
+    ///
+    /// [`cycle`]: DramEngine::cycle
+    fn tick_until_done(&mut self, limit: u64, done: &mut Vec<Completion>) {
+        let before = done.len();
+        while self.cycle() < limit {
+            self.tick(done);
+            if done.len() > before {
+                return;
+            }
+        }
+    }
     /// Cycles ticked so far.
     fn cycle(&self) -> u64;
     /// Accepted requests that have not completed.
@@ -98,6 +121,7 @@ pub fn create_engine(
         EngineKind::Ramulator => {
             Box::new(crate::ramulator::RamulatorEngine::new(config, work_dir)?)
         }
+        EngineKind::Native => Box::new(crate::native::NativeEngine::new(config)?),
     })
 }
 

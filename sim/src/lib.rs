@@ -1,10 +1,11 @@
 //! DDR4 DRAM engines for nmpsim.
 //!
 //! One trait, [`DramEngine`]: requests in (address, read or write, id),
-//! completions out, a clock, counters. Two cycle-level engines implement it:
+//! completions out, a clock, counters. Three cycle-level engines implement it:
 //! DRAMsim3 ([`dramsim3`]) and Ramulator 1 ([`ramulator`]), both C++ built by
-//! their crates. Both are configured from one Rust description
-//! ([`DramConfig`]), and both are measured the same way: [`simulate`] drives an
+//! their crates, and a native, event-driven DDR4 model written in Rust
+//! ([`native`]) that follows DRAMsim3's controller. All are configured from one
+//! Rust description ([`DramConfig`]), and all are measured the same way: [`simulate`] drives an
 //! engine with a request [`source`] and returns [`DramStats`], with energy from
 //! command counts through one IDD model ([`energy`]).
 
@@ -14,6 +15,7 @@ pub mod energy;
 pub mod engine;
 pub mod error;
 pub mod jedec;
+pub mod native;
 pub mod ramulator;
 pub mod request;
 pub mod runner;

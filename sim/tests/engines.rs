@@ -306,7 +306,7 @@ fn mixed_streams_finish_with_all_writes_issued() {
         // to a buffer's worth may stay unissued. Ramulator runs are drained.
         let left = match engine {
             EngineKind::Dramsim3 => cfg.transaction_queue as u64,
-            EngineKind::Ramulator => 0,
+            EngineKind::Ramulator | EngineKind::Native => 0,
         };
         assert!(
             s.write_cmds + left >= s.writes && s.write_cmds <= s.writes,

@@ -62,7 +62,7 @@ enum DramSub {
 
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
-    /// Engine: dramsim3, ramulator, or both (runs each and compares).
+    /// Engine: dramsim3, ramulator, native, a comma-separated list, both (the two references) or all (runs each and compares).
     #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
     engine: String,
     /// DDR4 preset (see `nmpsim dram presets`).
@@ -129,7 +129,7 @@ struct BenchArgs {
     #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
     preset: String,
     /// Engines to measure (comma-separated).
-    #[arg(long, default_value = "dramsim3,ramulator", value_name = "LIST")]
+    #[arg(long, default_value = "native,dramsim3,ramulator", value_name = "LIST")]
     engines: String,
     /// Run directory [default: runs/dram-bench-<time>-<pid>].
     #[arg(long, value_name = "DIR")]
@@ -149,6 +149,7 @@ pub fn run(c: DramCommand) -> Result<ExitCode> {
             let cfg = DramConfig::preset(&preset)?;
             match engine.parse::<EngineKind>()? {
                 EngineKind::Dramsim3 => print!("{}", cfg.dramsim3_ini("dramsim3")),
+                EngineKind::Native => print!("{}", nmpsim_sim::native::describe(&cfg)),
                 EngineKind::Ramulator => {
                     print!("{}", cfg.ramulator_cfg("<run dir>/ramulator-"));
                     let d = cfg.ramulator_timing_differences();
@@ -171,7 +172,11 @@ pub fn run(c: DramCommand) -> Result<ExitCode> {
 }
 
 fn engines_of(s: &str) -> Result<Vec<EngineKind>> {
-    if s.eq_ignore_ascii_case("both") || s.eq_ignore_ascii_case("all") {
+    if s.eq_ignore_ascii_case("both") {
+        // The two reference engines.
+        return Ok(vec![EngineKind::Dramsim3, EngineKind::Ramulator]);
+    }
+    if s.eq_ignore_ascii_case("all") {
         return Ok(EngineKind::ALL.to_vec());
     }
     s.split(',')

@@ -5,6 +5,8 @@ pub mod demo;
 pub mod dram;
 pub mod kernels;
 pub mod nmp;
+pub mod plot;
+pub mod reproduce;
 pub mod sweep;
 pub mod trace;
 pub mod train;

@@ -108,6 +108,26 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
     }
 }
 
+/// Runs the sweep of `spec` into `out` as `nmpsim sweep SPEC --out OUT --yes`
+/// would (`nmpsim reproduce` runs its embedded specs this way).
+pub(crate) fn run_spec(
+    spec: &Path,
+    out: &Path,
+    jobs: Option<u32>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    sweep(SweepArgs {
+        spec: Some(spec.to_path_buf()),
+        out: Some(out.to_path_buf()),
+        jobs,
+        dry_run: false,
+        yes: true,
+        shard: None,
+        json: false,
+        quiet,
+    })
+}
+
 /// A spec file checked against the CLI and expanded.
 struct Plan {
     spec: Spec,

@@ -114,6 +114,11 @@ pub struct TrainArgs {
     /// Print a log line every N iterations.
     #[arg(long, default_value_t = 10)]
     print_freq: u64,
+    /// Iterations at the start of each mode left out of the summary's per-iteration
+    /// figures (they pay for first-touch page faults and buffer growth); they are
+    /// still in iterations.csv and timeline.csv. 0 keeps every iteration.
+    #[arg(long, default_value_t = 1)]
+    warmup_iters: u64,
     /// GPU preset the dense path and casting are modelled on: v100, a100, h100.
     #[arg(long, default_value = "v100")]
     gpu: String,
@@ -129,7 +134,7 @@ pub struct TrainArgs {
     /// Address mapping fields of the ranks.
     #[arg(long, default_value = "ro-ra-ba-bg-co")]
     mapping: String,
-    /// DRAM engine: dramsim3 or ramulator.
+    /// DRAM engine: dramsim3, ramulator or native (cycle-identical to dramsim3, about 10x faster).
     #[arg(long, default_value = "dramsim3")]
     engine: String,
     /// NMP pool link bandwidth, GB/s.
@@ -402,7 +407,10 @@ struct Recorder {
     pb: indicatif::ProgressBar,
     window: (f64, f64, f64, u64),
     epoch: u64,
+    /// Iterations `0..warmup` go to `warm` instead of `agg` when there are more.
+    warmup: u64,
     agg: ModeAgg,
+    warm: ModeAgg,
 }
 
 /// Sums over a mode's iterations.
@@ -446,7 +454,11 @@ fn io_err(e: std::io::Error) -> DlrmError {
 impl Observer for Recorder {
     fn iteration(&mut self, r: &IterRecord) -> Result<(), DlrmError> {
         let m = self.mode.as_str();
-        let a = &mut self.agg;
+        let a = if r.iteration < self.warmup && self.iters > self.warmup {
+            &mut self.warm
+        } else {
+            &mut self.agg
+        };
         a.iterations += 1;
         a.samples += r.batch_size;
         a.wall_ns += r.wall_ns;
@@ -586,7 +598,10 @@ struct ModeSummary {
     mode: SystemMode,
     status: Status,
     placement: Vec<(String, String)>,
+    /// Iterations the per-iteration figures average over.
     iterations: u64,
+    /// Iterations at the start left out of them (`--warmup-iters`).
+    warmup_iterations: u64,
     samples: u64,
     /// This machine (measured).
     wall_ms_per_iteration: f64,
@@ -643,6 +658,7 @@ fn summarize(
         status,
         placement,
         iterations: agg.iterations,
+        warmup_iterations: 0,
         samples: agg.samples,
         wall_ms_per_iteration: agg.wall_ns / n / 1e6,
         samples_per_second: if agg.wall_ns > 0.0 {
@@ -905,7 +921,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             pb: pb.clone(),
             window: (0.0, 0.0, 0.0, 0),
             epoch: 0,
+            warmup: a.warmup_iters,
             agg: ModeAgg::default(),
+            warm: ModeAgg::default(),
         };
         let outcome = tr.train(data.as_mut(), &test, &mut rec);
         let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp()) {
@@ -927,14 +945,15 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             Ok(o) => o.status,
             Err(_) => Status::Failed,
         };
-        summaries.push(summarize(
-            mode,
-            mode_status,
-            placement,
-            &rec.agg,
-            dense_flops,
-            calib,
-        ));
+        // A run stopped inside its warm-up has only warm-up iterations to report.
+        if rec.agg.iterations == 0 && rec.warm.iterations > 0 {
+            let evals = std::mem::take(&mut rec.agg.evals);
+            rec.agg = std::mem::take(&mut rec.warm);
+            rec.agg.evals = evals;
+        }
+        let mut summary = summarize(mode, mode_status, placement, &rec.agg, dense_flops, calib);
+        summary.warmup_iterations = rec.warm.iterations;
+        summaries.push(summary);
         let Recorder {
             log: l,
             iter_csv: i,

@@ -1,0 +1,1612 @@
+//! Charts of sweep results, written as SVG and PNG.
+//!
+//! A [`Chart`] is a title, axis labels, a [`ChartKind`] and a list of
+//! [`Series`]: [`ChartKind::Lines`] draws one line with markers per series
+//! over a numeric x axis, [`ChartKind::Bars`] draws grouped bars (one colour
+//! per series) over categories in first-appearance order. Either axis may be
+//! logarithmic; horizontal reference lines (`hlines`, e.g. a figure from a
+//! paper) are drawn dashed and listed in the legend.
+//!
+//! [`chart_from_csv`] builds a chart from a tidy CSV such as a sweep's
+//! `results.csv`: one x column, one or more y columns, optional group columns.
+//! [`write_chart`] writes `<stem>.svg` and `<stem>.png`.
+//!
+//! Text is drawn with DejaVu Sans, embedded in the binary (the `dejavu`
+//! crate) and registered with plotters' `ab_glyph` text renderer: charts
+//! render the same on a machine without fonts, fontconfig or freetype. The
+//! SVG names the generic `sans-serif` family, so a viewer uses its own.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::register_font;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::results::parse_csv;
+
+/// Pixel size of [`write_chart`]'s images (the SVG's nominal size too).
+pub const DEFAULT_SIZE: (u32, u32) = (900, 560);
+
+/// How the series are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChartKind {
+    /// Numeric x: one line with markers per series, points in x order.
+    #[default]
+    Lines,
+    /// Categorical x: grouped bars, one colour per series, categories in
+    /// first-appearance order.
+    Bars,
+}
+
+/// An x value: a number (lines, or a bar category shown as the number) or a
+/// category.
+#[derive(Debug, Clone, PartialEq)]
+pub enum XValue {
+    Num(f64),
+    Cat(String),
+}
+
+impl XValue {
+    /// The text of this value as a category (numbers as [`format_value`]).
+    pub fn label(&self) -> String {
+        match self {
+            XValue::Num(v) => format_value(*v),
+            XValue::Cat(s) => s.clone(),
+        }
+    }
+}
+
+impl From<f64> for XValue {
+    fn from(v: f64) -> Self {
+        XValue::Num(v)
+    }
+}
+
+impl From<&str> for XValue {
+    fn from(s: &str) -> Self {
+        XValue::Cat(s.to_string())
+    }
+}
+
+impl From<String> for XValue {
+    fn from(s: String) -> Self {
+        XValue::Cat(s)
+    }
+}
+
+/// One named series of (x, y) points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(XValue, f64)>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>) -> Self {
+        Series {
+            name: name.into(),
+            points: Vec::new(),
+        }
+    }
+
+    /// Adds a point (builder style).
+    pub fn point(mut self, x: impl Into<XValue>, y: f64) -> Self {
+        self.points.push((x.into(), y));
+        self
+    }
+}
+
+/// A chart: what [`write_chart`] draws.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub kind: ChartKind,
+    pub log_x: bool,
+    pub log_y: bool,
+    pub series: Vec<Series>,
+    /// optional horizontal reference lines, e.g. ("paper: 600 GB/s", 600.0)
+    pub hlines: Vec<(String, f64)>,
+}
+
+impl Chart {
+    /// An empty chart; fill in labels, series and options with the builders
+    /// or the public fields.
+    pub fn new(title: impl Into<String>, kind: ChartKind) -> Self {
+        Chart {
+            title: title.into(),
+            kind,
+            ..Chart::default()
+        }
+    }
+
+    pub fn labels(mut self, x: impl Into<String>, y: impl Into<String>) -> Self {
+        self.x_label = x.into();
+        self.y_label = y.into();
+        self
+    }
+
+    pub fn log_axes(mut self, log_x: bool, log_y: bool) -> Self {
+        self.log_x = log_x;
+        self.log_y = log_y;
+        self
+    }
+
+    pub fn with_series(mut self, s: Series) -> Self {
+        self.series.push(s);
+        self
+    }
+
+    pub fn hline(mut self, label: impl Into<String>, y: f64) -> Self {
+        self.hlines.push((label.into(), y));
+        self
+    }
+
+    /// Checks that the chart can be drawn: some finite point, numeric x for
+    /// lines, and positive values on a log axis.
+    pub fn validate(&self) -> Result<(), PlotError> {
+        if self.series.iter().all(|s| s.points.is_empty()) {
+            return Err(PlotError::Invalid(format!(
+                "chart `{}` has no points to draw",
+                self.title
+            )));
+        }
+        for s in &self.series {
+            for (x, y) in &s.points {
+                if !y.is_finite() {
+                    return Err(PlotError::Invalid(format!(
+                        "series `{}` has a non-finite y ({y}) at x = {}",
+                        s.name,
+                        x.label()
+                    )));
+                }
+                match (self.kind, x) {
+                    (ChartKind::Lines, XValue::Cat(c)) => {
+                        return Err(PlotError::Invalid(format!(
+                            "a line chart needs numeric x, but series `{}` has x = `{c}` \
+                             (draw it as bars)",
+                            s.name
+                        )));
+                    }
+                    (ChartKind::Lines, XValue::Num(v)) if !v.is_finite() => {
+                        return Err(PlotError::Invalid(format!(
+                            "series `{}` has a non-finite x ({v})",
+                            s.name
+                        )));
+                    }
+                    _ => {}
+                }
+                if self.log_y && *y <= 0.0 {
+                    return Err(PlotError::LogAxis {
+                        axis: "y",
+                        what: format!("series `{}` has y = {} at x = {}", s.name, y, x.label()),
+                    });
+                }
+                if self.log_x {
+                    match x {
+                        XValue::Num(v) if *v <= 0.0 => {
+                            return Err(PlotError::LogAxis {
+                                axis: "x",
+                                what: format!("series `{}` has x = {v}", s.name),
+                            });
+                        }
+                        XValue::Cat(_) => {}
+                        XValue::Num(_) => {}
+                    }
+                }
+            }
+        }
+        if self.log_x && self.kind == ChartKind::Bars {
+            return Err(PlotError::Invalid(
+                "a log x axis needs a line chart (bars have categories on x)".into(),
+            ));
+        }
+        for (label, y) in &self.hlines {
+            if !y.is_finite() {
+                return Err(PlotError::Invalid(format!(
+                    "reference line `{label}` is not finite ({y})"
+                )));
+            }
+            if self.log_y && *y <= 0.0 {
+                return Err(PlotError::LogAxis {
+                    axis: "y",
+                    what: format!("reference line `{label}` is at {y}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What went wrong reading data for a chart or drawing it.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {message}", path.display())]
+    Write { path: PathBuf, message: String },
+    #[error("{file}: no column `{column}`{hint}; its columns are: {}", available.join(", "))]
+    MissingColumn {
+        file: String,
+        column: String,
+        /// ` (did you mean ...?)` or empty.
+        hint: String,
+        available: Vec<String>,
+    },
+    #[error("{file}: {message}")]
+    Csv { file: String, message: String },
+    #[error(
+        "{file}: nothing to plot: none of its {rows} rows has a numeric {ys} \
+         ({skipped} skipped: empty or non-numeric, e.g. failed runs)"
+    )]
+    NoData {
+        file: String,
+        ys: String,
+        rows: usize,
+        skipped: usize,
+    },
+    #[error("a log {axis} axis needs positive values, but {what}")]
+    LogAxis { axis: &'static str, what: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+// ---------------------------------------------------------------------------
+// From CSV
+
+/// Options of [`chart_from_csv`]; the default is a line chart when x is
+/// numeric, linear axes, and titles and labels made from the column names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CsvChartOptions {
+    /// Draw bars even when every x value is a number.
+    pub bars: bool,
+    pub log_x: bool,
+    pub log_y: bool,
+    /// Default: `<y> vs <x>`, plus ` by <group>` when grouped.
+    pub title: Option<String>,
+    /// Default: the x column's name.
+    pub x_label: Option<String>,
+    /// Default: the y column's name, or `value` for several.
+    pub y_label: Option<String>,
+}
+
+/// A chart read from a CSV, with what was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsvChart {
+    pub chart: Chart,
+    /// Data rows in the file.
+    pub rows: usize,
+    /// Rows with an empty x or an empty or non-numeric y (for several y
+    /// columns: in any of them; its other values are still plotted).
+    pub skipped: usize,
+}
+
+/// Builds a chart from a tidy CSV (as written by `nmpsim sweep`'s
+/// `results.csv`): `x` column, one or more `ys` columns, optional `group`
+/// columns. Series are the group values (first appearance order), or the y
+/// columns when several, or both combined (`<y> (<group>)`). See
+/// [`chart_from_csv_text`] for the rules; [`read_csv_chart`] also returns how
+/// many rows were skipped.
+pub fn chart_from_csv(
+    csv_path: &Path,
+    x: &str,
+    ys: &[String],
+    group: &[String],
+    opts: &CsvChartOptions,
+) -> Result<Chart, PlotError> {
+    read_csv_chart(csv_path, x, ys, group, opts).map(|c| c.chart)
+}
+
+/// [`chart_from_csv`], with the counts of rows read and skipped.
+pub fn read_csv_chart(
+    csv_path: &Path,
+    x: &str,
+    ys: &[String],
+    group: &[String],
+    opts: &CsvChartOptions,
+) -> Result<CsvChart, PlotError> {
+    let text = fs::read_to_string(csv_path).map_err(|source| PlotError::Read {
+        path: csv_path.to_path_buf(),
+        source,
+    })?;
+    chart_from_csv_text(&text, &csv_path.display().to_string(), x, ys, group, opts)
+}
+
+/// A finite number, or `None` (empty, text, `NaN`, `inf`).
+fn parse_number(s: &str) -> Option<f64> {
+    s.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// [`chart_from_csv`] on CSV text (RFC 4180 quoting); `file` names it in
+/// errors.
+///
+/// - Rows whose x is empty, or whose y is empty or not a number (a failed
+///   run's row), are skipped and counted.
+/// - When every remaining x value is a number the chart is [`ChartKind::Lines`]
+///   (points sorted by x) unless `opts.bars`; otherwise [`ChartKind::Bars`]
+///   with categories in first-appearance order.
+/// - A group column whose value is a number is shown as `column=value` in the
+///   series name; several group columns are joined with `, `.
+pub fn chart_from_csv_text(
+    text: &str,
+    file: &str,
+    x: &str,
+    ys: &[String],
+    group: &[String],
+    opts: &CsvChartOptions,
+) -> Result<CsvChart, PlotError> {
+    if ys.is_empty() {
+        return Err(PlotError::Invalid("no y column given".into()));
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut records = parse_csv(text)
+        .into_iter()
+        .filter(|r| !(r.len() == 1 && r[0].trim().is_empty()));
+    let header = records.next().ok_or_else(|| PlotError::Csv {
+        file: file.to_string(),
+        message: "empty file (no header line)".into(),
+    })?;
+    let header: Vec<String> = header.into_iter().map(|h| h.trim().to_string()).collect();
+    let column = |name: &str| -> Result<usize, PlotError> {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| missing_column(file, name, &header))
+    };
+    let xi = column(x)?;
+    let yis = ys
+        .iter()
+        .map(|y| column(y))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gis = group
+        .iter()
+        .map(|g| column(g))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    // Observations: (x text, y index, group index, y).
+    let mut groups: Vec<String> = Vec::new();
+    let mut group_index: HashMap<String, usize> = HashMap::new();
+    let mut obs: Vec<(String, usize, usize, f64)> = Vec::new();
+    let (mut rows, mut skipped) = (0, 0);
+    for rec in records {
+        rows += 1;
+        let field = |i: usize| rec.get(i).map_or("", |s| s.trim());
+        let xv = field(xi);
+        if xv.is_empty() {
+            skipped += 1;
+            continue;
+        }
+        let label = group
+            .iter()
+            .zip(&gis)
+            .map(|(name, &i)| {
+                let v = field(i);
+                if parse_number(v).is_some() {
+                    format!("{name}={v}")
+                } else if v.is_empty() {
+                    format!("{name}=(empty)")
+                } else {
+                    v.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut incomplete = false;
+        for (k, &yi) in yis.iter().enumerate() {
+            match parse_number(field(yi)) {
+                Some(y) => {
+                    let g = *group_index.entry(label.clone()).or_insert_with(|| {
+                        groups.push(label.clone());
+                        groups.len() - 1
+                    });
+                    obs.push((xv.to_string(), k, g, y));
+                }
+                None => incomplete = true,
+            }
+        }
+        if incomplete {
+            skipped += 1;
+        }
+    }
+    if obs.is_empty() {
+        return Err(PlotError::NoData {
+            file: file.to_string(),
+            ys: ys
+                .iter()
+                .map(|y| format!("`{y}`"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            rows,
+            skipped,
+        });
+    }
+
+    let numeric = obs.iter().all(|(xv, ..)| parse_number(xv).is_some());
+    let kind = if numeric && !opts.bars {
+        ChartKind::Lines
+    } else {
+        ChartKind::Bars
+    };
+    let mut points: Vec<Vec<Vec<(XValue, f64)>>> = vec![vec![Vec::new(); groups.len()]; ys.len()];
+    for (xv, k, g, y) in obs {
+        let xval = match kind {
+            ChartKind::Lines => XValue::Num(parse_number(&xv).unwrap_or_default()),
+            ChartKind::Bars => XValue::Cat(xv),
+        };
+        points[k][g].push((xval, y));
+    }
+    let mut series = Vec::new();
+    for (k, per_group) in points.into_iter().enumerate() {
+        for (g, mut pts) in per_group.into_iter().enumerate() {
+            if pts.is_empty() {
+                continue;
+            }
+            if kind == ChartKind::Lines {
+                pts.sort_by(|a, b| x_num(&a.0).total_cmp(&x_num(&b.0)));
+            }
+            let name = match (ys.len(), group.is_empty()) {
+                (_, true) => ys[k].clone(),
+                (1, false) => groups[g].clone(),
+                _ => format!("{} ({})", ys[k], groups[g]),
+            };
+            series.push(Series { name, points: pts });
+        }
+    }
+
+    let mut title = opts
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{} vs {x}", ys.join(", ")));
+    if opts.title.is_none() && !group.is_empty() {
+        title.push_str(&format!(" by {}", group.join(", ")));
+    }
+    let chart = Chart {
+        title,
+        x_label: opts.x_label.clone().unwrap_or_else(|| x.to_string()),
+        y_label: opts.y_label.clone().unwrap_or_else(|| {
+            if ys.len() == 1 {
+                ys[0].clone()
+            } else {
+                "value".to_string()
+            }
+        }),
+        kind,
+        log_x: opts.log_x,
+        log_y: opts.log_y,
+        series,
+        hlines: Vec::new(),
+    };
+    chart.validate()?;
+    Ok(CsvChart {
+        chart,
+        rows,
+        skipped,
+    })
+}
+
+fn x_num(x: &XValue) -> f64 {
+    match x {
+        XValue::Num(v) => *v,
+        XValue::Cat(_) => f64::NAN,
+    }
+}
+
+fn missing_column(file: &str, name: &str, header: &[String]) -> PlotError {
+    // `bandwidth_gbps` for `runs.0.bandwidth_gbps`, or a different case.
+    let lower = name.to_lowercase();
+    let near: Vec<&str> = header
+        .iter()
+        .filter(|h| {
+            h.to_lowercase() == lower
+                || h.rsplit('.').next().is_some_and(|last| last == name)
+                || h.ends_with(&format!(".{name}"))
+        })
+        .map(String::as_str)
+        .collect();
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", near.join(" or "))
+    };
+    PlotError::MissingColumn {
+        file: file.to_string(),
+        column: name.to_string(),
+        hint,
+        available: header.to_vec(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Numbers on axes
+
+/// A number as a person writes it: integers without a fraction, at most four
+/// significant decimals, scientific notation for very large or small values.
+pub fn format_value(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e7).contains(&a) {
+        return trim_exp(&format!("{v:.3e}"));
+    }
+    if v.fract() == 0.0 {
+        return format!("{v:.0}");
+    }
+    let decimals = (3 - a.log10().floor() as i32).clamp(0, 9) as usize;
+    trim_zeros(&format!("{v:.decimals$}"))
+}
+
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `1.500e6` -> `1.5e6`.
+fn trim_exp(s: &str) -> String {
+    match s.split_once('e') {
+        Some((m, e)) => format!("{}e{e}", trim_zeros(m)),
+        None => s.to_string(),
+    }
+}
+
+/// Round ticks about `target` apart over [lo, hi], labelled with the
+/// step's precision.
+fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
+    let span = hi - lo;
+    if span <= 0.0 || !span.is_finite() {
+        return vec![(lo, format_value(lo))];
+    }
+    let raw = span / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    let step = nice * mag;
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    let big = lo.abs().max(hi.abs());
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    (first..=last)
+        .map(|i| {
+            let v = i as f64 * step;
+            let label = if i == 0 {
+                "0".to_string()
+            } else if !(1e-3..1e7).contains(&big) {
+                trim_exp(&format!("{v:.3e}"))
+            } else {
+                format!("{v:.decimals$}")
+            };
+            (v, label)
+        })
+        .collect()
+}
+
+/// Ticks of a log axis over [lo, hi] (both positive): powers of two when the
+/// data are powers of two, else 1-2-5 or 1 per decade; linear ticks when the
+/// range is narrower than that gives.
+fn log_ticks(lo: f64, hi: f64, pow2: bool) -> Vec<(f64, String)> {
+    const MAX: usize = 10;
+    let thin = |v: Vec<f64>| -> Vec<f64> {
+        let every = v.len().div_ceil(MAX).max(1);
+        v.into_iter().step_by(every).collect()
+    };
+    let ticks: Vec<f64> = if pow2 {
+        let (a, b) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
+        thin((a..=b).map(|e| 2f64.powi(e)).collect())
+    } else {
+        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        let within = |ms: &[f64]| -> Vec<f64> {
+            (a..=b)
+                .flat_map(|e| ms.iter().map(move |m| m * 10f64.powi(e)))
+                .filter(|v| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9))
+                .collect()
+        };
+        let mut t = within(&[1.0, 2.0, 5.0]);
+        if t.len() > MAX {
+            t = thin(within(&[1.0]));
+        }
+        t
+    };
+    if ticks.len() < 2 {
+        return linear_ticks(lo, hi, 6)
+            .into_iter()
+            .filter(|(v, _)| *v > 0.0)
+            .collect();
+    }
+    ticks.into_iter().map(|v| (v, format_value(v))).collect()
+}
+
+fn is_pow2(v: f64) -> bool {
+    v >= 1.0 && v.fract() == 0.0 && (v as u64).is_power_of_two()
+}
+
+/// One axis: data values map to drawing values (`log10` on a log axis).
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    log: bool,
+}
+
+impl Axis {
+    fn to(self, v: f64) -> f64 {
+        if self.log { v.log10() } else { v }
+    }
+}
+
+/// The drawing range of data in [lo, hi] with some room around it; `zero`
+/// keeps 0 inside a linear range (bars grow from it).
+fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
+    let (lo, hi) = if zero && !axis.log {
+        (lo.min(0.0), hi.max(0.0))
+    } else {
+        (lo, hi)
+    };
+    let (a, b) = (axis.to(lo), axis.to(hi));
+    let span = b - a;
+    if span <= 0.0 {
+        let pad = if axis.log {
+            0.3
+        } else {
+            (a.abs() * 0.1).max(1.0)
+        };
+        return (a - pad, b + pad);
+    }
+    let pad = span * 0.06;
+    let mut start = a - pad;
+    if !axis.log && lo >= 0.0 && start < 0.0 {
+        start = if zero || lo == 0.0 {
+            0.0
+        } else {
+            start.max(0.0)
+        };
+    }
+    let mut end = b + pad;
+    if zero && !axis.log && hi <= 0.0 {
+        end = 0.0;
+    }
+    (start, end)
+}
+
+fn ticks_for(axis: Axis, range: (f64, f64), pow2: bool, target: usize) -> Vec<(f64, String)> {
+    if axis.log {
+        log_ticks(10f64.powf(range.0), 10f64.powf(range.1), pow2)
+            .into_iter()
+            .map(|(v, l)| (v.log10(), l))
+            .collect()
+    } else {
+        linear_ticks(range.0, range.1, target)
+    }
+}
+
+/// A linear plotters axis over drawing values with our own ticks and their
+/// labels (so log axes are linear axes over `log10`, labelled in data units).
+struct TickedAxis {
+    range: (f64, f64),
+    ticks: Vec<(f64, String)>,
+    /// False when the labels are drawn separately (vertical ones).
+    labels: bool,
+}
+
+impl Ranged for TickedAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let (a, b) = self.range;
+        let f = (value - a) / (b - a);
+        limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.iter().map(|t| t.0).collect()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.0..self.range.1
+    }
+}
+
+impl ValueFormatter<f64> for TickedAxis {
+    fn format_ext(&self, v: &f64) -> String {
+        if !self.labels {
+            return String::new();
+        }
+        self.ticks
+            .iter()
+            .find(|(t, _)| (t - v).abs() <= 1e-9 * t.abs().max(1.0))
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Drawing
+
+/// Okabe & Ito's colour-blind-safe palette, darkest and most distinct first
+/// (yellow last: weak on white).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),   // blue
+    RGBColor(213, 94, 0),    // vermillion
+    RGBColor(0, 158, 115),   // bluish green
+    RGBColor(230, 159, 0),   // orange
+    RGBColor(204, 121, 167), // reddish purple
+    RGBColor(86, 180, 233),  // sky blue
+    RGBColor(0, 0, 0),       // black
+    RGBColor(240, 228, 66),  // yellow
+];
+const REFERENCE: RGBColor = RGBColor(90, 90, 90);
+const GRID: RGBColor = RGBColor(226, 226, 226);
+const FONT: FontFamily<'static> = FontFamily::SansSerif;
+
+/// Series i's colour and marker: every (colour, marker) pair differs for the
+/// first 32 series, and markers tell series apart without colour too.
+fn series_style(i: usize) -> (RGBColor, Marker) {
+    let markers = [
+        Marker::Circle,
+        Marker::Square,
+        Marker::Triangle,
+        Marker::Cross,
+    ];
+    (
+        PALETTE[i % PALETTE.len()],
+        markers[(i + i / PALETTE.len()) % 4],
+    )
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Cross,
+}
+
+enum Swatch {
+    Line(RGBColor, Marker),
+    Bar(RGBColor),
+    Reference,
+}
+
+/// Registers the embedded font with plotters once per process.
+fn ensure_fonts() -> Result<(), PlotError> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    let ok = *DONE.get_or_init(|| {
+        let family = FONT.as_str();
+        register_font(family, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+            && register_font(family, FontStyle::Bold, dejavu::sans::bold()).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(PlotError::Invalid(
+            "the embedded DejaVu Sans font could not be loaded".into(),
+        ))
+    }
+}
+
+/// `stem` with `.ext` appended (not replacing: stems often hold dots, as in
+/// `results-runs.0.bandwidth_gbps-vs-preset`).
+fn with_suffix(stem: &Path, ext: &str) -> PathBuf {
+    let mut s = stem.as_os_str().to_owned();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// Writes `<stem>.svg` and `<stem>.png` ([`DEFAULT_SIZE`]) and returns both
+/// paths, creating `stem`'s directory if needed.
+pub fn write_chart(chart: &Chart, stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    write_chart_sized(chart, stem, DEFAULT_SIZE)
+}
+
+/// [`write_chart`] at `size` pixels (width, height).
+pub fn write_chart_sized(
+    chart: &Chart,
+    stem: &Path,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, PlotError> {
+    chart.validate()?;
+    if size.0 < 300 || size.1 < 200 || size.0 > 10_000 || size.1 > 10_000 {
+        return Err(PlotError::Invalid(format!(
+            "chart size {}x{} is out of range (300x200 to 10000x10000)",
+            size.0, size.1
+        )));
+    }
+    ensure_fonts()?;
+    let svg = with_suffix(stem, "svg");
+    let png = with_suffix(stem, "png");
+    if let Some(dir) = stem.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|e| PlotError::Write {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    }
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |message: String| PlotError::Write { path, message }
+    };
+    {
+        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        draw(chart, &root).map_err(failed(&svg))?;
+        root.present().map_err(|e| failed(&svg)(e.to_string()))?;
+    }
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        draw(chart, &root).map_err(failed(&png))?;
+        root.present().map_err(|e| failed(&png)(e.to_string()))?;
+    }
+    Ok(vec![svg, png])
+}
+
+/// Category order of a bar chart: first appearance over all series.
+fn categories(chart: &Chart) -> Vec<String> {
+    let mut seen = HashMap::new();
+    let mut cats = Vec::new();
+    for s in &chart.series {
+        for (x, _) in &s.points {
+            let l = x.label();
+            if !seen.contains_key(&l) {
+                seen.insert(l.clone(), cats.len());
+                cats.push(l);
+            }
+        }
+    }
+    cats
+}
+
+/// `text` cut to at most `max` pixels wide in `style`, with an ellipsis in
+/// the middle: sweep labels often differ only at their end.
+fn fit_text<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: &TextStyle,
+    max: u32,
+) -> String {
+    let width = |t: &str| area.estimate_text_size(t, style).map_or(0, |(w, _)| w);
+    if width(text) <= max {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    for keep in (1..chars.len()).rev() {
+        let head = keep.div_ceil(2);
+        let tail = keep - head;
+        let t: String = chars[..head]
+            .iter()
+            .chain(['…'].iter())
+            .chain(chars[chars.len() - tail..].iter())
+            .collect();
+        if width(&t) <= max {
+            return t;
+        }
+    }
+    "…".to_string()
+}
+
+fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (width, _) = root.dim_in_pixel();
+    let title_style = TextStyle::from((FONT, 22).into_font().style(FontStyle::Bold)).color(&BLACK);
+    let label_style = TextStyle::from((FONT, 14).into_font()).color(&BLACK);
+    let desc_style = TextStyle::from((FONT, 16).into_font()).color(&BLACK);
+    let legend_style = TextStyle::from((FONT, 14).into_font())
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+
+    let title = fit_text(root, &chart.title, &title_style, width.saturating_sub(20));
+    let body = root.titled(&title, title_style.clone()).map_err(e)?;
+    let (body_w, body_h) = body.dim_in_pixel();
+
+    // Legend entries and the panel on the right that holds them.
+    let mut entries: Vec<(String, Swatch)> = chart
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.points.is_empty())
+        .map(|(i, s)| {
+            let (c, m) = series_style(i);
+            let swatch = match chart.kind {
+                ChartKind::Lines => Swatch::Line(c, m),
+                ChartKind::Bars => Swatch::Bar(c),
+            };
+            (s.name.clone(), swatch)
+        })
+        .collect();
+    entries.extend(
+        chart
+            .hlines
+            .iter()
+            .map(|(l, _)| (l.clone(), Swatch::Reference)),
+    );
+    // A lone series named like the y axis needs no legend.
+    if entries.len() == 1 && chart.hlines.is_empty() && entries[0].0 == chart.y_label {
+        entries.clear();
+    }
+    let max_text = (body_w as f64 * 0.36) as u32;
+    let entries: Vec<(String, Swatch)> = entries
+        .into_iter()
+        .map(|(l, s)| (fit_text(root, &l, &legend_style, max_text), s))
+        .collect();
+    let legend_w = entries
+        .iter()
+        .map(|(l, _)| body.estimate_text_size(l, &legend_style).map_or(0, |s| s.0))
+        .max()
+        .map_or(0, |w| w + 60);
+    let (plot_area, legend_area) = body.split_horizontally(body_w - legend_w);
+
+    // Ranges and ticks.
+    let (xa, ya) = (Axis { log: chart.log_x }, Axis { log: chart.log_y });
+    let all_y: Vec<f64> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(chart.hlines.iter().map(|h| h.1))
+        .collect();
+    let (ymin, ymax) = min_max(&all_y);
+    let bars = chart.kind == ChartKind::Bars;
+    let y_range = padded(ya, ymin, ymax, bars);
+    let y_ticks = ticks_for(
+        ya,
+        y_range,
+        all_y.iter().all(|&v| is_pow2(v)),
+        (body_h / 70).clamp(4, 10) as usize,
+    );
+    let cats = if bars { categories(chart) } else { Vec::new() };
+    let (x_range, x_ticks) = if bars {
+        let n = cats.len().max(1) as f64;
+        let ticks = cats
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as f64, c.clone()))
+            .collect::<Vec<_>>();
+        ((-0.5, n - 0.5), ticks)
+    } else {
+        let xs: Vec<f64> = chart
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| x_num(&p.0)))
+            .collect();
+        let (lo, hi) = min_max(&xs);
+        let range = padded(xa, lo, hi, false);
+        let ticks = ticks_for(
+            xa,
+            range,
+            xs.iter().all(|&v| is_pow2(v)),
+            ((body_w - legend_w) / 110).clamp(3, 10) as usize,
+        );
+        (range, ticks)
+    };
+
+    // Label areas: wide enough for the widest tick label; category labels
+    // turn vertical when they do not fit side by side.
+    let text_w = |t: &str| body.estimate_text_size(t, &label_style).map_or(0, |s| s.0);
+    let y_label_w = y_ticks.iter().map(|(_, l)| text_w(l)).max().unwrap_or(0);
+    let plot_w = (body_w - legend_w).saturating_sub(y_label_w + 60);
+    let per_tick = plot_w / x_ticks.len().max(1) as u32;
+    let widest_x = x_ticks.iter().map(|(_, l)| text_w(l)).max().unwrap_or(0);
+    let vertical = bars && widest_x + 8 > per_tick;
+    let x_ticks: Vec<(f64, String)> = if vertical {
+        let max = (body_h as f64 * 0.3) as u32;
+        x_ticks
+            .into_iter()
+            .map(|(v, l)| (v, fit_text(root, &l, &label_style, max)))
+            .collect()
+    } else {
+        x_ticks
+    };
+    let x_area = if vertical {
+        x_ticks.iter().map(|(_, l)| text_w(l)).max().unwrap_or(0) + 44
+    } else {
+        48
+    };
+
+    let (n_x, n_y) = (x_ticks.len(), y_ticks.len());
+    let mut cc = ChartBuilder::on(&plot_area)
+        .margin(12)
+        .margin_right(24)
+        .x_label_area_size(x_area)
+        .y_label_area_size(y_label_w + 44)
+        .build_cartesian_2d(
+            TickedAxis {
+                range: x_range,
+                ticks: x_ticks.clone(),
+                labels: !vertical,
+            },
+            TickedAxis {
+                range: y_range,
+                ticks: y_ticks,
+                labels: true,
+            },
+        )
+        .map_err(e)?;
+    let mut mesh = cc.configure_mesh();
+    mesh.x_desc(chart.x_label.as_str())
+        .y_desc(chart.y_label.as_str())
+        .x_labels(n_x)
+        .y_labels(n_y)
+        .x_label_style(label_style.clone())
+        .y_label_style(label_style.clone())
+        .axis_desc_style(desc_style)
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(BLACK);
+    if bars {
+        mesh.disable_x_mesh();
+    }
+    mesh.draw().map_err(e)?;
+    if vertical {
+        // plotters misplaces rotated tick labels: draw them top-down from
+        // below the axis, centred on their tick.
+        let style = label_style
+            .pos(Pos::new(HPos::Left, VPos::Center))
+            .transform(FontTransform::Rotate90);
+        for (t, l) in &x_ticks {
+            let (px, py) = cc.backend_coord(&(*t, y_range.0));
+            root.draw(&Text::new(l.clone(), (px, py + 8), style.clone()))
+                .map_err(e)?;
+        }
+    }
+
+    match chart.kind {
+        ChartKind::Lines => {
+            for (i, s) in chart.series.iter().enumerate() {
+                let (color, marker) = series_style(i);
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .map(|(x, y)| (xa.to(x_num(x)), ya.to(*y)))
+                    .collect();
+                cc.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(e)?;
+                draw_markers(&mut cc, &pts, color, marker).map_err(e)?;
+            }
+        }
+        ChartKind::Bars => {
+            let index: HashMap<&str, usize> = cats
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.as_str(), i))
+                .collect();
+            let k = chart.series.len().max(1) as f64;
+            let (group_w, base) = (0.8, if ya.log { y_range.0 } else { 0.0 });
+            let bar_w = group_w / k;
+            for (j, s) in chart.series.iter().enumerate() {
+                let (color, _) = series_style(j);
+                let rects = s.points.iter().map(|(x, y)| {
+                    let c = index[x.label().as_str()] as f64;
+                    let x0 = c - group_w / 2.0 + j as f64 * bar_w;
+                    let gap = if k > 1.0 { bar_w * 0.06 } else { 0.0 };
+                    Rectangle::new(
+                        [(x0 + gap, base), (x0 + bar_w - gap, ya.to(*y))],
+                        color.filled(),
+                    )
+                });
+                cc.draw_series(rects).map_err(e)?;
+            }
+        }
+    }
+    for (_, y) in &chart.hlines {
+        let t = ya.to(*y);
+        cc.draw_series(DashedLineSeries::new(
+            [(x_range.0, t), (x_range.1, t)],
+            9,
+            6,
+            REFERENCE.stroke_width(2),
+        ))
+        .map_err(e)?;
+    }
+
+    // The legend, top-aligned with the plot.
+    let (_, legend_h) = legend_area.dim_in_pixel();
+    let row = if entries.is_empty() {
+        22
+    } else {
+        (legend_h.saturating_sub(30) / entries.len() as u32).clamp(12, 24) as i32
+    };
+    for (r, (label, swatch)) in entries.iter().enumerate() {
+        let y = 12 + row / 2 + r as i32 * row;
+        match swatch {
+            Swatch::Line(c, m) => {
+                legend_area
+                    .draw(&PathElement::new([(6, y), (38, y)], c.stroke_width(2)))
+                    .map_err(e)?;
+                legend_marker(&legend_area, (22, y), *c, *m).map_err(e)?;
+            }
+            Swatch::Bar(c) => {
+                legend_area
+                    .draw(&Rectangle::new([(10, y - 6), (34, y + 6)], c.filled()))
+                    .map_err(e)?;
+            }
+            Swatch::Reference => {
+                for x in [6, 19, 32] {
+                    legend_area
+                        .draw(&PathElement::new(
+                            [(x, y), (x + 7, y)],
+                            REFERENCE.stroke_width(2),
+                        ))
+                        .map_err(e)?;
+                }
+            }
+        }
+        legend_area
+            .draw(&Text::new(label.clone(), (46, y), legend_style.clone()))
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        })
+}
+
+fn draw_markers<DB: DrawingBackend>(
+    cc: &mut ChartContext<'_, DB, Cartesian2d<TickedAxis, TickedAxis>>,
+    pts: &[(f64, f64)],
+    color: RGBColor,
+    m: Marker,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (fill, line) = (color.filled(), color.stroke_width(2));
+    let p = pts.iter().copied();
+    match m {
+        Marker::Circle => cc.draw_series(p.map(|p| Circle::new(p, 4, fill)))?,
+        Marker::Square => cc.draw_series(
+            p.map(|p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (4, 4)], fill)),
+        )?,
+        Marker::Triangle => cc.draw_series(p.map(|p| TriangleMarker::new(p, 5, fill)))?,
+        Marker::Cross => cc.draw_series(p.map(|p| Cross::new(p, 4, line)))?,
+    };
+    Ok(())
+}
+
+/// The legend's marker of `m`'s shape at pixel `at`.
+fn legend_marker<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    at: (i32, i32),
+    color: RGBColor,
+    m: Marker,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (fill, line) = (color.filled(), color.stroke_width(2));
+    match m {
+        Marker::Circle => area.draw(&Circle::new(at, 4, fill)),
+        Marker::Square => area.draw(&Rectangle::new(
+            [(at.0 - 4, at.1 - 4), (at.0 + 4, at.1 + 4)],
+            fill,
+        )),
+        Marker::Triangle => area.draw(&TriangleMarker::new(at, 5, fill)),
+        Marker::Cross => area.draw(&Cross::new(at, 4, line)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn from_text(
+        text: &str,
+        x: &str,
+        ys: &[&str],
+        group: &[&str],
+        opts: &CsvChartOptions,
+    ) -> Result<CsvChart, PlotError> {
+        chart_from_csv_text(text, "t.csv", x, &s(ys), &s(group), opts)
+    }
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let d = std::env::temp_dir().join(format!("nmpsim-plot-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&d);
+            fs::create_dir_all(&d).unwrap();
+            TempDir(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const SWEEP: &str = "\
+run,engine,batch,status,error,wall_s,sim_gbps,note
+0000-aa,dramsim3,512,completed,,0.1,20.5,\"fast, \"\"really\"\"\"
+0001-bb,dramsim3,256,completed,,0.1,10.25,x
+0002-cc,ramulator,256,completed,,0.1,9.5,y
+0003-dd,ramulator,512,failed,\"error: bad, really\",0.1,,z
+0004-ee,ramulator,1024,completed,,0.1,30,w
+0005-ff,dramsim3,1024,completed,,0.1,41,v
+";
+
+    #[test]
+    fn lines_grouped_sorted_and_failed_rows_skipped() {
+        let c = from_text(
+            SWEEP,
+            "batch",
+            &["sim_gbps"],
+            &["engine"],
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(c.rows, 6);
+        assert_eq!(c.skipped, 1);
+        let ch = &c.chart;
+        assert_eq!(ch.kind, ChartKind::Lines);
+        assert_eq!(ch.title, "sim_gbps vs batch by engine");
+        assert_eq!(
+            (ch.x_label.as_str(), ch.y_label.as_str()),
+            ("batch", "sim_gbps")
+        );
+        let names: Vec<&str> = ch.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["dramsim3", "ramulator"]);
+        assert_eq!(
+            ch.series[0].points,
+            vec![
+                (XValue::Num(256.0), 10.25),
+                (XValue::Num(512.0), 20.5),
+                (XValue::Num(1024.0), 41.0)
+            ]
+        );
+        assert_eq!(
+            ch.series[1].points,
+            vec![(XValue::Num(256.0), 9.5), (XValue::Num(1024.0), 30.0)]
+        );
+    }
+
+    #[test]
+    fn quoted_fields_and_categorical_x_make_bars_in_first_appearance_order() {
+        let text = "name,gbps\n\"b, second\",2\n\"a \"\"first\"\"\",1\nc,3\n\"b, second\",4\n";
+        let c = from_text(text, "name", &["gbps"], &[], &Default::default()).unwrap();
+        assert_eq!(c.chart.kind, ChartKind::Bars);
+        assert_eq!(c.chart.series.len(), 1);
+        assert_eq!(c.chart.series[0].name, "gbps");
+        let xs: Vec<String> = c.chart.series[0]
+            .points
+            .iter()
+            .map(|p| p.0.label())
+            .collect();
+        assert_eq!(xs, ["b, second", "a \"first\"", "c", "b, second"]);
+        assert_eq!(categories(&c.chart), ["b, second", "a \"first\"", "c"]);
+        // Numeric x drawn as bars on request: categories keep file order.
+        let opts = CsvChartOptions {
+            bars: true,
+            ..Default::default()
+        };
+        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap();
+        assert_eq!(c.chart.kind, ChartKind::Bars);
+        assert_eq!(categories(&c.chart), ["512", "256", "1024"]);
+    }
+
+    #[test]
+    fn several_ys_and_groups_name_series() {
+        let c = from_text(
+            SWEEP,
+            "batch",
+            &["sim_gbps", "wall_s"],
+            &[],
+            &Default::default(),
+        )
+        .unwrap();
+        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["sim_gbps", "wall_s"]);
+        assert_eq!(c.chart.y_label, "value");
+        assert_eq!(c.skipped, 1);
+        // The failed row still has a wall_s point.
+        assert_eq!(c.chart.series[1].points.len(), 6);
+
+        let c = from_text(
+            SWEEP,
+            "batch",
+            &["sim_gbps", "wall_s"],
+            &["engine"],
+            &Default::default(),
+        )
+        .unwrap();
+        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "sim_gbps (dramsim3)",
+                "sim_gbps (ramulator)",
+                "wall_s (dramsim3)",
+                "wall_s (ramulator)"
+            ]
+        );
+
+        // Numeric group values carry their column's name; several are joined.
+        let c = from_text(
+            SWEEP,
+            "engine",
+            &["sim_gbps"],
+            &["batch", "status"],
+            &Default::default(),
+        )
+        .unwrap();
+        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "batch=512, completed",
+                "batch=256, completed",
+                "batch=1024, completed"
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_missing_column_and_list_the_others() {
+        let err = from_text(SWEEP, "batch", &["gbps"], &[], &Default::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, PlotError::MissingColumn { .. }), "{msg}");
+        assert!(msg.contains("no column `gbps`"), "{msg}");
+        assert!(
+            msg.contains("did you mean sim_gbps?") || msg.contains("run, engine, batch"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("run, engine, batch, status, error, wall_s, sim_gbps, note"),
+            "{msg}"
+        );
+
+        let text = "run,runs.0.bandwidth_gbps\na,1\n";
+        let msg = from_text(text, "run", &["bandwidth_gbps"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("did you mean runs.0.bandwidth_gbps?"), "{msg}");
+
+        let msg = from_text(
+            SWEEP,
+            "batch",
+            &["sim_gbps"],
+            &["engin"],
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("no column `engin`"), "{msg}");
+        let msg = from_text(SWEEP, "bach", &["sim_gbps"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("no column `bach`"), "{msg}");
+    }
+
+    #[test]
+    fn empty_results_are_errors() {
+        let err = from_text("", "a", &["b"], &[], &Default::default()).unwrap_err();
+        assert!(err.to_string().contains("empty file"), "{err}");
+        let err = from_text("a,b\n", "a", &["b"], &[], &Default::default()).unwrap_err();
+        assert!(matches!(err, PlotError::NoData { rows: 0, .. }), "{err}");
+        let err =
+            from_text("a,b\n1,\n2,oops\n", "a", &["b"], &[], &Default::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PlotError::NoData {
+                    rows: 2,
+                    skipped: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("`b`"), "{err}");
+        let err = from_text("a,b\n1,2\n", "a", &[], &[], &Default::default()).unwrap_err();
+        assert!(err.to_string().contains("no y column"), "{err}");
+        let err = Chart::new("nothing", ChartKind::Lines)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("no points"), "{err}");
+    }
+
+    #[test]
+    fn log_axes_reject_non_positive_values() {
+        let text = "x,y\n0,1\n1,2\n2,0\n";
+        let log_y = CsvChartOptions {
+            log_y: true,
+            ..Default::default()
+        };
+        let err = from_text(text, "x", &["y"], &[], &log_y).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, PlotError::LogAxis { axis: "y", .. }), "{msg}");
+        assert!(msg.contains("log y axis needs positive values"), "{msg}");
+        assert!(msg.contains("y = 0 at x = 2"), "{msg}");
+        let log_x = CsvChartOptions {
+            log_x: true,
+            ..Default::default()
+        };
+        let err = from_text(text, "x", &["y"], &[], &log_x).unwrap_err();
+        assert!(matches!(err, PlotError::LogAxis { axis: "x", .. }), "{err}");
+        let chart = Chart::new("ref", ChartKind::Lines)
+            .log_axes(false, true)
+            .with_series(Series::new("s").point(1.0, 2.0))
+            .hline("zero", 0.0);
+        assert!(matches!(
+            chart.validate(),
+            Err(PlotError::LogAxis { axis: "y", .. })
+        ));
+        let bars = Chart::new("b", ChartKind::Bars)
+            .log_axes(true, false)
+            .with_series(Series::new("s").point("a", 1.0));
+        assert!(bars.validate().is_err());
+        let lines_of_text =
+            Chart::new("l", ChartKind::Lines).with_series(Series::new("s").point("a", 1.0));
+        assert!(
+            lines_of_text
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("numeric x")
+        );
+    }
+
+    #[test]
+    fn number_formats_and_ticks() {
+        assert_eq!(format_value(256.0), "256");
+        assert_eq!(format_value(0.25), "0.25");
+        assert_eq!(format_value(11.286648), "11.29");
+        assert_eq!(format_value(1.5e9), "1.5e9");
+        assert_eq!(format_value(-3.0), "-3");
+        let t = linear_ticks(0.0, 10.0, 5);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(labels, ["0", "2", "4", "6", "8", "10"]);
+        let t = linear_ticks(0.05, 0.42, 4);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(labels, ["0.1", "0.2", "0.3", "0.4"]);
+        let t = log_ticks(200.0, 20000.0, true);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["256", "512", "1024", "2048", "4096", "8192", "16384"]
+        );
+        let t = log_ticks(0.9, 1100.0, false);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["1", "2", "5", "10", "20", "50", "100", "200", "500", "1000"]
+        );
+        // Narrower than a 1-2-5 step: linear ticks.
+        assert!(log_ticks(11.0, 19.0, false).len() >= 2);
+    }
+
+    fn sample_chart(kind: ChartKind) -> Chart {
+        let mut c = Chart::new("Bandwidth vs batch", kind)
+            .labels("batch", "GB/s")
+            .with_series(
+                Series::new("dramsim3")
+                    .point(256.0, 10.0)
+                    .point(512.0, 20.0)
+                    .point(1024.0, 40.0),
+            )
+            .with_series(
+                Series::new("ramulator")
+                    .point(256.0, 9.0)
+                    .point(512.0, 18.0)
+                    .point(1024.0, 33.0),
+            )
+            .hline("paper: 35 GB/s", 35.0);
+        if kind == ChartKind::Bars {
+            for s in &mut c.series {
+                for p in &mut s.points {
+                    p.0 = XValue::Cat(format!("DDR4-{}", p.0.label()));
+                }
+            }
+        }
+        c
+    }
+
+    fn distinct_png_colours(path: &Path) -> (u32, u32, usize) {
+        let decoder = png::Decoder::new(std::io::BufReader::new(fs::File::open(path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let bpp = info.color_type.samples();
+        let colours: std::collections::HashSet<&[u8]> =
+            buf[..info.buffer_size()].chunks(bpp).collect();
+        (info.width, info.height, colours.len())
+    }
+
+    #[test]
+    fn writes_svg_and_png() {
+        let dir = TempDir::new("write");
+        for (kind, log) in [
+            (ChartKind::Lines, false),
+            (ChartKind::Lines, true),
+            (ChartKind::Bars, false),
+            (ChartKind::Bars, true),
+        ] {
+            let mut chart = sample_chart(kind);
+            chart.log_y = log;
+            chart.log_x = log && kind == ChartKind::Lines;
+            let stem = dir.0.join(format!("sub/chart.{kind:?}-{log}"));
+            let paths = write_chart(&chart, &stem).unwrap();
+            assert_eq!(
+                paths,
+                vec![with_suffix(&stem, "svg"), with_suffix(&stem, "png")]
+            );
+            let svg = fs::read_to_string(&paths[0]).unwrap();
+            assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+            for text in [
+                "Bandwidth vs batch",
+                "dramsim3",
+                "ramulator",
+                "paper: 35 GB/s",
+                "GB/s",
+                "batch",
+            ] {
+                // plotters writes each text on a line of its own.
+                assert!(
+                    svg.lines().any(|l| l.trim() == text),
+                    "{kind:?} {log}: no text `{text}` in {svg}"
+                );
+            }
+            let png = fs::read(&paths[1]).unwrap();
+            assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+            assert!(png.len() > 5000, "{} bytes", png.len());
+            let (w, h, colours) = distinct_png_colours(&paths[1]);
+            assert_eq!((w, h), DEFAULT_SIZE);
+            // Palette colours, greys of the grid and anti-aliased text.
+            assert!(colours > 10, "{colours} colours");
+        }
+    }
+
+    #[test]
+    fn chart_from_a_file_and_long_categories() {
+        let dir = TempDir::new("file");
+        let csv = dir.0.join("results.csv");
+        let mut text = String::from("config,gbps\n");
+        for i in 0..12 {
+            text.push_str(&format!(
+                "\"a rather long configuration name, number {i}\",{}\n",
+                i + 1
+            ));
+        }
+        fs::write(&csv, text).unwrap();
+        let chart =
+            chart_from_csv(&csv, "config", &s(&["gbps"]), &[], &Default::default()).unwrap();
+        assert_eq!(chart.kind, ChartKind::Bars);
+        let paths = write_chart_sized(&chart, &dir.0.join("long"), (640, 400)).unwrap();
+        let (w, h, colours) = distinct_png_colours(&paths[1]);
+        assert_eq!((w, h), (640, 400));
+        assert!(colours > 2);
+        let err = chart_from_csv(
+            &dir.0.join("nope.csv"),
+            "a",
+            &s(&["b"]),
+            &[],
+            &Default::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("nope.csv"), "{err}");
+        assert!(write_chart_sized(&chart, &dir.0.join("tiny"), (10, 10)).is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! `nmpsim reproduce`: the Tensor Casting paper's figures and tables, one
+//! command each. What each item runs and how it reads the runs is
+//! `nmpsim_experiments::reproduce`; this module runs the item's embedded sweeps
+//! (exactly as `nmpsim sweep` runs a spec file, so they resume), then writes the
+//! item's CSV, plots and markdown report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use nmpsim_experiments::plot::write_chart;
+use nmpsim_experiments::reproduce::{
+    self, Inputs, Item, Outcome, PowerModel, Size, items, load_sweep, markdown,
+};
+use nmpsim_sim::DramConfig;
+use serde::Serialize;
+
+use crate::rundir::{self, write_atomic};
+
+const EXAMPLES: &str = "Examples:
+  nmpsim reproduce fig6                  # quick (the default): minutes on 2 cores
+  nmpsim reproduce table1 fig6 fig5b
+  nmpsim reproduce all                   # every item, quick sizes -> runs/reproduce-quick/
+  nmpsim reproduce all --full --jobs 1   # the paper's sizes: hours, large memory
+  nmpsim reproduce --list
+
+Each item writes <OUT>/<item>/<item>.csv, <item>-*.svg/.png and <item>.md (the
+paper's value beside ours, qualitative checks, and where every number comes
+from: measured, simulated or modelled); <OUT>/REPORT.md joins the items run so
+far. The runs are sweeps under <OUT>/sweeps/ (see docs/sweeps.md): running the
+command again reuses every finished run. Items: docs/reproducing.md.";
+
+/// `nmpsim reproduce`.
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct ReproduceArgs {
+    /// Items to reproduce (fig5b, fig6, table1, fig12 ... fig17, link) or `all`.
+    #[arg(value_name = "ITEM", required_unless_present = "list")]
+    items: Vec<String>,
+    /// Small sizes that finish in minutes on a 2-core machine (the default).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// The paper's sizes (batch 2048, 1M-row tables): hours, and memory for RM2's tables.
+    #[arg(long)]
+    full: bool,
+    /// Output directory [default: runs/reproduce-quick or runs/reproduce-full].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// DRAM engine of the simulated pool in `nmp run` and `train` runs
+    /// (dramsim3, ramulator, native) [default: each command's own, dramsim3].
+    #[arg(long, value_name = "ENGINE")]
+    engine: Option<String>,
+    /// Runs at once [default: CPUs; training runs, whose CPU times are measured, always one at a time].
+    #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// List the items and what each runs; run nothing.
+    #[arg(long)]
+    list: bool,
+    /// Print a summary JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bars or per-run messages.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Serialize)]
+struct ItemSummary {
+    item: String,
+    title: String,
+    status: String,
+    error: Option<String>,
+    checks: usize,
+    checks_holding: usize,
+    files: Vec<String>,
+    claims: Vec<ClaimSummary>,
+}
+
+#[derive(Serialize)]
+struct ClaimSummary {
+    claim: String,
+    paper: String,
+    ours: String,
+    holds: bool,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    size: String,
+    out: String,
+    items: Vec<ItemSummary>,
+    report: String,
+    wall_s: f64,
+}
+
+fn selected(names: &[String]) -> Result<Vec<&'static Item>> {
+    let mut out: Vec<&'static Item> = Vec::new();
+    for n in names {
+        if n.eq_ignore_ascii_case("all") {
+            for it in items() {
+                if !out.iter().any(|x| x.id == it.id) {
+                    out.push(it);
+                }
+            }
+            continue;
+        }
+        let Some(it) = reproduce::item(n) else {
+            bail!(
+                "unknown item `{n}`; expected one of: {}, all (see `nmpsim reproduce --list`)",
+                items().iter().map(|i| i.id).collect::<Vec<_>>().join(", ")
+            );
+        };
+        if !out.iter().any(|x| x.id == it.id) {
+            out.push(it);
+        }
+    }
+    Ok(out)
+}
+
+/// Rank powers from the pool's DRAM preset (the paper's Table I: DDR4-3200).
+fn power_model() -> Result<PowerModel> {
+    let preset = "DDR4-3200-x8";
+    let cfg = DramConfig::preset(preset)?;
+    let dev = cfg.org.devices_per_rank() as f64;
+    let p = &cfg.power;
+    Ok(PowerModel {
+        cpu_w: 270.0,
+        gpu_w: 300.0,
+        ranks: 32,
+        rank_active_w: dev * p.vdd_v * p.idd4r_ma * 1e-3,
+        rank_idle_w: dev * p.vdd_v * p.idd3n_ma * 1e-3,
+        rank_source: format!(
+            "{preset}: {dev} devices x {} V x IDD4R {} mA streaming, IDD3N {} mA idle",
+            p.vdd_v, p.idd4r_ma, p.idd3n_ma
+        ),
+    })
+}
+
+pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
+    if a.list {
+        for it in items() {
+            let sweeps: Vec<String> = (it.sweeps)(Size::Quick)
+                .iter()
+                .map(|s| s.name.to_string())
+                .collect();
+            println!("{:<7} {}", it.id, it.title);
+            println!("        paper: {}", it.paper);
+            println!("        sweeps: {}", sweeps.join(", "));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let size = if a.full { Size::Full } else { Size::Quick };
+    let chosen = selected(&a.items)?;
+    if let Some(e) = &a.engine {
+        e.parse::<nmpsim_sim::EngineKind>()
+            .with_context(|| "--engine".to_string())?;
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(format!("reproduce-{}", size.as_str())));
+    fs::create_dir_all(out.join("sweeps"))
+        .with_context(|| format!("cannot create {}", out.display()))?;
+    let power = power_model()?;
+    let started = Instant::now();
+    let mut ran: BTreeSet<String> = BTreeSet::new();
+    let mut sweeps_ok = true;
+    let mut summaries = Vec::new();
+
+    for it in &chosen {
+        if !a.quiet {
+            eprintln!("== {} ({})", it.title, it.id);
+        }
+        let mut sweeps = BTreeMap::new();
+        for def in (it.sweeps)(size) {
+            let def = match &a.engine {
+                Some(e) => reproduce::with_engine(def, e),
+                None => def,
+            };
+            // Sweeps on another engine keep their own directory.
+            let dir_name = match &a.engine {
+                Some(e) if def.toml.contains("engine = ") => format!("{}-{e}", def.name),
+                _ => def.name.to_string(),
+            };
+            let dir = out.join("sweeps").join(&dir_name);
+            let spec_path = out.join("sweeps").join(format!("{dir_name}.toml"));
+            if ran.insert(dir_name.clone()) {
+                write_atomic(&spec_path, def.toml.as_bytes())?;
+                let jobs = match (a.jobs, def.max_jobs) {
+                    (Some(j), Some(m)) => Some(j.min(m)),
+                    (j, m) => j.or(m),
+                };
+                let code = crate::cmd::sweep::run_spec(&spec_path, &dir, jobs, a.quiet)
+                    .with_context(|| format!("sweep {} of {}", def.name, it.id))?;
+                sweeps_ok &= code == ExitCode::SUCCESS;
+            }
+            let runs = load_sweep(&dir, &def.toml, &spec_path.display().to_string())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
+            sweeps.insert(def.name.to_string(), runs);
+        }
+        let inputs = Inputs {
+            size,
+            power: power.clone(),
+            sweeps,
+        };
+        let s = match (it.analyse)(&inputs) {
+            Ok(o) => write_item(&out, it, size, &o)?,
+            Err(e) => {
+                if !a.quiet {
+                    eprintln!("{}: cannot analyse: {e}", it.id);
+                }
+                ItemSummary {
+                    item: it.id.into(),
+                    title: it.title.into(),
+                    status: "failed".into(),
+                    error: Some(e),
+                    checks: 0,
+                    checks_holding: 0,
+                    files: Vec::new(),
+                    claims: Vec::new(),
+                }
+            }
+        };
+        if !a.quiet && !a.json {
+            print_item(&s);
+        }
+        summaries.push(s);
+    }
+
+    let report = write_report(&out, size)?;
+    let summary = Summary {
+        size: size.as_str().into(),
+        out: out.display().to_string(),
+        items: summaries,
+        report: report.display().to_string(),
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    if a.json {
+        println!("{}", rundir::results_json("reproduce", &summary)?);
+    } else {
+        let held: usize = summary.items.iter().map(|i| i.checks_holding).sum();
+        let total: usize = summary.items.iter().map(|i| i.checks).sum();
+        println!(
+            "{} items, {held} of {total} checks hold, in {:.0} s; report: {}",
+            summary.items.len(),
+            summary.wall_s,
+            report.display()
+        );
+    }
+    let failed = summary.items.iter().any(|i| i.status != "completed");
+    Ok(if failed || !sweeps_ok {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_item(out: &Path, it: &Item, size: Size, o: &Outcome) -> Result<ItemSummary> {
+    let dir = out.join(it.id);
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut files = Vec::new();
+    let csv = dir.join(format!("{}.csv", it.id));
+    write_atomic(&csv, o.csv.as_bytes())?;
+    files.push(format!("{}.csv", it.id));
+    for (suffix, chart) in &o.charts {
+        let stem = dir.join(format!("{}-{suffix}", it.id));
+        let written = write_chart(chart, &stem)
+            .map_err(|e| anyhow::anyhow!("plot {}: {e}", stem.display()))?;
+        for p in written {
+            if let Some(n) = p.file_name() {
+                files.push(n.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let md = markdown(it, size, o, &files);
+    let md_path = dir.join(format!("{}.md", it.id));
+    write_atomic(&md_path, md.as_bytes())?;
+    files.push(format!("{}.md", it.id));
+    Ok(ItemSummary {
+        item: it.id.into(),
+        title: it.title.into(),
+        status: "completed".into(),
+        error: None,
+        checks: o.checks.len(),
+        checks_holding: o.checks.iter().filter(|c| c.holds).count(),
+        files: files
+            .iter()
+            .map(|f| dir.join(f).display().to_string())
+            .collect(),
+        claims: o
+            .checks
+            .iter()
+            .map(|c| ClaimSummary {
+                claim: c.claim.clone(),
+                paper: c.paper.clone(),
+                ours: c.ours.clone(),
+                holds: c.holds,
+            })
+            .collect(),
+    })
+}
+
+fn print_item(s: &ItemSummary) {
+    if let Some(e) = &s.error {
+        println!("{:<7} FAILED: {e}", s.item);
+        return;
+    }
+    println!(
+        "{:<7} {} of {} checks hold  ({})",
+        s.item,
+        s.checks_holding,
+        s.checks,
+        s.files.first().map(String::as_str).unwrap_or("")
+    );
+    for c in &s.claims {
+        println!(
+            "        [{}] {}: paper {}, nmpsim {}",
+            if c.holds { "yes" } else { " no" },
+            c.claim,
+            c.paper,
+            c.ours
+        );
+    }
+}
+
+/// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
+fn write_report(out: &Path, size: Size) -> Result<PathBuf> {
+    let mut s = format!(
+        "# Tensor Casting, reproduced by nmpsim ({})\n\nEach section is `<item>/<item>.md`; the plots and CSVs sit beside it.\n\n",
+        size.as_str()
+    );
+    for it in items() {
+        let p = out.join(it.id).join(format!("{}.md", it.id));
+        if let Ok(text) = fs::read_to_string(&p) {
+            // Sections one level down, links relative to the report.
+            for line in text.lines() {
+                if let Some(h) = line.strip_prefix('#') {
+                    s.push_str("##");
+                    s.push_str(h);
+                } else if let Some(f) = line.strip_prefix("Files: ") {
+                    let links: Vec<String> = f
+                        .trim_end_matches('.')
+                        .split(", ")
+                        .map(|n| format!("[{n}]({}/{n})", it.id))
+                        .collect();
+                    s.push_str(&format!("Files: {}.", links.join(", ")));
+                } else {
+                    s.push_str(line);
+                }
+                s.push('\n');
+            }
+            s.push('\n');
+        }
+    }
+    let p = out.join("REPORT.md");
+    write_atomic(&p, s.as_bytes())?;
+    Ok(p)
+}

@@ -1,0 +1,183 @@
+//! End-to-end tests of `nmpsim plot` through the built binary: a small
+//! results table with a failed run, default and explicit output stems, errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("nmpsim-cli-plot-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A sweep's results.csv in miniature: two engines, three batch sizes, one
+/// failed run (empty metric, quoted error with a comma).
+const RESULTS: &str = "\
+run,engine,batch,status,error,wall_s,runs.0.bandwidth_gbps
+0000-aaaaaaaa,dramsim3,256,completed,,0.101,10.5
+0001-bbbbbbbb,dramsim3,512,completed,,0.102,19.25
+0002-cccccccc,dramsim3,1024,completed,,0.103,36
+0003-dddddddd,ramulator,256,completed,,0.104,9.75
+0004-eeeeeeee,ramulator,512,failed,\"error: engine died, badly\",0.105,
+0005-ffffffff,ramulator,1024,completed,,0.106,33.5
+";
+
+fn check_png(p: &Path) {
+    let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+    assert!(
+        bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is not a PNG",
+        p.display()
+    );
+    assert!(
+        bytes.len() > 5000,
+        "{}: only {} bytes",
+        p.display(),
+        bytes.len()
+    );
+}
+
+#[test]
+fn plot_writes_svg_and_png_beside_the_csv() {
+    let dir = TempDir::new("default");
+    let sweep = dir.0.join("sweep");
+    std::fs::create_dir_all(&sweep).unwrap();
+    std::fs::write(sweep.join("results.csv"), RESULTS).unwrap();
+    let o = nmpsim(
+        &dir.0,
+        &[
+            "plot",
+            "sweep/results.csv",
+            "--x",
+            "batch",
+            "--y",
+            "runs.0.bandwidth_gbps",
+            "--group",
+            "engine",
+            "--log-x",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "nmpsim plot failed: {stderr}");
+    assert!(stderr.contains("skipped 1 of 6 rows"), "{stderr}");
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let stem = "sweep/results-runs.0.bandwidth_gbps-vs-batch";
+    assert_eq!(stdout, format!("{stem}.svg\n{stem}.png\n"));
+    let svg = std::fs::read_to_string(dir.0.join(format!("{stem}.svg"))).unwrap();
+    for text in [
+        "runs.0.bandwidth_gbps vs batch by engine",
+        "dramsim3",
+        "ramulator",
+        "batch",
+    ] {
+        assert!(
+            svg.lines().any(|l| l.trim() == text),
+            "no `{text}` in the SVG"
+        );
+    }
+    check_png(&dir.0.join(format!("{stem}.png")));
+}
+
+#[test]
+fn plot_bars_with_title_and_out() {
+    let dir = TempDir::new("bars");
+    std::fs::write(dir.0.join("results.csv"), RESULTS).unwrap();
+    let o = nmpsim(
+        &dir.0,
+        &[
+            "plot",
+            "results.csv",
+            "--x",
+            "engine",
+            "--y",
+            "runs.0.bandwidth_gbps",
+            "--y",
+            "wall_s",
+            "--title",
+            "Engines & <speeds>",
+            "--out",
+            "figs/engines",
+            "--size",
+            "640x400",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap(),
+        "figs/engines.svg\nfigs/engines.png\n"
+    );
+    let svg = std::fs::read_to_string(dir.0.join("figs/engines.svg")).unwrap();
+    assert!(
+        svg.contains("Engines &amp; &lt;speeds&gt;"),
+        "title not escaped"
+    );
+    assert!(svg.contains("width=\"640\""), "size not applied");
+    check_png(&dir.0.join("figs/engines.png"));
+}
+
+#[test]
+fn plot_errors_are_clear() {
+    let dir = TempDir::new("errors");
+    std::fs::write(dir.0.join("results.csv"), RESULTS).unwrap();
+    let fails = |args: &[&str]| -> String {
+        let o = nmpsim(&dir.0, args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{args:?} should fail: {err}");
+        err
+    };
+    let err = fails(&[
+        "plot",
+        "results.csv",
+        "--x",
+        "batch",
+        "--y",
+        "bandwidth_gbps",
+    ]);
+    assert!(err.contains("no column `bandwidth_gbps`"), "{err}");
+    assert!(err.contains("did you mean runs.0.bandwidth_gbps?"), "{err}");
+    assert!(err.contains("run, engine, batch, status"), "{err}");
+
+    let err = fails(&["plot", "results.csv", "--x", "batch", "--y", "error"]);
+    assert!(err.contains("nothing to plot"), "{err}");
+
+    let err = fails(&["plot", "missing.csv", "--x", "a", "--y", "b"]);
+    assert!(err.contains("cannot read missing.csv"), "{err}");
+
+    std::fs::write(dir.0.join("zero.csv"), "x,y\n1,0\n2,3\n").unwrap();
+    let err = fails(&["plot", "zero.csv", "--x", "x", "--y", "y", "--log-y"]);
+    assert!(err.contains("log y axis needs positive values"), "{err}");
+
+    // clap's own usage errors also exit 2.
+    let err = fails(&["plot", "results.csv", "--x", "batch"]);
+    assert!(err.contains("--y"), "{err}");
+    assert!(!dir.0.join("results-error-vs-batch.svg").exists());
+}
+
+#[test]
+fn plot_help_has_examples() {
+    let dir = TempDir::new("help");
+    let o = nmpsim(&dir.0, &["plot", "--help"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Examples:"), "{out}");
+    assert!(out.contains("--group"), "{out}");
+}

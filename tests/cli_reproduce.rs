@@ -1,0 +1,222 @@
+//! `nmpsim reproduce fig6 table1 --quick` through the built binary: the files
+//! each item writes, and the paper's qualitative results in its CSVs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nmpsim_experiments::results::parse_csv;
+
+fn nmpsim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn nmpsim")
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!(
+            "nmpsim-cli-reproduce-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// The CSV as a list of column -> value maps.
+fn table(p: &Path) -> Vec<HashMap<String, String>> {
+    let recs = parse_csv(&read(p));
+    let (head, rows) = recs.split_first().expect("a header");
+    rows.iter()
+        .map(|r| head.iter().cloned().zip(r.iter().cloned()).collect())
+        .collect()
+}
+
+fn f(row: &HashMap<String, String>, k: &str) -> f64 {
+    row.get(k)
+        .unwrap_or_else(|| panic!("no column {k} in {row:?}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{k} is not a number in {row:?}"))
+}
+
+fn assert_files(dir: &Path, names: &[&str]) {
+    for n in names {
+        let p = dir.join(n);
+        let len = std::fs::metadata(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .len();
+        assert!(len > 100, "{} is only {len} bytes", p.display());
+    }
+}
+
+#[test]
+fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
+    let t = TempDir::new("quick");
+    let out = t.0.join("repro");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "reproduce",
+            "fig6",
+            "table1",
+            "--quick",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "reproduce failed ({:?}): {}\n{stdout}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 items"), "{stdout}");
+
+    // Figure 6: expand-coalesce (expand + coalesce accumulation) moves about
+    // 3x the bytes of gather-reduce, and twice those of the casted
+    // gather-reduce, for both index distributions.
+    assert_files(
+        &out.join("fig6"),
+        &[
+            "fig6.csv",
+            "fig6-traffic.svg",
+            "fig6-traffic.png",
+            "fig6.md",
+        ],
+    );
+    let rows = table(&out.join("fig6/fig6.csv"));
+    let mut dists = 0;
+    for dist in ["uniform", "zipf:1.05"] {
+        let total = |p: &str| {
+            let r = rows
+                .iter()
+                .find(|r| r["dist"] == dist && r["primitive"] == p)
+                .unwrap_or_else(|| panic!("no {p} row for {dist}"));
+            assert_eq!(
+                f(r, "total_bytes"),
+                f(r, "read_bytes") + f(r, "write_bytes")
+            );
+            f(r, "total_bytes")
+        };
+        let ec = total("expand") + total("coalesce (accumulate)");
+        let gr = total("gather-reduce");
+        let cgr = total("casted gather-reduce");
+        assert!(
+            (2.0..=4.0).contains(&(ec / gr)),
+            "{dist}: EC/GR = {}",
+            ec / gr
+        );
+        assert!(
+            (1.5..=3.0).contains(&(ec / cgr)),
+            "{dist}: EC/CGR = {}",
+            ec / cgr
+        );
+        // The casted gather-reduce reads every lookup's gradient once and
+        // writes the coalesced rows: never more than expand + coalesce.
+        assert!(cgr < ec);
+        dists += 1;
+    }
+    assert_eq!(dists, 2);
+    let md = read(&out.join("fig6/fig6.md"));
+    assert!(
+        md.contains("| paper |") && md.contains("2 of 2 hold"),
+        "{md}"
+    );
+
+    // Table I: every configuration's effective and memory-side bandwidth is
+    // positive and within the pool's peak (32 x 25.6 GB/s); the casted
+    // gather-reduce, which streams each gradient once, beats the forward
+    // gather-reduce under row interleaving.
+    assert_files(
+        &out.join("table1"),
+        &[
+            "table1.csv",
+            "table1-bandwidth.svg",
+            "table1-bandwidth.png",
+            "table1.md",
+        ],
+    );
+    let rows = table(&out.join("table1/table1.csv"));
+    assert_eq!(rows.len(), 6, "2 primitives x 3 placements");
+    for r in &rows {
+        let peak = f(r, "peak_gbps");
+        assert!((peak - 819.2).abs() < 1e-6, "{r:?}");
+        for k in ["effective_gbps", "memory_side_gbps"] {
+            let bw = f(r, k);
+            assert!(
+                bw > 0.0 && bw <= peak,
+                "{k} = {bw} out of (0, {peak}]: {r:?}"
+            );
+        }
+        assert!(
+            f(r, "effective_gbps") <= f(r, "memory_side_gbps") * 1.0001,
+            "{r:?}"
+        );
+    }
+    let eff = |prim: &str, plc: &str| {
+        f(
+            rows.iter()
+                .find(|r| r["primitive"] == prim && r["placement"] == plc)
+                .expect("row"),
+            "effective_gbps",
+        )
+    };
+    assert!(
+        eff("casted-gather-reduce", "row-interleaved") > eff("gather-reduce", "row-interleaved")
+    );
+
+    let report = read(&out.join("REPORT.md"));
+    assert!(
+        report.contains("## Figure 6") && report.contains("## Table I"),
+        "{report}"
+    );
+
+    // Running again reuses every run and writes the same tables.
+    let before = read(&out.join("fig6/fig6.csv"));
+    let o = nmpsim(&t.0, &["reproduce", "fig6", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 finished, 0 to run"));
+    assert_eq!(read(&out.join("fig6/fig6.csv")), before);
+}
+
+#[test]
+fn unknown_items_are_rejected_with_the_list() {
+    let t = TempDir::new("unknown");
+    let o = nmpsim(&t.0, &["reproduce", "fig99"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unknown item `fig99`") && err.contains("table1"),
+        "{err}"
+    );
+    assert!(
+        !t.0.join("runs").exists(),
+        "nothing is written for a rejected item"
+    );
+    let o = nmpsim(&t.0, &["reproduce", "--list"]);
+    assert!(o.status.success());
+    let list = String::from_utf8_lossy(&o.stdout);
+    for id in [
+        "fig5b", "fig6", "table1", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17", "link",
+    ] {
+        assert!(list.contains(id), "{id} missing from --list");
+    }
+}
