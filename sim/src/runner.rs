@@ -1,6 +1,7 @@
 //! Drives an engine with a request source and gathers [`DramStats`].
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -182,6 +183,25 @@ fn unique_temp_dir(kind: EngineKind) -> PathBuf {
     ))
 }
 
+/// Request ids are consecutive integers: one multiply spreads them over the
+/// table (SipHash per request was a visible share of a fast engine's run).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 fn run_on_this_thread<S>(
     kind: EngineKind,
     config: &DramConfig,
@@ -195,7 +215,8 @@ where
 {
     let started = Instant::now();
     let mut engine = create_engine(kind, config, dir)?;
-    let mut in_flight: HashMap<u64, (u64, Access)> = HashMap::with_capacity(opts.window * 2);
+    let mut in_flight: HashMap<u64, (u64, Access), BuildHasherDefault<IdHasher>> =
+        HashMap::with_capacity_and_hasher(opts.window * 2, Default::default());
     let mut done: Vec<Completion> = Vec::with_capacity(64);
     let mut next: Option<MemOp> = None;
     let mut exhausted = false;
