@@ -328,8 +328,33 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
         "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-9999-x8\", \"DDR4-3200-x8\"]\n",
     )
     .expect("write spec");
-    let o = nmpsim(d, &["sweep", "f.toml", "--out", "out", "--jobs", "1"]);
+    let o = nmpsim(
+        d,
+        &[
+            "sweep",
+            "f.toml",
+            "--out",
+            "out",
+            "--jobs",
+            "1",
+            "--plot-x",
+            "preset",
+            "--plot-y",
+            "runs.0.bandwidth_gbps",
+        ],
+    );
     assert_eq!(o.status.code(), Some(1), "some runs failed: exit 1");
+    // The plot of results.csv is drawn from the completed runs.
+    for ext in ["svg", "png"] {
+        let p = d.join(format!("out/results-runs.0.bandwidth_gbps-vs-preset.{ext}"));
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
+            "{}",
+            p.display()
+        );
+    }
+    let svg = read(&d.join("out/results-runs.0.bandwidth_gbps-vs-preset.svg"));
+    assert!(svg.contains("DDR4-2400-x8") && svg.contains("DDR4-3200-x8"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("run 1 (preset=DDR4-9999-x8) failed"), "{err}");
     let csv = read(&d.join("out/results.csv"));
@@ -371,6 +396,18 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
     assert_eq!(status["status"], "failed");
     assert_eq!(status["exit_code"], 2);
     assert!(read(&failed_dir.path().join("stderr.log")).contains("DDR4-9999-x8"));
+
+    // A plot of a column the table lacks is reported; results.csv stays.
+    let o = nmpsim(
+        d,
+        &[
+            "sweep", "f.toml", "--out", "out", "--plot-x", "preset", "--plot-y", "nope",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot plot") && err.contains("nope"), "{err}");
+    assert_eq!(read(&d.join("out/results.csv")).lines().count(), 4);
 }
 
 #[test]

@@ -88,7 +88,7 @@ fn file_part(name: &str) -> String {
 }
 
 /// `<dir of csv>/<csv stem>-<y>[+<y>...]-vs-<x>`.
-fn default_stem(csv: &Path, x: &str, ys: &[String]) -> PathBuf {
+pub(crate) fn default_stem(csv: &Path, x: &str, ys: &[String]) -> PathBuf {
     let stem = csv
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

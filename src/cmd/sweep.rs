@@ -31,6 +31,8 @@ const EXAMPLES: &str = "Examples:
   nmpsim sweep experiments/specs/nmp-ranks.toml --jobs 1 --out runs/ranks   # --jobs 1: clean timings
   nmpsim sweep big.toml --yes --shard 2/8 --out runs/big/shard-2
   nmpsim sweep merge runs/big runs/big/shard-*
+  nmpsim sweep experiments/specs/nmp-ranks.toml --plot-x ranks \
+      --plot-y phases.0.report.effective_bandwidth_gbps --plot-log-x   # + SVG/PNG beside results.csv
 
 Re-running the same command resumes: finished runs (same resolved config hash)
 are kept, the others run. Exit status: 0 all runs completed, 1 some failed,
@@ -86,6 +88,18 @@ struct SweepArgs {
     /// No progress bar or per-run messages.
     #[arg(long, short)]
     quiet: bool,
+    /// After the sweep, plot results.csv with this column on the x axis (as `nmpsim plot`).
+    #[arg(long, value_name = "COLUMN", requires = "plot_y")]
+    plot_x: Option<String>,
+    /// Column on the plot's y axis; repeat for several.
+    #[arg(long, value_name = "COLUMN", requires = "plot_x")]
+    plot_y: Vec<String>,
+    /// Column whose values split the plot into series; repeat to combine.
+    #[arg(long, value_name = "COLUMN", requires = "plot_x")]
+    plot_group: Vec<String>,
+    /// Logarithmic x axis for the plot.
+    #[arg(long, requires = "plot_x")]
+    plot_log_x: bool,
 }
 
 #[derive(Args, Debug)]
@@ -125,6 +139,10 @@ pub(crate) fn run_spec(
         shard: None,
         json: false,
         quiet,
+        plot_x: None,
+        plot_y: Vec::new(),
+        plot_group: Vec::new(),
+        plot_log_x: false,
     })
 }
 
@@ -386,6 +404,19 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
         .collect();
     let csv_path = write_results(&out, &plan.spec, all_rows.iter())?;
+    if let Some(x) = &a.plot_x {
+        // results.csv is written whatever happens here: a plot that cannot be
+        // drawn (a misspelt column) is reported, not fatal.
+        match plot_results(&csv_path, x, &a.plot_y, &a.plot_group, a.plot_log_x) {
+            Ok(files) if !a.quiet => {
+                for f in files {
+                    eprintln!("plot: {}", f.display());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("sweep: cannot plot {}: {e:#}", csv_path.display()),
+        }
+    }
     let rows: Vec<&Row> = all_rows.iter().filter(|r| shard.selects(r.index)).collect();
     let failed = rows
         .iter()
@@ -427,6 +458,23 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `nmpsim plot` on the sweep's results.csv, with its default file names.
+fn plot_results(
+    csv: &Path,
+    x: &str,
+    ys: &[String],
+    group: &[String],
+    log_x: bool,
+) -> Result<Vec<PathBuf>> {
+    let opts = nmpsim_experiments::plot::CsvChartOptions {
+        log_x,
+        ..Default::default()
+    };
+    let read = nmpsim_experiments::plot::read_csv_chart(csv, x, ys, group, &opts)?;
+    let stem = crate::cmd::plot::default_stem(csv, x, ys);
+    Ok(nmpsim_experiments::plot::write_chart(&read.chart, &stem)?)
 }
 
 /// Says when the directory held a different spec, and how many run
