@@ -1,15 +1,9 @@
 //! End-to-end tests of `nmpsim dram …` through the built binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -25,23 +19,6 @@ fn fails(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
     assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("nmpsim-cli-dram-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

@@ -1,32 +1,7 @@
 //! End-to-end tests of `nmpsim nmp …` through the built binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("nmpsim-cli-nmp-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 #[test]
 fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {

@@ -1,33 +1,10 @@
 //! End-to-end tests of `nmpsim plot` through the built binary: a small
 //! results table with a failed run, default and explicit output stems, errors.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("nmpsim-cli-plot-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 /// A sweep's results.csv in miniature: two engines, three batch sizes, one
 /// failed run (empty metric, quoted error with a comma).

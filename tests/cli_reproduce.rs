@@ -2,38 +2,12 @@
 //! each item writes, and the paper's qualitative results in its CSVs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use nmpsim_experiments::results::parse_csv;
 
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!(
-            "nmpsim-cli-reproduce-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))

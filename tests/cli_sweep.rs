@@ -1,19 +1,14 @@
 //! End-to-end tests of `nmpsim sweep` through the built binary: resume after a
 //! kill, sharding and merge, spec errors, the size guard, failed runs.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nmpsim_experiments::{is_timing_column, without_columns};
 
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -36,24 +31,6 @@ fn rejected(dir: &Path, args: &[&str]) -> String {
         "nmpsim {args:?} should exit 2: {err}"
     );
     err
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d =
-            std::env::temp_dir().join(format!("nmpsim-cli-sweep-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn read(p: &Path) -> String {

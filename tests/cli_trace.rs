@@ -1,15 +1,9 @@
 //! End-to-end tests of `nmpsim trace …` through the built binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("spawn nmpsim")
-}
+mod common;
+use common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -19,24 +13,6 @@ fn ok(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8(o.stdout).expect("utf-8 stdout")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d =
-            std::env::temp_dir().join(format!("nmpsim-cli-trace-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn criteo_line(label: u32, i: u32, cat: &str) -> String {

@@ -47,13 +47,12 @@
 //! it costs one predictable branch per command.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::config::DramConfig;
 use crate::energy::CommandCounts;
 use crate::engine::{DramEngine, EngineKind, EngineReport};
 use crate::jedec::{Command, CommandRecord};
-use crate::request::BURST_BYTES;
+use crate::request::{BURST_BYTES, IntHash};
 use crate::{Completion, Request, RequestId, SimError};
 
 /// Command-to-command delays in cycles, derived once from a preset.
@@ -245,27 +244,6 @@ struct IdList {
     tail: u32,
 }
 
-/// A fast hasher for 64 B aligned addresses.
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        let h = (self.0 ^ (self.0 >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^ (h >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 ^= x;
-    }
-}
-
-type AddrBuild = BuildHasherDefault<AddrHasher>;
-
 /// Bit positions of the address fields (in 64 B units).
 #[derive(Clone, Copy, Debug)]
 struct FieldPos {
@@ -330,8 +308,8 @@ pub struct NativeEngine {
 
     read_q: Vec<Txn>,
     write_q: Vec<Txn>,
-    pending_rd: HashMap<u64, IdList, AddrBuild>,
-    pending_wr: HashSet<u64, AddrBuild>,
+    pending_rd: HashMap<u64, IdList, IntHash>,
+    pending_wr: HashSet<u64, IntHash>,
     id_nodes: Vec<(RequestId, u32)>,
     id_free: u32,
     /// Positive: writes left to drain; zero: serving reads; negative: a drain
@@ -448,8 +426,8 @@ impl NativeEngine {
             wake: 0,
             read_q: Vec::with_capacity(txn_cap),
             write_q: Vec::with_capacity(txn_cap),
-            pending_rd: HashMap::with_capacity_and_hasher(window, AddrBuild::default()),
-            pending_wr: HashSet::with_capacity_and_hasher(window, AddrBuild::default()),
+            pending_rd: HashMap::with_capacity_and_hasher(window, IntHash::default()),
+            pending_wr: HashSet::with_capacity_and_hasher(window, IntHash::default()),
             id_nodes: Vec::with_capacity(window),
             id_free: NIL,
             write_draining: 0,

@@ -1,7 +1,6 @@
 //! Drives an engine with a request source and gathers [`DramStats`].
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -10,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::DramConfig;
 use crate::energy::{CommandCounts, Energy, EventEnergy};
 use crate::engine::{EngineKind, create_engine, on_fresh_thread};
-use crate::request::BURST_BYTES;
+use crate::request::{BURST_BYTES, IntHash};
 use crate::{Access, Completion, MemOp, Request, SimError};
 
 /// How a run is driven.
@@ -183,25 +182,6 @@ fn unique_temp_dir(kind: EngineKind) -> PathBuf {
     ))
 }
 
-/// Request ids are consecutive integers: one multiply spreads them over the
-/// table (SipHash per request was a visible share of a fast engine's run).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 fn run_on_this_thread<S>(
     kind: EngineKind,
     config: &DramConfig,
@@ -215,7 +195,7 @@ where
 {
     let started = Instant::now();
     let mut engine = create_engine(kind, config, dir)?;
-    let mut in_flight: HashMap<u64, (u64, Access), BuildHasherDefault<IdHasher>> =
+    let mut in_flight: HashMap<u64, (u64, Access), IntHash> =
         HashMap::with_capacity_and_hasher(opts.window * 2, Default::default());
     let mut done: Vec<Completion> = Vec::with_capacity(64);
     let mut next: Option<MemOp> = None;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use nmpsim_experiments::plot::{CsvChartOptions, read_csv_chart, write_chart_sized};
+use nmpsim_experiments::plot::{CsvChart, CsvChartOptions, read_csv_chart, write_chart_sized};
 
 const EXAMPLES: &str = "Examples:
   nmpsim plot runs/sweep-nmp-ranks/results.csv --x ranks --y phases.0.report.effective_bandwidth_gbps --log-x
@@ -88,7 +88,7 @@ fn file_part(name: &str) -> String {
 }
 
 /// `<dir of csv>/<csv stem>-<y>[+<y>...]-vs-<x>`.
-pub(crate) fn default_stem(csv: &Path, x: &str, ys: &[String]) -> PathBuf {
+fn default_stem(csv: &Path, x: &str, ys: &[String]) -> PathBuf {
     let stem = csv
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -100,6 +100,24 @@ pub(crate) fn default_stem(csv: &Path, x: &str, ys: &[String]) -> PathBuf {
         .join("+");
     let name = format!("{stem}-{ys}-vs-{}", file_part(x));
     csv.parent().unwrap_or(Path::new("")).join(name)
+}
+
+/// Charts `ys` against `x` from `csv` into `stem` (default: [`default_stem`])
+/// as SVG and PNG: what `nmpsim plot` and `nmpsim sweep --plot-x` do. Returns
+/// the files and the chart with its row counts.
+pub(crate) fn draw(
+    csv: &Path,
+    x: &str,
+    ys: &[String],
+    group: &[String],
+    opts: &CsvChartOptions,
+    stem: Option<PathBuf>,
+    size: (u32, u32),
+) -> Result<(Vec<PathBuf>, CsvChart)> {
+    let read = read_csv_chart(csv, x, ys, group, opts)?;
+    let stem = stem.unwrap_or_else(|| default_stem(csv, x, ys));
+    let files = write_chart_sized(&read.chart, &stem, size)?;
+    Ok((files, read))
 }
 
 pub fn run(a: PlotArgs) -> Result<ExitCode> {
@@ -114,7 +132,7 @@ pub fn run(a: PlotArgs) -> Result<ExitCode> {
         x_label: a.x_label.clone(),
         y_label: a.y_label.clone(),
     };
-    let read = read_csv_chart(&a.csv, &a.x, &a.y, &a.group, &opts)?;
+    let (files, read) = draw(&a.csv, &a.x, &a.y, &a.group, &opts, a.out.clone(), a.size)?;
     if read.skipped > 0 {
         let ys =
             a.y.iter()
@@ -126,11 +144,7 @@ pub fn run(a: PlotArgs) -> Result<ExitCode> {
             read.skipped, read.rows, a.x
         );
     }
-    let stem = a
-        .out
-        .clone()
-        .unwrap_or_else(|| default_stem(&a.csv, &a.x, &a.y));
-    for path in write_chart_sized(&read.chart, &stem, a.size)? {
+    for path in files {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -472,9 +472,8 @@ fn plot_results(
         log_x,
         ..Default::default()
     };
-    let read = nmpsim_experiments::plot::read_csv_chart(csv, x, ys, group, &opts)?;
-    let stem = crate::cmd::plot::default_stem(csv, x, ys);
-    Ok(nmpsim_experiments::plot::write_chart(&read.chart, &stem)?)
+    let size = nmpsim_experiments::plot::DEFAULT_SIZE;
+    Ok(crate::cmd::plot::draw(csv, x, ys, group, &opts, None, size)?.0)
 }
 
 /// Says when the directory held a different spec, and how many run
