@@ -40,6 +40,11 @@ pub enum KernelError {
         source: Box<KernelError>,
     },
 
+    /// The CUDA backend failed: no device, a kernel that does not compile, a
+    /// driver error.
+    #[error("CUDA: {what}")]
+    Cuda { what: String },
+
     /// A trace generator or reader failed (only `check` generates traces).
     #[error(transparent)]
     Trace(TraceError),

@@ -22,6 +22,8 @@
 pub mod cast;
 pub mod check;
 pub mod coalesce;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod error;
 pub mod gather;
 pub mod optimizer;
