@@ -81,6 +81,46 @@ pub trait DenseBackend: Send {
     fn step(&mut self, lr: f32);
     /// A copy of every parameter.
     fn params(&self) -> DenseParams;
+    /// Device time of the last forward, backward and step, measured on the
+    /// device that ran them (the `cuda` backend's CUDA events); `None` for a
+    /// backend whose dense time is modelled instead (the CPU one).
+    fn measured_times(&self) -> Result<Option<DenseTimes>, DlrmError> {
+        Ok(None)
+    }
+    /// The device the dense path runs on, for reports (`None`: this CPU).
+    fn device_name(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Device time of one dense step by part, nanoseconds (measured with events
+/// on the device's stream; host-device copies of inputs and outputs are not
+/// included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DenseTimes {
+    pub bottom_forward_ns: f64,
+    pub interaction_forward_ns: f64,
+    pub top_forward_ns: f64,
+    pub loss_ns: f64,
+    pub top_backward_ns: f64,
+    pub interaction_backward_ns: f64,
+    pub bottom_backward_ns: f64,
+    /// The optimizer's update of every dense parameter.
+    pub step_ns: f64,
+}
+
+impl DenseTimes {
+    pub fn forward_ns(&self) -> f64 {
+        self.bottom_forward_ns + self.interaction_forward_ns + self.top_forward_ns
+    }
+
+    pub fn backward_ns(&self) -> f64 {
+        self.loss_ns + self.top_backward_ns + self.interaction_backward_ns + self.bottom_backward_ns
+    }
+
+    pub fn total_ns(&self) -> f64 {
+        self.forward_ns() + self.backward_ns() + self.step_ns
+    }
 }
 
 /// The CPU dense backend.
@@ -104,6 +144,12 @@ pub struct CpuDense {
 }
 
 impl CpuDense {
+    /// The Adagrad accumulators, shaped as [`DenseBackend::params`] (empty
+    /// for SGD).
+    pub fn accumulators(&self) -> &[f32] {
+        &self.accum
+    }
+
     /// The model's MLPs, initialised as [`crate::Dlrm::new`] does for `seed`.
     pub fn new(
         config: &DlrmConfig,

@@ -12,6 +12,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use nmpsim_kernels::traffic::{
+    casted_gather_reduce_traffic, gather_reduce_traffic, scatter_traffic,
+};
 use nmpsim_kernels::{
     Casted, Coalesced, EmbeddingTable, Expanded, Optimizer, OptimizerState, Pooling,
     casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
@@ -71,8 +74,14 @@ pub trait EmbeddingStrategy: Send {
     ) -> Result<(), DlrmError>;
     /// Pooled outputs for inference (evaluation): no timing, no state change.
     fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError>;
-    /// The tables as they stand.
+    /// The tables as they stand (after [`EmbeddingStrategy::sync`]).
     fn tables(&self) -> &[EmbeddingTable];
+    /// Brings the host copy of the tables up to date where a strategy keeps
+    /// them elsewhere (on a GPU emulating the NMP pool); the trainer calls it
+    /// before evaluation and at the end. Default: nothing to do.
+    fn sync(&mut self) -> Result<(), DlrmError> {
+        Ok(())
+    }
 }
 
 /// Where a primitive runs.
@@ -208,6 +217,31 @@ pub struct SystemModes {
     expanded: Vec<Expanded>,
     coalesced: Vec<Coalesced>,
     fingerprint: u64,
+    /// The GPU emulation of the pool, when on: the NMP-placed primitives run
+    /// there on device-resident tables.
+    #[cfg(feature = "cuda")]
+    emulation: Option<Emulation>,
+    /// Casting on a real GPU (its own stream), when on.
+    #[cfg(feature = "cuda")]
+    gpu_cast: Option<Arc<nmpsim_kernels::cuda::CudaBackend>>,
+}
+
+/// The pool on a GPU: the emulator and the tables it holds.
+#[cfg(feature = "cuda")]
+struct Emulation {
+    emu: Arc<Mutex<crate::emulate::PoolEmulator>>,
+    tables: Vec<nmpsim_kernels::cuda::DeviceTable>,
+    /// The host tables are behind the device ones.
+    stale: bool,
+}
+
+#[cfg(feature = "cuda")]
+impl Emulation {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, crate::emulate::PoolEmulator>, DlrmError> {
+        self.emu.lock().map_err(|_| {
+            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
+        })
+    }
 }
 
 /// A cheap identity of a batch's indices (FNV-1a over table 0 and the sizes).
@@ -281,7 +315,82 @@ impl SystemModes {
                 })
                 .collect(),
             fingerprint: 0,
+            #[cfg(feature = "cuda")]
+            emulation: None,
+            #[cfg(feature = "cuda")]
+            gpu_cast: None,
         })
+    }
+
+    /// Runs Tensor Casting's casting step on `gpu` (a stream of its own,
+    /// overlapped with the gather-reduce) and measures it, instead of
+    /// computing it on the host and modelling its GPU time. Modes without
+    /// casting ignore it.
+    #[cfg(feature = "cuda")]
+    pub fn with_gpu_casting(
+        mut self,
+        gpu: Arc<nmpsim_kernels::cuda::Gpu>,
+    ) -> Result<Self, DlrmError> {
+        if self.plan.casting.is_some() {
+            let stream = gpu
+                .ctx
+                .new_stream()
+                .map_err(nmpsim_kernels::cuda::driver_err(
+                    "creating the casting stream",
+                ))?;
+            self.gpu_cast = Some(Arc::new(nmpsim_kernels::cuda::CudaBackend::with_stream(
+                gpu, stream,
+            )));
+        }
+        Ok(self)
+    }
+
+    /// Runs this mode's NMP-placed primitives on `emu` (the GPU emulation of
+    /// the pool), with the tables copied to its device. Only for NMP modes.
+    #[cfg(feature = "cuda")]
+    pub fn with_emulator(
+        mut self,
+        emu: Arc<Mutex<crate::emulate::PoolEmulator>>,
+    ) -> Result<Self, DlrmError> {
+        if !self.mode.uses_nmp() {
+            return Err(DlrmError::Config(format!(
+                "mode {} runs nothing on the NMP pool; there is nothing to emulate",
+                self.mode
+            )));
+        }
+        let tables = {
+            let e = emu.lock().map_err(|_| {
+                DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
+            })?;
+            self.tables
+                .iter()
+                .zip(&self.states)
+                .enumerate()
+                .map(|(t, (table, state))| {
+                    e.backend()
+                        .upload_table(table, state)
+                        .map_err(|err| DlrmError::from(err.in_table(t)))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        self.emulation = Some(Emulation {
+            emu,
+            tables,
+            stale: false,
+        });
+        Ok(self)
+    }
+
+    /// Whether the NMP-placed primitives run on the GPU emulation.
+    pub fn emulating(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            self.emulation.is_some()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
     }
 
     fn dim(&self) -> usize {
@@ -307,6 +416,26 @@ impl SystemModes {
         let pool = self.env.pool.as_ref().expect("checked in new");
         pool.lock().map(|p| p.setup.link_ns(bytes)).unwrap_or(0.0)
     }
+
+    /// A transfer over the pool link: modelled, or emulated on the pool
+    /// stream at the link's bandwidth and latency when the emulation is on.
+    fn pool_link(&mut self, bytes: u64) -> Result<(Source, f64), DlrmError> {
+        #[cfg(feature = "cuda")]
+        if let Some(em) = &self.emulation {
+            let (gbps, latency_ns) = {
+                let pool = self.env.pool.as_ref().expect("checked in new");
+                let p = pool.lock().map_err(|_| {
+                    DlrmError::Config(
+                        "the NMP pool timer was poisoned by an earlier failure".into(),
+                    )
+                })?;
+                (p.setup.link_gbps, p.setup.link_latency_us * 1e3)
+            };
+            let e = em.lock()?.transfer(bytes, gbps, latency_ns)?;
+            return Ok((Source::Emulated, e.emulated_ns));
+        }
+        Ok((Source::Modelled, self.pool_link_ns(bytes)))
+    }
 }
 
 impl EmbeddingStrategy for SystemModes {
@@ -329,22 +458,364 @@ impl EmbeddingStrategy for SystemModes {
     }
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
+        // With casting on a real GPU, it runs on a thread of its own (its own
+        // stream) while this thread runs the gather-reduce, as Fig. 9b
+        // overlaps them.
+        #[cfg(feature = "cuda")]
+        if let Some(b) = self
+            .gpu_cast
+            .clone()
+            .filter(|_| self.plan.casting.is_some())
+        {
+            let pooling = self.pooling;
+            return std::thread::scope(|sc| {
+                let job = sc.spawn(move || gpu_cast_all(&b, batch, pooling));
+                let join: CastJob = Box::new(move || {
+                    job.join().unwrap_or_else(|_| {
+                        Err(DlrmError::Config("the GPU casting thread panicked".into()))
+                    })
+                });
+                self.forward_with(batch, ctx, Some(join))
+            });
+        }
+        self.forward_with(batch, ctx, None)
+    }
+
+    fn backward(
+        &mut self,
+        batch: &Batch,
+        dpooled: &[Vec<f32>],
+        ctx: &mut StepCtx,
+    ) -> Result<(), DlrmError> {
+        let dim = self.dim();
+        let b = batch.batch_size();
+        let grad_bytes = (b * dim * 4 * self.tables.len()) as u64;
+        // Output gradients leave the GPU for where they are coalesced.
+        if self.plan.coalesce == Place::Nmp {
+            let link = self.pool_link(grad_bytes)?;
+            ctx.timeline.push(
+                "transfer",
+                "gradients gpu to pool",
+                Stage::BackwardTransfer,
+                MAIN,
+                Resource::PoolLink,
+                link.0,
+                link.1,
+                grad_bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                "transfer",
+                "gradients gpu to host",
+                Stage::BackwardTransfer,
+                MAIN,
+                Resource::HostLink,
+                Source::Modelled,
+                self.env.gpu.host_transfer_ns(grad_bytes),
+                grad_bytes,
+            );
+        }
+        // The numbers: coalesced gradients of every table (on the emulated
+        // pool further down when the GPU emulation is on).
+        let t0 = Instant::now();
+        let mut coal_bytes = 0u64;
+        let casting = self.plan.casting.is_some();
+        let emulate_coalesce = self.emulating() && self.plan.coalesce == Place::Nmp && casting;
+        for (t, tb) in batch.tables.iter().enumerate() {
+            let d = &dpooled[t];
+            if emulate_coalesce {
+                let c = &self.casted[t];
+                coal_bytes += casted_gather_reduce_traffic(
+                    c.casted_src.len(),
+                    c.unique_rows.len(),
+                    dim,
+                    c.scale.is_some(),
+                )
+                .total_bytes();
+                // The coalesced rows are the casted unique rows; their
+                // gradients come from the pool below.
+                self.coalesced[t].rows.clone_from(&c.unique_rows);
+            } else if casting {
+                let tr = casted_gather_reduce_into(&self.casted[t], d, dim, &mut self.coalesced[t])
+                    .map_err(|e| e.in_table(t))?;
+                coal_bytes += tr.total_bytes();
+            } else {
+                let te = expand_into(d, dim, tb, self.pooling, &mut self.expanded[t])
+                    .map_err(|e| e.in_table(t))?;
+                let tc = coalesce_into(&self.expanded[t], tb.num_rows, &mut self.coalesced[t])
+                    .map_err(|e| e.in_table(t))?;
+                coal_bytes += te.total_bytes() + tc.total().total_bytes();
+            }
+        }
+        let coal_ns = ns_since(t0);
+        let coal_name = if casting {
+            "casted-gather-reduce"
+        } else {
+            "expand-coalesce"
+        };
+        if !emulate_coalesce {
+            ctx.host.add(coal_name, coal_ns);
+        }
+        let unique: usize = self.coalesced.iter().map(|c| c.rows.len()).sum();
+        let coal_out_bytes = (unique * (dim + 1) * 4) as u64;
+        if self.plan.coalesce == Place::Nmp {
+            let casted = &self.casted;
+            let instrs = || {
+                let mut v = Vec::new();
+                for (t, c) in casted.iter().enumerate() {
+                    v.push(Instruction::LoadGradient {
+                        table: t as u32,
+                        bags: c.num_bags as u32,
+                        grads: dpooled[t].clone(),
+                    });
+                    v.push(Instruction::CastedGatherReduce {
+                        table: t as u32,
+                        num_bags: c.num_bags as u32,
+                        casted_src: c.casted_src.clone(),
+                        casted_dst: c.casted_dst.clone(),
+                        unique_rows: c.unique_rows.clone(),
+                        scale: c.scale.clone(),
+                    });
+                }
+                v
+            };
+            let pt = self.pool_time(coal_name, ctx.iteration, coal_bytes + grad_bytes, instrs)?;
+            let (source, time_ns) = match self.emulate_coalesce(dpooled, pt.time_ns, ctx.host)? {
+                Some(ns) => (Source::Emulated, ns),
+                None => (pt.source, pt.time_ns),
+            };
+            ctx.timeline.push(
+                coal_name,
+                "nmp",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Nmp,
+                source,
+                time_ns,
+                coal_bytes + grad_bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                coal_name,
+                "cpu",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Cpu,
+                Source::Measured,
+                coal_ns,
+                coal_bytes,
+            );
+        }
+        // Scatter with the optimizer (on the emulated pool further down when
+        // the GPU emulation is on).
+        let emulate_scatter = self.emulating() && self.plan.scatter == Place::Nmp;
+        let t0 = Instant::now();
+        let mut scatter_bytes = 0u64;
+        if emulate_scatter {
+            let per_row = ctx.optimizer.state_values_per_row(dim);
+            for c in &self.coalesced {
+                scatter_bytes += scatter_traffic(c.rows.len(), dim, per_row).total_bytes();
+            }
+        } else {
+            for (t, ((table, state), c)) in self
+                .tables
+                .iter_mut()
+                .zip(&mut self.states)
+                .zip(&self.coalesced)
+                .enumerate()
+            {
+                let tr =
+                    scatter_update(table, state, c, &ctx.optimizer).map_err(|e| e.in_table(t))?;
+                scatter_bytes += tr.total_bytes();
+            }
+        }
+        let scatter_ns = ns_since(t0);
+        if !emulate_scatter {
+            ctx.host.add("scatter", scatter_ns);
+        }
+        if self.plan.scatter == Place::Nmp {
+            let optimizer = ctx.optimizer;
+            let (name, load) = if self.plan.coalesce == Place::Nmp {
+                ("scatter", false)
+            } else {
+                // TensorDIMM: the host's coalesced gradients go to the pool first.
+                let link = self.pool_link(coal_out_bytes)?;
+                ctx.timeline.push(
+                    "transfer",
+                    "coalesced gradients host to pool",
+                    Stage::BackwardEmbedding,
+                    MAIN,
+                    Resource::PoolLink,
+                    link.0,
+                    link.1,
+                    coal_out_bytes,
+                );
+                ("load-coalesced+scatter", true)
+            };
+            let coalesced = &self.coalesced;
+            let instrs = || {
+                let mut v = Vec::new();
+                for (t, c) in coalesced.iter().enumerate() {
+                    if load {
+                        v.push(Instruction::LoadCoalesced {
+                            table: t as u32,
+                            rows: c.rows.clone(),
+                            grads: c.grads.clone(),
+                        });
+                    }
+                    v.push(Instruction::Scatter {
+                        table: t as u32,
+                        optimizer,
+                    });
+                }
+                v
+            };
+            let bytes = scatter_bytes + if load { coal_out_bytes } else { 0 };
+            let pt = self.pool_time(name, ctx.iteration, bytes, instrs)?;
+            let (source, time_ns) = match self.emulate_scatter(&optimizer, pt.time_ns, ctx.host)? {
+                Some(ns) => (Source::Emulated, ns),
+                None => (pt.source, pt.time_ns),
+            };
+            ctx.timeline.push(
+                "scatter",
+                "nmp",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Nmp,
+                source,
+                time_ns,
+                bytes,
+            );
+        } else {
+            ctx.timeline.push(
+                "scatter",
+                "cpu",
+                Stage::BackwardEmbedding,
+                MAIN,
+                Resource::Cpu,
+                Source::Measured,
+                scatter_ns,
+                scatter_bytes,
+            );
+        }
+        Ok(())
+    }
+
+    fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError> {
+        self.check_synced()?;
+        batch
+            .tables
+            .iter()
+            .zip(&self.tables)
+            .enumerate()
+            .map(|(t, (tb, table))| {
+                gather_reduce(table, tb, self.pooling)
+                    .map(|(o, _)| o)
+                    .map_err(|e| e.in_table(t).into())
+            })
+            .collect()
+    }
+
+    fn tables(&self) -> &[EmbeddingTable] {
+        &self.tables
+    }
+
+    fn sync(&mut self) -> Result<(), DlrmError> {
+        #[cfg(feature = "cuda")]
+        if let Some(em) = &mut self.emulation {
+            if em.stale {
+                let emu = em.lock()?;
+                for (t, ((dt, table), state)) in em
+                    .tables
+                    .iter()
+                    .zip(&mut self.tables)
+                    .zip(&mut self.states)
+                    .enumerate()
+                {
+                    emu.backend()
+                        .download_table(dt, table, state)
+                        .map_err(|e| e.in_table(t))?;
+                }
+                drop(emu);
+                em.stale = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Casting done elsewhere (on a GPU thread): the casted arrays of every
+/// table, their bytes, and the GPU time it took.
+type CastJob<'a> = Box<dyn FnOnce() -> Result<(Vec<Casted>, u64, f64), DlrmError> + 'a>;
+
+/// Tensor casting of every table of `batch` on the GPU, timed with CUDA
+/// events on the backend's stream (index copies in and casted arrays out
+/// included).
+#[cfg(feature = "cuda")]
+fn gpu_cast_all(
+    b: &nmpsim_kernels::cuda::CudaBackend,
+    batch: &Batch,
+    pooling: Pooling,
+) -> Result<(Vec<Casted>, u64, f64), DlrmError> {
+    use nmpsim_kernels::check::Backend as _;
+    use nmpsim_kernels::cuda::cudarc::driver::sys::CUevent_flags;
+    use nmpsim_kernels::cuda::driver_err;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let start = b
+        .stream()
+        .record_event(timing)
+        .map_err(driver_err("recording the start of casting"))?;
+    let mut out = Vec::with_capacity(batch.tables.len());
+    let mut bytes = 0u64;
+    for (t, tb) in batch.tables.iter().enumerate() {
+        let (c, tr) = b.tensor_cast(tb, pooling).map_err(|e| e.in_table(t))?;
+        bytes += tr.total_bytes();
+        out.push(c);
+    }
+    let end = b
+        .stream()
+        .record_event(timing)
+        .map_err(driver_err("recording the end of casting"))?;
+    let ms = start
+        .elapsed_ms(&end)
+        .map_err(driver_err("timing casting"))?;
+    Ok((out, bytes, ms as f64 * 1e6))
+}
+
+impl SystemModes {
+    fn forward_with(
+        &mut self,
+        batch: &Batch,
+        ctx: &mut StepCtx,
+        cast_job: Option<CastJob<'_>>,
+    ) -> Result<Vec<Vec<f32>>, DlrmError> {
         let b = batch.batch_size();
         let dim = self.dim();
         if self.mode.uses_nmp() {
             self.fingerprint = fingerprint(batch);
         }
-        // The numbers: gather-reduce of every table.
+        // The numbers: gather-reduce of every table (on the emulated pool
+        // further down when the GPU emulation is on; its bytes are analytic).
+        let emulate_gather = self.emulating() && self.plan.gather == Place::Nmp;
         let t0 = Instant::now();
         let mut pooled = Vec::with_capacity(self.tables.len());
         let mut gather_bytes = 0u64;
-        for (t, (tb, table)) in batch.tables.iter().zip(&self.tables).enumerate() {
-            let (o, tr) = gather_reduce(table, tb, self.pooling).map_err(|e| e.in_table(t))?;
-            gather_bytes += tr.total_bytes();
-            pooled.push(o);
+        if emulate_gather {
+            let weighted = self.pooling == Pooling::WeightedSum;
+            for tb in &batch.tables {
+                gather_bytes +=
+                    gather_reduce_traffic(tb.num_lookups(), tb.batch_size(), dim, weighted)
+                        .total_bytes();
+            }
+        } else {
+            for (t, (tb, table)) in batch.tables.iter().zip(&self.tables).enumerate() {
+                let (o, tr) = gather_reduce(table, tb, self.pooling).map_err(|e| e.in_table(t))?;
+                gather_bytes += tr.total_bytes();
+                pooled.push(o);
+            }
+            ctx.host.add("gather-reduce", ns_since(t0));
         }
         let gather_ns = ns_since(t0);
-        ctx.host.add("gather-reduce", gather_ns);
         let pooled_bytes = (b * dim * 4 * self.tables.len()) as u64;
         match self.plan.gather {
             Place::Nmp => {
@@ -376,35 +847,44 @@ impl EmbeddingStrategy for SystemModes {
                             + tb.weights.as_ref().map_or(0, |w| arr(w.len()))
                     })
                     .sum();
+                let link = self.pool_link(instr_bytes)?;
                 ctx.timeline.push(
                     "transfer",
                     "gather instructions to pool",
                     Stage::ForwardEmbedding,
                     MAIN,
                     Resource::PoolLink,
-                    Source::Modelled,
-                    self.pool_link_ns(instr_bytes),
+                    link.0,
+                    link.1,
                     instr_bytes,
                 );
                 let pt = self.pool_time("gather-reduce", ctx.iteration, gather_bytes, instrs)?;
+                let (source, time_ns) = match self.emulate_gather(batch, pt.time_ns, ctx.host)? {
+                    Some((out, ns)) => {
+                        pooled = out;
+                        (Source::Emulated, ns)
+                    }
+                    None => (pt.source, pt.time_ns),
+                };
                 ctx.timeline.push(
                     "gather-reduce",
                     "nmp",
                     Stage::ForwardEmbedding,
                     MAIN,
                     Resource::Nmp,
-                    pt.source,
-                    pt.time_ns,
+                    source,
+                    time_ns,
                     gather_bytes,
                 );
+                let link = self.pool_link(pooled_bytes)?;
                 ctx.timeline.push(
                     "transfer",
                     "pooled embeddings pool to gpu",
                     Stage::ForwardTransfer,
                     MAIN,
                     Resource::PoolLink,
-                    Source::Modelled,
-                    self.pool_link_ns(pooled_bytes),
+                    link.0,
+                    link.1,
                     pooled_bytes,
                 );
             }
@@ -439,49 +919,70 @@ impl EmbeddingStrategy for SystemModes {
             self.casted.clear();
             let mut cast_bytes = 0u64;
             let (mut idx_bytes, mut out_bytes) = (0u64, 0u64);
-            for (t, tb) in batch.tables.iter().enumerate() {
-                let (c, tr) = tensor_cast(tb, self.pooling).map_err(|e| e.in_table(t))?;
-                cast_bytes += tr.total_bytes();
+            // Measured on a real GPU (index copies included), or computed here
+            // and its GPU time modelled.
+            let measured_ns = match cast_job {
+                Some(job) => {
+                    let (casted, bytes, ns) = job()?;
+                    self.casted = casted;
+                    cast_bytes = bytes;
+                    Some(ns)
+                }
+                None => {
+                    for (t, tb) in batch.tables.iter().enumerate() {
+                        let (c, tr) = tensor_cast(tb, self.pooling).map_err(|e| e.in_table(t))?;
+                        cast_bytes += tr.total_bytes();
+                        self.casted.push(c);
+                    }
+                    ctx.host.add("casting", ns_since(t0));
+                    None
+                }
+            };
+            for (tb, c) in batch.tables.iter().zip(&self.casted) {
                 idx_bytes += 4 * (tb.offsets.len() + tb.indices.len()) as u64;
                 out_bytes += 4
                     * (c.casted_src.len() + c.casted_dst.len() + c.unique_rows.len()) as u64
                     + c.scale.as_ref().map_or(0, |s| 4 * s.len() as u64);
-                self.casted.push(c);
             }
-            ctx.host.add("casting", ns_since(t0));
             let gpu = &self.env.gpu;
-            ctx.timeline.push(
-                "transfer",
-                "indices host to gpu",
-                Stage::ForwardEmbedding,
-                OVERLAP,
-                Resource::HostLink,
-                Source::Modelled,
-                gpu.host_transfer_ns(idx_bytes),
-                idx_bytes,
-            );
-            // Sort-by-key, flag, scan: a handful of kernels, memory-bound.
-            let cast_ns = gpu.stream_ns(cast_bytes as f64) + 6.0 * gpu.launch_us * 1e3;
+            let (cast_source, cast_ns, cast_detail) = match measured_ns {
+                Some(ns) => (Source::Measured, ns, "gpu, with the index copies"),
+                None => {
+                    ctx.timeline.push(
+                        "transfer",
+                        "indices host to gpu",
+                        Stage::ForwardEmbedding,
+                        OVERLAP,
+                        Resource::HostLink,
+                        Source::Modelled,
+                        gpu.host_transfer_ns(idx_bytes),
+                        idx_bytes,
+                    );
+                    // Sort-by-key, flag, scan: a handful of kernels, memory-bound.
+                    let ns = gpu.stream_ns(cast_bytes as f64) + 6.0 * gpu.launch_us * 1e3;
+                    (Source::Modelled, ns, "gpu")
+                }
+            };
             ctx.timeline.push(
                 "casting",
-                "gpu",
+                cast_detail,
                 Stage::ForwardEmbedding,
                 OVERLAP,
                 Resource::Gpu,
-                Source::Modelled,
+                cast_source,
                 cast_ns,
                 cast_bytes,
             );
-            let (res, ns, what) = if self.plan.coalesce == Place::Nmp {
+            let (res, (source, ns), what) = if self.plan.coalesce == Place::Nmp {
                 (
                     Resource::PoolLink,
-                    self.pool_link_ns(out_bytes),
+                    self.pool_link(out_bytes)?,
                     "casted indices gpu to pool",
                 )
             } else {
                 (
                     Resource::HostLink,
-                    gpu.host_transfer_ns(out_bytes),
+                    (Source::Modelled, gpu.host_transfer_ns(out_bytes)),
                     "casted indices gpu to host",
                 )
             };
@@ -491,211 +992,150 @@ impl EmbeddingStrategy for SystemModes {
                 Stage::ForwardEmbedding,
                 OVERLAP,
                 res,
-                Source::Modelled,
+                source,
                 ns,
                 out_bytes,
             );
         }
         Ok(pooled)
     }
+}
 
-    fn backward(
-        &mut self,
-        batch: &Batch,
-        dpooled: &[Vec<f32>],
-        ctx: &mut StepCtx,
-    ) -> Result<(), DlrmError> {
-        let dim = self.dim();
-        let b = batch.batch_size();
-        let grad_bytes = (b * dim * 4 * self.tables.len()) as u64;
-        // Output gradients leave the GPU for where they are coalesced.
-        if self.plan.coalesce == Place::Nmp {
-            ctx.timeline.push(
-                "transfer",
-                "gradients gpu to pool",
-                Stage::BackwardTransfer,
-                MAIN,
-                Resource::PoolLink,
-                Source::Modelled,
-                self.pool_link_ns(grad_bytes),
-                grad_bytes,
-            );
-        } else {
-            ctx.timeline.push(
-                "transfer",
-                "gradients gpu to host",
-                Stage::BackwardTransfer,
-                MAIN,
-                Resource::HostLink,
-                Source::Modelled,
-                self.env.gpu.host_transfer_ns(grad_bytes),
-                grad_bytes,
-            );
-        }
-        // The numbers: coalesced gradients of every table.
-        let t0 = Instant::now();
-        let mut coal_bytes = 0u64;
-        let casting = self.plan.casting.is_some();
-        for (t, tb) in batch.tables.iter().enumerate() {
-            let d = &dpooled[t];
-            if casting {
-                let tr = casted_gather_reduce_into(&self.casted[t], d, dim, &mut self.coalesced[t])
-                    .map_err(|e| e.in_table(t))?;
-                coal_bytes += tr.total_bytes();
-            } else {
-                let te = expand_into(d, dim, tb, self.pooling, &mut self.expanded[t])
-                    .map_err(|e| e.in_table(t))?;
-                let tc = coalesce_into(&self.expanded[t], tb.num_rows, &mut self.coalesced[t])
-                    .map_err(|e| e.in_table(t))?;
-                coal_bytes += te.total_bytes() + tc.total().total_bytes();
-            }
-        }
-        let coal_ns = ns_since(t0);
-        let coal_name = if casting {
-            "casted-gather-reduce"
-        } else {
-            "expand-coalesce"
-        };
-        ctx.host.add(coal_name, coal_ns);
-        let unique: usize = self.coalesced.iter().map(|c| c.rows.len()).sum();
-        let coal_out_bytes = (unique * (dim + 1) * 4) as u64;
-        if self.plan.coalesce == Place::Nmp {
-            let casted = &self.casted;
-            let instrs = || {
-                let mut v = Vec::new();
-                for (t, c) in casted.iter().enumerate() {
-                    v.push(Instruction::LoadGradient {
-                        table: t as u32,
-                        bags: c.num_bags as u32,
-                        grads: dpooled[t].clone(),
-                    });
-                    v.push(Instruction::CastedGatherReduce {
-                        table: t as u32,
-                        num_bags: c.num_bags as u32,
-                        casted_src: c.casted_src.clone(),
-                        casted_dst: c.casted_dst.clone(),
-                        unique_rows: c.unique_rows.clone(),
-                        scale: c.scale.clone(),
-                    });
-                }
-                v
-            };
-            let pt = self.pool_time(coal_name, ctx.iteration, coal_bytes + grad_bytes, instrs)?;
-            ctx.timeline.push(
-                coal_name,
-                "nmp",
-                Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Nmp,
-                pt.source,
-                pt.time_ns,
-                coal_bytes + grad_bytes,
-            );
-        } else {
-            ctx.timeline.push(
-                coal_name,
-                "cpu",
-                Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Cpu,
-                Source::Measured,
-                coal_ns,
-                coal_bytes,
-            );
-        }
-        // Scatter with the optimizer.
-        let t0 = Instant::now();
-        let mut scatter_bytes = 0u64;
-        for (t, ((table, state), c)) in self
-            .tables
-            .iter_mut()
-            .zip(&mut self.states)
-            .zip(&self.coalesced)
-            .enumerate()
-        {
-            let tr = scatter_update(table, state, c, &ctx.optimizer).map_err(|e| e.in_table(t))?;
-            scatter_bytes += tr.total_bytes();
-        }
-        let scatter_ns = ns_since(t0);
-        ctx.host.add("scatter", scatter_ns);
-        if self.plan.scatter == Place::Nmp {
-            let optimizer = ctx.optimizer;
-            let (name, load) = if self.plan.coalesce == Place::Nmp {
-                ("scatter", false)
-            } else {
-                // TensorDIMM: the host's coalesced gradients go to the pool first.
-                ctx.timeline.push(
-                    "transfer",
-                    "coalesced gradients host to pool",
-                    Stage::BackwardEmbedding,
-                    MAIN,
-                    Resource::PoolLink,
-                    Source::Modelled,
-                    self.pool_link_ns(coal_out_bytes),
-                    coal_out_bytes,
-                );
-                ("load-coalesced+scatter", true)
-            };
-            let coalesced = &self.coalesced;
-            let instrs = || {
-                let mut v = Vec::new();
-                for (t, c) in coalesced.iter().enumerate() {
-                    if load {
-                        v.push(Instruction::LoadCoalesced {
-                            table: t as u32,
-                            rows: c.rows.clone(),
-                            grads: c.grads.clone(),
-                        });
-                    }
-                    v.push(Instruction::Scatter {
-                        table: t as u32,
-                        optimizer,
-                    });
-                }
-                v
-            };
-            let bytes = scatter_bytes + if load { coal_out_bytes } else { 0 };
-            let pt = self.pool_time(name, ctx.iteration, bytes, instrs)?;
-            ctx.timeline.push(
-                "scatter",
-                "nmp",
-                Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Nmp,
-                pt.source,
-                pt.time_ns,
-                bytes,
-            );
-        } else {
-            ctx.timeline.push(
-                "scatter",
-                "cpu",
-                Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Cpu,
-                Source::Measured,
-                scatter_ns,
-                scatter_bytes,
-            );
+/// Pooled outputs of every table and the time they took.
+type PooledAndTime = (Vec<Vec<f32>>, f64);
+
+impl SystemModes {
+    /// Host tables behind the emulated pool's are an error, not stale numbers.
+    fn check_synced(&self) -> Result<(), DlrmError> {
+        #[cfg(feature = "cuda")]
+        if self.emulation.as_ref().is_some_and(|e| e.stale) {
+            return Err(DlrmError::Config(
+                "the host tables are behind the emulated pool's; call sync() first".into(),
+            ));
         }
         Ok(())
     }
 
-    fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError> {
-        batch
-            .tables
-            .iter()
-            .zip(&self.tables)
-            .enumerate()
-            .map(|(t, (tb, table))| {
-                gather_reduce(table, tb, self.pooling)
-                    .map(|(o, _)| o)
-                    .map_err(|e| e.in_table(t).into())
-            })
-            .collect()
+    /// Gather-reduce on the emulated pool, held to `target_ns`: the pooled
+    /// outputs and the emulated time, or `None` without emulation.
+    #[cfg(feature = "cuda")]
+    fn emulate_gather(
+        &mut self,
+        batch: &Batch,
+        target_ns: f64,
+        host: &mut HostTimes,
+    ) -> Result<Option<PooledAndTime>, DlrmError> {
+        let Some(em) = &self.emulation else {
+            return Ok(None);
+        };
+        let pooling = self.pooling;
+        let (out, e) = em.lock()?.run(target_ns, |b| {
+            batch
+                .tables
+                .iter()
+                .zip(&em.tables)
+                .enumerate()
+                .map(|(t, (tb, dt))| {
+                    b.gather_reduce_resident(dt, tb, pooling)
+                        .map(|(o, _)| o)
+                        .map_err(|err| DlrmError::from(err.in_table(t)))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        host.add("gather-reduce gpu-raw", e.raw_ns);
+        Ok(Some((out, e.emulated_ns)))
     }
 
-    fn tables(&self) -> &[EmbeddingTable] {
-        &self.tables
+    #[cfg(not(feature = "cuda"))]
+    fn emulate_gather(
+        &mut self,
+        _: &Batch,
+        _: f64,
+        _: &mut HostTimes,
+    ) -> Result<Option<PooledAndTime>, DlrmError> {
+        Ok(None)
+    }
+
+    /// Casted gather-reduce on the emulated pool into `self.coalesced`.
+    #[cfg(feature = "cuda")]
+    fn emulate_coalesce(
+        &mut self,
+        dpooled: &[Vec<f32>],
+        target_ns: f64,
+        host: &mut HostTimes,
+    ) -> Result<Option<f64>, DlrmError> {
+        let Some(em) = &self.emulation else {
+            return Ok(None);
+        };
+        if self.plan.casting.is_none() {
+            return Ok(None);
+        }
+        use nmpsim_kernels::check::Backend as _;
+        let dim = self.tables[0].dim;
+        let casted = &self.casted;
+        let (out, e) = em.lock()?.run(target_ns, |b| {
+            casted
+                .iter()
+                .zip(dpooled)
+                .enumerate()
+                .map(|(t, (c, d))| {
+                    b.casted_gather_reduce(c, d, dim)
+                        .map(|(o, _)| o)
+                        .map_err(|err| DlrmError::from(err.in_table(t)))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        self.coalesced = out;
+        host.add("casted-gather-reduce gpu-raw", e.raw_ns);
+        Ok(Some(e.emulated_ns))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn emulate_coalesce(
+        &mut self,
+        _: &[Vec<f32>],
+        _: f64,
+        _: &mut HostTimes,
+    ) -> Result<Option<f64>, DlrmError> {
+        Ok(None)
+    }
+
+    /// Scatter into the emulated pool's tables.
+    #[cfg(feature = "cuda")]
+    fn emulate_scatter(
+        &mut self,
+        optimizer: &Optimizer,
+        target_ns: f64,
+        host: &mut HostTimes,
+    ) -> Result<Option<f64>, DlrmError> {
+        let Some(em) = &mut self.emulation else {
+            return Ok(None);
+        };
+        let coalesced = &self.coalesced;
+        let emu_arc = em.emu.clone();
+        let mut emu = emu_arc.lock().map_err(|_| {
+            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
+        })?;
+        let tables = &mut em.tables;
+        let ((), e) = emu.run(target_ns, |b| {
+            for (t, (dt, c)) in tables.iter_mut().zip(coalesced).enumerate() {
+                b.scatter_update_resident(dt, c, optimizer)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))?;
+            }
+            Ok(())
+        })?;
+        em.stale = true;
+        host.add("scatter gpu-raw", e.raw_ns);
+        Ok(Some(e.emulated_ns))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn emulate_scatter(
+        &mut self,
+        _: &Optimizer,
+        _: f64,
+        _: &mut HostTimes,
+    ) -> Result<Option<f64>, DlrmError> {
+        Ok(None)
     }
 }

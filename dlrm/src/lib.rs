@@ -10,9 +10,14 @@
 //! - [`timeline`], [`gpu`], [`pooltime`]: how each primitive's time is obtained.
 //! - [`trainer`]: the loop, records and evaluation.
 //! - [`presets`], [`data`]: named models and synthetic labelled data.
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cuda_dense;
 pub mod data;
 pub mod dense;
 pub mod embedding;
+pub mod emulate;
 pub mod error;
 pub mod gpu;
 pub mod interaction;
@@ -26,7 +31,7 @@ pub mod timeline;
 pub mod trainer;
 
 pub use data::TeacherData;
-pub use dense::{CpuDense, DenseBackend, DenseOptimizer, DenseParams};
+pub use dense::{CpuDense, DenseBackend, DenseOptimizer, DenseParams, DenseTimes};
 pub use embedding::{
     EmbeddingStrategy, HostTimes, ModePlan, Place, StepCtx, SystemMode, SystemModes, TimingEnv,
 };

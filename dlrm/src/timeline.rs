@@ -20,6 +20,9 @@ pub enum Source {
     SimulatedProxy,
     /// An analytic model (GPU roofline, link bandwidth, a fixed NMP bandwidth).
     Modelled,
+    /// GPU emulation of the NMP pool: the primitive's real CUDA kernels on
+    /// the pool stream, held to the simulated pool time (`emulate`).
+    Emulated,
 }
 
 impl Source {
@@ -29,6 +32,7 @@ impl Source {
             Source::Simulated => "simulated",
             Source::SimulatedProxy => "simulated-proxy",
             Source::Modelled => "modelled",
+            Source::Emulated => "emulated",
         }
     }
 }

@@ -152,7 +152,8 @@ pub struct Trainer {
     pub embedding: Box<dyn EmbeddingStrategy>,
     pub dense: Box<dyn DenseBackend>,
     pub gpu: GpuPreset,
-    /// The dense path's GPU time per iteration (modelled).
+    /// The dense path's GPU time per iteration (modelled; the timeline uses
+    /// it unless the dense backend measures its own time).
     pub dense_model: DenseModel,
     /// Set to stop after the current iteration.
     pub stop: Arc<AtomicBool>,
@@ -235,6 +236,50 @@ impl Trainer {
         self.embedding.backward(batch, &back.dpooled, &mut ctx)?;
         let sim_s = crate::pooltime::sim_wall_s() - sim_before;
         let wall_ns = (started.elapsed().as_secs_f64() - sim_s).max(0.0) * 1e9;
+        match self.dense.measured_times()? {
+            // The dense path ran on a device that timed it: measured.
+            Some(t) => {
+                for (primitive, what, ns) in [
+                    ("mlp", "bottom forward", t.bottom_forward_ns),
+                    ("interaction", "forward", t.interaction_forward_ns),
+                    ("mlp", "top forward", t.top_forward_ns),
+                    ("mlp", "loss", t.loss_ns),
+                    ("mlp", "top backward", t.top_backward_ns),
+                    ("interaction", "backward", t.interaction_backward_ns),
+                    ("mlp", "bottom backward", t.bottom_backward_ns),
+                    ("mlp", "optimizer step", t.step_ns),
+                ] {
+                    timeline.push(
+                        primitive,
+                        what,
+                        Stage::Dense,
+                        MAIN,
+                        Resource::Gpu,
+                        Source::Measured,
+                        ns,
+                        0,
+                    );
+                }
+            }
+            None => self.push_modelled_dense(&mut timeline),
+        }
+        let iteration_ns = timeline.iteration_ns();
+        Ok(IterRecord {
+            iteration,
+            epoch: 0,
+            batch_size: b as u64,
+            loss: back.loss,
+            accuracy: loss::accuracy(&logits, labels),
+            lr,
+            wall_ns,
+            host,
+            timeline,
+            iteration_ns,
+        })
+    }
+
+    /// The dense path's events from the GPU roofline model.
+    fn push_modelled_dense(&self, timeline: &mut StepTimeline) {
         let d = &self.dense_model;
         for (what, ns) in [
             ("bottom forward", d.bottom_forward_ns),
@@ -269,23 +314,11 @@ impl Trainer {
                 0,
             );
         }
-        let iteration_ns = timeline.iteration_ns();
-        Ok(IterRecord {
-            iteration,
-            epoch: 0,
-            batch_size: b as u64,
-            loss: back.loss,
-            accuracy: loss::accuracy(&logits, labels),
-            lr,
-            wall_ns,
-            host,
-            timeline,
-            iteration_ns,
-        })
     }
 
     /// Loss, accuracy and exact AUC over `batches`.
     pub fn evaluate(&mut self, iteration: u64, batches: &[Batch]) -> Result<EvalRecord, DlrmError> {
+        self.embedding.sync()?;
         let (mut scores, mut labels) = (Vec::new(), Vec::new());
         for batch in batches {
             self.check_batch(batch)?;
@@ -345,6 +378,8 @@ impl Trainer {
                 last_eval = Some(e);
             }
         }
+        // Tables kept elsewhere (an emulated pool on the GPU) come home.
+        self.embedding.sync()?;
         if !test.is_empty() && it > 0 {
             let e = self.evaluate(it, test)?;
             obs.eval(&e)?;
@@ -378,17 +413,58 @@ pub fn system_mode_trainer(
     config.validate()?;
     let m = &config.model;
     let dense = crate::CpuDense::new(m, config.dense_optimizer, config.seed)?;
-    let emb = crate::SystemModes::new(
+    system_mode_trainer_with_dense(config, mode, gpu, pool, Box::new(dense))
+}
+
+/// [`system_mode_trainer`] with a given dense backend (for example a
+/// `CudaDense` built from the same seed, whose dense times are then measured
+/// instead of modelled).
+pub fn system_mode_trainer_with_dense(
+    config: TrainConfig,
+    mode: crate::SystemMode,
+    gpu: GpuPreset,
+    pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
+    dense: Box<dyn DenseBackend>,
+) -> Result<Trainer, DlrmError> {
+    let emb = system_modes(&config, mode, gpu.clone(), pool)?;
+    Trainer::new(config, Box::new(emb), dense, gpu)
+}
+
+/// [`system_mode_trainer_with_dense`] on a real GPU: casting runs on
+/// `device` (measured), and the NMP-placed primitives run on `emulator` (the
+/// GPU emulation of the pool) when the mode has any and an emulator is given.
+#[cfg(feature = "cuda")]
+pub fn system_mode_trainer_on_gpu(
+    config: TrainConfig,
+    mode: crate::SystemMode,
+    gpu: GpuPreset,
+    pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
+    dense: Box<dyn DenseBackend>,
+    device: Arc<nmpsim_kernels::cuda::Gpu>,
+    emulator: Option<Arc<std::sync::Mutex<crate::emulate::PoolEmulator>>>,
+) -> Result<Trainer, DlrmError> {
+    let mut emb = system_modes(&config, mode, gpu.clone(), pool)?.with_gpu_casting(device)?;
+    if let Some(e) = emulator.filter(|_| mode.uses_nmp()) {
+        emb = emb.with_emulator(e)?;
+    }
+    Trainer::new(config, Box::new(emb), dense, gpu)
+}
+
+fn system_modes(
+    config: &TrainConfig,
+    mode: crate::SystemMode,
+    gpu: GpuPreset,
+    pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
+) -> Result<crate::SystemModes, DlrmError> {
+    config.validate()?;
+    let m = &config.model;
+    crate::SystemModes::new(
         mode,
         &m.table_rows,
         m.dim,
         m.pooling,
         &config.embedding_optimizer,
         config.seed,
-        crate::TimingEnv {
-            gpu: gpu.clone(),
-            pool,
-        },
-    )?;
-    Trainer::new(config, Box::new(emb), Box::new(dense), gpu)
+        crate::TimingEnv { gpu, pool },
+    )
 }

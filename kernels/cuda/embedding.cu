@@ -1,5 +1,695 @@
-// Embedding primitives of nmpsim-kernels in CUDA C (placeholder, replaced below).
-extern "C" __global__ void nmpsim_probe(float *x, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += 1.0f;
+// Embedding primitives of nmpsim-kernels in CUDA C (compiled at run time by
+// NVRTC; self-contained: no headers, no CUB / thrust).
+//
+// Kernels (every one `extern "C"`, names listed in `KERNEL_NAMES` of
+// kernels/src/cuda/backend.rs):
+//   gather-reduce          nmpsim_gather_reduce_{vec4,scalar}
+//   expand                 nmpsim_expand_{vec4,scalar}
+//   index helpers          nmpsim_bag_ids, nmpsim_iota
+//   exclusive / inclusive  nmpsim_scan_reduce, nmpsim_scan_blocks, nmpsim_scan_apply
+//   radix sort pass        nmpsim_radix_histogram, nmpsim_radix_scatter
+//   segments of a sort     nmpsim_head_flags, nmpsim_segments
+//   coalesce accumulate    nmpsim_coalesce_accumulate_{vec4,scalar}
+//   tensor casting         nmpsim_cast_permute, nmpsim_cast_mean_scale
+//   casted gather-reduce   nmpsim_casted_gather_reduce_{vec4,scalar}
+//   scatter + optimizer    nmpsim_scatter_update_{vec4,scalar}
+//   bench table fill       nmpsim_fill_uniform
+//
+// Conventions: sizes are 64-bit (`u64`), row ids and lookup positions 32-bit
+// (the crate refuses batches of 2^32 or more lookups). Row offsets are always
+// computed in 64 bits (`(u64)row * dimv`). Every kernel uses a grid-stride
+// loop, so any grid size is correct. "vec4" kernels see rows as float4 and
+// are launched only when dim % 4 == 0 (rows are then 16-byte aligned);
+// `dimv` is the row length in vector elements (dim / 4 or dim).
+//
+// Rounding: the backward kernels use explicit round-to-nearest intrinsics
+// (__fmul_rn, __fadd_rn, ...) so the compiler cannot contract a multiply and
+// an add into an FMA: expand + coalesce and the casted gather-reduce must
+// agree bit for bit, as on the CPU, and the expand must equal the f32
+// product `scale * grad` exactly.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define FULL_MASK 0xffffffffu
+
+// Pooling modes, as `Pooling` in kernels/src/pooling.rs.
+#define POOL_SUM 0
+#define POOL_MEAN 1
+#define POOL_WEIGHTED 2
+
+// Optimizer kinds, as `Optimizer` in kernels/src/optimizer.rs.
+#define OPT_SGD 0
+#define OPT_ADAGRAD 1
+#define OPT_ROWWISE_ADAGRAD 2
+#define OPT_RMSPROP 3
+
+// Radix sort: 8-bit digits, 256-thread blocks, 8 items per thread per tile.
+#define RADIX_BITS 8
+#define RADIX 256
+#define BLOCK 256
+#define ITEMS 8
+#define TILE (BLOCK * ITEMS)
+#define WARPS (BLOCK / 32)
+
+__device__ __forceinline__ u64 global_thread() {
+    return (u64)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ u64 grid_threads() {
+    return (u64)gridDim.x * blockDim.x;
+}
+
+// Lanes that share one row: the smallest power of two >= dimv, at most 32.
+__device__ __forceinline__ u32 lanes_for(u64 dimv) {
+    u32 l = 1;
+    while (l < 32u && (u64)l < dimv) l <<= 1;
+    return l;
+}
+
+__device__ __forceinline__ u32 umax32(u32 a, u32 b) { return a > b ? a : b; }
+
+// ---- element helpers, overloaded for float and float4 ----------------------
+
+__device__ __forceinline__ void vzero(float &a) { a = 0.0f; }
+__device__ __forceinline__ void vzero(float4 &a) { a = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+
+// a += b
+__device__ __forceinline__ void vadd(float &a, float b) { a = __fadd_rn(a, b); }
+__device__ __forceinline__ void vadd(float4 &a, float4 b) {
+    a.x = __fadd_rn(a.x, b.x);
+    a.y = __fadd_rn(a.y, b.y);
+    a.z = __fadd_rn(a.z, b.z);
+    a.w = __fadd_rn(a.w, b.w);
+}
+
+// s * b, rounded
+__device__ __forceinline__ float vmul(float s, float b) { return __fmul_rn(s, b); }
+__device__ __forceinline__ float4 vmul(float s, float4 b) {
+    return make_float4(__fmul_rn(s, b.x), __fmul_rn(s, b.y), __fmul_rn(s, b.z), __fmul_rn(s, b.w));
+}
+
+// a += s * b with the product rounded first (no FMA), as expand then coalesce.
+__device__ __forceinline__ void vaxpy(float &a, float s, float b) { a = __fadd_rn(a, __fmul_rn(s, b)); }
+__device__ __forceinline__ void vaxpy(float4 &a, float s, float4 b) { vadd(a, vmul(s, b)); }
+
+// a / d, correctly rounded
+__device__ __forceinline__ void vdiv(float &a, float d) { a = __fdiv_rn(a, d); }
+__device__ __forceinline__ void vdiv(float4 &a, float d) {
+    a.x = __fdiv_rn(a.x, d);
+    a.y = __fdiv_rn(a.y, d);
+    a.z = __fdiv_rn(a.z, d);
+    a.w = __fdiv_rn(a.w, d);
+}
+
+// a += (value of lane + off); every lane of the warp must call it.
+__device__ __forceinline__ void vshfl_add(float &a, u32 off) {
+    a += __shfl_down_sync(FULL_MASK, a, off);
+}
+__device__ __forceinline__ void vshfl_add(float4 &a, u32 off) {
+    a.x += __shfl_down_sync(FULL_MASK, a.x, off);
+    a.y += __shfl_down_sync(FULL_MASK, a.y, off);
+    a.z += __shfl_down_sync(FULL_MASK, a.z, off);
+    a.w += __shfl_down_sync(FULL_MASK, a.w, off);
+}
+
+// sum of squares of the components
+__device__ __forceinline__ float vsumsq(float a) { return __fmul_rn(a, a); }
+__device__ __forceinline__ float vsumsq(float4 a) {
+    return __fmul_rn(a.x, a.x) + __fmul_rn(a.y, a.y) + __fmul_rn(a.z, a.z) + __fmul_rn(a.w, a.w);
+}
+
+// ---- gather-reduce (forward) ------------------------------------------------
+//
+// One warp per bag. The warp splits into G = 32 / L groups of L lanes; lane l
+// of group g adds column l (+ L, + 2L, ...) of lookups s + g, s + g + G, ...;
+// the groups are then summed with shuffles. With dim 64 (16 float4) two
+// lookups of a bag are in flight per warp instruction, every lane busy.
+
+template <typename V>
+__device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
+                                   const u32 *__restrict__ indices,
+                                   const u32 *__restrict__ offsets,
+                                   const float *__restrict__ weights, u64 bags, int mode,
+                                   V *__restrict__ out) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 L = lanes_for(dimv);
+    const u32 G = 32u / L;
+    const u32 g = lane / L;
+    const u32 l = lane % L;
+    const u64 warp = global_thread() >> 5;
+    const u64 nwarps = grid_threads() >> 5;
+    // `bag` is the same for every lane of a warp, so every lane runs the
+    // same iterations and reaches every shuffle.
+    for (u64 bag = warp; bag < bags; bag += nwarps) {
+        const u32 s = offsets[bag];
+        const u32 e = offsets[bag + 1];
+        for (u64 c0 = 0; c0 < dimv; c0 += L) {
+            const u64 c = c0 + l;
+            const bool valid = c < dimv;
+            V acc;
+            vzero(acc);
+            if (valid) {
+                if (mode == POOL_WEIGHTED) {
+#pragma unroll 4
+                    for (u32 i = s + g; i < e; i += G) {
+                        const u64 r = indices[i];
+                        vaxpy(acc, weights[i], table[r * dimv + c]);
+                    }
+                } else {
+#pragma unroll 4
+                    for (u32 i = s + g; i < e; i += G) {
+                        const u64 r = indices[i];
+                        vadd(acc, table[r * dimv + c]);
+                    }
+                }
+            }
+            for (u32 off = 16; off >= L; off >>= 1) {
+                vshfl_add(acc, off);
+            }
+            if (g == 0 && valid) {
+                if (mode == POOL_MEAN && e > s) vdiv(acc, (float)(e - s));
+                out[bag * dimv + c] = acc;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void nmpsim_gather_reduce_vec4(const float4 *__restrict__ table, u64 dimv,
+                                                     const u32 *__restrict__ indices,
+                                                     const u32 *__restrict__ offsets,
+                                                     const float *__restrict__ weights, u64 bags,
+                                                     int mode, float4 *__restrict__ out) {
+    gather_reduce_impl<float4>(table, dimv, indices, offsets, weights, bags, mode, out);
+}
+
+extern "C" __global__ void nmpsim_gather_reduce_scalar(const float *__restrict__ table, u64 dimv,
+                                                       const u32 *__restrict__ indices,
+                                                       const u32 *__restrict__ offsets,
+                                                       const float *__restrict__ weights, u64 bags,
+                                                       int mode, float *__restrict__ out) {
+    gather_reduce_impl<float>(table, dimv, indices, offsets, weights, bags, mode, out);
+}
+
+// ---- index helpers -----------------------------------------------------------
+
+// dst[i] = bag of lookup i (one warp per bag).
+extern "C" __global__ void nmpsim_bag_ids(const u32 *__restrict__ offsets, u64 bags,
+                                          u32 *__restrict__ dst) {
+    const u32 lane = threadIdx.x & 31u;
+    const u64 warp = global_thread() >> 5;
+    const u64 nwarps = grid_threads() >> 5;
+    for (u64 b = warp; b < bags; b += nwarps) {
+        const u32 s = offsets[b];
+        const u32 e = offsets[b + 1];
+        for (u32 i = s + lane; i < e; i += 32u) dst[i] = (u32)b;
+    }
+}
+
+// out[i] = i
+extern "C" __global__ void nmpsim_iota(u32 *__restrict__ out, u64 n) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) out[i] = (u32)i;
+}
+
+// ---- expand (backward, before coalescing) ------------------------------------
+
+// out[i] = scale_i * grad_out[dst[i]], one thread per output element.
+template <typename V>
+__device__ void expand_impl(const V *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ dst,
+                            const u32 *__restrict__ offsets, const float *__restrict__ weights,
+                            u64 n, int mode, V *__restrict__ out) {
+    const u64 total = n * dimv;
+    for (u64 t = global_thread(); t < total; t += grid_threads()) {
+        const u64 i = t / dimv;
+        const u64 c = t - i * dimv;
+        const u32 b = dst[i];
+        const V gv = grad_out[(u64)b * dimv + c];
+        if (mode == POOL_SUM) {
+            out[t] = gv;
+        } else {
+            float s;
+            if (mode == POOL_MEAN) {
+                s = __fdiv_rn(1.0f, (float)umax32(offsets[b + 1] - offsets[b], 1u));
+            } else {
+                s = weights[i];
+            }
+            out[t] = vmul(s, gv);
+        }
+    }
+}
+
+extern "C" __global__ void nmpsim_expand_vec4(const float4 *__restrict__ grad_out, u64 dimv,
+                                              const u32 *__restrict__ dst,
+                                              const u32 *__restrict__ offsets,
+                                              const float *__restrict__ weights, u64 n, int mode,
+                                              float4 *__restrict__ out) {
+    expand_impl<float4>(grad_out, dimv, dst, offsets, weights, n, mode, out);
+}
+
+extern "C" __global__ void nmpsim_expand_scalar(const float *__restrict__ grad_out, u64 dimv,
+                                                const u32 *__restrict__ dst,
+                                                const u32 *__restrict__ offsets,
+                                                const float *__restrict__ weights, u64 n, int mode,
+                                                float *__restrict__ out) {
+    expand_impl<float>(grad_out, dimv, dst, offsets, weights, n, mode, out);
+}
+
+// ---- scan (u32, wrapping) ----------------------------------------------------
+//
+// Three kernels: per-tile sums, an exclusive scan of the tile sums in one
+// block, then each tile scans itself from its offset. Launch all with
+// BLOCK threads; the tile of block k is elements [k * TILE, (k + 1) * TILE).
+
+// Exclusive scan of one value per thread over the block; `*total` gets the
+// block's sum. Every thread of the block must call it. blockDim.x must be a
+// multiple of 32, at most 1024.
+__device__ u32 block_exclusive_scan(u32 v, u32 *total) {
+    __shared__ u32 warp_sums[33];
+    const u32 lane = threadIdx.x & 31u;
+    const u32 warp = threadIdx.x >> 5;
+    const u32 nw = blockDim.x >> 5;
+    u32 x = v;
+    for (u32 off = 1; off < 32u; off <<= 1) {
+        const u32 y = __shfl_up_sync(FULL_MASK, x, off);
+        if (lane >= off) x += y;
+    }
+    if (lane == 31u) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const u32 w = lane < nw ? warp_sums[lane] : 0u;
+        u32 wi = w;
+        for (u32 off = 1; off < 32u; off <<= 1) {
+            const u32 y = __shfl_up_sync(FULL_MASK, wi, off);
+            if (lane >= off) wi += y;
+        }
+        warp_sums[lane] = wi - w;
+        if (lane == 31u) warp_sums[32] = wi;
+    }
+    __syncthreads();
+    const u32 result = warp_sums[warp] + x - v;
+    *total = warp_sums[32];
+    __syncthreads(); // warp_sums is reused by the next call
+    return result;
+}
+
+// sums[k] = sum of tile k of `in`.
+extern "C" __global__ void nmpsim_scan_reduce(const u32 *__restrict__ in, u64 n,
+                                              u32 *__restrict__ sums, u64 tiles) {
+    for (u64 k = blockIdx.x; k < tiles; k += gridDim.x) {
+        const u64 base = k * TILE;
+        u32 v = 0;
+        for (u32 j = 0; j < ITEMS; j++) {
+            const u64 i = base + (u64)j * BLOCK + threadIdx.x;
+            if (i < n) v += in[i];
+        }
+        u32 total;
+        block_exclusive_scan(v, &total);
+        if (threadIdx.x == 0) sums[k] = total;
+    }
+}
+
+// In place, exclusive scan of `sums[0..tiles)`; launch with ONE block.
+extern "C" __global__ void nmpsim_scan_blocks(u32 *sums, u64 tiles) {
+    if (blockIdx.x != 0) return;
+    u32 carry = 0;
+    for (u64 base = 0; base < tiles; base += blockDim.x) {
+        const u64 i = base + threadIdx.x;
+        const u32 v = i < tiles ? sums[i] : 0u;
+        u32 total;
+        const u32 ex = block_exclusive_scan(v, &total);
+        if (i < tiles) sums[i] = carry + ex;
+        carry += total;
+    }
+}
+
+// out[i] = tile_offsets[tile] + scan within the tile; inclusive if asked.
+// `in` and `out` may be the same array.
+extern "C" __global__ void nmpsim_scan_apply(const u32 *in, u32 *out, u64 n,
+                                             const u32 *__restrict__ tile_offsets, u64 tiles,
+                                             int inclusive) {
+    for (u64 k = blockIdx.x; k < tiles; k += gridDim.x) {
+        u32 carry = tile_offsets[k];
+        const u64 base = k * TILE;
+        for (u32 j = 0; j < ITEMS; j++) {
+            const u64 i = base + (u64)j * BLOCK + threadIdx.x;
+            const u32 v = i < n ? in[i] : 0u;
+            u32 total;
+            const u32 ex = block_exclusive_scan(v, &total);
+            if (i < n) out[i] = carry + ex + (inclusive ? v : 0u);
+            carry += total;
+        }
+    }
+}
+
+// ---- radix sort pass (stable LSD, 8-bit digits) -------------------------------
+//
+// Pass over bits [shift, shift + 8) of the keys: histogram of each tile's
+// digits, stored digit-major (hist[d * tiles + k]) so that an exclusive scan
+// of the whole array gives tile k's first output slot for digit d (all
+// smaller digits, then digit d of the earlier tiles); then each tile scatters
+// its pairs in order. Launch both with BLOCK (= RADIX) threads and exactly
+// `tiles` blocks.
+
+extern "C" __global__ void nmpsim_radix_histogram(const u32 *__restrict__ keys, u64 n, u32 shift,
+                                                  u32 *__restrict__ hist, u64 tiles) {
+    __shared__ u32 h[RADIX];
+    const u64 k = blockIdx.x;
+    if (k >= tiles) return;
+    h[threadIdx.x] = 0;
+    __syncthreads();
+    const u64 base = k * TILE;
+    for (u32 j = 0; j < ITEMS; j++) {
+        const u64 i = base + (u64)j * BLOCK + threadIdx.x;
+        if (i < n) atomicAdd(&h[(keys[i] >> shift) & (RADIX - 1)], 1u);
+    }
+    __syncthreads();
+    hist[(u64)threadIdx.x * tiles + k] = h[threadIdx.x];
+}
+
+extern "C" __global__ void nmpsim_radix_scatter(const u32 *__restrict__ keys_in,
+                                                const u32 *__restrict__ vals_in, u64 n, u32 shift,
+                                                const u32 *__restrict__ hist_scanned, u64 tiles,
+                                                u32 *__restrict__ keys_out,
+                                                u32 *__restrict__ vals_out) {
+    __shared__ u32 s_base[RADIX];
+    __shared__ u32 s_warp[WARPS][RADIX];
+    const u64 k = blockIdx.x;
+    if (k >= tiles) return;
+    const u32 tid = threadIdx.x;
+    const u32 lane = tid & 31u;
+    const u32 warp = tid >> 5;
+    s_base[tid] = hist_scanned[(u64)tid * tiles + k];
+    const u64 base = k * TILE;
+    for (u32 j = 0; j < ITEMS; j++) {
+        for (u32 x = tid; x < WARPS * RADIX; x += BLOCK) (&s_warp[0][0])[x] = 0;
+        __syncthreads();
+        // Elements in index order: sub-chunk j, then warp, then lane.
+        const u64 i = base + (u64)j * BLOCK + tid;
+        const bool valid = i < n;
+        const u32 key = valid ? keys_in[i] : 0u;
+        const u32 val = valid ? vals_in[i] : 0u;
+        const u32 digit = valid ? ((key >> shift) & (RADIX - 1)) : 0xffffffffu;
+        const u32 peers = __match_any_sync(FULL_MASK, digit);
+        const u32 rank = __popc(peers & ((1u << lane) - 1u));
+        const u32 leader = 31u - __clz(peers);
+        if (valid && lane == leader) s_warp[warp][digit] = __popc(peers);
+        __syncthreads();
+        // Thread `tid` owns digit `tid`: exclusive scan over the warps.
+        u32 run = 0;
+        for (u32 w = 0; w < WARPS; w++) {
+            const u32 c = s_warp[w][tid];
+            s_warp[w][tid] = run;
+            run += c;
+        }
+        __syncthreads();
+        if (valid) {
+            const u32 pos = s_base[digit] + s_warp[warp][digit] + rank;
+            keys_out[pos] = key;
+            vals_out[pos] = val;
+        }
+        __syncthreads();
+        s_base[tid] += run;
+        // The next sub-chunk's __syncthreads orders this before any read.
+    }
+}
+
+// ---- segments of a sorted key array -------------------------------------------
+
+// flags[i] = 1 where a run of equal keys starts.
+extern "C" __global__ void nmpsim_head_flags(const u32 *__restrict__ sorted, u64 n,
+                                             u32 *__restrict__ flags) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) {
+        flags[i] = (i == 0 || sorted[i] != sorted[i - 1]) ? 1u : 0u;
+    }
+}
+
+// From the inclusive scan of the head flags: seg[i] = run number of i
+// (Alg. 2's casted_dst), unique[r] = key of run r, starts[r] = first i of run
+// r, starts[runs] = n.
+extern "C" __global__ void nmpsim_segments(const u32 *__restrict__ sorted,
+                                           const u32 *__restrict__ flags,
+                                           const u32 *__restrict__ inclusive, u64 n,
+                                           u32 *__restrict__ seg, u32 *__restrict__ unique,
+                                           u32 *__restrict__ starts) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) {
+        const u32 d = inclusive[i] - 1u;
+        seg[i] = d;
+        if (flags[i]) {
+            unique[d] = sorted[i];
+            starts[d] = (u32)i;
+        }
+        if (i == n - 1) starts[d + 1] = (u32)n;
+    }
+}
+
+// ---- coalesce accumulate / casted gather-reduce --------------------------------
+//
+// L lanes per unique row (L = smallest power of two >= dimv, at most 32),
+// lane l owns columns l, l + L, ...; each column adds the row's lookups one
+// after another in sorted (= original, the sort is stable) order. Both
+// kernels perform the same f32 operations in the same order, so their
+// results are bit-identical (the casted one multiplies by the scale exactly
+// as expand does).
+
+template <typename V>
+__device__ void coalesce_impl(const V *__restrict__ grads, u64 dimv,
+                              const u32 *__restrict__ sorted_pos,
+                              const u32 *__restrict__ starts, u64 unique,
+                              V *__restrict__ out) {
+    const u32 L = lanes_for(dimv);
+    const u32 l = threadIdx.x % L;
+    const u64 group = global_thread() / L;
+    const u64 groups = grid_threads() / L;
+    for (u64 u = group; u < unique; u += groups) {
+        const u32 s = starts[u];
+        const u32 e = starts[u + 1];
+        for (u64 c = l; c < dimv; c += L) {
+            V acc;
+            vzero(acc);
+            for (u32 j = s; j < e; j++) {
+                const u64 p = sorted_pos[j];
+                vadd(acc, grads[p * dimv + c]);
+            }
+            out[u * dimv + c] = acc;
+        }
+    }
+}
+
+extern "C" __global__ void nmpsim_coalesce_accumulate_vec4(const float4 *__restrict__ grads,
+                                                           u64 dimv,
+                                                           const u32 *__restrict__ sorted_pos,
+                                                           const u32 *__restrict__ starts,
+                                                           u64 unique, float4 *__restrict__ out) {
+    coalesce_impl<float4>(grads, dimv, sorted_pos, starts, unique, out);
+}
+
+extern "C" __global__ void nmpsim_coalesce_accumulate_scalar(const float *__restrict__ grads,
+                                                             u64 dimv,
+                                                             const u32 *__restrict__ sorted_pos,
+                                                             const u32 *__restrict__ starts,
+                                                             u64 unique, float *__restrict__ out) {
+    coalesce_impl<float>(grads, dimv, sorted_pos, starts, unique, out);
+}
+
+template <typename V>
+__device__ void casted_impl(const V *__restrict__ grad_out, u64 dimv,
+                            const u32 *__restrict__ casted_src,
+                            const float *__restrict__ scale, int scaled,
+                            const u32 *__restrict__ starts, u64 unique, V *__restrict__ out) {
+    const u32 L = lanes_for(dimv);
+    const u32 l = threadIdx.x % L;
+    const u64 group = global_thread() / L;
+    const u64 groups = grid_threads() / L;
+    for (u64 u = group; u < unique; u += groups) {
+        const u32 s = starts[u];
+        const u32 e = starts[u + 1];
+        for (u64 c = l; c < dimv; c += L) {
+            V acc;
+            vzero(acc);
+            if (scaled) {
+                for (u32 j = s; j < e; j++) {
+                    const u64 b = casted_src[j];
+                    vaxpy(acc, scale[j], grad_out[b * dimv + c]);
+                }
+            } else {
+                for (u32 j = s; j < e; j++) {
+                    const u64 b = casted_src[j];
+                    vadd(acc, grad_out[b * dimv + c]);
+                }
+            }
+            out[u * dimv + c] = acc;
+        }
+    }
+}
+
+extern "C" __global__ void nmpsim_casted_gather_reduce_vec4(
+    const float4 *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ casted_src,
+    const float *__restrict__ scale, int scaled, const u32 *__restrict__ starts, u64 unique,
+    float4 *__restrict__ out) {
+    casted_impl<float4>(grad_out, dimv, casted_src, scale, scaled, starts, unique, out);
+}
+
+extern "C" __global__ void nmpsim_casted_gather_reduce_scalar(
+    const float *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ casted_src,
+    const float *__restrict__ scale, int scaled, const u32 *__restrict__ starts, u64 unique,
+    float *__restrict__ out) {
+    casted_impl<float>(grad_out, dimv, casted_src, scale, scaled, starts, unique, out);
+}
+
+// ---- tensor casting helpers -----------------------------------------------------
+
+// Weighted sum: the sort carried positions; casted_src[i] = dst[pos[i]] and
+// scale[i] = weights[pos[i]].
+extern "C" __global__ void nmpsim_cast_permute(const u32 *__restrict__ pos,
+                                               const u32 *__restrict__ dst,
+                                               const float *__restrict__ weights, u64 n,
+                                               u32 *__restrict__ casted_src,
+                                               float *__restrict__ scale) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) {
+        const u32 p = pos[i];
+        casted_src[i] = dst[p];
+        scale[i] = weights[p];
+    }
+}
+
+// Mean: scale[i] = 1 / len(bag casted_src[i]), as `lookup_scale`.
+extern "C" __global__ void nmpsim_cast_mean_scale(const u32 *__restrict__ casted_src,
+                                                  const u32 *__restrict__ offsets, u64 n,
+                                                  float *__restrict__ scale) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) {
+        const u32 b = casted_src[i];
+        scale[i] = __fdiv_rn(1.0f, (float)umax32(offsets[b + 1] - offsets[b], 1u));
+    }
+}
+
+// ---- scatter with an optimizer ---------------------------------------------------
+//
+// Rows are unique (strictly ascending), so no two groups touch one row. The
+// formulas and their f32 operation order are those of `update_row` in
+// kernels/src/optimizer.rs. State: `dim` values per row (Adagrad, RMSprop),
+// one (row-wise Adagrad), none (SGD; `state` is then a dummy).
+
+__device__ __forceinline__ void update_elem(int kind, float &w, float &a, float g, float lr,
+                                            float eps, float alpha) {
+    if (kind == OPT_SGD) {
+        w = __fsub_rn(w, __fmul_rn(lr, g));
+    } else if (kind == OPT_ADAGRAD) {
+        a = __fadd_rn(a, __fmul_rn(g, g));
+        w = __fsub_rn(w, __fdiv_rn(__fmul_rn(lr, g), __fadd_rn(__fsqrt_rn(a), eps)));
+    } else { // OPT_RMSPROP
+        a = __fadd_rn(__fmul_rn(alpha, a), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, alpha), g), g));
+        w = __fsub_rn(w, __fdiv_rn(__fmul_rn(lr, g), __fsqrt_rn(__fadd_rn(eps, a))));
+    }
+}
+
+__device__ __forceinline__ void update_vec(int kind, float &w, float &a, float g, float lr,
+                                           float eps, float alpha) {
+    update_elem(kind, w, a, g, lr, eps, alpha);
+}
+__device__ __forceinline__ void update_vec(int kind, float4 &w, float4 &a, float4 g, float lr,
+                                           float eps, float alpha) {
+    update_elem(kind, w.x, a.x, g.x, lr, eps, alpha);
+    update_elem(kind, w.y, a.y, g.y, lr, eps, alpha);
+    update_elem(kind, w.z, a.z, g.z, lr, eps, alpha);
+    update_elem(kind, w.w, a.w, g.w, lr, eps, alpha);
+}
+
+__device__ __forceinline__ void scale_sub(float &w, float step, float g) {
+    w = __fsub_rn(w, __fmul_rn(step, g));
+}
+__device__ __forceinline__ void scale_sub(float4 &w, float step, float4 g) {
+    scale_sub(w.x, step, g.x);
+    scale_sub(w.y, step, g.y);
+    scale_sub(w.z, step, g.z);
+    scale_sub(w.w, step, g.w);
+}
+
+template <typename V>
+__device__ void scatter_impl(V *__restrict__ table, float *__restrict__ state, u64 dimv, u64 dim,
+                             const u32 *__restrict__ rows, const V *__restrict__ grads,
+                             u64 unique, int kind, float lr, float eps, float alpha) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 L = lanes_for(dimv);
+    const u32 G = 32u / L;
+    const u32 g = lane / L;
+    const u32 l = lane % L;
+    const u64 warp = global_thread() >> 5;
+    const u64 nwarps = grid_threads() >> 5;
+    // Warp-uniform loop: every lane reaches the shuffles of row-wise Adagrad.
+    for (u64 first = warp * G; first < unique; first += nwarps * G) {
+        const u64 u = first + g;
+        const bool valid = u < unique;
+        const u64 r = valid ? (u64)rows[u] : 0;
+        if (kind == OPT_ROWWISE_ADAGRAD) {
+            float sq = 0.0f;
+            if (valid) {
+                for (u64 c = l; c < dimv; c += L) sq += vsumsq(grads[u * dimv + c]);
+            }
+            for (u32 off = L >> 1; off >= 1u; off >>= 1) {
+                sq += __shfl_xor_sync(FULL_MASK, sq, off);
+            }
+            // Lane 0 of the group reads and writes the row's accumulator.
+            float a = 0.0f;
+            if (valid && l == 0) {
+                a = __fadd_rn(state[r], __fdiv_rn(sq, (float)dim));
+                state[r] = a;
+            }
+            a = __shfl_sync(FULL_MASK, a, g * L);
+            if (valid) {
+                const float step = __fdiv_rn(lr, __fadd_rn(__fsqrt_rn(a), eps));
+                for (u64 c = l; c < dimv; c += L) {
+                    V w = table[r * dimv + c];
+                    scale_sub(w, step, grads[u * dimv + c]);
+                    table[r * dimv + c] = w;
+                }
+            }
+        } else if (valid) {
+            V *st = reinterpret_cast<V *>(state);
+            for (u64 c = l; c < dimv; c += L) {
+                V w = table[r * dimv + c];
+                V a;
+                if (kind == OPT_SGD) {
+                    vzero(a);
+                } else {
+                    a = st[r * dimv + c];
+                }
+                update_vec(kind, w, a, grads[u * dimv + c], lr, eps, alpha);
+                table[r * dimv + c] = w;
+                if (kind != OPT_SGD) st[r * dimv + c] = a;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void nmpsim_scatter_update_vec4(float4 *__restrict__ table,
+                                                      float *__restrict__ state, u64 dimv,
+                                                      u64 dim, const u32 *__restrict__ rows,
+                                                      const float4 *__restrict__ grads,
+                                                      u64 unique, int kind, float lr, float eps,
+                                                      float alpha) {
+    scatter_impl<float4>(table, state, dimv, dim, rows, grads, unique, kind, lr, eps, alpha);
+}
+
+extern "C" __global__ void nmpsim_scatter_update_scalar(float *__restrict__ table,
+                                                        float *__restrict__ state, u64 dimv,
+                                                        u64 dim, const u32 *__restrict__ rows,
+                                                        const float *__restrict__ grads,
+                                                        u64 unique, int kind, float lr,
+                                                        float eps, float alpha) {
+    scatter_impl<float>(table, state, dimv, dim, rows, grads, unique, kind, lr, eps, alpha);
+}
+
+// ---- bench support -----------------------------------------------------------------
+
+// out[i] uniform in [lo, hi), from a SplitMix64 hash of (seed, i).
+extern "C" __global__ void nmpsim_fill_uniform(float *__restrict__ out, u64 n, u64 seed, float lo,
+                                               float hi) {
+    for (u64 i = global_thread(); i < n; i += grid_threads()) {
+        u64 z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const float u = (float)(z >> 40) * (1.0f / 16777216.0f);
+        out[i] = lo + (hi - lo) * u;
+    }
 }

@@ -100,7 +100,7 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
 }
 
 /// Checks a [`Casted`] against Alg. 2's invariants; returns its segment starts.
-fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
+pub(crate) fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
     let n = c.casted_src.len();
     if c.casted_dst.len() != n {
         return Err(KernelError::shape(

@@ -1,7 +1,9 @@
 //! Every CUDA C source compiles through NVRTC (no GPU needed).
 #![cfg(feature = "cuda")]
 
-use nmpsim_kernels::cuda::{CHECK_ARCH, SOURCES, compile, nvrtc_present, nvrtc_version};
+use nmpsim_kernels::cuda::{
+    CHECK_ARCH, KERNEL_NAMES, SOURCES, compile, nvrtc_present, nvrtc_version,
+};
 
 #[test]
 fn every_source_compiles_through_nvrtc() {
@@ -21,6 +23,41 @@ fn every_source_compiles_through_nvrtc() {
             ptx.to_src().contains(".entry"),
             "{}: no kernel entry in the PTX",
             src.name
+        );
+    }
+}
+
+/// Every kernel name the CUDA backend loads is an entry of the PTX of
+/// `embedding.cu`: a misspelt name fails here, without a GPU.
+#[test]
+fn every_backend_kernel_is_in_the_ptx() {
+    if !nvrtc_present() {
+        eprintln!("skipped: NVRTC not found");
+        return;
+    }
+    let src = SOURCES
+        .iter()
+        .find(|s| s.name == "embedding.cu")
+        .expect("embedding.cu in SOURCES");
+    let ptx = compile(src, CHECK_ARCH)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_src();
+    let entries: Vec<&str> = ptx
+        .lines()
+        .filter_map(|l| l.split(".entry ").nth(1))
+        .map(|rest| rest.split(['(', ' ']).next().unwrap_or("").trim())
+        .collect();
+    for name in KERNEL_NAMES {
+        assert!(
+            entries.contains(name),
+            "kernel `{name}` is not an entry of embedding.cu's PTX; entries: {entries:?}"
+        );
+    }
+    // And no kernel of the source is left unused by the backend.
+    for e in &entries {
+        assert!(
+            KERNEL_NAMES.contains(e),
+            "PTX entry `{e}` is not in KERNEL_NAMES"
         );
     }
 }

@@ -1,5 +1,6 @@
-//! `nmpsim kernels ...`: embedding-primitive equivalence checks and the
-//! analytic traffic of each primitive. All logic lives in `nmpsim-kernels`.
+//! `nmpsim kernels ...`: embedding-primitive equivalence checks, the
+//! analytic traffic of each primitive, and (CUDA) kernel bandwidth. All logic
+//! lives in `nmpsim-kernels`.
 
 use std::process::ExitCode;
 
@@ -13,14 +14,18 @@ use nmpsim_traces::Distribution;
 pub enum KernelsCommand {
     /// Check every primitive of each backend against the scalar f64 reference.
     ///
-    /// Exits 0 when every primitive is within tolerance, 1 on any mismatch.
+    /// Exits 0 when every primitive is within tolerance, 1 on any mismatch,
+    /// 2 when `--backend cuda` is asked for and no GPU can be used (the reason
+    /// is printed). `--backend all` checks the CPU and, where a GPU can be
+    /// used, CUDA; without one it prints `cuda: skipped (<reason>)` and exits
+    /// by the CPU's verdict.
     #[command(
-        after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json"
+        after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json\n  nmpsim kernels check --backend cuda\n  nmpsim kernels check --backend all --dist zipf:1.2"
     )]
     Check {
         #[command(flatten)]
         workload: Workload,
-        /// Backend to check (repeatable); only `cpu` exists today.
+        /// Backend to check (repeatable): cpu, cuda, or all (= cpu and cuda).
         #[arg(long = "backend", default_values = ["cpu"])]
         backends: Vec<String>,
         /// Print the full report as JSON instead of a table.
@@ -38,6 +43,52 @@ pub enum KernelsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Time the CUDA gather-reduce and casted gather-reduce kernels (CUDA
+    /// events, kernel time only, median of --reps after a warm-up) and report
+    /// achieved GB/s (analytic bytes / time) and the fraction of the device's
+    /// copy bandwidth.
+    ///
+    /// The default is RM1-like (80 lookups per bag, batch 2048) with tables
+    /// far larger than the L2 cache: 8 x 4M rows x 64 = 8 GiB of device
+    /// memory. Exits 2 when no GPU can be used (the reason is printed).
+    #[command(
+        after_help = "Examples:\n  nmpsim kernels bench --backend cuda\n  nmpsim kernels bench --backend cuda --tables 4 --rows 1000000 --dim 128 --reps 50\n  nmpsim kernels bench --backend cuda --json > bench.json"
+    )]
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Backend to time; only `cuda` has kernel timing.
+    #[arg(long, default_value = "cuda")]
+    backend: String,
+    /// Number of embedding tables.
+    #[arg(long, default_value_t = 8)]
+    tables: usize,
+    /// Rows per table.
+    #[arg(long, default_value_t = 4_000_000)]
+    rows: u64,
+    /// Samples (bags) per batch.
+    #[arg(long = "batch", default_value_t = 2048)]
+    batch_size: usize,
+    /// Lookups per bag.
+    #[arg(long = "bag", default_value_t = 80)]
+    bag_size: u32,
+    /// Embedding dimension (f32 elements per row).
+    #[arg(long, default_value_t = 64)]
+    dim: usize,
+    /// Timed repetitions; the median is reported.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Row distribution: uniform, zipf:ALPHA, zipf:ALPHA:noscatter, dlrm.
+    #[arg(long = "dist", default_value = "uniform")]
+    distribution: String,
+    /// Seed of the indices and table values.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -91,11 +142,62 @@ impl Workload {
     }
 }
 
-fn backend(name: &str) -> anyhow::Result<&'static dyn Backend> {
-    match name {
-        "cpu" => Ok(&CpuBackend),
-        other => anyhow::bail!("--backend: unknown backend `{other}`; available: cpu"),
+/// The CUDA backend, or why it cannot be used here.
+#[cfg(feature = "cuda")]
+fn cuda_backend() -> Result<nmpsim_kernels::cuda::CudaBackend, String> {
+    nmpsim_kernels::cuda::CudaBackend::new().map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend() -> Result<CpuBackend, String> {
+    Err("this nmpsim was built without the `cuda` feature (no CUDA support)".into())
+}
+
+/// The backends of `--backend`, each once, in order. CUDA named explicitly
+/// with no usable GPU prints the reason and exits 2; CUDA from `all` is
+/// skipped with its reason.
+/// What `--backend` resolved to.
+enum Selected {
+    /// The backends to check, and why CUDA was skipped (from `all`), if it was.
+    Run(Vec<Box<dyn Backend>>, Option<String>),
+    /// Stop with this status (CUDA named and no GPU; the reason is printed).
+    Exit(ExitCode),
+}
+
+fn select_backends(names: &[String]) -> anyhow::Result<Selected> {
+    let mut wanted: Vec<(&str, bool)> = Vec::new();
+    for name in names {
+        let expanded: &[(&str, bool)] = match name.as_str() {
+            "cpu" => &[("cpu", true)],
+            "cuda" => &[("cuda", true)],
+            "all" => &[("cpu", false), ("cuda", false)],
+            other => {
+                anyhow::bail!("--backend: unknown backend `{other}`; available: cpu, cuda, all")
+            }
+        };
+        for &(b, explicit) in expanded {
+            match wanted.iter_mut().find(|w| w.0 == b) {
+                Some(w) => w.1 |= explicit,
+                None => wanted.push((b, explicit)),
+            }
+        }
     }
+    let mut out: Vec<Box<dyn Backend>> = Vec::new();
+    let mut skipped = None;
+    for (name, explicit) in wanted {
+        match name {
+            "cpu" => out.push(Box::new(CpuBackend)),
+            _ => match cuda_backend() {
+                Ok(b) => out.push(Box::new(b)),
+                Err(reason) if explicit => {
+                    eprintln!("error: --backend cuda: no usable GPU: {reason}");
+                    return Ok(Selected::Exit(ExitCode::from(2)));
+                }
+                Err(reason) => skipped = Some(reason),
+            },
+        }
+    }
+    Ok(Selected::Run(out, skipped))
 }
 
 pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
@@ -106,13 +208,17 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let config = workload.config()?;
-            let backends = backends
-                .iter()
-                .map(|b| backend(b))
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            let (owned, skipped) = match select_backends(&backends)? {
+                Selected::Run(b, skipped) => (b, skipped),
+                Selected::Exit(code) => return Ok(code),
+            };
+            let backends: Vec<&dyn Backend> = owned.iter().map(|b| b.as_ref()).collect();
             let report = run_check(&config, &backends)?;
             if json {
                 println!("{}", crate::rundir::results_json("kernels check", &report)?);
+                if let Some(reason) = &skipped {
+                    eprintln!("cuda: skipped ({reason})");
+                }
             } else {
                 println!(
                     "{:<10} {:<25} {:>14} {:>10}  ok",
@@ -132,6 +238,9 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                             println!("{:<10}   {d}", "");
                         }
                     }
+                }
+                if let Some(reason) = &skipped {
+                    println!("cuda: skipped ({reason})");
                 }
                 println!(
                     "{}",
@@ -161,7 +270,87 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        KernelsCommand::Bench(args) => bench(args),
     }
+}
+
+#[cfg(feature = "cuda")]
+fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    use nmpsim_kernels::cuda::bench::{EmbeddingBenchConfig, bench_embedding};
+    if a.backend != "cuda" {
+        anyhow::bail!(
+            "--backend: `{}` has no kernel timing; only `cuda` can be benched",
+            a.backend
+        );
+    }
+    let distribution: Distribution = a
+        .distribution
+        .parse()
+        .with_context(|| "--dist".to_string())?;
+    let config = EmbeddingBenchConfig {
+        tables: a.tables,
+        rows: a.rows,
+        batch_size: a.batch_size,
+        bag_size: a.bag_size,
+        dim: a.dim,
+        reps: a.reps,
+        distribution,
+        seed: a.seed,
+    };
+    let cuda = match cuda_backend() {
+        Ok(b) => b,
+        Err(reason) => {
+            eprintln!("error: kernels bench --backend cuda: no usable GPU: {reason}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let r = bench_embedding(&cuda, &config)?;
+    if a.json {
+        println!("{}", crate::rundir::results_json("kernels bench", &r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: {} tables x {} rows x dim {}, batch {} x {} lookups ({}), {} reps",
+        r.device,
+        config.tables,
+        config.rows,
+        config.dim,
+        config.batch_size,
+        config.bag_size,
+        a.distribution,
+        config.reps
+    );
+    println!(
+        "{} lookups, {} unique rows; device copy bandwidth {:.1} GB/s ({} MiB copy)",
+        r.lookups,
+        r.unique_rows,
+        r.copy_gbps,
+        r.copy_bytes >> 20
+    );
+    println!(
+        "{:<22} {:>12} {:>14} {:>10} {:>9}",
+        "kernel", "median ms", "bytes", "GB/s", "of copy"
+    );
+    for t in [&r.gather_reduce, &r.casted_gather_reduce] {
+        println!(
+            "{:<22} {:>12.4} {:>14} {:>10.1} {:>8.1}%",
+            t.primitive,
+            t.median_ms,
+            t.bytes,
+            t.gbps,
+            100.0 * t.fraction_of_copy
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn bench(_: BenchArgs) -> anyhow::Result<ExitCode> {
+    eprintln!(
+        "error: kernels bench --backend cuda: {}",
+        cuda_backend().unwrap_err()
+    );
+    Ok(ExitCode::from(2))
 }
 
 fn print_traffic(t: &TrafficBreakdown) {

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use nmpsim_dlrm::trainer::system_mode_trainer;
+use nmpsim_dlrm::trainer::system_mode_trainer_with_dense;
 use nmpsim_dlrm::{
-    DataSource, DenseOptimizer, DlrmError, EvalRecord, GpuPreset, Interaction, IterRecord,
-    LrSchedule, NmpSetup, Observer, PoolTimer, Preset, PresetOverrides, Source, Stage, Status,
-    SystemMode, TeacherData, TrainConfig, parse_arch, preset,
+    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmError, EvalRecord, GpuPreset,
+    Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset, PresetOverrides,
+    Source, Stage, Status, SystemMode, TeacherData, TrainConfig, parse_arch, preset,
 };
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
@@ -33,12 +33,15 @@ use crate::rundir::{self, RunDir, csv_text};
   nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
   nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
   nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
+  nmpsim train --model rm1 --device cuda --iters 50   # dense path run and timed on this machine's GPU
+  nmpsim train --model rm1 --mode all --device cuda --iters 20
 
 Times: every primitive of the modelled system is labelled measured (CPU
-kernels on this machine), simulated (the NMP pool, cycle-level for the first
---sim-batches iterations, then their bandwidth as a proxy), or modelled (the
-GPU by roofline from --gpu, the links by bandwidth). `ms/it` in the log lines
-is this machine's wall clock.")]
+kernels on this machine; with --device cuda also the dense path, timed with
+CUDA events on this machine's GPU), simulated (the NMP pool, cycle-level for
+the first --sim-batches iterations, then their bandwidth as a proxy), or
+modelled (the GPU by roofline from --gpu, the links by bandwidth). `ms/it` in
+the log lines is this machine's wall clock.")]
 pub struct TrainArgs {
     /// Model preset: tiny, rm1, rm2, rm3, rm4, criteo-kaggle.
     #[arg(long, default_value = "tiny")]
@@ -119,9 +122,14 @@ pub struct TrainArgs {
     /// still in iterations.csv and timeline.csv. 0 keeps every iteration.
     #[arg(long, default_value_t = 1)]
     warmup_iters: u64,
-    /// GPU preset the dense path and casting are modelled on: v100, a100, h100.
+    /// GPU preset the dense path (unless --device cuda) and casting are modelled on: v100, a100, h100.
     #[arg(long, default_value = "v100")]
     gpu: String,
+    /// Where the dense path (MLPs, interaction, loss, optimizer) runs: cpu (its
+    /// GPU time modelled from --gpu) or cuda (CUDA device 0 of this machine,
+    /// its time measured with CUDA events; fails before training without one).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    device: String,
     /// NMP ranks.
     #[arg(long, default_value_t = 32)]
     ranks: u32,
@@ -185,6 +193,94 @@ struct Resolved {
     data: String,
     test_data: String,
     max_lookups_per_table: u64,
+    /// Where the dense path runs: `cpu` or `cuda`.
+    device: String,
+    /// The GPU that runs the dense path with `cuda`.
+    device_name: Option<String>,
+}
+
+/// `--device`: `cpu` or `cuda`.
+fn parse_device(s: &str) -> Result<&'static str> {
+    match s.to_ascii_lowercase().as_str() {
+        "cpu" => Ok("cpu"),
+        "cuda" | "gpu" => Ok("cuda"),
+        _ => bail!("--device: unknown `{s}`; expected cpu or cuda"),
+    }
+}
+
+/// The dense backend of one mode: the CPU one, or with `cuda` a
+/// [`nmpsim_dlrm::cuda_dense::CudaDense`] on the default GPU, both from the
+/// run's seed (so every mode starts from the same parameters).
+fn dense_backend(device: &str, t: &TrainConfig) -> Result<Box<dyn DenseBackend>> {
+    if device == "cuda" {
+        #[cfg(feature = "cuda")]
+        {
+            let gpu = nmpsim_kernels::cuda::default_gpu()
+                .map_err(|e| anyhow::anyhow!("--device cuda: no usable GPU: {e}"))?;
+            let name = gpu.name().to_string();
+            let d =
+                nmpsim_dlrm::cuda_dense::CudaDense::new(gpu, &t.model, t.dense_optimizer, t.seed)
+                    .with_context(|| {
+                    format!("--device cuda: the GPU ({name}) cannot run the dense path")
+                })?;
+            return Ok(Box::new(d));
+        }
+        #[cfg(not(feature = "cuda"))]
+        bail!(
+            "--device cuda: this nmpsim was built without the `cuda` feature, so no GPU can be used"
+        );
+    }
+    Ok(Box::new(CpuDense::new(
+        &t.model,
+        t.dense_optimizer,
+        t.seed,
+    )?))
+}
+
+/// The trainer of one mode. With `--device cuda` the dense path runs on the
+/// GPU and the NMP modes' pool primitives on the same GPU, emulated (one
+/// emulator shared by the modes of a run).
+fn mode_trainer(
+    r: &Resolved,
+    mode: SystemMode,
+    pool: Option<Arc<Mutex<PoolTimer>>>,
+) -> Result<nmpsim_dlrm::Trainer> {
+    let pool = mode.uses_nmp().then_some(pool).flatten();
+    let dense = dense_backend(&r.device, &r.train)?;
+    #[cfg(feature = "cuda")]
+    if r.device == "cuda" {
+        static EMULATOR: Mutex<Option<Arc<Mutex<nmpsim_dlrm::emulate::PoolEmulator>>>> =
+            Mutex::new(None);
+        let gpu = nmpsim_kernels::cuda::default_gpu()
+            .map_err(|e| anyhow::anyhow!("--device cuda: no usable GPU: {e}"))?;
+        let emulator = if mode.uses_nmp() {
+            let mut slot = EMULATOR.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                let emu = nmpsim_dlrm::emulate::PoolEmulator::new(gpu.clone())
+                    .context("--device cuda: the GPU cannot emulate the NMP pool")?;
+                *slot = Some(Arc::new(Mutex::new(emu)));
+            }
+            slot.clone()
+        } else {
+            None
+        };
+        return Ok(nmpsim_dlrm::trainer::system_mode_trainer_on_gpu(
+            r.train.clone(),
+            mode,
+            r.gpu.clone(),
+            pool,
+            dense,
+            gpu,
+            emulator,
+        )?);
+    }
+    Ok(system_mode_trainer_with_dense(
+        r.train.clone(),
+        mode,
+        r.gpu.clone(),
+        pool,
+        dense,
+    )?)
 }
 
 fn resolve(a: &TrainArgs) -> Result<Resolved> {
@@ -233,6 +329,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     if a.batch == 0 || a.iters == 0 {
         bail!("--batch and --iters must be at least 1");
     }
+    let device = parse_device(&a.device)?;
     let lr = a.lr;
     let train = TrainConfig {
         model: p.config.clone(),
@@ -263,6 +360,13 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         fixed_bandwidth_gbps: a.nmp_bandwidth,
     };
     nmp.validate()?;
+    // The GPU is opened (and the dense kernels compiled) here, before the run
+    // directory exists: without a usable GPU the run stops with the reason
+    // and leaves nothing behind.
+    let device_name = match device {
+        "cuda" => dense_backend(device, &train)?.device_name(),
+        _ => None,
+    };
     let bag = if a.data.is_some() {
         1
     } else {
@@ -294,6 +398,8 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         data,
         test_data,
         max_lookups_per_table: bag * a.batch as u64,
+        device: device.to_string(),
+        device_name,
     })
 }
 
@@ -618,7 +724,15 @@ struct ModeSummary {
     final_loss: f64,
     final_eval: Option<EvalRecord>,
     nmp_calibration_gbps: Vec<(String, f64)>,
+    /// With `--device cuda`: the raw GPU time of each emulated NMP primitive
+    /// (its kernels before the throttle), per iteration; the emulated times
+    /// are in `breakdown_ms` (source `emulated`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    emulated_raw_ms_per_iteration: Vec<(String, f64)>,
 }
+
+/// Host-time entries that hold the raw GPU time of an emulated primitive.
+const GPU_RAW: &str = " gpu-raw";
 
 #[derive(Serialize, Clone)]
 struct Breakdown {
@@ -633,6 +747,10 @@ struct Summary<'a> {
     model: &'a str,
     batch: usize,
     gpu: &'a str,
+    /// Where the dense path ran: `cpu` (its GPU time modelled on `gpu`) or
+    /// `cuda` (measured on `device_name`).
+    device: &'a str,
+    device_name: Option<&'a str>,
     modes: Vec<ModeSummary>,
     simulation_wall_s: f64,
     run_dir: String,
@@ -647,7 +765,12 @@ fn summarize(
     calib: Vec<(String, f64)>,
 ) -> ModeSummary {
     let n = agg.iterations.max(1) as f64;
-    let host_total: f64 = agg.host.iter().map(|(_, t)| t).sum();
+    let host: Vec<&(String, f64)> = agg
+        .host
+        .iter()
+        .filter(|(k, _)| !k.ends_with(GPU_RAW))
+        .collect();
+    let host_total: f64 = host.iter().map(|(_, t)| t).sum();
     let mlp_ns = agg
         .host
         .iter()
@@ -666,8 +789,7 @@ fn summarize(
         } else {
             0.0
         },
-        host_share: agg
-            .host
+        host_share: host
             .iter()
             .map(|(k, t)| {
                 (
@@ -706,6 +828,14 @@ fn summarize(
         final_loss: agg.last_loss,
         final_eval: agg.evals.last().cloned(),
         nmp_calibration_gbps: calib,
+        emulated_raw_ms_per_iteration: agg
+            .host
+            .iter()
+            .filter_map(|(k, t)| {
+                k.strip_suffix(GPU_RAW)
+                    .map(|p| (p.to_string(), t / n / 1e6))
+            })
+            .collect(),
     }
 }
 
@@ -718,6 +848,7 @@ fn sources_label(s: &[Source]) -> String {
             Source::Simulated => "sim",
             Source::SimulatedProxy => "proxy",
             Source::Modelled => "model",
+            Source::Emulated => "emu",
         })
         .collect::<Vec<_>>()
         .join("+")
@@ -728,12 +859,18 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "\nmodel {} (batch {}, {} tables, dim {}), GPU modelled as {}, NMP {} x {} {} ({})",
+        "\nmodel {} (batch {}, {} tables, dim {}), {}, NMP {} x {} {} ({})",
         r.preset.name,
         r.train.batch,
         r.train.model.table_rows.len(),
         r.train.model.dim,
-        r.gpu.name,
+        match &r.device_name {
+            Some(d) => format!(
+                "dense path measured on {d}, the rest of the GPU modelled as {}",
+                r.gpu.name
+            ),
+            None => format!("GPU modelled as {}", r.gpu.name),
+        },
         r.nmp.ranks,
         r.nmp.preset,
         r.nmp.placement,
@@ -757,7 +894,7 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     );
     let _ = writeln!(
         o,
-        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled)"
+        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled; emu: GPU emulation of the pool)"
     );
     let _ = write!(o, "{:<14}", "mode");
     for p in &prims {
@@ -846,6 +983,21 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
             break;
         }
     }
+    for m in modes {
+        if !m.emulated_raw_ms_per_iteration.is_empty() {
+            let parts: Vec<String> = m
+                .emulated_raw_ms_per_iteration
+                .iter()
+                .map(|(k, t)| format!("{k} {t:.3} ms"))
+                .collect();
+            let _ = writeln!(
+                o,
+                "GPU time of the emulated pool's kernels before the throttle, {} (measured): {}",
+                m.mode.as_str(),
+                parts.join(", ")
+            );
+        }
+    }
     let _ = writeln!(o, "\nrun directory: {}", rd.display());
     o
 }
@@ -901,12 +1053,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         }
         pb.set_message(mode.as_str().to_string());
         let (mut data, test) = open_data(&a, &r)?;
-        let mut tr = system_mode_trainer(
-            r.train.clone(),
-            mode,
-            r.gpu.clone(),
-            mode.uses_nmp().then(|| pool.clone()).flatten(),
-        )?;
+        let mut tr = mode_trainer(&r, mode, pool.clone())?;
         let placement = tr.embedding.placement();
         let dense_flops = tr.dense_model.flops;
         let mut rec = Recorder {
@@ -1020,6 +1167,8 @@ fn write_summary(
         model: &r.preset.name,
         batch: r.train.batch,
         gpu: &r.gpu.name,
+        device: &r.device,
+        device_name: r.device_name.as_deref(),
         modes: summaries.to_vec(),
         simulation_wall_s: nmpsim_dlrm::pooltime::sim_wall_s(),
         run_dir: rd.path().display().to_string(),

@@ -1,23 +1,1098 @@
-//! The CUDA implementation of every embedding primitive.
+//! The CUDA implementation of every embedding primitive: [`CudaBackend`], a
+//! [`Backend`] whose kernels are those of `kernels/cuda/embedding.cu`.
+//!
+//! Each method validates its inputs with the same checks as the CPU function
+//! of the same name (so errors are identical), copies the inputs to the
+//! device on the backend's stream, runs the kernels, copies the results back
+//! and returns the same analytic [`Traffic`]. Structural results (row lists,
+//! [`Casted`] arrays) equal the CPU ones exactly; expand is exact too, and
+//! the casted gather-reduce equals this backend's expand + coalesce bit for
+//! bit (both add the same f32 products in the same order).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use super::{Gpu, GpuUnavailable, default_gpu};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
+use nmpsim_traces::TableBatch;
+
+use super::{CudaSource, Gpu, GpuUnavailable, SOURCES, default_gpu, driver_err};
+use crate::cast::{Casted, check_casted};
+use crate::check::Backend;
+use crate::coalesce::{CoalesceTraffic, Coalesced};
+use crate::error::{KernelError, check_batch, check_dim};
+use crate::gather::{Expanded, check_gather_inputs, check_pooling};
+use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
+use crate::pooling::Pooling;
+use crate::table::EmbeddingTable;
+use crate::traffic::{
+    Traffic, casted_gather_reduce_traffic, coalesce_accumulate_traffic, expand_traffic,
+    gather_reduce_traffic, scatter_traffic, sort_pairs_traffic, tensor_cast_traffic,
+};
+
+/// Every kernel the backend launches, all in `embedding.cu`. The NVRTC test
+/// checks that each is an entry of the compiled PTX, so a misspelt name is
+/// caught on a machine without a GPU.
+pub const KERNEL_NAMES: &[&str] = &[
+    K_GATHER_VEC4,
+    K_GATHER_SCALAR,
+    K_EXPAND_VEC4,
+    K_EXPAND_SCALAR,
+    K_BAG_IDS,
+    K_IOTA,
+    K_SCAN_REDUCE,
+    K_SCAN_BLOCKS,
+    K_SCAN_APPLY,
+    K_RADIX_HISTOGRAM,
+    K_RADIX_SCATTER,
+    K_HEAD_FLAGS,
+    K_SEGMENTS,
+    K_COALESCE_VEC4,
+    K_COALESCE_SCALAR,
+    K_CAST_PERMUTE,
+    K_CAST_MEAN_SCALE,
+    K_CASTED_VEC4,
+    K_CASTED_SCALAR,
+    K_SCATTER_VEC4,
+    K_SCATTER_SCALAR,
+    K_FILL_UNIFORM,
+];
+
+const K_GATHER_VEC4: &str = "nmpsim_gather_reduce_vec4";
+const K_GATHER_SCALAR: &str = "nmpsim_gather_reduce_scalar";
+const K_EXPAND_VEC4: &str = "nmpsim_expand_vec4";
+const K_EXPAND_SCALAR: &str = "nmpsim_expand_scalar";
+const K_BAG_IDS: &str = "nmpsim_bag_ids";
+const K_IOTA: &str = "nmpsim_iota";
+const K_SCAN_REDUCE: &str = "nmpsim_scan_reduce";
+const K_SCAN_BLOCKS: &str = "nmpsim_scan_blocks";
+const K_SCAN_APPLY: &str = "nmpsim_scan_apply";
+const K_RADIX_HISTOGRAM: &str = "nmpsim_radix_histogram";
+const K_RADIX_SCATTER: &str = "nmpsim_radix_scatter";
+const K_HEAD_FLAGS: &str = "nmpsim_head_flags";
+const K_SEGMENTS: &str = "nmpsim_segments";
+const K_COALESCE_VEC4: &str = "nmpsim_coalesce_accumulate_vec4";
+const K_COALESCE_SCALAR: &str = "nmpsim_coalesce_accumulate_scalar";
+const K_CAST_PERMUTE: &str = "nmpsim_cast_permute";
+const K_CAST_MEAN_SCALE: &str = "nmpsim_cast_mean_scale";
+const K_CASTED_VEC4: &str = "nmpsim_casted_gather_reduce_vec4";
+const K_CASTED_SCALAR: &str = "nmpsim_casted_gather_reduce_scalar";
+const K_SCATTER_VEC4: &str = "nmpsim_scatter_update_vec4";
+const K_SCATTER_SCALAR: &str = "nmpsim_scatter_update_scalar";
+pub(crate) const K_FILL_UNIFORM: &str = "nmpsim_fill_uniform";
+
+/// Threads per block of every launch (`BLOCK` in the CUDA source).
+const BLOCK: u32 = 256;
+/// Elements per scan / sort tile (`TILE` = `BLOCK * ITEMS` in the source).
+const TILE: usize = 2048;
+/// Digits of one radix pass (`RADIX`, 8-bit digits).
+const RADIX: usize = 256;
+const RADIX_BITS: u32 = 8;
+/// Largest grid of the grid-stride kernels.
+const MAX_BLOCKS: u64 = 1 << 20;
+
+/// The source that holds every kernel of this backend.
+fn source() -> &'static CudaSource {
+    SOURCES
+        .iter()
+        .find(|s| s.name == "embedding.cu")
+        .expect("embedding.cu is in SOURCES")
+}
+
+/// Pooling as the kernels' `mode` argument.
+fn pooling_mode(p: Pooling) -> i32 {
+    match p {
+        Pooling::Sum => 0,
+        Pooling::Mean => 1,
+        Pooling::WeightedSum => 2,
+    }
+}
+
+/// A grid-stride launch wanting `threads` threads in all.
+fn grid(threads: u64) -> LaunchConfig {
+    let blocks = threads.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Exactly `blocks` blocks (one per tile).
+fn tiles_grid(blocks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.max(1) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Lanes per row in the kernels (`lanes_for` in the source).
+fn lanes_for(dimv: usize) -> u64 {
+    dimv.next_power_of_two().min(32) as u64
+}
+
+/// Row length in kernel elements, and whether rows are float4 vectors.
+fn vec_dim(dim: usize) -> (bool, u64) {
+    if dim % 4 == 0 {
+        (true, (dim / 4) as u64)
+    } else {
+        (false, dim as u64)
+    }
+}
+
+/// Launches kernel `$name` with `$cfg` and the given arguments (references
+/// to locals, which must outlive the statement).
+macro_rules! launch {
+    ($self:expr, $name:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        let name: &'static str = $name;
+        let f: CudaFunction = $self.func(name)?;
+        let mut b = $self.stream.launch_builder(&f);
+        $( b.arg($arg); )+
+        // SAFETY: the argument list matches the kernel's parameters in order,
+        // count and size (u64 <-> unsigned long long, i32 <-> int, f32 <->
+        // float, slices <-> pointers), and every buffer is at least as long as
+        // the sizes passed beside it say; the kernels bound every access.
+        unsafe { b.launch($cfg) }
+            .map(|_| ())
+            .map_err(driver_err(&format!("launching {name}")))
+    }};
+}
+
+/// Runs of equal keys in a sorted device array.
+struct Segments {
+    /// Run number of every element (Alg. 2's casted_dst).
+    seg: CudaSlice<u32>,
+    /// Key of every run.
+    unique: CudaSlice<u32>,
+    /// First element of every run, then `n`.
+    starts: CudaSlice<u32>,
+    count: usize,
+}
 
 /// Every primitive of the crate as CUDA kernels on one device.
 pub struct CudaBackend {
     gpu: Arc<Gpu>,
+    stream: Arc<CudaStream>,
+    /// Kernels loaded so far (a launch then costs no module lookup).
+    funcs: Mutex<HashMap<&'static str, CudaFunction>>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("gpu", &self.gpu)
+            .finish()
+    }
 }
 
 impl CudaBackend {
-    /// The backend on the process's default device.
+    /// The backend on the process's default device and its stream.
     pub fn new() -> Result<Self, GpuUnavailable> {
-        Ok(CudaBackend {
-            gpu: default_gpu()?,
-        })
+        let gpu = default_gpu()?;
+        let stream = gpu.stream.clone();
+        Ok(Self::with_stream(gpu, stream))
+    }
+
+    /// The backend on `gpu`, running every primitive on `stream` (a stream of
+    /// `gpu`'s context) instead of the device's default one.
+    pub fn with_stream(gpu: Arc<Gpu>, stream: Arc<CudaStream>) -> Self {
+        CudaBackend {
+            gpu,
+            stream,
+            funcs: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
+    }
+
+    /// The stream every primitive runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(crate) fn func(&self, name: &'static str) -> Result<CudaFunction, KernelError> {
+        let mut funcs = self.funcs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = funcs.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.gpu.function(source(), name)?;
+        funcs.insert(name, f.clone());
+        Ok(f)
+    }
+
+    /// `v` on the device (one zero when empty: no zero-byte allocations).
+    pub(crate) fn upload<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        v: &[T],
+    ) -> Result<CudaSlice<T>, KernelError> {
+        if v.is_empty() {
+            return self.zeros(1);
+        }
+        self.stream
+            .clone_htod(v)
+            .map_err(driver_err("copying to the device"))
+    }
+
+    /// `n` zeroed values on the device (at least one).
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        n: usize,
+    ) -> Result<CudaSlice<T>, KernelError> {
+        self.stream
+            .alloc_zeros(n.max(1))
+            .map_err(driver_err(&format!("allocating {n} device values")))
+    }
+
+    /// The first `n` values of `s`, on the host.
+    pub(crate) fn download<T: DeviceRepr>(
+        &self,
+        s: &CudaSlice<T>,
+        n: usize,
+    ) -> Result<Vec<T>, KernelError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let v = self
+            .stream
+            .clone_dtoh(&s.slice(0..n))
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()?;
+        Ok(v)
+    }
+
+    /// Copies the first `out.len()` values of `s` into `out`.
+    fn download_into<T: DeviceRepr>(
+        &self,
+        s: &CudaSlice<T>,
+        out: &mut [T],
+    ) -> Result<(), KernelError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let n = out.len();
+        self.stream
+            .memcpy_dtoh(&s.slice(0..n), out)
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()
+    }
+
+    pub(crate) fn sync(&self) -> Result<(), KernelError> {
+        self.stream
+            .synchronize()
+            .map_err(driver_err("running the kernels"))
+    }
+
+    /// Bandwidth of a device-to-device copy of `bytes` bytes, in GB/s of
+    /// bytes read plus written (`2 * bytes / time`), timed with CUDA events:
+    /// the median of 5 copies after a warm-up.
+    pub fn copy_bandwidth_gbps(&self, bytes: usize) -> Result<f64, KernelError> {
+        let n = (bytes / 4).max(1);
+        let src = self.zeros::<u32>(n)?;
+        let mut dst = self.zeros::<u32>(n)?;
+        let ms = super::bench::time_median_ms(self, 1, 5, || {
+            self.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(driver_err("device-to-device copy"))
+        })?;
+        Ok(2.0 * (n * 4) as f64 / (ms * 1e-3) / 1e9)
+    }
+
+    /// A timing event on this backend's context.
+    pub(crate) fn timing_event(&self) -> Result<cudarc::driver::CudaEvent, KernelError> {
+        self.gpu
+            .ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("creating a CUDA event"))
+    }
+
+    // ---- device-level building blocks (also used by the bench) -------------
+
+    /// Forward gather-reduce of device arrays into `out` (`bags x dim`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_gather_reduce(
+        &self,
+        table: &CudaSlice<f32>,
+        dim: usize,
+        indices: &CudaSlice<u32>,
+        offsets: &CudaSlice<u32>,
+        weights: &CudaSlice<f32>,
+        bags: usize,
+        pooling: Pooling,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), KernelError> {
+        if bags == 0 {
+            return Ok(());
+        }
+        let (vec4, dimv) = vec_dim(dim);
+        let bags64 = bags as u64;
+        let mode = pooling_mode(pooling);
+        let name = if vec4 { K_GATHER_VEC4 } else { K_GATHER_SCALAR };
+        // One warp per bag.
+        launch!(
+            self,
+            name,
+            grid(bags64 * 32),
+            table,
+            &dimv,
+            indices,
+            offsets,
+            weights,
+            &bags64,
+            &mode,
+            out
+        )
+    }
+
+    /// Casted gather-reduce of device arrays into `out` (`unique x dim`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_casted_gather_reduce(
+        &self,
+        grad_out: &CudaSlice<f32>,
+        dim: usize,
+        casted_src: &CudaSlice<u32>,
+        scale: Option<&CudaSlice<f32>>,
+        dummy: &CudaSlice<f32>,
+        starts: &CudaSlice<u32>,
+        unique: usize,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), KernelError> {
+        if unique == 0 {
+            return Ok(());
+        }
+        let (vec4, dimv) = vec_dim(dim);
+        let unique64 = unique as u64;
+        let scaled = i32::from(scale.is_some());
+        let scale = scale.unwrap_or(dummy);
+        let name = if vec4 { K_CASTED_VEC4 } else { K_CASTED_SCALAR };
+        launch!(
+            self,
+            name,
+            grid(unique64 * lanes_for(dimv as usize)),
+            grad_out,
+            &dimv,
+            casted_src,
+            scale,
+            &scaled,
+            starts,
+            &unique64,
+            out
+        )
+    }
+
+    /// Scatter of coalesced gradients (`rows` ascending, `grads` `rows x dim`)
+    /// into device-resident table and state with `optimizer`.
+    fn launch_scatter(
+        &self,
+        d_table: &mut CudaSlice<f32>,
+        d_state: &mut CudaSlice<f32>,
+        dim: usize,
+        rows: &[u32],
+        grads: &[f32],
+        optimizer: &Optimizer,
+    ) -> Result<(), KernelError> {
+        let unique = rows.len();
+        if unique == 0 {
+            return Ok(());
+        }
+        let (kind, lr, eps, alpha) = match *optimizer {
+            Optimizer::Sgd { lr } => (0i32, lr, 0.0f32, 0.0f32),
+            Optimizer::Adagrad { lr, eps, .. } => (1, lr, eps, 0.0),
+            Optimizer::RowWiseAdagrad { lr, eps } => (2, lr, eps, 0.0),
+            Optimizer::RmsProp { lr, alpha, eps } => (3, lr, eps, alpha),
+        };
+        let d_rows = self.upload(rows)?;
+        let d_g = self.upload(grads)?;
+        let (vec4, dimv) = vec_dim(dim);
+        let (dim64, unique64) = (dim as u64, unique as u64);
+        // One group of `lanes_for(dimv)` lanes per row, whole warps.
+        let groups_per_warp = 32 / lanes_for(dimv as usize);
+        launch!(
+            self,
+            if vec4 {
+                K_SCATTER_VEC4
+            } else {
+                K_SCATTER_SCALAR
+            },
+            grid(unique64.div_ceil(groups_per_warp) * 32),
+            d_table,
+            d_state,
+            &dimv,
+            &dim64,
+            &d_rows,
+            &d_g,
+            &unique64,
+            &kind,
+            &lr,
+            &eps,
+            &alpha
+        )
+    }
+
+    /// `out[i] = bag of lookup i` for `n` lookups.
+    fn bag_ids(
+        &self,
+        offsets: &CudaSlice<u32>,
+        bags: usize,
+        n: usize,
+    ) -> Result<CudaSlice<u32>, KernelError> {
+        let mut dst = self.zeros::<u32>(n)?;
+        if bags > 0 && n > 0 {
+            let bags64 = bags as u64;
+            launch!(
+                self,
+                K_BAG_IDS,
+                grid(bags64 * 32),
+                offsets,
+                &bags64,
+                &mut dst
+            )?;
+        }
+        Ok(dst)
+    }
+
+    /// `0, 1, ..., n - 1`.
+    fn iota(&self, n: usize) -> Result<CudaSlice<u32>, KernelError> {
+        let mut out = self.zeros::<u32>(n)?;
+        let n64 = n as u64;
+        if n > 0 {
+            launch!(self, K_IOTA, grid(n64), &mut out, &n64)?;
+        }
+        Ok(out)
+    }
+
+    /// Scan of the first `n` values of `input` into `output` (which may be
+    /// the same buffer), exclusive or inclusive, wrapping u32 arithmetic.
+    fn scan(
+        &self,
+        input: &CudaSlice<u32>,
+        output: &CudaSlice<u32>,
+        n: usize,
+        inclusive: bool,
+    ) -> Result<(), KernelError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let tiles = n.div_ceil(TILE);
+        let (n64, tiles64) = (n as u64, tiles as u64);
+        let sums = self.zeros::<u32>(tiles)?;
+        let tile_grid = tiles_grid(tiles.min(MAX_BLOCKS as usize));
+        launch!(self, K_SCAN_REDUCE, tile_grid, input, &n64, &sums, &tiles64)?;
+        let one_block = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(self, K_SCAN_BLOCKS, one_block, &sums, &tiles64)?;
+        let inclusive = i32::from(inclusive);
+        launch!(
+            self,
+            K_SCAN_APPLY,
+            tile_grid,
+            input,
+            output,
+            &n64,
+            &sums,
+            &tiles64,
+            &inclusive
+        )
+    }
+
+    /// Stable sort of `n` (key, value) pairs by key, keys below `num_rows`:
+    /// LSD radix passes of 8 bits over the key bits that `num_rows` needs.
+    fn sort_pairs(
+        &self,
+        keys: CudaSlice<u32>,
+        vals: CudaSlice<u32>,
+        n: usize,
+        num_rows: u64,
+    ) -> Result<(CudaSlice<u32>, CudaSlice<u32>), KernelError> {
+        let bits = crate::radix::key_bits(num_rows).min(32);
+        let passes = bits.div_ceil(RADIX_BITS);
+        if passes == 0 || n < 2 {
+            return Ok((keys, vals));
+        }
+        let (mut keys, mut vals) = (keys, vals);
+        let tiles = n.div_ceil(TILE);
+        let (n64, tiles64) = (n as u64, tiles as u64);
+        let mut keys2 = self.zeros::<u32>(n)?;
+        let mut vals2 = self.zeros::<u32>(n)?;
+        let hist = self.zeros::<u32>(RADIX * tiles)?;
+        for pass in 0..passes {
+            let shift = pass * RADIX_BITS;
+            launch!(
+                self,
+                K_RADIX_HISTOGRAM,
+                tiles_grid(tiles),
+                &keys,
+                &n64,
+                &shift,
+                &hist,
+                &tiles64
+            )?;
+            self.scan(&hist, &hist, RADIX * tiles, false)?;
+            launch!(
+                self,
+                K_RADIX_SCATTER,
+                tiles_grid(tiles),
+                &keys,
+                &vals,
+                &n64,
+                &shift,
+                &hist,
+                &tiles64,
+                &mut keys2,
+                &mut vals2
+            )?;
+            std::mem::swap(&mut keys, &mut keys2);
+            std::mem::swap(&mut vals, &mut vals2);
+        }
+        Ok((keys, vals))
+    }
+
+    /// The runs of equal keys of the first `n > 0` values of `sorted`.
+    fn segments(&self, sorted: &CudaSlice<u32>, n: usize) -> Result<Segments, KernelError> {
+        let n64 = n as u64;
+        let mut flags = self.zeros::<u32>(n)?;
+        launch!(self, K_HEAD_FLAGS, grid(n64), sorted, &n64, &mut flags)?;
+        let inclusive = self.zeros::<u32>(n)?;
+        self.scan(&flags, &inclusive, n, true)?;
+        let last = self
+            .stream
+            .clone_dtoh(&inclusive.slice(n - 1..n))
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()?;
+        let count = last[0] as usize;
+        let mut seg = self.zeros::<u32>(n)?;
+        let mut unique = self.zeros::<u32>(count)?;
+        let mut starts = self.zeros::<u32>(count + 1)?;
+        launch!(
+            self,
+            K_SEGMENTS,
+            grid(n64),
+            sorted,
+            &flags,
+            &inclusive,
+            &n64,
+            &mut seg,
+            &mut unique,
+            &mut starts
+        )?;
+        Ok(Segments {
+            seg,
+            unique,
+            starts,
+            count,
+        })
+    }
+}
+
+/// An embedding table and its optimizer state kept on the device between
+/// calls, as the NMP pool keeps its tables: only indices and gradients move.
+pub struct DeviceTable {
+    pub rows: u64,
+    pub dim: usize,
+    /// Optimizer state values per row (0 for SGD).
+    pub state_per_row: usize,
+    data: CudaSlice<f32>,
+    state: CudaSlice<f32>,
+}
+
+impl std::fmt::Debug for DeviceTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTable")
+            .field("rows", &self.rows)
+            .field("dim", &self.dim)
+            .field("state_per_row", &self.state_per_row)
+            .finish()
+    }
+}
+
+impl CudaBackend {
+    /// Copies `table` and `state` to the device.
+    pub fn upload_table(
+        &self,
+        table: &EmbeddingTable,
+        state: &OptimizerState,
+    ) -> Result<DeviceTable, KernelError> {
+        check_dim(table.dim)?;
+        if state.rows != table.rows {
+            return Err(KernelError::shape(
+                "state.rows",
+                state.rows,
+                format!("the table's {} rows", table.rows),
+            ));
+        }
+        let data = self.upload(&table.data)?;
+        let st = self.upload(&state.values)?;
+        self.sync()?;
+        Ok(DeviceTable {
+            rows: table.rows,
+            dim: table.dim,
+            state_per_row: state.values_per_row,
+            data,
+            state: st,
+        })
+    }
+
+    /// Copies a device table and its state back into `table` and `state`
+    /// (which must have its shape).
+    pub fn download_table(
+        &self,
+        dt: &DeviceTable,
+        table: &mut EmbeddingTable,
+        state: &mut OptimizerState,
+    ) -> Result<(), KernelError> {
+        if table.rows != dt.rows || table.dim != dt.dim {
+            return Err(KernelError::shape(
+                "table",
+                format!("{} x {}", table.rows, table.dim),
+                format!("the device table's {} x {}", dt.rows, dt.dim),
+            ));
+        }
+        if state.values_per_row != dt.state_per_row || state.rows != dt.rows {
+            return Err(KernelError::shape(
+                "state",
+                format!("{} rows x {}", state.rows, state.values_per_row),
+                format!("{} rows x {}", dt.rows, dt.state_per_row),
+            ));
+        }
+        self.download_into(&dt.data, &mut table.data)?;
+        if dt.state_per_row > 0 {
+            self.download_into(&dt.state, &mut state.values)?;
+        }
+        Ok(())
+    }
+
+    /// [`Backend::gather_reduce`] on a device-resident table: only the batch
+    /// goes to the device and only the pooled rows come back.
+    pub fn gather_reduce_resident(
+        &self,
+        dt: &DeviceTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Vec<f32>, Traffic), KernelError> {
+        check_batch(batch)?;
+        check_pooling(batch, pooling)?;
+        if batch.num_rows != dt.rows {
+            return Err(KernelError::shape(
+                "batch.num_rows",
+                batch.num_rows,
+                format!("the table's {} rows", dt.rows),
+            ));
+        }
+        let dim = dt.dim;
+        let bags = batch.batch_size();
+        let traffic = gather_reduce_traffic(
+            batch.num_lookups(),
+            bags,
+            dim,
+            pooling == Pooling::WeightedSum,
+        );
+        if bags == 0 {
+            return Ok((Vec::new(), traffic));
+        }
+        let d_idx = self.upload(&batch.indices)?;
+        let d_off = self.upload(&batch.offsets)?;
+        let d_w = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
+            _ => self.zeros::<f32>(1)?,
+        };
+        let mut d_out = self.zeros::<f32>(bags * dim)?;
+        self.launch_gather_reduce(
+            &dt.data, dim, &d_idx, &d_off, &d_w, bags, pooling, &mut d_out,
+        )?;
+        Ok((self.download(&d_out, bags * dim)?, traffic))
+    }
+
+    /// [`Backend::scatter_update`] on a device-resident table and state.
+    pub fn scatter_update_resident(
+        &self,
+        dt: &mut DeviceTable,
+        grads: &Coalesced,
+        optimizer: &Optimizer,
+    ) -> Result<Traffic, KernelError> {
+        optimizer.validate()?;
+        let dim = dt.dim;
+        if grads.dim != dim || grads.grads.len() != grads.rows.len() * dim {
+            return Err(KernelError::shape(
+                "grads",
+                format!(
+                    "{} rows x dim {} ({} values)",
+                    grads.rows.len(),
+                    grads.dim,
+                    grads.grads.len()
+                ),
+                format!("rows x the table's dim {dim}"),
+            ));
+        }
+        for (i, &r) in grads.rows.iter().enumerate() {
+            if r as u64 >= dt.rows {
+                return Err(KernelError::IndexOutOfRange {
+                    arg: "grads.rows",
+                    position: i,
+                    value: r as u64,
+                    bound: dt.rows,
+                });
+            }
+            if i > 0 && r <= grads.rows[i - 1] {
+                return Err(KernelError::invalid(
+                    "grads.rows",
+                    format!(
+                        "rows[{i}] = {r} after {}; expected strictly ascending",
+                        grads.rows[i - 1]
+                    ),
+                ));
+            }
+        }
+        let per_row = optimizer.state_values_per_row(dim);
+        if per_row != dt.state_per_row {
+            return Err(KernelError::shape(
+                "optimizer state",
+                format!("{} values per row on the device", dt.state_per_row),
+                format!("{per_row} for {}", optimizer.name()),
+            ));
+        }
+        let traffic = scatter_traffic(grads.rows.len(), dim, per_row);
+        self.launch_scatter(
+            &mut dt.data,
+            &mut dt.state,
+            dim,
+            &grads.rows,
+            &grads.grads,
+            optimizer,
+        )?;
+        self.sync()?;
+        Ok(traffic)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn gather_reduce(
+        &self,
+        table: &EmbeddingTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Vec<f32>, Traffic), KernelError> {
+        check_gather_inputs(table, batch, pooling)?;
+        let dim = table.dim;
+        let bags = batch.batch_size();
+        let n = batch.num_lookups();
+        let traffic = gather_reduce_traffic(n, bags, dim, pooling == Pooling::WeightedSum);
+        if bags == 0 {
+            return Ok((Vec::new(), traffic));
+        }
+        let d_table = self.upload(&table.data)?;
+        let d_idx = self.upload(&batch.indices)?;
+        let d_off = self.upload(&batch.offsets)?;
+        let d_w = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
+            _ => self.zeros::<f32>(1)?,
+        };
+        let mut d_out = self.zeros::<f32>(bags * dim)?;
+        self.launch_gather_reduce(
+            &d_table, dim, &d_idx, &d_off, &d_w, bags, pooling, &mut d_out,
+        )?;
+        Ok((self.download(&d_out, bags * dim)?, traffic))
+    }
+
+    fn expand(
+        &self,
+        grad_out: &[f32],
+        dim: usize,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Expanded, Traffic), KernelError> {
+        check_dim(dim)?;
+        check_batch(batch)?;
+        check_pooling(batch, pooling)?;
+        let bags = batch.batch_size();
+        if grad_out.len() != bags * dim {
+            return Err(KernelError::shape(
+                "grad_out",
+                grad_out.len(),
+                format!("B x dim = {bags} x {dim}"),
+            ));
+        }
+        let n = batch.num_lookups();
+        let traffic = expand_traffic(n, dim, pooling == Pooling::WeightedSum);
+        let mut out = Expanded {
+            src: batch.indices.clone(),
+            dim,
+            grads: Vec::new(),
+        };
+        if n == 0 {
+            return Ok((out, traffic));
+        }
+        let d_g = self.upload(grad_out)?;
+        let d_off = self.upload(&batch.offsets)?;
+        let d_dst = self.bag_ids(&d_off, bags, n)?;
+        let d_w = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
+            _ => self.zeros::<f32>(1)?,
+        };
+        let mut d_out = self.zeros::<f32>(n * dim)?;
+        let (vec4, dimv) = vec_dim(dim);
+        let (n64, mode) = (n as u64, pooling_mode(pooling));
+        launch!(
+            self,
+            if vec4 { K_EXPAND_VEC4 } else { K_EXPAND_SCALAR },
+            grid(n64 * dimv),
+            &d_g,
+            &dimv,
+            &d_dst,
+            &d_off,
+            &d_w,
+            &n64,
+            &mode,
+            &mut d_out
+        )?;
+        out.grads = self.download(&d_out, n * dim)?;
+        Ok((out, traffic))
+    }
+
+    fn coalesce(
+        &self,
+        expanded: &Expanded,
+        num_rows: u64,
+    ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+        // The checks of `coalesce_into`, then those of `radix::sort_pairs`.
+        let dim = expanded.dim;
+        check_dim(dim)?;
+        let n = expanded.src.len();
+        if n > u32::MAX as usize {
+            return Err(KernelError::invalid(
+                "expanded.src",
+                "more than 2^32 - 1 lookups",
+            ));
+        }
+        if expanded.grads.len() != n * dim {
+            return Err(KernelError::shape(
+                "expanded.grads",
+                expanded.grads.len(),
+                format!("src.len() x dim = {n} x {dim}"),
+            ));
+        }
+        if let Some((i, &k)) = expanded
+            .src
+            .iter()
+            .enumerate()
+            .find(|&(_, &k)| k as u64 >= num_rows)
+        {
+            return Err(KernelError::IndexOutOfRange {
+                arg: "keys",
+                position: i,
+                value: k as u64,
+                bound: num_rows,
+            });
+        }
+        let traffic = |unique| CoalesceTraffic {
+            sort: sort_pairs_traffic(n, num_rows),
+            accumulate: coalesce_accumulate_traffic(n, unique, dim),
+        };
+        if n == 0 {
+            let empty = Coalesced {
+                rows: Vec::new(),
+                dim,
+                grads: Vec::new(),
+            };
+            return Ok((empty, traffic(0)));
+        }
+        let d_src = self.upload(&expanded.src)?;
+        let d_pos = self.iota(n)?;
+        let (sorted, pos) = self.sort_pairs(d_src, d_pos, n, num_rows)?;
+        let segs = self.segments(&sorted, n)?;
+        let unique = segs.count;
+        let d_grads = self.upload(&expanded.grads)?;
+        let mut d_out = self.zeros::<f32>(unique * dim)?;
+        let (vec4, dimv) = vec_dim(dim);
+        let unique64 = unique as u64;
+        launch!(
+            self,
+            if vec4 {
+                K_COALESCE_VEC4
+            } else {
+                K_COALESCE_SCALAR
+            },
+            grid(unique64 * lanes_for(dimv as usize)),
+            &d_grads,
+            &dimv,
+            &pos,
+            &segs.starts,
+            &unique64,
+            &mut d_out
+        )?;
+        let rows = self.download(&segs.unique, unique)?;
+        let grads = self.download(&d_out, unique * dim)?;
+        Ok((Coalesced { rows, dim, grads }, traffic(unique)))
+    }
+
+    fn tensor_cast(
+        &self,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<(Casted, Traffic), KernelError> {
+        check_batch(batch)?;
+        check_pooling(batch, pooling)?;
+        let n = batch.num_lookups();
+        let bags = batch.batch_size();
+        let traffic =
+            |unique| tensor_cast_traffic(n, bags, unique, batch.num_rows, pooling.scaled());
+        if n == 0 {
+            let empty = Casted {
+                casted_src: Vec::new(),
+                casted_dst: Vec::new(),
+                unique_rows: Vec::new(),
+                scale: pooling.scaled().then(Vec::new),
+                num_bags: bags,
+            };
+            return Ok((empty, traffic(0)));
+        }
+        let n64 = n as u64;
+        let d_idx = self.upload(&batch.indices)?;
+        let d_off = self.upload(&batch.offsets)?;
+        let d_dst = self.bag_ids(&d_off, bags, n)?;
+        let (sorted, casted_src, scale) = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => {
+                // Sort (src, position) so each lookup's weight can follow it.
+                let d_pos = self.iota(n)?;
+                let (sorted, pos) = self.sort_pairs(d_idx, d_pos, n, batch.num_rows)?;
+                let d_w = self.upload(w)?;
+                let mut casted_src = self.zeros::<u32>(n)?;
+                let mut scale = self.zeros::<f32>(n)?;
+                launch!(
+                    self,
+                    K_CAST_PERMUTE,
+                    grid(n64),
+                    &pos,
+                    &d_dst,
+                    &d_w,
+                    &n64,
+                    &mut casted_src,
+                    &mut scale
+                )?;
+                (sorted, casted_src, Some(scale))
+            }
+            _ => {
+                let (sorted, casted_src) = self.sort_pairs(d_idx, d_dst, n, batch.num_rows)?;
+                let scale = if pooling == Pooling::Mean {
+                    let mut scale = self.zeros::<f32>(n)?;
+                    launch!(
+                        self,
+                        K_CAST_MEAN_SCALE,
+                        grid(n64),
+                        &casted_src,
+                        &d_off,
+                        &n64,
+                        &mut scale
+                    )?;
+                    Some(scale)
+                } else {
+                    None
+                };
+                (sorted, casted_src, scale)
+            }
+        };
+        let segs = self.segments(&sorted, n)?;
+        let casted = Casted {
+            casted_src: self.download(&casted_src, n)?,
+            casted_dst: self.download(&segs.seg, n)?,
+            unique_rows: self.download(&segs.unique, segs.count)?,
+            scale: match &scale {
+                Some(s) => Some(self.download(s, n)?),
+                None => None,
+            },
+            num_bags: bags,
+        };
+        Ok((casted, traffic(segs.count)))
+    }
+
+    fn casted_gather_reduce(
+        &self,
+        casted: &Casted,
+        grad_out: &[f32],
+        dim: usize,
+    ) -> Result<(Coalesced, Traffic), KernelError> {
+        check_dim(dim)?;
+        if grad_out.len() != casted.num_bags * dim {
+            return Err(KernelError::shape(
+                "grad_out",
+                grad_out.len(),
+                format!("B x dim = {} x {dim}", casted.num_bags),
+            ));
+        }
+        let starts = check_casted(casted)?;
+        let unique = casted.unique_rows.len();
+        let n = casted.casted_src.len();
+        let traffic = casted_gather_reduce_traffic(n, unique, dim, casted.scale.is_some());
+        let mut out = Coalesced {
+            rows: casted.unique_rows.clone(),
+            dim,
+            grads: Vec::new(),
+        };
+        if unique == 0 {
+            return Ok((out, traffic));
+        }
+        let d_g = self.upload(grad_out)?;
+        let d_src = self.upload(&casted.casted_src)?;
+        let d_scale = match &casted.scale {
+            Some(s) => Some(self.upload(s)?),
+            None => None,
+        };
+        let dummy = self.zeros::<f32>(1)?;
+        let d_starts = self.upload(&starts)?;
+        let mut d_out = self.zeros::<f32>(unique * dim)?;
+        self.launch_casted_gather_reduce(
+            &d_g,
+            dim,
+            &d_src,
+            d_scale.as_ref(),
+            &dummy,
+            &d_starts,
+            unique,
+            &mut d_out,
+        )?;
+        out.grads = self.download(&d_out, unique * dim)?;
+        Ok((out, traffic))
+    }
+
+    fn scatter_update(
+        &self,
+        table: &mut EmbeddingTable,
+        state: &mut OptimizerState,
+        grads: &Coalesced,
+        optimizer: &Optimizer,
+    ) -> Result<Traffic, KernelError> {
+        check_scatter(table, state, grads, optimizer)?;
+        let dim = table.dim;
+        let per_row = state.values_per_row;
+        let unique = grads.rows.len();
+        let traffic = scatter_traffic(unique, dim, per_row);
+        if unique == 0 {
+            return Ok(traffic);
+        }
+        let mut d_table = self.upload(&table.data)?;
+        let mut d_state = self.upload(&state.values)?;
+        self.launch_scatter(
+            &mut d_table,
+            &mut d_state,
+            dim,
+            &grads.rows,
+            &grads.grads,
+            optimizer,
+        )?;
+        self.download_into(&d_table, &mut table.data)?;
+        if per_row > 0 {
+            self.download_into(&d_state, &mut state.values)?;
+        }
+        Ok(traffic)
     }
 }

@@ -25,7 +25,8 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use crate::error::KernelError;
 
 mod backend;
-pub use backend::CudaBackend;
+pub mod bench;
+pub use backend::{CudaBackend, DeviceTable, KERNEL_NAMES};
 
 /// One CUDA C source of the project, embedded in the binary.
 #[derive(Clone, Copy, Debug)]
