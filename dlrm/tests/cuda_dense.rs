@@ -22,6 +22,10 @@ fn gpu_or_skip() -> Option<Arc<Gpu>> {
             Some(g)
         }
         Err(e) => {
+            assert!(
+                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
+                "NMPSIM_REQUIRE_GPU is set but {e}"
+            );
             eprintln!("skipped: {e}");
             None
         }

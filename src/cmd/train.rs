@@ -37,9 +37,11 @@ use crate::rundir::{self, RunDir, csv_text};
   nmpsim train --model rm1 --mode all --device cuda --iters 20
 
 Times: every primitive of the modelled system is labelled measured (CPU
-kernels on this machine; with --device cuda also the dense path, timed with
-CUDA events on this machine's GPU), simulated (the NMP pool, cycle-level for
-the first --sim-batches iterations, then their bandwidth as a proxy), or
+kernels on this machine; with --device cuda also the dense path and casting,
+timed with CUDA events on this machine's GPU), simulated (the NMP pool,
+cycle-level for the first --sim-batches iterations, then their bandwidth as a
+proxy), emulated (with --device cuda: the NMP pool's primitives and link as
+CUDA kernels on a stream of their own, held to the simulated time), or
 modelled (the GPU by roofline from --gpu, the links by bandwidth). `ms/it` in
 the log lines is this machine's wall clock.")]
 pub struct TrainArgs {
@@ -125,9 +127,10 @@ pub struct TrainArgs {
     /// GPU preset the dense path (unless --device cuda) and casting are modelled on: v100, a100, h100.
     #[arg(long, default_value = "v100")]
     gpu: String,
-    /// Where the dense path (MLPs, interaction, loss, optimizer) runs: cpu (its
-    /// GPU time modelled from --gpu) or cuda (CUDA device 0 of this machine,
-    /// its time measured with CUDA events; fails before training without one).
+    /// Where the GPU side runs: cpu (the dense path on this CPU, its GPU time
+    /// modelled from --gpu) or cuda (CUDA device 0 of this machine: the dense
+    /// path and casting run and are timed there, and the NMP modes' pool is
+    /// emulated there; fails before training without one).
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     device: String,
     /// NMP ranks.

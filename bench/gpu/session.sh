@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every check of docs/gpu.md on a GPU machine, in order, from what
+# bench/gpu/pack.sh built. Goes on past a failing step and ends with a table
+# of the steps and their exit statuses. Logs go to $OUT (when set) or
+# DIR/logs.
+#
+#   bench/gpu/session.sh .gpu [quick]
+#
+# `quick` runs the equivalence checks only (no benchmarks, no training).
+set -uo pipefail
+dir=${1:-.gpu}
+mode=${2:-full}
+here=$(cd "$(dirname "$0")" && pwd)
+logs=${OUT:-$dir/logs}
+mkdir -p "$logs"
+summary=()
+
+step() {
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name: $*" | tee -a "$logs/session.log"
+    local t0=$SECONDS
+    timeout "$limit" "$here/env.sh" "$@" >"$logs/$name.log" 2>&1
+    local rc=$?
+    tail -n 40 "$logs/$name.log" | tee -a "$logs/session.log"
+    summary+=("$(printf '%-28s rc=%-4s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+}
+
+export NMPSIM_REQUIRE_GPU=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
+    2>&1 | tee -a "$logs/session.log"
+for t in "$dir"/test-*; do
+    [ -x "$t" ] || continue
+    step "$(basename "$t")" 900 "$t" --nocapture --test-threads 1
+done
+bin="$dir/nmpsim"
+step check-sum 600 "$bin" kernels check --backend all
+step check-mean 600 "$bin" kernels check --backend all --pooling mean --dist uniform
+step check-weighted 600 "$bin" kernels check --backend all --pooling weighted-sum
+if [ "$mode" != quick ]; then
+    step bench-kernels 600 "$bin" kernels bench --backend cuda --json
+    step bench-vs-torch 900 python3 "$dir/embeddingbag_vs_torch.py" --nmpsim "$bin"
+    step train-kaggle 900 "$bin" train --model criteo-kaggle --device cuda --batch 2048 \
+        --iters 50 --mode baseline-cpu --out "$logs/train-kaggle"
+    step train-rm1-all 900 "$bin" train --model rm1 --device cuda --mode all --batch 2048 \
+        --iters 12 --sim-batches 1 --engine native --out "$logs/train-rm1"
+fi
+printf '%s\n' "--- summary" "${summary[@]}" | tee -a "$logs/session.log"
