@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Every check of docs/gpu.md on a GPU machine, in order, from what
 # bench/gpu/pack.sh built. Goes on past a failing step and ends with a table
-# of the steps and their exit statuses. Logs go to $OUT (when set) or
-# DIR/logs.
+# of the steps and their exit statuses. Logs go to DIR/logs; when $OUT is
+# set (a device call), session.log and logs.tgz (every log and run
+# directory) are copied there.
 #
-#   bench/gpu/session.sh .gpu [quick]
+#   bench/gpu/session.sh .gpu [quick|perf|full]
 #
-# `quick` runs the equivalence checks only (no benchmarks, no training).
+# `quick`: the GPU tests and `kernels check` (equivalence); `perf`: the
+# kernel bench, the PyTorch comparison and the training runs; `full` (the
+# default): both. A device call runs 10 minutes at most: run `quick` and
+# `perf` in two calls.
 set -uo pipefail
 dir=${1:-.gpu}
 mode=${2:-full}
 here=$(cd "$(dirname "$0")" && pwd)
-logs=${OUT:-$dir/logs}
+logs=$dir/logs
 mkdir -p "$logs"
 summary=()
 
@@ -29,20 +33,26 @@ step() {
 export NMPSIM_REQUIRE_GPU=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
     2>&1 | tee -a "$logs/session.log"
-for t in "$dir"/test-*; do
-    [ -x "$t" ] || continue
-    step "$(basename "$t")" 900 "$t" --nocapture --test-threads 1
-done
 bin="$dir/nmpsim"
-step check-sum 600 "$bin" kernels check --backend all
-step check-mean 600 "$bin" kernels check --backend all --pooling mean --dist uniform
-step check-weighted 600 "$bin" kernels check --backend all --pooling weighted-sum
+if [ "$mode" != perf ]; then
+    for t in "$dir"/test-*; do
+        [ -x "$t" ] || continue
+        step "$(basename "$t")" 240 "$t" --nocapture --test-threads 1
+    done
+    step check-sum 120 "$bin" kernels check --backend all
+    step check-mean 120 "$bin" kernels check --backend all --pooling mean --dist uniform
+    step check-weighted 120 "$bin" kernels check --backend all --pooling weighted-sum
+fi
 if [ "$mode" != quick ]; then
-    step bench-kernels 600 "$bin" kernels bench --backend cuda --json
-    step bench-vs-torch 900 python3 "$dir/embeddingbag_vs_torch.py" --nmpsim "$bin"
-    step train-kaggle 900 "$bin" train --model criteo-kaggle --device cuda --batch 2048 \
+    step bench-kernels 120 "$bin" kernels bench --backend cuda --json
+    step bench-vs-torch 120 python3 "$dir/embeddingbag_vs_torch.py" --nmpsim "$bin"
+    step train-kaggle 150 "$bin" train --model criteo-kaggle --device cuda --batch 2048 \
         --iters 50 --mode baseline-cpu --out "$logs/train-kaggle"
-    step train-rm1-all 900 "$bin" train --model rm1 --device cuda --mode all --batch 2048 \
+    step train-rm1-all 180 "$bin" train --model rm1 --device cuda --mode all --batch 2048 \
         --iters 12 --sim-batches 1 --engine native --out "$logs/train-rm1"
 fi
 printf '%s\n' "--- summary" "${summary[@]}" | tee -a "$logs/session.log"
+if [ -n "${OUT:-}" ]; then
+    cp "$logs/session.log" "$OUT/session.log"
+    tar czf "$OUT/logs.tgz" -C "$dir" logs
+fi

@@ -153,9 +153,6 @@ fn cuda_backend() -> Result<CpuBackend, String> {
     Err("this nmpsim was built without the `cuda` feature (no CUDA support)".into())
 }
 
-/// The backends of `--backend`, each once, in order. CUDA named explicitly
-/// with no usable GPU prints the reason and exits 2; CUDA from `all` is
-/// skipped with its reason.
 /// What `--backend` resolved to.
 enum Selected {
     /// The backends to check, and why CUDA was skipped (from `all`), if it was.
@@ -164,6 +161,9 @@ enum Selected {
     Exit(ExitCode),
 }
 
+/// The backends of `--backend`, each once, in order. CUDA named explicitly
+/// with no usable GPU prints the reason and exits 2; CUDA from `all` is
+/// skipped with its reason.
 fn select_backends(names: &[String]) -> anyhow::Result<Selected> {
     let mut wanted: Vec<(&str, bool)> = Vec::new();
     for name in names {
