@@ -30,6 +30,8 @@ enum Command {
     /// Embedding primitives: equivalence checks across backends.
     #[command(subcommand)]
     Kernels(cmd::kernels::KernelsCommand),
+    /// What this machine offers the GPU paths: CUDA libraries, device 0, the CUDA sources compiled.
+    Gpu(cmd::gpu::GpuArgs),
     /// DDR4 DRAM engines (DRAMsim3, Ramulator): streams, address and embedding traces.
     Dram(cmd::dram::DramCommand),
     /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
@@ -83,6 +85,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Kernels(c) => cmd::kernels::run(c),
+        Command::Gpu(a) => cmd::gpu::run(a),
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
         Command::Train(a) => cmd::train::run(*a),

@@ -34,6 +34,7 @@ export NMPSIM_REQUIRE_GPU=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
     2>&1 | tee -a "$logs/session.log"
 bin="$dir/nmpsim"
+step gpu-info 60 "$bin" gpu
 if [ "$mode" != perf ]; then
     for t in "$dir"/test-*; do
         [ -x "$t" ] || continue

@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod dram;
+pub mod gpu;
 pub mod kernels;
 pub mod nmp;
 pub mod plot;
