@@ -84,6 +84,11 @@ fn grid(n: usize, block: u32) -> LaunchConfig {
 macro_rules! launch {
     ($dev:expr, $f:ident, $cfg:expr; $($arg:expr),+ $(,)?) => {{
         let dev: &Dev = $dev;
+        dev.gpu.check_launch(
+            &DENSE,
+            concat!("nmpsim_dense_", stringify!($f)),
+            &[$( nmpsim_kernels::cuda::KernelArg::kind(&$arg) ),+],
+        )?;
         let mut b = dev.stream.launch_builder(&dev.k.$f);
         $( b.arg($arg); )+
         // SAFETY: the arguments are pushed in the order and with the types
@@ -134,6 +139,7 @@ impl Kernels {
 
 /// The stream, cuBLAS handle and kernels every operation uses.
 struct Dev {
+    gpu: Arc<Gpu>,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
     k: Kernels,
@@ -442,8 +448,13 @@ impl CudaDense {
             .synchronize()
             .map_err(drv("initialising the dense path"))?;
         Ok(CudaDense {
-            gpu,
-            dev: Dev { stream, blas, k },
+            gpu: gpu.clone(),
+            dev: Dev {
+                gpu,
+                stream,
+                blas,
+                k,
+            },
             bottom,
             top,
             interaction,

@@ -150,6 +150,14 @@ mod device {
                 )));
             }
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            let target = target_ns.round() as u64;
+            {
+                use nmpsim_kernels::cuda::KernelArg;
+                let slots = (&self.slots).kind();
+                self.gpu.check_launch(&SOURCES[0], KERNELS[0], &[slots])?;
+                self.gpu
+                    .check_launch(&SOURCES[0], KERNELS[1], &[slots, (&target).kind()])?;
+            }
             let start = self
                 .stream
                 .record_event(timing)
@@ -167,7 +175,6 @@ mod device {
                 .stream
                 .record_event(timing)
                 .map_err(driver_err("recording the end of the pool's work"))?;
-            let target = target_ns.round() as u64;
             // SAFETY: `nmpsim_pad_until(unsigned long long*, unsigned long long)`.
             unsafe {
                 self.stream

@@ -79,3 +79,50 @@ fn a_broken_source_reports_file_and_line() {
     );
     assert!(err.contains("(2)"), "NVRTC's log names line 2: {err}");
 }
+
+/// The launch check reads each kernel's parameters from the PTX; a launch
+/// whose arguments differ in count or kind is an error naming the parameter.
+#[test]
+fn launch_arguments_are_checked_against_the_ptx() {
+    use ParamKind::{B32, B64, F32};
+    use nmpsim_kernels::cuda::{KERNEL_NAMES, KernelArg, ParamKind, check_params, ptx_params};
+    // Kinds of the Rust values cudarc passes.
+    assert_eq!((&7u64).kind(), B64);
+    assert_eq!((&7usize).kind(), B64);
+    assert_eq!((&-1i32).kind(), B32);
+    assert_eq!((&0.5f32).kind(), F32);
+    // A hand-written entry, as NVRTC prints them.
+    let ptx = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .f32 k_param_2\n)\n{\n}";
+    assert_eq!(ptx_params(ptx, "k"), Some(vec![B64, B32, F32]));
+    assert_eq!(ptx_params(ptx, "missing"), None);
+    assert!(check_params("x.cu", "k", &[B64, B32, F32], &[B64, B32, F32]).is_ok());
+    let e = check_params("x.cu", "k", &[B64, B32, F32], &[B64, F32, F32])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`k`") && e.contains("x.cu") && e.contains("parameter 1"),
+        "{e}"
+    );
+    let e = check_params("x.cu", "k", &[B64, B32], &[B64, B32, F32])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("parameter 2"), "{e}");
+    if !nvrtc_present() {
+        eprintln!("skipped the PTX part: NVRTC not found");
+        return;
+    }
+    let ptx = compile(&SOURCES[0], CHECK_ARCH).unwrap().to_src();
+    for k in KERNEL_NAMES {
+        let p = ptx_params(&ptx, k).unwrap_or_else(|| panic!("{k}: no entry"));
+        assert!(
+            !p.is_empty() && !p.contains(&ParamKind::Other),
+            "{k}: {p:?}"
+        );
+    }
+    // The scatter kernel: table, state, dimv, dim, rows, grads, unique (64-bit),
+    // the optimizer kind (int), then lr, eps, alpha (float).
+    assert_eq!(
+        ptx_params(&ptx, "nmpsim_scatter_update_vec4").unwrap(),
+        [B64, B64, B64, B64, B64, B64, B64, B32, F32, F32, F32]
+    );
+}

@@ -149,6 +149,11 @@ macro_rules! launch {
     ($self:expr, $name:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
         let name: &'static str = $name;
         let f: CudaFunction = $self.func(name)?;
+        $self.gpu.check_launch(
+            source(),
+            name,
+            &[$( $crate::cuda::KernelArg::kind(&$arg) ),+],
+        )?;
         let mut b = $self.stream.launch_builder(&f);
         $( b.arg($arg); )+
         // SAFETY: the argument list matches the kernel's parameters in order,

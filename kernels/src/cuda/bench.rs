@@ -148,6 +148,20 @@ fn fill_uniform(
     let f = backend.func(K_FILL_UNIFORM)?;
     let n64 = n as u64;
     let blocks = n64.div_ceil(256).clamp(1, 1 << 20) as u32;
+    {
+        use super::KernelArg;
+        backend.gpu().check_launch(
+            &super::SOURCES[0],
+            K_FILL_UNIFORM,
+            &[
+                (&*buf).kind(),
+                (&n64).kind(),
+                (&seed).kind(),
+                (&lo).kind(),
+                (&hi).kind(),
+            ],
+        )?;
+    }
     let mut b = backend.stream().launch_builder(&f);
     b.arg(buf).arg(&n64).arg(&seed).arg(&lo).arg(&hi);
     // SAFETY: (float*, u64, u64, float, float) as the kernel declares; the

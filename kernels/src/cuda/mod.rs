@@ -143,6 +143,129 @@ pub fn driver_err(doing: &str) -> impl Fn(cudarc::driver::DriverError) -> Kernel
     }
 }
 
+/// The kind of a kernel parameter as PTX declares it: 64-bit (pointers and
+/// 64-bit integers), 32-bit integer, `float`, `double`, or anything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    B64,
+    B32,
+    F32,
+    F64,
+    Other,
+}
+
+impl ParamKind {
+    fn of_ptx(ty: &str) -> Self {
+        match ty {
+            ".u64" | ".s64" | ".b64" => ParamKind::B64,
+            ".u32" | ".s32" | ".b32" => ParamKind::B32,
+            ".f32" => ParamKind::F32,
+            ".f64" => ParamKind::F64,
+            _ => ParamKind::Other,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ParamKind::B64 => "64-bit",
+            ParamKind::B32 => "int",
+            ParamKind::F32 => "float",
+            ParamKind::F64 => "double",
+            ParamKind::Other => "other",
+        }
+    }
+}
+
+/// The parameters of kernel `kernel` in `ptx`, or `None` if it has no entry.
+pub fn ptx_params(ptx: &str, kernel: &str) -> Option<Vec<ParamKind>> {
+    let head = format!(".entry {kernel}(");
+    let start = ptx.find(&head)? + head.len();
+    let end = start + ptx[start..].find(')')?;
+    Some(
+        ptx[start..end]
+            .split(',')
+            .filter_map(|p| {
+                let mut words = p.split_whitespace();
+                (words.next() == Some(".param"))
+                    .then(|| ParamKind::of_ptx(words.next().unwrap_or("")))
+            })
+            .collect(),
+    )
+}
+
+/// What one launch argument is to the kernel (how cudarc passes it): device
+/// buffers are 64-bit pointers, scalars their own kind.
+pub trait KernelArg {
+    fn kind(&self) -> ParamKind;
+}
+
+macro_rules! kernel_arg {
+    ($kind:expr => $($t:ty),+) => {
+        $(impl KernelArg for &$t {
+            fn kind(&self) -> ParamKind {
+                $kind
+            }
+        })+
+    };
+}
+kernel_arg!(ParamKind::B64 => u64, i64, usize);
+kernel_arg!(ParamKind::B32 => u32, i32);
+kernel_arg!(ParamKind::F32 => f32);
+kernel_arg!(ParamKind::F64 => f64);
+
+impl<T> KernelArg for &cudarc::driver::CudaSlice<T> {
+    fn kind(&self) -> ParamKind {
+        ParamKind::B64
+    }
+}
+
+impl<T> KernelArg for &mut cudarc::driver::CudaSlice<T> {
+    fn kind(&self) -> ParamKind {
+        ParamKind::B64
+    }
+}
+
+impl<T> KernelArg for &cudarc::driver::CudaView<'_, T> {
+    fn kind(&self) -> ParamKind {
+        ParamKind::B64
+    }
+}
+
+impl<T> KernelArg for &mut cudarc::driver::CudaViewMut<'_, T> {
+    fn kind(&self) -> ParamKind {
+        ParamKind::B64
+    }
+}
+
+/// Compares a launch's arguments with the kernel's parameters; the error
+/// names the kernel, the file and the first parameter that differs.
+pub fn check_params(
+    src: &str,
+    kernel: &str,
+    params: &[ParamKind],
+    args: &[ParamKind],
+) -> Result<(), KernelError> {
+    if params == args {
+        return Ok(());
+    }
+    let list = |v: &[ParamKind]| v.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+    let first = params
+        .iter()
+        .zip(args)
+        .position(|(a, b)| a != b)
+        .unwrap_or(params.len().min(args.len()));
+    Err(KernelError::Cuda {
+        what: format!(
+            "kernel `{kernel}` of {src} takes ({}) but is launched with ({}): parameter {first} differs",
+            list(params),
+            list(args)
+        ),
+    })
+}
+
+/// A module loaded on a device and the PTX it was loaded from.
+type LoadedModule = (Arc<CudaModule>, Arc<str>);
+
 /// An open CUDA device: its context, the stream kernels run on, and the
 /// modules compiled for it so far.
 pub struct Gpu {
@@ -151,7 +274,10 @@ pub struct Gpu {
     pub stream: Arc<CudaStream>,
     name: String,
     capability: (i32, i32),
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Loaded modules and their PTX, by source name.
+    modules: Mutex<HashMap<&'static str, LoadedModule>>,
+    /// Kernels whose launch arguments have been checked against their PTX.
+    checked: Mutex<std::collections::HashSet<String>>,
 }
 
 impl fmt::Debug for Gpu {
@@ -191,6 +317,7 @@ impl Gpu {
             name,
             capability,
             modules: Mutex::new(HashMap::new()),
+            checked: Mutex::new(std::collections::HashSet::new()),
         }))
     }
 
@@ -211,17 +338,52 @@ impl Gpu {
 
     /// The module of `src`, compiled and loaded on first use.
     pub fn module(&self, src: &CudaSource) -> Result<Arc<CudaModule>, KernelError> {
+        Ok(self.module_and_ptx(src)?.0)
+    }
+
+    fn module_and_ptx(&self, src: &CudaSource) -> Result<LoadedModule, KernelError> {
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(src.name) {
             return Ok(m.clone());
         }
         let ptx = compile(src, self.arch())?;
+        let text: Arc<str> = ptx.to_src().into();
         let m = self
             .ctx
             .load_module(ptx)
             .map_err(driver_err(&format!("loading the module of {}", src.name)))?;
-        modules.insert(src.name, m.clone());
-        Ok(m)
+        modules.insert(src.name, (m.clone(), text.clone()));
+        Ok((m, text))
+    }
+
+    /// Checks, once per kernel, that a launch's arguments match the kernel's
+    /// parameters in the compiled PTX (count and kind), so a mismatch is an
+    /// error naming the kernel rather than wrong numbers.
+    pub fn check_launch(
+        &self,
+        src: &CudaSource,
+        kernel: &str,
+        args: &[ParamKind],
+    ) -> Result<(), KernelError> {
+        let key = format!("{}:{kernel}", src.name);
+        if self
+            .checked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        let (_, ptx) = self.module_and_ptx(src)?;
+        let params = ptx_params(&ptx, kernel).ok_or_else(|| KernelError::Cuda {
+            what: format!("{} has no kernel `{kernel}`", src.name),
+        })?;
+        check_params(src.name, kernel, &params, args)?;
+        self.checked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key);
+        Ok(())
     }
 
     /// Kernel `name` of `src`.
