@@ -879,25 +879,13 @@ impl DenseBackend for CudaDense {
         batch: usize,
     ) -> Result<Vec<f32>, DlrmError> {
         self.check_deferred()?;
-        if dense.len() != batch * self.bottom.input_width() {
-            return Err(DlrmError::Config(format!(
-                "dense input holds {} values; the bottom MLP takes {} x {}",
-                dense.len(),
-                batch,
-                self.bottom.input_width()
-            )));
-        }
-        if let Some((t, p)) = pooled
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.len() != batch * self.dim)
-        {
-            return Err(DlrmError::Config(format!(
-                "pooled embedding of table {t} holds {} values; expected {batch} x {}",
-                p.len(),
-                self.dim
-            )));
-        }
+        crate::dense::check_forward_inputs(
+            dense,
+            pooled,
+            batch,
+            self.bottom.input_width(),
+            self.dim,
+        )?;
         let w = self.interaction.output_width(pooled.len(), self.dim);
         if w != self.top.input_width() {
             return Err(DlrmError::Config(format!(

@@ -61,6 +61,35 @@ pub struct DenseParams {
     pub values: Vec<f32>,
 }
 
+/// The inputs of [`DenseBackend::forward`] fit a model whose bottom MLP takes
+/// `dense_width` features and whose tables have `dim`-wide rows; shared by
+/// the backends so that they refuse the same inputs with the same words.
+pub fn check_forward_inputs(
+    dense: &[f32],
+    pooled: &[Vec<f32>],
+    batch: usize,
+    dense_width: usize,
+    dim: usize,
+) -> Result<(), DlrmError> {
+    if dense.len() != batch * dense_width {
+        return Err(DlrmError::Config(format!(
+            "dense input holds {} values; the bottom MLP takes {batch} x {dense_width}",
+            dense.len()
+        )));
+    }
+    if let Some((t, p)) = pooled
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.len() != batch * dim)
+    {
+        return Err(DlrmError::Config(format!(
+            "pooled embedding of table {t} holds {} values; expected {batch} x {dim}",
+            p.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The dense path of one DLRM: a backend runs it where it likes (CPU here, a
 /// GPU in the `cuda` backend) and keeps what backward needs.
 pub trait DenseBackend: Send {
@@ -213,25 +242,7 @@ impl DenseBackend for CpuDense {
         pooled: &[Vec<f32>],
         batch: usize,
     ) -> Result<Vec<f32>, DlrmError> {
-        if dense.len() != batch * self.bottom.input_width() {
-            return Err(DlrmError::Config(format!(
-                "dense input holds {} values; the bottom MLP takes {} x {}",
-                dense.len(),
-                batch,
-                self.bottom.input_width()
-            )));
-        }
-        if let Some((t, p)) = pooled
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.len() != batch * self.dim)
-        {
-            return Err(DlrmError::Config(format!(
-                "pooled embedding of table {t} holds {} values; expected {batch} x {}",
-                p.len(),
-                self.dim
-            )));
-        }
+        check_forward_inputs(dense, pooled, batch, self.bottom.input_width(), self.dim)?;
         self.bottom
             .forward_into(dense, batch, &mut self.bottom_cache);
         self.x.clear();

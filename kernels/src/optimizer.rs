@@ -195,16 +195,9 @@ impl OptimizerState {
     }
 }
 
-/// Checks everything [`scatter_update`] relies on; shared with the reference.
-pub(crate) fn check_scatter(
-    table: &EmbeddingTable,
-    state: &OptimizerState,
-    grads: &Coalesced,
-    optimizer: &Optimizer,
-) -> Result<(), KernelError> {
-    optimizer.validate()?;
-    check_table(table)?;
-    let dim = table.dim;
+/// Coalesced gradients fit a table of `rows` x `dim`: their width, their
+/// length, and rows in range and strictly ascending.
+pub(crate) fn check_coalesced(grads: &Coalesced, rows: u64, dim: usize) -> Result<(), KernelError> {
     if grads.dim != dim {
         return Err(KernelError::shape(
             "grads.dim",
@@ -220,12 +213,12 @@ pub(crate) fn check_scatter(
         ));
     }
     for (i, &r) in grads.rows.iter().enumerate() {
-        if r as u64 >= table.rows {
+        if r as u64 >= rows {
             return Err(KernelError::IndexOutOfRange {
                 arg: "grads.rows",
                 position: i,
                 value: r as u64,
-                bound: table.rows,
+                bound: rows,
             });
         }
         if i > 0 && r <= grads.rows[i - 1] {
@@ -238,6 +231,20 @@ pub(crate) fn check_scatter(
             ));
         }
     }
+    Ok(())
+}
+
+/// Checks everything [`scatter_update`] relies on; shared with the reference.
+pub(crate) fn check_scatter(
+    table: &EmbeddingTable,
+    state: &OptimizerState,
+    grads: &Coalesced,
+    optimizer: &Optimizer,
+) -> Result<(), KernelError> {
+    optimizer.validate()?;
+    check_table(table)?;
+    let dim = table.dim;
+    check_coalesced(grads, table.rows, dim)?;
     let per_row = optimizer.state_values_per_row(dim);
     if state.values_per_row != per_row
         || state.rows != table.rows

@@ -24,7 +24,7 @@ use crate::check::Backend;
 use crate::coalesce::{CoalesceTraffic, Coalesced};
 use crate::error::{KernelError, check_batch, check_dim};
 use crate::gather::{Expanded, check_gather_inputs, check_pooling};
-use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
+use crate::optimizer::{Optimizer, OptimizerState, check_coalesced, check_scatter};
 use crate::pooling::Pooling;
 use crate::table::EmbeddingTable;
 use crate::traffic::{
@@ -723,37 +723,7 @@ impl CudaBackend {
     ) -> Result<Traffic, KernelError> {
         optimizer.validate()?;
         let dim = dt.dim;
-        if grads.dim != dim || grads.grads.len() != grads.rows.len() * dim {
-            return Err(KernelError::shape(
-                "grads",
-                format!(
-                    "{} rows x dim {} ({} values)",
-                    grads.rows.len(),
-                    grads.dim,
-                    grads.grads.len()
-                ),
-                format!("rows x the table's dim {dim}"),
-            ));
-        }
-        for (i, &r) in grads.rows.iter().enumerate() {
-            if r as u64 >= dt.rows {
-                return Err(KernelError::IndexOutOfRange {
-                    arg: "grads.rows",
-                    position: i,
-                    value: r as u64,
-                    bound: dt.rows,
-                });
-            }
-            if i > 0 && r <= grads.rows[i - 1] {
-                return Err(KernelError::invalid(
-                    "grads.rows",
-                    format!(
-                        "rows[{i}] = {r} after {}; expected strictly ascending",
-                        grads.rows[i - 1]
-                    ),
-                ));
-            }
-        }
+        check_coalesced(grads, dt.rows, dim)?;
         let per_row = optimizer.state_values_per_row(dim);
         if per_row != dt.state_per_row {
             return Err(KernelError::shape(
