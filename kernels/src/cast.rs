@@ -9,7 +9,7 @@ use nmpsim_traces::TableBatch;
 use rayon::prelude::*;
 
 use crate::coalesce::{Coalesced, ROWS_PER_TASK, segment_starts};
-use crate::error::{KernelError, check_batch, check_dim};
+use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::check_pooling;
 use crate::pooling::{Pooling, lookup_scale};
 use crate::radix::sort_pairs;
@@ -187,13 +187,7 @@ pub fn casted_gather_reduce_into(
     out: &mut Coalesced,
 ) -> Result<Traffic, KernelError> {
     check_dim(dim)?;
-    if grad_out.len() != casted.num_bags * dim {
-        return Err(KernelError::shape(
-            "grad_out",
-            grad_out.len(),
-            format!("B x dim = {} x {dim}", casted.num_bags),
-        ));
-    }
+    check_grad_out(grad_out, casted.num_bags, dim)?;
     let starts = check_casted(casted)?;
     let unique = casted.unique_rows.len();
     let src = &casted.casted_src;

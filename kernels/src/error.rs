@@ -96,6 +96,18 @@ pub(crate) fn check_batch(batch: &nmpsim_traces::TableBatch) -> Result<(), Kerne
     Ok(())
 }
 
+/// Checks that an output gradient is `bags x dim`.
+pub(crate) fn check_grad_out(grad_out: &[f32], bags: usize, dim: usize) -> Result<(), KernelError> {
+    if grad_out.len() != bags * dim {
+        return Err(KernelError::shape(
+            "grad_out",
+            grad_out.len(),
+            format!("B x dim = {bags} x {dim}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks an embedding dimension.
 pub(crate) fn check_dim(dim: usize) -> Result<(), KernelError> {
     if dim == 0 {

@@ -3,7 +3,7 @@
 use nmpsim_traces::TableBatch;
 use rayon::prelude::*;
 
-use crate::error::{KernelError, check_batch, check_dim};
+use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::pooling::{Pooling, lookup_scale};
 use crate::table::{EmbeddingTable, resize_for_overwrite};
 use crate::traffic::{Traffic, expand_traffic, gather_reduce_traffic};
@@ -161,13 +161,7 @@ pub fn expand_into(
     check_batch(batch)?;
     check_pooling(batch, pooling)?;
     let bags = batch.batch_size();
-    if grad_out.len() != bags * dim {
-        return Err(KernelError::shape(
-            "grad_out",
-            grad_out.len(),
-            format!("B x dim = {bags} x {dim}"),
-        ));
-    }
+    check_grad_out(grad_out, bags, dim)?;
     let n = batch.num_lookups();
     let weights = batch.weights.as_deref();
     let grads = &mut out.grads;

@@ -13,7 +13,7 @@ use nmpsim_traces::TableBatch;
 
 use crate::cast::Casted;
 use crate::coalesce::{CoalesceTraffic, Coalesced};
-use crate::error::{KernelError, check_batch, check_dim};
+use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::{Expanded, check_pooling};
 use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
 use crate::pooling::{Pooling, lookup_scale};
@@ -71,13 +71,7 @@ pub fn expand(
     check_dim(dim)?;
     check_batch(batch)?;
     check_pooling(batch, pooling)?;
-    if grad_out.len() != batch.batch_size() * dim {
-        return Err(KernelError::shape(
-            "grad_out",
-            grad_out.len(),
-            format!("B x dim = {} x {dim}", batch.batch_size()),
-        ));
-    }
+    check_grad_out(grad_out, batch.batch_size(), dim)?;
     let mut grads = Vec::with_capacity(batch.num_lookups() * dim);
     for b in 0..batch.batch_size() {
         for i in batch.offsets[b] as usize..batch.offsets[b + 1] as usize {
@@ -188,13 +182,7 @@ pub fn casted_gather_reduce(
     dim: usize,
 ) -> Result<(Coalesced, Traffic), KernelError> {
     check_dim(dim)?;
-    if grad_out.len() != casted.num_bags * dim {
-        return Err(KernelError::shape(
-            "grad_out",
-            grad_out.len(),
-            format!("B x dim = {} x {dim}", casted.num_bags),
-        ));
-    }
+    check_grad_out(grad_out, casted.num_bags, dim)?;
     let n = casted.casted_src.len();
     if casted.casted_dst.len() != n || casted.scale.as_ref().is_some_and(|s| s.len() != n) {
         return Err(KernelError::shape(

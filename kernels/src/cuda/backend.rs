@@ -22,7 +22,7 @@ use super::{CudaSource, Gpu, GpuUnavailable, SOURCES, default_gpu, driver_err};
 use crate::cast::{Casted, check_casted};
 use crate::check::Backend;
 use crate::coalesce::{CoalesceTraffic, Coalesced};
-use crate::error::{KernelError, check_batch, check_dim};
+use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::{Expanded, check_gather_inputs, check_pooling};
 use crate::optimizer::{Optimizer, OptimizerState, check_coalesced, check_scatter};
 use crate::pooling::Pooling;
@@ -790,13 +790,7 @@ impl Backend for CudaBackend {
         check_batch(batch)?;
         check_pooling(batch, pooling)?;
         let bags = batch.batch_size();
-        if grad_out.len() != bags * dim {
-            return Err(KernelError::shape(
-                "grad_out",
-                grad_out.len(),
-                format!("B x dim = {bags} x {dim}"),
-            ));
-        }
+        check_grad_out(grad_out, bags, dim)?;
         let n = batch.num_lookups();
         let traffic = expand_traffic(n, dim, pooling == Pooling::WeightedSum);
         let mut out = Expanded {
@@ -997,13 +991,7 @@ impl Backend for CudaBackend {
         dim: usize,
     ) -> Result<(Coalesced, Traffic), KernelError> {
         check_dim(dim)?;
-        if grad_out.len() != casted.num_bags * dim {
-            return Err(KernelError::shape(
-                "grad_out",
-                grad_out.len(),
-                format!("B x dim = {} x {dim}", casted.num_bags),
-            ));
-        }
+        check_grad_out(grad_out, casted.num_bags, dim)?;
         let starts = check_casted(casted)?;
         let unique = casted.unique_rows.len();
         let n = casted.casted_src.len();
