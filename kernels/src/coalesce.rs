@@ -67,11 +67,10 @@ pub fn coalesce(
 }
 
 /// [`coalesce`] into a reused buffer (see [`crate::gather::expand_into`] for why).
-pub fn coalesce_into(
-    expanded: &Expanded,
-    num_rows: u64,
-    out: &mut Coalesced,
-) -> Result<CoalesceTraffic, KernelError> {
+/// The rules an expanded gradient must meet before it is coalesced, shared by
+/// all backends: a valid `dim`, at most 2^32 - 1 lookups, `src.len() x dim`
+/// gradient values.
+pub(crate) fn check_expanded(expanded: &Expanded) -> Result<(), KernelError> {
     let dim = expanded.dim;
     check_dim(dim)?;
     let n = expanded.src.len();
@@ -88,6 +87,16 @@ pub fn coalesce_into(
             format!("src.len() x dim = {n} x {dim}"),
         ));
     }
+    Ok(())
+}
+
+pub fn coalesce_into(
+    expanded: &Expanded,
+    num_rows: u64,
+    out: &mut Coalesced,
+) -> Result<CoalesceTraffic, KernelError> {
+    check_expanded(expanded)?;
+    let (dim, n) = (expanded.dim, expanded.src.len());
     // Step A: argsort (radix sort of (src, position) pairs).
     let positions: Vec<u32> = (0..n as u32).collect();
     let (sorted_src, sorted_pos) = sort_pairs(&expanded.src, &positions, num_rows)?;

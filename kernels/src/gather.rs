@@ -55,16 +55,39 @@ pub(crate) fn check_gather_inputs(
     pooling: Pooling,
 ) -> Result<(), KernelError> {
     check_table(table)?;
+    check_lookups(batch, pooling, table.rows)
+}
+
+/// The batch and pooling rules, and that the batch indexes a table of `rows`
+/// rows (for tables checked elsewhere, e.g. resident on a device).
+pub(crate) fn check_lookups(
+    batch: &TableBatch,
+    pooling: Pooling,
+    rows: u64,
+) -> Result<(), KernelError> {
     check_batch(batch)?;
     check_pooling(batch, pooling)?;
-    if batch.num_rows != table.rows {
+    if batch.num_rows != rows {
         return Err(KernelError::shape(
             "batch.num_rows",
             batch.num_rows,
-            format!("the table's {} rows", table.rows),
+            format!("the table's {rows} rows"),
         ));
     }
     Ok(())
+}
+
+/// Every rule an expand's inputs must meet, shared by all backends.
+pub(crate) fn check_expand_inputs(
+    grad_out: &[f32],
+    dim: usize,
+    batch: &TableBatch,
+    pooling: Pooling,
+) -> Result<(), KernelError> {
+    check_dim(dim)?;
+    check_batch(batch)?;
+    check_pooling(batch, pooling)?;
+    check_grad_out(grad_out, batch.batch_size(), dim)
 }
 
 /// Forward pooling: output row `b` combines the table rows of bag `b`
@@ -157,11 +180,8 @@ pub fn expand_into(
     pooling: Pooling,
     out: &mut Expanded,
 ) -> Result<Traffic, KernelError> {
-    check_dim(dim)?;
-    check_batch(batch)?;
-    check_pooling(batch, pooling)?;
+    check_expand_inputs(grad_out, dim, batch, pooling)?;
     let bags = batch.batch_size();
-    check_grad_out(grad_out, bags, dim)?;
     let n = batch.num_lookups();
     let weights = batch.weights.as_deref();
     let grads = &mut out.grads;

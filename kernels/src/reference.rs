@@ -68,10 +68,7 @@ pub fn expand(
     batch: &TableBatch,
     pooling: Pooling,
 ) -> Result<(Expanded, Traffic), KernelError> {
-    check_dim(dim)?;
-    check_batch(batch)?;
-    check_pooling(batch, pooling)?;
-    check_grad_out(grad_out, batch.batch_size(), dim)?;
+    crate::gather::check_expand_inputs(grad_out, dim, batch, pooling)?;
     let mut grads = Vec::with_capacity(batch.num_lookups() * dim);
     for b in 0..batch.batch_size() {
         for i in batch.offsets[b] as usize..batch.offsets[b + 1] as usize {

@@ -21,9 +21,11 @@ use nmpsim_traces::TableBatch;
 use super::{CudaSource, Gpu, GpuUnavailable, SOURCES, default_gpu, driver_err};
 use crate::cast::{Casted, check_casted};
 use crate::check::Backend;
-use crate::coalesce::{CoalesceTraffic, Coalesced};
+use crate::coalesce::{CoalesceTraffic, Coalesced, check_expanded};
 use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
-use crate::gather::{Expanded, check_gather_inputs, check_pooling};
+use crate::gather::{
+    Expanded, check_expand_inputs, check_gather_inputs, check_lookups, check_pooling,
+};
 use crate::optimizer::{Optimizer, OptimizerState, check_coalesced, check_scatter};
 use crate::pooling::Pooling;
 use crate::table::EmbeddingTable;
@@ -681,15 +683,7 @@ impl CudaBackend {
         batch: &TableBatch,
         pooling: Pooling,
     ) -> Result<(Vec<f32>, Traffic), KernelError> {
-        check_batch(batch)?;
-        check_pooling(batch, pooling)?;
-        if batch.num_rows != dt.rows {
-            return Err(KernelError::shape(
-                "batch.num_rows",
-                batch.num_rows,
-                format!("the table's {} rows", dt.rows),
-            ));
-        }
+        check_lookups(batch, pooling, dt.rows)?;
         let dim = dt.dim;
         let bags = batch.batch_size();
         let traffic = gather_reduce_traffic(
@@ -786,11 +780,8 @@ impl Backend for CudaBackend {
         batch: &TableBatch,
         pooling: Pooling,
     ) -> Result<(Expanded, Traffic), KernelError> {
-        check_dim(dim)?;
-        check_batch(batch)?;
-        check_pooling(batch, pooling)?;
+        check_expand_inputs(grad_out, dim, batch, pooling)?;
         let bags = batch.batch_size();
-        check_grad_out(grad_out, bags, dim)?;
         let n = batch.num_lookups();
         let traffic = expand_traffic(n, dim, pooling == Pooling::WeightedSum);
         let mut out = Expanded {
@@ -834,22 +825,8 @@ impl Backend for CudaBackend {
         num_rows: u64,
     ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
         // The checks of `coalesce_into`, then those of `radix::sort_pairs`.
-        let dim = expanded.dim;
-        check_dim(dim)?;
-        let n = expanded.src.len();
-        if n > u32::MAX as usize {
-            return Err(KernelError::invalid(
-                "expanded.src",
-                "more than 2^32 - 1 lookups",
-            ));
-        }
-        if expanded.grads.len() != n * dim {
-            return Err(KernelError::shape(
-                "expanded.grads",
-                expanded.grads.len(),
-                format!("src.len() x dim = {n} x {dim}"),
-            ));
-        }
+        check_expanded(expanded)?;
+        let (dim, n) = (expanded.dim, expanded.src.len());
         if let Some((i, &k)) = expanded
             .src
             .iter()
