@@ -36,9 +36,11 @@
 //! cycle at which it could issue its next command, and the controller only runs
 //! on cycles where a queue, a refresh, a transaction move or a new request can
 //! change something. Other cycles cost one comparison in [`DramEngine::tick`],
-//! and [`DramEngine::tick_until_done`] jumps over them. Queues, maps and lists
-//! are allocated up front (or grow once to their high-water mark): nothing is
-//! allocated per request.
+//! and [`DramEngine::tick_until_done`] jumps over them. What a queue's entries
+//! offer against its open row is cached (`Head`) until the entries or the row
+//! change, so evaluating a queue reads at most three candidate times rather
+//! than walking its entries. Queues, maps and lists are allocated up front (or
+//! grow once to their high-water mark): nothing is allocated per request.
 //!
 //! # Command log
 //!
@@ -237,6 +239,20 @@ enum Kind {
     Wr,
 }
 
+/// What a bank queue's entries offer against the open row, in queue order:
+/// the first READ and the first WRITE that may issue (`NONE_IDX` for none),
+/// and whether the head may close the row. Depends only on the entries, the
+/// open row and whether the row has had its share of hits, so it is kept until
+/// one of those changes.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    rd: u8,
+    wr: u8,
+    pre: bool,
+}
+
+const NONE_IDX: u8 = u8::MAX;
+
 /// A list of request ids waiting for one READ, in a shared node pool.
 #[derive(Clone, Copy, Debug)]
 struct IdList {
@@ -323,6 +339,12 @@ pub struct NativeEngine {
     unissued_writes: usize,
 
     cmdq: Vec<Vec<Txn>>,
+    /// Per queue: its [`Head`] analysis, valid unless the queue's bit is set
+    /// in `head_stale`.
+    head: Vec<Head>,
+    head_stale: u64,
+    /// Writes in each bank queue.
+    queued_writes: Vec<u8>,
     nonempty: u64,
     /// Bank queues that are full.
     full: u64,
@@ -366,6 +388,9 @@ pub struct NativeEngine {
     /// served from the write buffer (1 cycle), and reads (CL + BL/2 after READ).
     quick_done: VecDeque<(u64, RequestId)>,
     read_done: VecDeque<(u64, RequestId)>,
+    /// The earlier of the two queues' first completion cycles (`u64::MAX`
+    /// when both are empty).
+    next_done: u64,
 
     pending: usize,
     counts: CommandCounts,
@@ -435,6 +460,16 @@ impl NativeEngine {
             moved_at: u64::MAX,
             unissued_writes: 0,
             cmdq: (0..queues).map(|_| Vec::with_capacity(cmd_cap)).collect(),
+            head: vec![
+                Head {
+                    rd: NONE_IDX,
+                    wr: NONE_IDX,
+                    pre: false,
+                };
+                queues
+            ],
+            head_stale: u64::MAX,
+            queued_writes: vec![0; queues],
             nonempty: 0,
             full: 0,
             read_waiting: vec![0; queues],
@@ -466,6 +501,7 @@ impl NativeEngine {
             ref_mask: 0,
             quick_done: VecDeque::with_capacity(window),
             read_done: VecDeque::with_capacity(window),
+            next_done: u64::MAX,
             pending: 0,
             counts: CommandCounts {
                 row_conflicts: Some(0),
@@ -595,6 +631,10 @@ impl NativeEngine {
     }
 
     fn recompute_group_min(&mut self, gi: usize) {
+        if gi == INACTIVE {
+            // Never read: empty queues wait for nothing.
+            return;
+        }
         let mut m = self.group_mask[gi];
         let mut v = u64::MAX;
         while m != 0 {
@@ -634,12 +674,43 @@ impl NativeEngine {
             .max(r.faw[r.faw_next])
     }
 
+    /// Analyses queue `q`'s entries against its open row (see [`Head`]).
+    fn analyse_head(&self, q: usize) -> Head {
+        let entries = &self.cmdq[q];
+        let bank = &self.banks[q];
+        let open = bank.open_row;
+        let (mut rd, mut wr, mut hit) = (NONE_IDX, NONE_IDX, false);
+        let writes = self.queued_writes[q] != 0;
+        for (i, e) in entries.iter().enumerate() {
+            if e.row != open {
+                continue;
+            }
+            if rd != NONE_IDX && (wr != NONE_IDX || !writes) {
+                // Nothing further can change the analysis.
+                break;
+            }
+            hit = true;
+            if e.write {
+                // A write waits for an earlier read of its address.
+                if wr == NONE_IDX && !entries[..i].iter().any(|p| !p.write && p.addr == e.addr) {
+                    wr = i as u8;
+                }
+            } else if rd == NONE_IDX {
+                rd = i as u8;
+            }
+        }
+        // Close the row for the head only when nothing queued hits it, or the
+        // row has had its share of hits.
+        let pre =
+            entries.first().is_some_and(|h| h.row != open) && (bank.hits >= ROW_HIT_LIMIT || !hit);
+        Head { rd, wr, pre }
+    }
+
     /// The first command of queue `q` that can issue at `now`, in queue order
     /// (entry index and kind), or else the earliest cycle at which one could
     /// and the rank-level constraint all its candidates share.
     #[inline]
-    fn first_ready(&self, q: usize, now: u64) -> Result<(usize, Kind), (u64, Gate)> {
-        let entries = &self.cmdq[q];
+    fn first_ready(&mut self, q: usize, now: u64) -> Result<(usize, Kind), (u64, Gate)> {
         let bank = &self.banks[q];
         if bank.open_row == CLOSED {
             let t = self.act_ready(q);
@@ -649,47 +720,51 @@ impl NativeEngine {
                 Err((t, Gate::Act))
             };
         }
-        let open = bank.open_row;
+        let bit = 1u64 << q;
+        if self.head_stale & bit != 0 {
+            self.head[q] = self.analyse_head(q);
+            self.head_stale &= !bit;
+        }
+        let h = self.head[q];
+        let bank = &self.banks[q];
+        if h.pre && bank.next_pre <= now {
+            return Ok((0, Kind::Pre));
+        }
         let r = self.rank_of(q);
         let g = &self.groups[self.group_of(q)];
         let rk = &self.ranks[r];
-        let (o_rd, o_wr) = self.others(r);
-        let rd_t = bank.next_rd.max(g.next_rd).max(rk.next_rd).max(o_rd);
-        let wr_t = bank.next_wr.max(g.next_wr).max(rk.next_wr).max(o_wr);
-        let mut best = u64::MAX;
-        let (mut rds, mut wrs, mut pre) = (false, false, false);
-        for (i, e) in entries.iter().enumerate() {
-            let (t, kind) = if e.row == open {
-                if e.write {
-                    // A write waits for an earlier read of its address.
-                    if entries[..i].iter().any(|p| !p.write && p.addr == e.addr) {
-                        continue;
-                    }
-                    (wr_t, Kind::Wr)
-                } else {
-                    (rd_t, Kind::Rd)
-                }
-            } else if i == 0 {
-                // Close the row for the head only when nothing queued hits it,
-                // or the row has had its share of hits.
-                if bank.hits < ROW_HIT_LIMIT && entries.iter().any(|p| p.row == open) {
-                    continue;
-                }
-                (bank.next_pre, Kind::Pre)
+        let mut best = if h.pre { bank.next_pre } else { u64::MAX };
+        let mut pick = NONE_IDX;
+        let mut kind = Kind::Rd;
+        if h.rd != NONE_IDX {
+            let o_rd = if self.ranks.len() > 1 {
+                self.others(r).0
             } else {
-                continue;
+                0
             };
-            if t <= now {
-                return Ok((i, kind));
+            let rd_t = bank.next_rd.max(g.next_rd).max(rk.next_rd).max(o_rd);
+            if rd_t <= now {
+                pick = h.rd;
             }
-            match kind {
-                Kind::Rd => rds = true,
-                Kind::Wr => wrs = true,
-                _ => pre = true,
-            }
-            best = best.min(t);
+            best = best.min(rd_t);
         }
-        let gate = match (rds, wrs, pre) {
+        if h.wr != NONE_IDX {
+            let o_wr = if self.ranks.len() > 1 {
+                self.others(r).1
+            } else {
+                0
+            };
+            let wr_t = bank.next_wr.max(g.next_wr).max(rk.next_wr).max(o_wr);
+            if wr_t <= now && h.wr < pick {
+                pick = h.wr;
+                kind = Kind::Wr;
+            }
+            best = best.min(wr_t);
+        }
+        if pick != NONE_IDX {
+            return Ok((pick as usize, kind));
+        }
+        let gate = match (h.rd != NONE_IDX, h.wr != NONE_IDX, h.pre) {
             (true, false, false) => Gate::Rd,
             (false, true, false) => Gate::Wr,
             _ => Gate::None,
@@ -711,6 +786,7 @@ impl NativeEngine {
     fn activate(&mut self, now: u64, q: usize, row: u32) {
         let t = &self.t;
         let (r, g) = (self.rank_of(q), self.group_of(q));
+        self.head_stale |= 1u64 << q;
         let b = &mut self.banks[q];
         debug_assert_eq!(b.open_row, CLOSED);
         b.open_row = row;
@@ -737,6 +813,7 @@ impl NativeEngine {
     fn precharge(&mut self, now: u64, q: usize) {
         let t = &self.t;
         let r = self.rank_of(q);
+        self.head_stale |= 1u64 << q;
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
         b.open_row = CLOSED;
@@ -811,6 +888,8 @@ impl NativeEngine {
             }
             Kind::Rd | Kind::Wr => {
                 let e = self.cmdq[q].remove(i);
+                self.head_stale |= 1u64 << q;
+                self.queued_writes[q] -= e.write as u8;
                 self.full &= !(1u64 << q);
                 if self.cmdq[q].is_empty() {
                     self.nonempty &= !(1u64 << q);
@@ -829,6 +908,7 @@ impl NativeEngine {
                     while n != NIL {
                         let (id, next) = self.id_nodes[n as usize];
                         self.read_done.push_back((done_at, id));
+                        self.next_done = self.next_done.min(done_at);
                         self.id_nodes[n as usize].1 = self.id_free;
                         self.id_free = n;
                         n = next;
@@ -944,6 +1024,8 @@ impl NativeEngine {
                     }
                 }
                 self.cmdq[q].push(txn);
+                self.head_stale |= 1u64 << q;
+                self.queued_writes[q] += txn.write as u8;
                 self.nonempty |= 1u64 << q;
                 if self.cmdq[q].len() == self.cmd_cap {
                     self.full |= 1u64 << q;
@@ -998,14 +1080,13 @@ impl NativeEngine {
         // are passed over without a look.
         if !issued {
             let n = self.queues;
+            // Without branches: which groups pass is as random as the
+            // addresses. (An empty group's minimum is `u64::MAX`.)
             let mut cand = 0u64;
             for gi in 0..4 * self.ranks.len() {
-                if self.group_mask[gi] != 0
-                    && gi / 4 != self.ref_rank
-                    && self.group_min[gi].max(self.gates[gi]) <= now
-                {
-                    cand |= self.group_mask[gi];
-                }
+                let ok =
+                    (gi / 4 != self.ref_rank) & (self.group_min[gi].max(self.gates[gi]) <= now);
+                cand |= self.group_mask[gi] & 0u64.wrapping_sub(ok as u64);
             }
             let start = if self.queue_idx + 1 == n {
                 0
@@ -1042,9 +1123,8 @@ impl NativeEngine {
             self.ref_rank = usize::MAX;
         }
         for gi in 0..4 * self.ranks.len() {
-            if self.group_mask[gi] != 0 && gi / 4 != self.ref_rank {
-                wake = wake.min(self.group_min[gi].max(self.gates[gi]));
-            }
+            let t = self.group_min[gi].max(self.gates[gi]);
+            wake = wake.min(if gi / 4 != self.ref_rank { t } else { u64::MAX });
         }
         if issued && !self.refresh_q.is_empty() {
             // The refreshing rank may go on precharging next cycle.
@@ -1081,6 +1161,7 @@ impl NativeEngine {
             self.pending -= 1;
             done.push(Completion { id, cycle: now });
         }
+        self.next_done = self.next_completion();
     }
 
     fn push_id(&mut self, id: RequestId) -> u32 {
@@ -1123,12 +1204,14 @@ impl DramEngine for NativeEngine {
                 self.unissued_writes += 1;
             }
             self.quick_done.push_back((now + 1, req.id));
+            self.next_done = self.next_done.min(now + 1);
         } else {
             if self.read_q.len() >= self.txn_cap {
                 return Ok(false);
             }
             if !self.pending_wr.is_empty() && self.pending_wr.contains(&addr) {
                 self.quick_done.push_back((now + 1, req.id));
+                self.next_done = self.next_done.min(now + 1);
             } else {
                 let node = self.push_id(req.id);
                 match self.pending_rd.entry(addr) {
@@ -1178,7 +1261,7 @@ impl DramEngine for NativeEngine {
     #[inline]
     fn tick(&mut self, done: &mut Vec<Completion>) {
         let now = self.cycle;
-        if self.next_completion() <= now {
+        if self.next_done <= now {
             self.emit(now, done);
         }
         if now >= self.wake {
@@ -1188,9 +1271,8 @@ impl DramEngine for NativeEngine {
     }
 
     fn tick_until_done(&mut self, limit: u64, done: &mut Vec<Completion>) {
-        let before = done.len();
         while self.cycle < limit {
-            let next = self.wake.min(self.next_completion());
+            let next = self.wake.min(self.next_done);
             if next > self.cycle {
                 if next >= limit {
                     self.cycle = limit;
@@ -1198,8 +1280,17 @@ impl DramEngine for NativeEngine {
                 }
                 self.cycle = next;
             }
-            self.tick(done);
-            if done.len() > before {
+            // One tick, as `tick` does; a due completion ends the wait.
+            let now = self.cycle;
+            let emitted = self.next_done <= now;
+            if emitted {
+                self.emit(now, done);
+            }
+            if now >= self.wake {
+                self.step(now);
+            }
+            self.cycle = now + 1;
+            if emitted {
                 return;
             }
         }
