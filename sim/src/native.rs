@@ -421,6 +421,12 @@ impl NativeEngine {
         if config.transaction_queue == 0 || config.command_queue == 0 {
             return Err(bad("queue sizes must be at least 1".into()));
         }
+        if config.transaction_queue > 255 || config.command_queue > 254 {
+            return Err(bad(format!(
+                "transaction queue {} and bank command queue {}; the native engine handles up to 255 and 254",
+                config.transaction_queue, config.command_queue
+            )));
+        }
         if config.org.rows > u32::MAX as u64 {
             return Err(bad(format!("{} rows per bank", config.org.rows)));
         }
@@ -737,11 +743,7 @@ impl NativeEngine {
         let mut pick = NONE_IDX;
         let mut kind = Kind::Rd;
         if h.rd != NONE_IDX {
-            let o_rd = if self.ranks.len() > 1 {
-                self.others(r).0
-            } else {
-                0
-            };
+            let o_rd = self.others(r).0;
             let rd_t = bank.next_rd.max(g.next_rd).max(rk.next_rd).max(o_rd);
             if rd_t <= now {
                 pick = h.rd;
@@ -749,11 +751,7 @@ impl NativeEngine {
             best = best.min(rd_t);
         }
         if h.wr != NONE_IDX {
-            let o_wr = if self.ranks.len() > 1 {
-                self.others(r).1
-            } else {
-                0
-            };
+            let o_wr = self.others(r).1;
             let wr_t = bank.next_wr.max(g.next_wr).max(rk.next_wr).max(o_wr);
             if wr_t <= now && h.wr < pick {
                 pick = h.wr;
@@ -1360,6 +1358,17 @@ mod tests {
         assert_eq!(t.wr_to_pre, 16 + 4 + 24);
         assert_eq!(t.wr_to_wr_o, 6);
         assert_eq!(t.faw, 34);
+    }
+
+    #[test]
+    fn queue_sizes_beyond_its_counters_are_refused() {
+        let mut c = DramConfig::preset("DDR4-3200-x8").unwrap();
+        c.command_queue = 255;
+        let e = NativeEngine::new(&c).err().expect("refused").to_string();
+        assert!(e.contains("bank command queue 255"), "{e}");
+        c.command_queue = 254;
+        c.transaction_queue = 255;
+        assert!(NativeEngine::new(&c).is_ok());
     }
 
     #[test]
