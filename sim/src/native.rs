@@ -32,14 +32,22 @@
 //!
 //! # Speed
 //!
-//! The engine is event-driven: every bank queue keeps a lower bound on the
-//! cycle at which it could issue its next command, and the controller only runs
-//! on cycles where a queue, a refresh, a transaction move or a new request can
-//! change something. Other cycles cost one comparison in [`DramEngine::tick`],
-//! and [`DramEngine::tick_until_done`] jumps over them. What a queue's entries
-//! offer against its open row is cached (`Head`) until the entries or the row
-//! change, so evaluating a queue reads at most three candidate times rather
-//! than walking its entries. Queues, maps and lists are allocated up front (or
+//! The engine is event-driven. Every bank queue knows the exact cycle at
+//! which its first command could issue as things stand (`ready_at`): the
+//! earliest of its candidates (ACTIVATE for a closed bank; else PRECHARGE,
+//! its first READ, its first WRITE), each the later of a bank, a bank-group
+//! and a rank-level time. A command changes a handful of those registers and
+//! marks the ranks it affects; their queues' times are then recomputed in one
+//! branch-free pass (four AVX2 vectors for a 16-bank rank). The controller
+//! runs only at the earliest of those times, the next refresh, and cycles
+//! where a transaction can move or the write-drain state can change; other
+//! cycles cost one comparison in [`DramEngine::tick`], and
+//! [`DramEngine::tick_until_done`] jumps over them. A request that arrives at
+//! a cycle where nothing else happens only triggers the transaction move, at
+//! the end of the cycle. The results are those of running the controller at
+//! every cycle ([`NativeEngine::every_cycle`], tested). What a queue's entries
+//! offer against its open row is cached (`Head`) until the entries, the row
+//! or its hit count change. Queues, maps and lists are allocated up front (or
 //! grow once to their high-water mark): nothing is allocated per request.
 //!
 //! # Command log
@@ -174,25 +182,43 @@ const ROW_HIT_LIMIT: u32 = 4;
 /// Writes in the buffer above which it drains when the command queues are idle.
 const WRITE_DRAIN_LOW: usize = 8;
 const NIL: u32 = u32::MAX;
-/// Gate group of the empty queues.
-const INACTIVE: usize = 16;
+/// OR-ed into a candidate time: the queue has no such candidate.
+const NO: i64 = i64::MAX;
+/// The most bank queues in a channel (4 ranks of 16 banks).
+const MAX_QUEUES: usize = 64;
+
+/// Per-queue registers, one array per field so that the compiler vectorises
+/// the loops over the queues. Entries beyond the channel's queues stay
+/// [`NO`] (never ready).
+#[derive(Clone)]
+struct Lanes {
+    /// The bank's part of the earliest cycle of each candidate command
+    /// (ACTIVATE, PRECHARGE, READ, WRITE).
+    act: [i64; MAX_QUEUES],
+    pre: [i64; MAX_QUEUES],
+    rd: [i64; MAX_QUEUES],
+    wr: [i64; MAX_QUEUES],
+    /// [`NO`] where the queue has no such candidate (from its head analysis
+    /// and its bank's state), else 0; OR-ed into the candidate time.
+    no_act: [i64; MAX_QUEUES],
+    no_pre: [i64; MAX_QUEUES],
+    no_rd: [i64; MAX_QUEUES],
+    no_wr: [i64; MAX_QUEUES],
+    /// The earliest cycle at which one of the queue's commands can issue, as
+    /// things stand ([`NO`]: none can). Exact, and current for every rank
+    /// not marked dirty.
+    ready_at: [i64; MAX_QUEUES],
+    /// Per bank group: its part of the ACTIVATE, READ and WRITE times.
+    group_act: [i64; MAX_QUEUES],
+    group_rd: [i64; MAX_QUEUES],
+    group_wr: [i64; MAX_QUEUES],
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Bank {
     open_row: u32,
     /// Column commands since the activation.
     hits: u32,
-    next_act: u64,
-    next_pre: u64,
-    next_rd: u64,
-    next_wr: u64,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Group {
-    next_act: u64,
-    next_rd: u64,
-    next_wr: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -222,15 +248,6 @@ struct Txn {
     write: bool,
 }
 
-/// The rank-level constraint shared by all candidate commands of a queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Gate {
-    None,
-    Act,
-    Rd,
-    Wr,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Act,
@@ -258,6 +275,108 @@ const NONE_IDX: u8 = u8::MAX;
 struct IdList {
     head: u32,
     tail: u32,
+}
+
+impl Lanes {
+    /// Recomputes `ready_at` of queues `base..base + n`, in bank groups of
+    /// `per_group`, under the rank-level parts `ga`, `gr`, `gw` of the
+    /// ACTIVATE, READ and WRITE times; returns their minimum. Branch-free:
+    /// with 4 banks per group, each group is one 4-lane vector.
+    #[inline(always)]
+    fn recompute(
+        &mut self,
+        base: usize,
+        n: usize,
+        per_group: usize,
+        ga: i64,
+        gr: i64,
+        gw: i64,
+    ) -> i64 {
+        let mut least = NO;
+        for g in base / per_group..(base + n) / per_group {
+            let xa = self.group_act[g].max(ga);
+            let xr = self.group_rd[g].max(gr);
+            let xw = self.group_wr[g].max(gw);
+            let span = g * per_group..(g + 1) * per_group;
+            let act = &self.act[span.clone()];
+            let pre = &self.pre[span.clone()][..per_group];
+            let rd = &self.rd[span.clone()][..per_group];
+            let wr = &self.wr[span.clone()][..per_group];
+            let no_act = &self.no_act[span.clone()][..per_group];
+            let no_pre = &self.no_pre[span.clone()][..per_group];
+            let no_rd = &self.no_rd[span.clone()][..per_group];
+            let no_wr = &self.no_wr[span.clone()][..per_group];
+            let out = &mut self.ready_at[span][..per_group];
+            for i in 0..act.len() {
+                let a = act[i].max(xa) | no_act[i];
+                let p = pre[i] | no_pre[i];
+                let d = rd[i].max(xr) | no_rd[i];
+                let w = wr[i].max(xw) | no_wr[i];
+                let t = a.min(p).min(d.min(w));
+                out[i] = t;
+                least = least.min(t);
+            }
+        }
+        least
+    }
+
+    /// [`recompute`](Self::recompute) of the 16 queues from `base` in 4
+    /// groups of 4, one AVX2 vector per group.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn recompute16(&mut self, base: usize, ga: i64, gr: i64, gw: i64) -> i64 {
+        use std::arch::x86_64::*;
+        assert!(base + 16 <= MAX_QUEUES);
+        // Signed 64-bit max and min (AVX2 has only the compare).
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn max(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(a, b))
+        }
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn min(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b))
+        }
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn load(v: &[i64; MAX_QUEUES], q: usize) -> __m256i {
+            let four = &v[q..q + 4];
+            // SAFETY: `four` is 32 bytes; unaligned loads are allowed.
+            unsafe { _mm256_loadu_si256(four.as_ptr() as *const __m256i) }
+        }
+        let mut least = _mm256_set1_epi64x(NO);
+        for k in 0..4 {
+            let (q, g) = (base + 4 * k, base / 4 + k);
+            let xa = _mm256_set1_epi64x(self.group_act[g].max(ga));
+            let xr = _mm256_set1_epi64x(self.group_rd[g].max(gr));
+            let xw = _mm256_set1_epi64x(self.group_wr[g].max(gw));
+            let a = _mm256_or_si256(max(load(&self.act, q), xa), load(&self.no_act, q));
+            let p = _mm256_or_si256(load(&self.pre, q), load(&self.no_pre, q));
+            let d = _mm256_or_si256(max(load(&self.rd, q), xr), load(&self.no_rd, q));
+            let w = _mm256_or_si256(max(load(&self.wr, q), xw), load(&self.no_wr, q));
+            let t = min(min(a, p), min(d, w));
+            let out = &mut self.ready_at[q..q + 4];
+            // SAFETY: `out` is 32 bytes; unaligned stores are allowed.
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, t) };
+            least = min(least, t);
+        }
+        let mut lanes = [0i64; 4];
+        // SAFETY: `lanes` is 32 bytes.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, least) };
+        lanes[0].min(lanes[1]).min(lanes[2].min(lanes[3]))
+    }
+
+    /// The queues among the first `N` whose `ready_at` is at most `now`.
+    #[inline(always)]
+    fn ready_mask<const N: usize>(&self, now: i64) -> u64 {
+        let mut m = 0u64;
+        for (q, &t) in self.ready_at[..N].iter().enumerate() {
+            m |= ((t <= now) as u64) << q;
+        }
+        m
+    }
 }
 
 /// Bit positions of the address fields (in 64 B units).
@@ -333,16 +452,15 @@ pub struct NativeEngine {
     write_draining: i64,
     /// The front end has nothing left in flight: drain every write.
     flush: bool,
-    /// The cycle at which `try_send` last did the controller's transaction
-    /// move itself (see there).
-    moved_at: u64,
+    /// A request arrived at a cycle where the controller does nothing else:
+    /// it still moves a transaction at the end of the cycle ([`Self::move_only`]).
+    move_due: bool,
     unissued_writes: usize,
 
     cmdq: Vec<Vec<Txn>>,
-    /// Per queue: its [`Head`] analysis, valid unless the queue's bit is set
-    /// in `head_stale`.
+    /// Per queue: its [`Head`] analysis, kept while the queue is non-empty
+    /// and its bank open.
     head: Vec<Head>,
-    head_stale: u64,
     /// Writes in each bank queue.
     queued_writes: Vec<u8>,
     nonempty: u64,
@@ -354,27 +472,22 @@ pub struct NativeEngine {
     write_waiting: Vec<u8>,
     read_targets: u64,
     write_targets: u64,
-    /// Per queue: no command of it can issue before this cycle, from its bank
-    /// and bank group; the rank's share is `gate`.
-    ready_lb: Vec<u64>,
-    /// Per queue: which rank-level constraint every one of its candidate
-    /// commands waits for as well (so a command elsewhere in the rank that
-    /// delays them all needs no re-evaluation of the queue), as an index
-    /// `rank * 4 + gate` into `gates`.
-    gate: Vec<u8>,
-    /// The rank-level part of each gate, kept current: `rank * 4 + gate`
-    /// (index [`INACTIVE`]: empty queues).
-    gates: [u64; 17],
-    /// Queues by gate index, and the least `ready_lb` of each group: the
-    /// next wake-up is the least of (group minimum, gate) over the groups.
-    group_mask: [u64; 17],
-    group_min: [u64; 17],
+    /// Per-queue candidate times and masks, laid out for vector code.
+    lanes: Lanes,
+    /// Per rank: the rank-level part of each kind's earliest cycle (for READ
+    /// and WRITE including what the other ranks impose).
+    gate_act: Vec<i64>,
+    gate_rd: Vec<i64>,
+    gate_wr: Vec<i64>,
+    /// Per rank: the least `ready_at` of its queues.
+    rank_min: Vec<i64>,
+    /// Ranks whose `ready_at` and `rank_min` wait to be recomputed.
+    dirty: u32,
     /// The rank being refreshed, if any.
     ref_rank: usize,
     queue_idx: usize,
 
     banks: Vec<Bank>,
-    groups: Vec<Group>,
     ranks: Vec<Rank>,
 
     refresh_interval: u64,
@@ -395,6 +508,8 @@ pub struct NativeEngine {
     pending: usize,
     counts: CommandCounts,
     log: Option<Vec<CommandRecord>>,
+    /// Run the controller at every cycle (see [`NativeEngine::every_cycle`]).
+    every_cycle: bool,
     finished: bool,
 }
 
@@ -437,11 +552,8 @@ impl NativeEngine {
         let bank = Bank {
             open_row: CLOSED,
             hits: 0,
-            next_act: 0,
-            next_pre: 0,
-            next_rd: 0,
-            next_wr: 0,
         };
+        let nranks = config.ranks as usize;
         let window = 4 * txn_cap + queues * cmd_cap;
         Ok(NativeEngine {
             t,
@@ -463,7 +575,7 @@ impl NativeEngine {
             id_free: NIL,
             write_draining: 0,
             flush: false,
-            moved_at: u64::MAX,
+            move_due: false,
             unissued_writes: 0,
             cmdq: (0..queues).map(|_| Vec::with_capacity(cmd_cap)).collect(),
             head: vec![
@@ -474,7 +586,6 @@ impl NativeEngine {
                 };
                 queues
             ],
-            head_stale: u64::MAX,
             queued_writes: vec![0; queues],
             nonempty: 0,
             full: 0,
@@ -482,24 +593,29 @@ impl NativeEngine {
             write_waiting: vec![0; queues],
             read_targets: 0,
             write_targets: 0,
-            ready_lb: vec![0; queues],
-            gate: vec![INACTIVE as u8; queues],
-            gates: [0; 17],
-            group_mask: {
-                let mut m = [0u64; 17];
-                m[INACTIVE] = if queues == 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << queues) - 1
-                };
-                m
+            lanes: Lanes {
+                act: [0; MAX_QUEUES],
+                pre: [0; MAX_QUEUES],
+                rd: [0; MAX_QUEUES],
+                wr: [0; MAX_QUEUES],
+                no_act: [NO; MAX_QUEUES],
+                no_pre: [NO; MAX_QUEUES],
+                no_rd: [NO; MAX_QUEUES],
+                no_wr: [NO; MAX_QUEUES],
+                ready_at: [NO; MAX_QUEUES],
+                group_act: [0; MAX_QUEUES],
+                group_rd: [0; MAX_QUEUES],
+                group_wr: [0; MAX_QUEUES],
             },
-            group_min: [u64::MAX; 17],
+            gate_act: vec![0; nranks],
+            gate_rd: vec![0; nranks],
+            gate_wr: vec![0; nranks],
+            rank_min: vec![NO; nranks],
+            dirty: 0,
             ref_rank: usize::MAX,
             queue_idx: 0,
             banks: vec![bank; queues],
-            groups: vec![Group::default(); config.ranks as usize * config.org.bankgroups as usize],
-            ranks: vec![Rank::default(); config.ranks as usize],
+            ranks: vec![Rank::default(); nranks],
             refresh_interval,
             next_refresh: refresh_interval,
             next_refresh_rank: 0,
@@ -514,6 +630,7 @@ impl NativeEngine {
                 ..CommandCounts::default()
             },
             log: None,
+            every_cycle: false,
             finished: false,
             config: config.clone(),
         })
@@ -525,6 +642,16 @@ impl NativeEngine {
         let mut e = Self::new(config)?;
         e.log = Some(Vec::new());
         Ok(e)
+    }
+
+    /// The same engine, made to run its controller at every cycle instead of
+    /// only at the cycles where something can happen. The results are the
+    /// same, only slower: this is the reference the event-driven schedule is
+    /// tested against.
+    pub fn every_cycle(mut self) -> Self {
+        self.every_cycle = true;
+        self.wake = self.wake.min(self.cycle);
+        self
     }
 
     /// The commands issued so far, in issue order (empty unless the engine was
@@ -582,102 +709,57 @@ impl NativeEngine {
         (rd, wr)
     }
 
-    /// The rank-level part of the earliest issue time of `gate` commands in
-    /// rank `r`.
-    #[inline]
-    fn gate_time(&self, r: usize, gate: Gate) -> u64 {
-        let rk = &self.ranks[r];
-        match gate {
-            Gate::None => 0,
-            Gate::Act => rk.next_act.max(rk.faw[rk.faw_next]),
-            Gate::Rd => rk.next_rd.max(self.others(r).0),
-            Gate::Wr => rk.next_wr.max(self.others(r).1),
-        }
-    }
-
-    /// Recomputes the rank-level gate times after a command.
-    fn update_gates(&mut self) {
+    /// Recomputes the rank-level parts of the candidate times after a
+    /// command, and marks the ranks whose queues they change.
+    fn update_gates(&mut self, dirty: u32) {
         for r in 0..self.ranks.len() {
-            self.gates[r * 4 + 1] = self.gate_time(r, Gate::Act);
-            self.gates[r * 4 + 2] = self.gate_time(r, Gate::Rd);
-            self.gates[r * 4 + 3] = self.gate_time(r, Gate::Wr);
+            let (o_rd, o_wr) = self.others(r);
+            let rk = &self.ranks[r];
+            self.gate_act[r] = rk.next_act.max(rk.faw[rk.faw_next]) as i64;
+            self.gate_rd[r] = rk.next_rd.max(o_rd) as i64;
+            self.gate_wr[r] = rk.next_wr.max(o_wr) as i64;
         }
+        self.dirty |= dirty;
     }
 
-    /// Sets queue `q`'s lower bound and gate, keeping the groups' minima.
-    #[inline]
-    fn set_lb(&mut self, q: usize, lb: u64, gate: Gate) {
-        let bit = 1u64 << q;
-        let gi = if self.nonempty & bit == 0 {
-            INACTIVE
+    /// Recomputes `ready_at` of every queue of rank `r`, and its minimum.
+    fn recompute_rank(&mut self, r: usize) {
+        let (ga, gr, gw) = (self.gate_act[r], self.gate_rd[r], self.gate_wr[r]);
+        // The usual 16 banks in groups of 4 get a copy with known lengths.
+        self.rank_min[r] = if self.banks_per_rank == 16 && self.banks_per_group == 4 {
+            // SAFETY: compiled only when the whole build targets AVX2 (the
+            // project's default, `.cargo/config.toml`), where any code may
+            // use it already; `nmpsim` checks the CPU at start-up.
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+            let least = unsafe { self.lanes.recompute16(r * 16, ga, gr, gw) };
+            #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+            let least = self.lanes.recompute(r * 16, 16, 4, ga, gr, gw);
+            least
         } else {
-            self.rank_of(q) * 4
-                + match gate {
-                    Gate::None => 0,
-                    Gate::Act => 1,
-                    Gate::Rd => 2,
-                    Gate::Wr => 3,
-                }
+            let n = self.banks_per_rank;
+            self.lanes
+                .recompute(r * n, n, self.banks_per_group, ga, gr, gw)
         };
-        let (old_gi, old) = (self.gate[q] as usize, self.ready_lb[q]);
-        self.ready_lb[q] = lb;
-        self.gate[q] = gi as u8;
-        if old_gi != gi {
-            self.group_mask[old_gi] &= !bit;
-            self.group_mask[gi] |= bit;
-            if old <= self.group_min[old_gi] {
-                self.recompute_group_min(old_gi);
-            }
-            self.group_min[gi] = self.group_min[gi].min(lb);
-        } else if lb < self.group_min[gi] {
-            self.group_min[gi] = lb;
-        } else if lb > old && old <= self.group_min[gi] {
-            self.recompute_group_min(gi);
-        }
     }
 
-    fn recompute_group_min(&mut self, gi: usize) {
-        if gi == INACTIVE {
-            // Never read: empty queues wait for nothing.
-            return;
-        }
-        let mut m = self.group_mask[gi];
-        let mut v = u64::MAX;
-        while m != 0 {
-            let q = m.trailing_zeros() as usize;
-            m &= m - 1;
-            v = v.min(self.ready_lb[q]);
-        }
-        self.group_min[gi] = v;
-    }
-
-    /// A lower bound on the cycle at which queue `q` can issue.
+    /// Brings `ready_at` of the dirty ranks up to date.
     #[inline]
-    fn queue_lb(&self, q: usize) -> u64 {
-        self.ready_lb[q].max(self.gates[self.gate[q] as usize])
-    }
-
-    /// Re-evaluates queue `q` at `now`: its first ready command, or else
-    /// records its lower bound and gate.
-    #[inline]
-    fn evaluate(&mut self, q: usize, now: u64) -> Option<(usize, Kind)> {
-        match self.first_ready(q, now) {
-            Ok(pick) => Some(pick),
-            Err((t, gate)) => {
-                self.set_lb(q, t, gate);
-                None
-            }
+    fn recompute_dirty(&mut self) {
+        while self.dirty != 0 {
+            let r = self.dirty.trailing_zeros() as usize;
+            self.dirty &= self.dirty - 1;
+            self.recompute_rank(r);
         }
     }
 
+    /// The queues with a command that can issue at `now` (`ready_at` current).
     #[inline]
-    fn act_ready(&self, q: usize) -> u64 {
-        let r = &self.ranks[self.rank_of(q)];
-        self.banks[q]
-            .next_act
-            .max(self.groups[self.group_of(q)].next_act)
-            .max(r.next_act)
-            .max(r.faw[r.faw_next])
+    fn ready_mask(&self, now: u64) -> u64 {
+        if self.queues <= 16 {
+            self.lanes.ready_mask::<16>(now as i64)
+        } else {
+            self.lanes.ready_mask::<MAX_QUEUES>(now as i64)
+        }
     }
 
     /// Analyses queue `q`'s entries against its open row (see [`Head`]).
@@ -712,62 +794,51 @@ impl NativeEngine {
         Head { rd, wr, pre }
     }
 
-    /// The first command of queue `q` that can issue at `now`, in queue order
-    /// (entry index and kind), or else the earliest cycle at which one could
-    /// and the rank-level constraint all its candidates share.
+    /// Re-derives which candidate commands queue `q` has, after its entries
+    /// or its bank's state changed, and marks its rank.
+    fn refresh_head(&mut self, q: usize) {
+        let (a, p, d, w) = if self.nonempty & (1u64 << q) == 0 {
+            (NO, NO, NO, NO)
+        } else if self.banks[q].open_row == CLOSED {
+            (0, NO, NO, NO)
+        } else {
+            let h = self.analyse_head(q);
+            self.head[q] = h;
+            let no = |x: bool| if x { 0 } else { NO };
+            (NO, no(h.pre), no(h.rd != NONE_IDX), no(h.wr != NONE_IDX))
+        };
+        self.lanes.no_act[q] = a;
+        self.lanes.no_pre[q] = p;
+        self.lanes.no_rd[q] = d;
+        self.lanes.no_wr[q] = w;
+        self.dirty |= 1 << self.rank_of(q);
+    }
+
+    /// The command of queue `q` to issue at `now`, which its `ready_at` says
+    /// there is: entry index and kind, the first ready in queue order.
     #[inline]
-    fn first_ready(&mut self, q: usize, now: u64) -> Result<(usize, Kind), (u64, Gate)> {
-        let bank = &self.banks[q];
-        if bank.open_row == CLOSED {
-            let t = self.act_ready(q);
-            return if t <= now {
-                Ok((0, Kind::Act))
-            } else {
-                Err((t, Gate::Act))
-            };
+    fn pick(&self, q: usize, now: u64) -> (usize, Kind) {
+        if self.banks[q].open_row == CLOSED {
+            return (0, Kind::Act);
         }
-        let bit = 1u64 << q;
-        if self.head_stale & bit != 0 {
-            self.head[q] = self.analyse_head(q);
-            self.head_stale &= !bit;
-        }
+        let now = now as i64;
         let h = self.head[q];
-        let bank = &self.banks[q];
-        if h.pre && bank.next_pre <= now {
-            return Ok((0, Kind::Pre));
+        if h.pre && self.lanes.pre[q] <= now {
+            return (0, Kind::Pre);
         }
-        let r = self.rank_of(q);
-        let g = &self.groups[self.group_of(q)];
-        let rk = &self.ranks[r];
-        let mut best = if h.pre { bank.next_pre } else { u64::MAX };
+        let (r, g, l) = (self.rank_of(q), self.group_of(q), &self.lanes);
         let mut pick = NONE_IDX;
         let mut kind = Kind::Rd;
-        if h.rd != NONE_IDX {
-            let o_rd = self.others(r).0;
-            let rd_t = bank.next_rd.max(g.next_rd).max(rk.next_rd).max(o_rd);
-            if rd_t <= now {
-                pick = h.rd;
-            }
-            best = best.min(rd_t);
+        if h.rd != NONE_IDX && l.rd[q].max(l.group_rd[g]).max(self.gate_rd[r]) <= now {
+            pick = h.rd;
         }
-        if h.wr != NONE_IDX {
-            let o_wr = self.others(r).1;
-            let wr_t = bank.next_wr.max(g.next_wr).max(rk.next_wr).max(o_wr);
-            if wr_t <= now && h.wr < pick {
-                pick = h.wr;
-                kind = Kind::Wr;
-            }
-            best = best.min(wr_t);
+        let wr_t = l.wr[q].max(l.group_wr[g]).max(self.gate_wr[r]);
+        if h.wr != NONE_IDX && wr_t <= now && h.wr < pick {
+            pick = h.wr;
+            kind = Kind::Wr;
         }
-        if pick != NONE_IDX {
-            return Ok((pick as usize, kind));
-        }
-        let gate = match (h.rd != NONE_IDX, h.wr != NONE_IDX, h.pre) {
-            (true, false, false) => Gate::Rd,
-            (false, true, false) => Gate::Wr,
-            _ => Gate::None,
-        };
-        Err((best, gate))
+        debug_assert_ne!(pick, NONE_IDX, "queue {q} has no ready command at {now}");
+        (pick as usize, kind)
     }
 
     fn log_cmd(&mut self, cycle: u64, q: usize, command: Command) {
@@ -784,17 +855,16 @@ impl NativeEngine {
     fn activate(&mut self, now: u64, q: usize, row: u32) {
         let t = &self.t;
         let (r, g) = (self.rank_of(q), self.group_of(q));
-        self.head_stale |= 1u64 << q;
         let b = &mut self.banks[q];
         debug_assert_eq!(b.open_row, CLOSED);
         b.open_row = row;
         b.hits = 0;
-        b.next_act = b.next_act.max(now + t.act_to_act);
-        b.next_rd = b.next_rd.max(now + t.act_to_rw);
-        b.next_wr = b.next_wr.max(now + t.act_to_rw);
-        b.next_pre = b.next_pre.max(now + t.act_to_pre);
-        let grp = &mut self.groups[g];
-        grp.next_act = grp.next_act.max(now + t.act_to_act_l);
+        let at = |d: u64| (now + d) as i64;
+        self.lanes.act[q] = self.lanes.act[q].max(at(t.act_to_act));
+        self.lanes.rd[q] = self.lanes.rd[q].max(at(t.act_to_rw));
+        self.lanes.wr[q] = self.lanes.wr[q].max(at(t.act_to_rw));
+        self.lanes.pre[q] = self.lanes.pre[q].max(at(t.act_to_pre));
+        self.lanes.group_act[g] = self.lanes.group_act[g].max(at(t.act_to_act_l));
         let rk = &mut self.ranks[r];
         rk.next_act = rk.next_act.max(now + t.act_to_act_s);
         rk.faw[rk.faw_next] = now + t.faw;
@@ -804,19 +874,19 @@ impl NativeEngine {
         }
         rk.open_banks += 1;
         self.counts.activates += 1;
-        self.update_gates();
+        self.update_gates(1 << r);
+        self.refresh_head(q);
         self.log_cmd(now, q, Command::Act);
     }
 
     fn precharge(&mut self, now: u64, q: usize) {
         let t = &self.t;
         let r = self.rank_of(q);
-        self.head_stale |= 1u64 << q;
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
         b.open_row = CLOSED;
         b.hits = 0;
-        b.next_act = b.next_act.max(now + t.pre_to_act);
+        self.lanes.act[q] = self.lanes.act[q].max((now + t.pre_to_act) as i64);
         let rk = &mut self.ranks[r];
         rk.next_ref = rk.next_ref.max(now + t.pre_to_act);
         rk.open_banks -= 1;
@@ -824,6 +894,7 @@ impl NativeEngine {
             rk.active_cycles += now - rk.active_since;
         }
         self.counts.precharges += 1;
+        self.refresh_head(q);
         self.log_cmd(now, q, Command::Pre);
     }
 
@@ -836,30 +907,41 @@ impl NativeEngine {
             self.counts.row_hits += 1;
         }
         b.hits += 1;
-        let grp = &mut self.groups[g];
         let rk = &mut self.ranks[r];
-        if write {
-            b.next_pre = b.next_pre.max(now + t.wr_to_pre);
-            grp.next_rd = grp.next_rd.max(now + t.wr_to_rd_l);
-            grp.next_wr = grp.next_wr.max(now + t.wr_to_wr_l);
-            rk.next_rd = rk.next_rd.max(now + t.wr_to_rd_s);
-            rk.next_wr = rk.next_wr.max(now + t.wr_to_wr_s);
-            rk.others_rd = rk.others_rd.max(now + t.wr_to_rd_o);
-            rk.others_wr = rk.others_wr.max(now + t.wr_to_wr_o);
+        let (to_pre, to_rd_l, to_wr_l, to_rd_s, to_wr_s, to_rd_o, to_wr_o) = if write {
             self.counts.write_cmds += 1;
-            self.log_cmd(now, q, Command::Wr);
+            (
+                t.wr_to_pre,
+                t.wr_to_rd_l,
+                t.wr_to_wr_l,
+                t.wr_to_rd_s,
+                t.wr_to_wr_s,
+                t.wr_to_rd_o,
+                t.wr_to_wr_o,
+            )
         } else {
-            b.next_pre = b.next_pre.max(now + t.rd_to_pre);
-            grp.next_rd = grp.next_rd.max(now + t.rd_to_rd_l);
-            grp.next_wr = grp.next_wr.max(now + t.rd_to_wr);
-            rk.next_rd = rk.next_rd.max(now + t.rd_to_rd_s);
-            rk.next_wr = rk.next_wr.max(now + t.rd_to_wr);
-            rk.others_rd = rk.others_rd.max(now + t.rd_to_rd_o);
-            rk.others_wr = rk.others_wr.max(now + t.rd_to_wr_o);
             self.counts.read_cmds += 1;
-            self.log_cmd(now, q, Command::Rd);
-        }
-        self.update_gates();
+            (
+                t.rd_to_pre,
+                t.rd_to_rd_l,
+                t.rd_to_wr,
+                t.rd_to_rd_s,
+                t.rd_to_wr,
+                t.rd_to_rd_o,
+                t.rd_to_wr_o,
+            )
+        };
+        rk.next_rd = rk.next_rd.max(now + to_rd_s);
+        rk.next_wr = rk.next_wr.max(now + to_wr_s);
+        rk.others_rd = rk.others_rd.max(now + to_rd_o);
+        rk.others_wr = rk.others_wr.max(now + to_wr_o);
+        self.lanes.pre[q] = self.lanes.pre[q].max((now + to_pre) as i64);
+        let gl = &mut self.lanes;
+        gl.group_rd[g] = gl.group_rd[g].max((now + to_rd_l) as i64);
+        gl.group_wr[g] = gl.group_wr[g].max((now + to_wr_l) as i64);
+        // The other ranks' gates move too.
+        self.update_gates(u32::MAX >> (32 - self.ranks.len()));
+        self.log_cmd(now, q, if write { Command::Wr } else { Command::Rd });
     }
 
     fn refresh(&mut self, now: u64, r: usize) {
@@ -869,7 +951,7 @@ impl NativeEngine {
         rk.next_act = rk.next_act.max(now + t.ref_to_act);
         rk.next_ref = now + t.ref_to_act;
         self.counts.refreshes += 1;
-        self.update_gates();
+        self.update_gates(1 << r);
         self.log_cmd(now, r * self.banks_per_rank, Command::Ref);
     }
 
@@ -886,13 +968,13 @@ impl NativeEngine {
             }
             Kind::Rd | Kind::Wr => {
                 let e = self.cmdq[q].remove(i);
-                self.head_stale |= 1u64 << q;
                 self.queued_writes[q] -= e.write as u8;
                 self.full &= !(1u64 << q);
                 if self.cmdq[q].is_empty() {
                     self.nonempty &= !(1u64 << q);
                 }
                 self.column(now, q, e.write);
+                self.refresh_head(q);
                 if e.write {
                     self.pending_wr.remove(&e.addr);
                     self.unissued_writes -= 1;
@@ -914,13 +996,6 @@ impl NativeEngine {
                 }
             }
         }
-        if self.nonempty & (1u64 << q) != 0 {
-            if self.evaluate(q, now).is_some() {
-                self.set_lb(q, now + 1, Gate::None);
-            }
-        } else {
-            self.set_lb(q, u64::MAX, Gate::None);
-        }
     }
 
     /// For the rank due for refresh: a PRE of its first open bank that may
@@ -930,14 +1005,13 @@ impl NativeEngine {
         let base = r * self.banks_per_rank;
         let mut earliest = u64::MAX;
         for q in base..base + self.banks_per_rank {
-            let b = &self.banks[q];
-            if b.open_row != CLOSED {
-                if b.next_pre <= now {
+            if self.banks[q].open_row != CLOSED {
+                let t = self.lanes.pre[q] as u64;
+                if t <= now {
                     self.precharge(now, q);
-                    self.set_lb(q, 0, Gate::None);
                     return Ok(());
                 }
-                earliest = earliest.min(b.next_pre);
+                earliest = earliest.min(t);
             }
         }
         if self.ranks[r].open_banks != 0 {
@@ -951,9 +1025,6 @@ impl NativeEngine {
         self.refresh_q.pop_front();
         self.ref_mask = 0;
         self.ref_rank = usize::MAX;
-        for q in base..base + self.banks_per_rank {
-            self.set_lb(q, 0, Gate::None);
-        }
         Ok(())
     }
 
@@ -1022,12 +1093,12 @@ impl NativeEngine {
                     }
                 }
                 self.cmdq[q].push(txn);
-                self.head_stale |= 1u64 << q;
                 self.queued_writes[q] += txn.write as u8;
                 self.nonempty |= 1u64 << q;
                 if self.cmdq[q].len() == self.cmd_cap {
                     self.full |= 1u64 << q;
                 }
+                self.refresh_head(q);
                 return Some(q);
             }
         }
@@ -1037,17 +1108,24 @@ impl NativeEngine {
         None
     }
 
-    /// Whether the transaction side may change state at the next cycle.
+    /// Whether [`schedule_transaction`](Self::schedule_transaction) would
+    /// change anything if it ran now: move a transaction, or change the
+    /// write-drain state. Cycles where it would not, and no command can
+    /// issue, are skipped.
     fn transaction_work_possible(&self) -> bool {
         if self.write_draining < 0 {
             return true;
         }
         let n = self.write_q.len();
-        let writes = self.write_draining > 0
-            || n >= self.txn_cap
-            || (n > WRITE_DRAIN_LOW && self.nonempty == 0)
-            || (self.flush && n > 0);
-        let targets = if writes {
+        if self.write_draining == 0
+            && (n >= self.txn_cap
+                || (n > WRITE_DRAIN_LOW && self.nonempty == 0)
+                || (self.flush && n > 0))
+        {
+            // A drain starts, whether or not a write can move yet.
+            return true;
+        }
+        let targets = if self.write_draining > 0 {
             self.write_targets
         } else {
             self.read_targets
@@ -1058,6 +1136,7 @@ impl NativeEngine {
     /// One controller cycle at `now` (DRAMsim3's `Controller::ClockTick`),
     /// then sets `wake` to the next cycle at which anything can happen.
     fn step(&mut self, now: u64) {
+        self.move_due = false;
         if now == self.next_refresh {
             self.refresh_q.push_back(self.next_refresh_rank);
             self.next_refresh_rank = (self.next_refresh_rank + 1) % self.config.ranks;
@@ -1074,59 +1153,58 @@ impl NativeEngine {
             }
         }
         // Round-robin from the queue after the last to issue: the first with a
-        // ready command issues it. Queues whose lower bound is in the future
-        // are passed over without a look.
+        // ready command issues it.
         if !issued {
-            let n = self.queues;
-            // Without branches: which groups pass is as random as the
-            // addresses. (An empty group's minimum is `u64::MAX`.)
-            let mut cand = 0u64;
-            for gi in 0..4 * self.ranks.len() {
-                let ok =
-                    (gi / 4 != self.ref_rank) & (self.group_min[gi].max(self.gates[gi]) <= now);
-                cand |= self.group_mask[gi] & 0u64.wrapping_sub(ok as u64);
-            }
-            let start = if self.queue_idx + 1 == n {
-                0
-            } else {
-                self.queue_idx + 1
-            };
-            let high = cand & (u64::MAX << start);
-            let low = cand & !(u64::MAX << start);
-            'scan: for mut m in [high, low] {
-                while m != 0 {
-                    let q = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    if self.queue_lb(q) > now {
-                        continue;
-                    }
-                    if let Some((i, kind)) = self.evaluate(q, now) {
-                        self.issue_from_queue(now, q, i, kind);
-                        self.queue_idx = q;
-                        issued = true;
-                        break 'scan;
-                    }
-                }
+            let cand = self.ready_mask(now) & !self.ref_mask;
+            if cand != 0 {
+                let start = if self.queue_idx + 1 == self.queues {
+                    0
+                } else {
+                    self.queue_idx + 1
+                };
+                let high = cand & (u64::MAX << start);
+                let q = if high != 0 { high } else { cand }.trailing_zeros() as usize;
+                let (i, kind) = self.pick(q, now);
+                self.issue_from_queue(now, q, i, kind);
+                self.queue_idx = q;
+                issued = true;
             }
         }
-        if let Some(q) = self.schedule_transaction() {
-            if self.evaluate(q, now).is_some() {
-                self.set_lb(q, now, Gate::None);
-            }
-        }
-        // The next wake-up: the earliest lower bound, with the rank-level
-        // constraints as they are after this cycle's command.
+        self.schedule_transaction();
+        // The next wake-up: the earliest cycle at which a queue can issue, as
+        // things stand after this cycle's command and move.
         if self.ref_mask != 0 && self.refresh_q.is_empty() {
             self.ref_mask = 0;
             self.ref_rank = usize::MAX;
         }
-        for gi in 0..4 * self.ranks.len() {
-            let t = self.group_min[gi].max(self.gates[gi]);
-            wake = wake.min(if gi / 4 != self.ref_rank { t } else { u64::MAX });
+        self.recompute_dirty();
+        for (r, &t) in self.rank_min.iter().enumerate() {
+            if r != self.ref_rank {
+                wake = wake.min(t as u64);
+            }
         }
         if issued && !self.refresh_q.is_empty() {
             // The refreshing rank may go on precharging next cycle.
             wake = now + 1;
+        }
+        if self.transaction_work_possible() {
+            wake = now + 1;
+        }
+        self.wake = if self.every_cycle {
+            now + 1
+        } else {
+            wake.max(now + 1)
+        };
+    }
+
+    /// The end of a cycle at which no command can issue and no refresh is
+    /// due, but requests arrived: the controller's transaction move alone.
+    fn move_only(&mut self, now: u64) {
+        self.move_due = false;
+        let mut wake = self.wake;
+        if let Some(q) = self.schedule_transaction() {
+            self.recompute_dirty();
+            wake = wake.min(self.lanes.ready_at[q] as u64);
         }
         if self.transaction_work_possible() {
             wake = now + 1;
@@ -1233,25 +1311,9 @@ impl DramEngine for NativeEngine {
         }
         self.pending += 1;
         if self.wake > now {
-            // Nothing else can happen at this cycle: no command is ready and
-            // no refresh is due. What the controller would still do is move a
-            // transaction into its bank queue; do it here, once per cycle.
-            if self.moved_at != now {
-                self.moved_at = now;
-                let mut wake = self.wake;
-                if let Some(q) = self.schedule_transaction() {
-                    if self.evaluate(q, now).is_some() {
-                        self.set_lb(q, now + 1, Gate::None);
-                    }
-                    wake = wake.min(self.queue_lb(q));
-                }
-                if self.transaction_work_possible() {
-                    wake = now + 1;
-                }
-                self.wake = wake.max(now + 1);
-            } else if self.transaction_work_possible() {
-                self.wake = self.wake.min(now + 1);
-            }
+            // The controller moves a transaction at the end of this cycle,
+            // once every request sent in it has arrived.
+            self.move_due = true;
         }
         Ok(true)
     }
@@ -1264,13 +1326,19 @@ impl DramEngine for NativeEngine {
         }
         if now >= self.wake {
             self.step(now);
+        } else if self.move_due {
+            self.move_only(now);
         }
         self.cycle = now + 1;
     }
 
     fn tick_until_done(&mut self, limit: u64, done: &mut Vec<Completion>) {
         while self.cycle < limit {
-            let next = self.wake.min(self.next_done);
+            let next = if self.move_due {
+                self.cycle
+            } else {
+                self.wake.min(self.next_done)
+            };
             if next > self.cycle {
                 if next >= limit {
                     self.cycle = limit;
@@ -1286,6 +1354,8 @@ impl DramEngine for NativeEngine {
             }
             if now >= self.wake {
                 self.step(now);
+            } else if self.move_due {
+                self.move_only(now);
             }
             self.cycle = now + 1;
             if emitted {
