@@ -7,9 +7,9 @@
 //!   the preset's [`Timing`](crate::config::Timing) ([`TimingTable`]): tRCD,
 //!   CL/CWL, tRP, tRAS, tRC, tCCD_S/L, tRRD_S/L, tFAW, tWTR_S/L, tWR, tRTP, the
 //!   read/write bus turnarounds, tRTRS between ranks, tRFC and tREFI. The
-//!   constraints are kept as "earliest next command" registers at three levels
-//!   (bank, bank group, rank) plus what a rank imposes on the other ranks, so
-//!   issuing a command updates a handful of registers, never every bank.
+//!   constraints are kept as "earliest next command" registers per bank and
+//!   per bank group and rank, so issuing a command updates a handful of
+//!   registers, never every bank.
 //! - **Bank state machines**: closed, or open on one row with a count of the
 //!   column commands served since the activation.
 //! - **Controller** (DRAMsim3's policy, so that the two agree): a read queue
@@ -33,22 +33,25 @@
 //! # Speed
 //!
 //! The engine is event-driven. Every bank queue knows the exact cycle at
-//! which its first command could issue as things stand (`ready_at`): the
+//! which its first command could issue as things stand (`ready`): the
 //! earliest of its candidates (ACTIVATE for a closed bank; else PRECHARGE,
-//! its first READ, its first WRITE), each the later of a bank, a bank-group
-//! and a rank-level time. A command changes a handful of those registers and
-//! marks the ranks it affects; their queues' times are then recomputed in one
-//! branch-free pass (four AVX2 vectors for a 16-bank rank). The controller
-//! runs only at the earliest of those times, the next refresh, and cycles
-//! where a transaction can move or the write-drain state can change; other
-//! cycles cost one comparison in [`DramEngine::tick`], and
-//! [`DramEngine::tick_until_done`] jumps over them. A request that arrives at
-//! a cycle where nothing else happens only triggers the transaction move, at
-//! the end of the cycle. The results are those of running the controller at
-//! every cycle ([`NativeEngine::every_cycle`], tested). What a queue's entries
-//! offer against its open row is cached (`Head`) until the entries, the row
-//! or its hit count change. Queues, maps and lists are allocated up front (or
-//! grow once to their high-water mark): nothing is allocated per request.
+//! its first READ, its first WRITE), each the later of the bank's own time
+//! and a gate time that holds the bank group's and the rank's part. Times are
+//! 32-bit cycle counts from a base the engine moves forward now and then, so
+//! eight queues (two bank groups) fit one AVX2 vector: a command raises the
+//! gate lanes of its group and rank with one vector `max` each, and the
+//! queues' `ready` times are recomputed with a dozen vector instructions per
+//! eight queues. The controller runs only at the earliest of those times, the
+//! next refresh, and cycles where a transaction can move or the write-drain
+//! state can change; other cycles cost one comparison in
+//! [`DramEngine::tick`], and [`DramEngine::tick_until_done`] jumps over them.
+//! A request that arrives at a cycle where nothing else happens only triggers
+//! the transaction move, at the end of the cycle. The results are those of
+//! running the controller at every cycle ([`NativeEngine::every_cycle`],
+//! tested). A bank queue keeps the masks of its writes and of its entries that
+//! hit the open row, so finding its first READ and WRITE is a bit scan; the
+//! addresses of unissued reads and writes are in open-addressing tables sized
+//! once. Nothing is allocated per request.
 //!
 //! # Command log
 //!
@@ -56,13 +59,13 @@
 //! flat bank, command) for [`crate::jedec::Checker`]. Off by default; when off
 //! it costs one predictable branch per command.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::config::DramConfig;
 use crate::energy::CommandCounts;
 use crate::engine::{DramEngine, EngineKind, EngineReport};
 use crate::jedec::{Command, CommandRecord};
-use crate::request::{BURST_BYTES, IntHash};
+use crate::request::BURST_BYTES;
 use crate::{Completion, Request, RequestId, SimError};
 
 /// Command-to-command delays in cycles, derived once from a preset.
@@ -181,37 +184,199 @@ const CLOSED: u32 = u32::MAX;
 const ROW_HIT_LIMIT: u32 = 4;
 /// Writes in the buffer above which it drains when the command queues are idle.
 const WRITE_DRAIN_LOW: usize = 8;
-const NIL: u32 = u32::MAX;
-/// OR-ed into a candidate time: the queue has no such candidate.
-const NO: i64 = i64::MAX;
+/// A time that never comes: a candidate command the queue does not have.
+const INF: i32 = i32::MAX;
 /// The most bank queues in a channel (4 ranks of 16 banks).
 const MAX_QUEUES: usize = 64;
+/// The most entries of a bank command queue (entry sets are 64-bit masks).
+const MAX_COMMAND_QUEUE: u32 = 64;
+/// Queues per lane vector: two bank groups of four banks.
+const W: usize = 8;
+const MAX_VECS: usize = MAX_QUEUES / W;
+/// Entry index meaning "none".
+const NONE: u8 = u8::MAX;
+const NIL: u32 = u32::MAX;
+/// Times are kept as `i32` cycles after `base`; once the clock is this far
+/// past `base`, everything is re-based on the current cycle.
+const REBASE_AFTER: u64 = 1 << 30;
 
-/// Per-queue registers, one array per field so that the compiler vectorises
-/// the loops over the queues. Entries beyond the channel's queues stay
-/// [`NO`] (never ready).
+/// Eight per-queue times: one lane vector (two bank groups of four banks).
+/// With AVX2 (the project's default target) every operation is one or a few
+/// vector instructions; other targets run the same operations lane by lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(32))]
+struct V8([i32; W]);
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+mod simd {
+    //! SAFETY (every `unsafe` block here): this module is compiled only when
+    //! the whole build targets AVX2 (the project's default,
+    //! `.cargo/config.toml`), where any code may use AVX2 instructions, and
+    //! `nmpsim` checks the CPU at start-up. `V8` and `__m256i` are both 32
+    //! bytes of integer lanes, valid for every bit pattern.
+    use super::{V8, W};
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    fn m(v: V8) -> __m256i {
+        unsafe { std::mem::transmute::<V8, __m256i>(v) }
+    }
+    #[inline(always)]
+    fn v(x: __m256i) -> V8 {
+        unsafe { std::mem::transmute::<__m256i, V8>(x) }
+    }
+    #[inline(always)]
+    pub(super) fn max(a: V8, b: V8) -> V8 {
+        v(unsafe { _mm256_max_epi32(m(a), m(b)) })
+    }
+    #[inline(always)]
+    pub(super) fn min(a: V8, b: V8) -> V8 {
+        v(unsafe { _mm256_min_epi32(m(a), m(b)) })
+    }
+    #[inline(always)]
+    pub(super) fn and(a: V8, b: V8) -> V8 {
+        v(unsafe { _mm256_and_si256(m(a), m(b)) })
+    }
+    #[inline(always)]
+    pub(super) fn at_most(a: V8, x: i32) -> u32 {
+        // x < i32::MAX: times stay far below it.
+        unsafe {
+            let gt = _mm256_cmpgt_epi32(_mm256_set1_epi32(x + 1), m(a));
+            _mm256_movemask_ps(_mm256_castsi256_ps(gt)) as u32
+        }
+    }
+    #[inline(always)]
+    pub(super) fn least(a: V8) -> i32 {
+        unsafe {
+            let x = m(a);
+            let x = _mm256_min_epi32(x, _mm256_permute2x128_si256::<1>(x, x));
+            let x = _mm256_min_epi32(x, _mm256_shuffle_epi32::<0b01_00_11_10>(x));
+            let x = _mm256_min_epi32(x, _mm256_shuffle_epi32::<0b10_11_00_01>(x));
+            _mm256_cvtsi256_si32(x)
+        }
+    }
+    #[inline(always)]
+    pub(super) fn with_lane(a: V8, i: usize, x: i32) -> V8 {
+        debug_assert!(i < W);
+        v(unsafe {
+            let lane = _mm256_cmpeq_epi32(
+                _mm256_set1_epi32(i as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            );
+            _mm256_blendv_epi8(m(a), _mm256_set1_epi32(x), lane)
+        })
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+mod simd {
+    use super::{V8, W};
+
+    #[inline(always)]
+    fn zip(a: V8, b: V8, f: impl Fn(i32, i32) -> i32) -> V8 {
+        let mut r = a;
+        for i in 0..W {
+            r.0[i] = f(a.0[i], b.0[i]);
+        }
+        r
+    }
+    #[inline(always)]
+    pub(super) fn max(a: V8, b: V8) -> V8 {
+        zip(a, b, i32::max)
+    }
+    #[inline(always)]
+    pub(super) fn min(a: V8, b: V8) -> V8 {
+        zip(a, b, i32::min)
+    }
+    #[inline(always)]
+    pub(super) fn and(a: V8, b: V8) -> V8 {
+        zip(a, b, |x, y| x & y)
+    }
+    #[inline(always)]
+    pub(super) fn at_most(a: V8, x: i32) -> u32 {
+        let mut m = 0u32;
+        for i in 0..W {
+            m |= ((a.0[i] <= x) as u32) << i;
+        }
+        m
+    }
+    #[inline(always)]
+    pub(super) fn least(a: V8) -> i32 {
+        a.0.iter().copied().min().unwrap_or(i32::MAX)
+    }
+    #[inline(always)]
+    pub(super) fn with_lane(mut a: V8, i: usize, x: i32) -> V8 {
+        a.0[i] = x;
+        a
+    }
+}
+
+impl V8 {
+    const fn splat(x: i32) -> V8 {
+        V8([x; W])
+    }
+    #[inline(always)]
+    fn max(self, o: V8) -> V8 {
+        simd::max(self, o)
+    }
+    #[inline(always)]
+    fn min(self, o: V8) -> V8 {
+        simd::min(self, o)
+    }
+    #[inline(always)]
+    fn and(self, o: V8) -> V8 {
+        simd::and(self, o)
+    }
+    /// Bit `i` set where lane `i` is at most `x`.
+    #[inline(always)]
+    fn at_most(self, x: i32) -> u32 {
+        simd::at_most(self, x)
+    }
+    /// The least lane.
+    #[inline(always)]
+    fn least(self) -> i32 {
+        simd::least(self)
+    }
+    /// `self` with lane `i` replaced by `x`, as a whole-vector operation (a
+    /// later vector load of the result then forwards from this store).
+    #[inline(always)]
+    fn with_lane(self, i: usize, x: i32) -> V8 {
+        simd::with_lane(self, i, x)
+    }
+}
+
+/// Lane masks of the two bank groups in a vector.
+const GROUP_LANES: [V8; 2] = [
+    V8([-1, -1, -1, -1, 0, 0, 0, 0]),
+    V8([0, 0, 0, 0, -1, -1, -1, -1]),
+];
+
+/// Per-queue times, laid out as lane vectors. Every time is a cycle after
+/// the engine's `base`, at least 0 (times already past are clamped there, which
+/// changes no comparison with the present or the future) or [`INF`].
 #[derive(Clone)]
 struct Lanes {
-    /// The bank's part of the earliest cycle of each candidate command
-    /// (ACTIVATE, PRECHARGE, READ, WRITE).
-    act: [i64; MAX_QUEUES],
-    pre: [i64; MAX_QUEUES],
-    rd: [i64; MAX_QUEUES],
-    wr: [i64; MAX_QUEUES],
-    /// [`NO`] where the queue has no such candidate (from its head analysis
-    /// and its bank's state), else 0; OR-ed into the candidate time.
-    no_act: [i64; MAX_QUEUES],
-    no_pre: [i64; MAX_QUEUES],
-    no_rd: [i64; MAX_QUEUES],
-    no_wr: [i64; MAX_QUEUES],
+    /// The queue's bank part of each candidate command's earliest cycle
+    /// (ACTIVATE, PRECHARGE, READ, WRITE), or [`INF`] where the queue has no
+    /// such candidate.
+    e_act: [V8; MAX_VECS],
+    e_pre: [V8; MAX_VECS],
+    e_rd: [V8; MAX_VECS],
+    e_wr: [V8; MAX_VECS],
+    /// The bank-group and rank part (what the other ranks impose included)
+    /// of the ACTIVATE, READ and WRITE times. Only ever raised, so a command
+    /// raises the lanes of its group and rank with one vector max each.
+    g_act: [V8; MAX_VECS],
+    g_rd: [V8; MAX_VECS],
+    g_wr: [V8; MAX_VECS],
     /// The earliest cycle at which one of the queue's commands can issue, as
-    /// things stand ([`NO`]: none can). Exact, and current for every rank
-    /// not marked dirty.
-    ready_at: [i64; MAX_QUEUES],
-    /// Per bank group: its part of the ACTIVATE, READ and WRITE times.
-    group_act: [i64; MAX_QUEUES],
-    group_rd: [i64; MAX_QUEUES],
-    group_wr: [i64; MAX_QUEUES],
+    /// things stand: exact, recomputed after every change.
+    ready: [V8; MAX_VECS],
+}
+
+#[inline(always)]
+fn lane(v: &[V8; MAX_VECS], q: usize) -> i32 {
+    v[q / W].0[q % W]
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -219,34 +384,42 @@ struct Bank {
     open_row: u32,
     /// Column commands since the activation.
     hits: u32,
+    /// The bank's own earliest ACTIVATE, PRECHARGE, READ and WRITE.
+    act: i32,
+    pre: i32,
+    rd: i32,
+    wr: i32,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Rank {
-    next_act: u64,
-    next_rd: u64,
-    next_wr: u64,
     /// Earliest REF: tRP after the last precharge, tRFC after the last REF.
-    next_ref: u64,
-    /// What this rank's last column commands impose on the other ranks.
-    others_rd: u64,
-    others_wr: u64,
+    next_ref: i32,
     /// tFAW: release times (ACT + tFAW) of the last four ACTs, a ring.
-    faw: [u64; 4],
+    faw: [i32; 4],
     faw_next: usize,
     open_banks: u32,
     active_since: u64,
     active_cycles: u64,
 }
 
-/// A transaction, and the column command it becomes in a bank queue.
+/// A transaction waiting in the read queue or the write buffer.
 #[derive(Clone, Copy, Debug)]
 struct Txn {
     addr: u64,
     row: u32,
-    queue: u16,
+    queue: u8,
     write: bool,
+    /// For a read, the requests waiting for it.
+    ids: Waiting,
 }
+
+/// No request waiting.
+const NO_IDS: Waiting = Waiting {
+    first: 0,
+    more: NIL,
+    last: NIL,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -257,10 +430,8 @@ enum Kind {
 }
 
 /// What a bank queue's entries offer against the open row, in queue order:
-/// the first READ and the first WRITE that may issue (`NONE_IDX` for none),
-/// and whether the head may close the row. Depends only on the entries, the
-/// open row and whether the row has had its share of hits, so it is kept until
-/// one of those changes.
+/// the first READ and the first WRITE that may issue ([`NONE`] for none),
+/// and whether the head may close the row.
 #[derive(Clone, Copy, Debug)]
 struct Head {
     rd: u8,
@@ -268,115 +439,349 @@ struct Head {
     pre: bool,
 }
 
-const NONE_IDX: u8 = u8::MAX;
-
-/// A list of request ids waiting for one READ, in a shared node pool.
+/// The request ids waiting for one READ: the first inline, any others in a
+/// shared node pool.
 #[derive(Clone, Copy, Debug)]
-struct IdList {
-    head: u32,
-    tail: u32,
+struct Waiting {
+    first: RequestId,
+    more: u32,
+    last: u32,
 }
 
-impl Lanes {
-    /// Recomputes `ready_at` of queues `base..base + n`, in bank groups of
-    /// `per_group`, under the rank-level parts `ga`, `gr`, `gw` of the
-    /// ACTIVATE, READ and WRITE times; returns their minimum. Branch-free:
-    /// with 4 banks per group, each group is one 4-lane vector.
+/// The read queue or the write buffer: transactions in arrival order, kept
+/// as one list per bank queue (a shared slab with links) so that the
+/// controller's pick, the first transaction in arrival order whose bank queue
+/// has room, looks only at the heads of the lists with room.
+#[derive(Clone)]
+struct TxnQueue {
+    txns: Vec<Txn>,
+    /// Arrival number of each slab entry.
+    seq: Vec<u64>,
+    next: Vec<u32>,
+    free: u32,
+    first: [u32; MAX_QUEUES],
+    last: [u32; MAX_QUEUES],
+    /// Bank queues with a waiting transaction.
+    targets: u64,
+    len: usize,
+    arrivals: u64,
+}
+
+impl TxnQueue {
+    fn new(cap: usize) -> Self {
+        TxnQueue {
+            txns: vec![
+                Txn {
+                    addr: 0,
+                    row: 0,
+                    queue: 0,
+                    write: false,
+                    ids: NO_IDS,
+                };
+                cap
+            ],
+            seq: vec![0; cap],
+            next: (1..=cap as u32)
+                .map(|n| if n as usize == cap { NIL } else { n })
+                .collect(),
+            free: if cap == 0 { NIL } else { 0 },
+            first: [NIL; MAX_QUEUES],
+            last: [NIL; MAX_QUEUES],
+            targets: 0,
+            len: 0,
+            arrivals: 0,
+        }
+    }
+
     #[inline(always)]
-    fn recompute(
-        &mut self,
-        base: usize,
-        n: usize,
-        per_group: usize,
-        ga: i64,
-        gr: i64,
-        gw: i64,
-    ) -> i64 {
-        let mut least = NO;
-        for g in base / per_group..(base + n) / per_group {
-            let xa = self.group_act[g].max(ga);
-            let xr = self.group_rd[g].max(gr);
-            let xw = self.group_wr[g].max(gw);
-            let span = g * per_group..(g + 1) * per_group;
-            let act = &self.act[span.clone()];
-            let pre = &self.pre[span.clone()][..per_group];
-            let rd = &self.rd[span.clone()][..per_group];
-            let wr = &self.wr[span.clone()][..per_group];
-            let no_act = &self.no_act[span.clone()][..per_group];
-            let no_pre = &self.no_pre[span.clone()][..per_group];
-            let no_rd = &self.no_rd[span.clone()][..per_group];
-            let no_wr = &self.no_wr[span.clone()][..per_group];
-            let out = &mut self.ready_at[span][..per_group];
-            for i in 0..act.len() {
-                let a = act[i].max(xa) | no_act[i];
-                let p = pre[i] | no_pre[i];
-                let d = rd[i].max(xr) | no_rd[i];
-                let w = wr[i].max(xw) | no_wr[i];
-                let t = a.min(p).min(d.min(w));
-                out[i] = t;
-                least = least.min(t);
+    fn push(&mut self, txn: Txn) {
+        let n = self.free;
+        let i = n as usize;
+        self.free = self.next[i];
+        self.txns[i] = txn;
+        self.seq[i] = self.arrivals;
+        self.arrivals += 1;
+        self.next[i] = NIL;
+        let q = txn.queue as usize;
+        if self.first[q] == NIL {
+            self.first[q] = n;
+            self.targets |= 1u64 << q;
+        } else {
+            self.next[self.last[q] as usize] = n;
+        }
+        self.last[q] = n;
+        self.len += 1;
+    }
+
+    /// The bank queue, among `open`, whose first transaction arrived first.
+    #[inline(always)]
+    fn oldest(&self, open: u64) -> usize {
+        debug_assert!(open & !self.targets == 0 && open != 0);
+        let mut m = open;
+        let mut best = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if m != 0 {
+            let mut s = self.seq[self.first[best] as usize];
+            while m != 0 {
+                let q = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let t = self.seq[self.first[q] as usize];
+                if t < s {
+                    s = t;
+                    best = q;
+                }
             }
         }
-        least
+        best
     }
 
-    /// [`recompute`](Self::recompute) of the 16 queues from `base` in 4
-    /// groups of 4, one AVX2 vector per group.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn recompute16(&mut self, base: usize, ga: i64, gr: i64, gw: i64) -> i64 {
-        use std::arch::x86_64::*;
-        assert!(base + 16 <= MAX_QUEUES);
-        // Signed 64-bit max and min (AVX2 has only the compare).
-        #[target_feature(enable = "avx2")]
-        #[inline]
-        fn max(a: __m256i, b: __m256i) -> __m256i {
-            _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(a, b))
-        }
-        #[target_feature(enable = "avx2")]
-        #[inline]
-        fn min(a: __m256i, b: __m256i) -> __m256i {
-            _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b))
-        }
-        #[target_feature(enable = "avx2")]
-        #[inline]
-        fn load(v: &[i64; MAX_QUEUES], q: usize) -> __m256i {
-            let four = &v[q..q + 4];
-            // SAFETY: `four` is 32 bytes; unaligned loads are allowed.
-            unsafe { _mm256_loadu_si256(four.as_ptr() as *const __m256i) }
-        }
-        let mut least = _mm256_set1_epi64x(NO);
-        for k in 0..4 {
-            let (q, g) = (base + 4 * k, base / 4 + k);
-            let xa = _mm256_set1_epi64x(self.group_act[g].max(ga));
-            let xr = _mm256_set1_epi64x(self.group_rd[g].max(gr));
-            let xw = _mm256_set1_epi64x(self.group_wr[g].max(gw));
-            let a = _mm256_or_si256(max(load(&self.act, q), xa), load(&self.no_act, q));
-            let p = _mm256_or_si256(load(&self.pre, q), load(&self.no_pre, q));
-            let d = _mm256_or_si256(max(load(&self.rd, q), xr), load(&self.no_rd, q));
-            let w = _mm256_or_si256(max(load(&self.wr, q), xw), load(&self.no_wr, q));
-            let t = min(min(a, p), min(d, w));
-            let out = &mut self.ready_at[q..q + 4];
-            // SAFETY: `out` is 32 bytes; unaligned stores are allowed.
-            unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, t) };
-            least = min(least, t);
-        }
-        let mut lanes = [0i64; 4];
-        // SAFETY: `lanes` is 32 bytes.
-        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, least) };
-        lanes[0].min(lanes[1]).min(lanes[2].min(lanes[3]))
-    }
-
-    /// The queues among the first `N` whose `ready_at` is at most `now`.
+    /// The slab index of bank queue `q`'s transaction to `addr`, if any.
     #[inline(always)]
-    fn ready_mask<const N: usize>(&self, now: i64) -> u64 {
-        let mut m = 0u64;
-        for (q, &t) in self.ready_at[..N].iter().enumerate() {
-            m |= ((t <= now) as u64) << q;
+    fn find(&self, q: usize, addr: u64) -> Option<usize> {
+        let mut n = self.first[q];
+        while n != NIL {
+            let i = n as usize;
+            if self.txns[i].addr == addr {
+                return Some(i);
+            }
+            n = self.next[i];
         }
-        m
+        None
     }
+
+    #[inline(always)]
+    fn front(&self, q: usize) -> Txn {
+        self.txns[self.first[q] as usize]
+    }
+
+    #[inline(always)]
+    fn pop(&mut self, q: usize) -> Txn {
+        let n = self.first[q];
+        let i = n as usize;
+        let txn = self.txns[i];
+        self.first[q] = self.next[i];
+        if self.first[q] == NIL {
+            self.targets &= !(1u64 << q);
+        }
+        self.next[i] = self.free;
+        self.free = n;
+        self.len -= 1;
+        txn
+    }
+}
+
+/// Completion cycles and ids in completion order: a ring that grows (once,
+/// to the most ever pending) when full.
+#[derive(Clone)]
+struct DoneRing {
+    slots: Vec<(u64, RequestId)>,
+    head: usize,
+    len: usize,
+}
+
+impl DoneRing {
+    fn new(cap: usize) -> Self {
+        DoneRing {
+            slots: vec![(0, 0); cap.next_power_of_two().max(16)],
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// The first cycle, `u64::MAX` when empty.
+    #[inline(always)]
+    fn first_cycle(&self) -> u64 {
+        if self.len == 0 {
+            u64::MAX
+        } else {
+            self.slots[self.head].0
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, cycle: u64, id: RequestId) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        let m = self.slots.len() - 1;
+        self.slots[(self.head + self.len) & m] = (cycle, id);
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.slots.len();
+        let mut v = Vec::with_capacity(2 * n);
+        for k in 0..self.len {
+            v.push(self.slots[(self.head + k) & (n - 1)]);
+        }
+        v.resize(2 * n, (0, 0));
+        self.slots = v;
+        self.head = 0;
+    }
+
+    /// Moves the entries due at `now` into `done`; returns how many.
+    #[inline(always)]
+    fn drain_due(&mut self, now: u64, done: &mut Vec<Completion>) -> usize {
+        let m = self.slots.len() - 1;
+        let mut k = 0;
+        while k < self.len {
+            let (c, id) = self.slots[(self.head + k) & m];
+            if c > now {
+                break;
+            }
+            done.push(Completion { id, cycle: now });
+            k += 1;
+        }
+        self.head = (self.head + k) & m;
+        self.len -= k;
+        k
+    }
+}
+
+/// The bank command queues: per queue a ring of entries (address, row, the
+/// requests waiting for a read) in arrival order, with masks, by position in
+/// the queue, of its writes and of its entries that hit the bank's open row.
+/// Taking the first entry moves nothing; taking a later one shifts the
+/// entries behind it. A slot holds its entry's address with bit 0 set for a
+/// write ([`WRITE_TAG`]), or [`EMPTY`], so finding a queued read or write of
+/// an address is one comparison per slot.
+#[derive(Clone)]
+struct CmdQueues {
+    addr: Vec<u64>,
+    row: Vec<u32>,
+    ids: Vec<Waiting>,
+    /// Ring slots per queue (a power of two, at least the queue size), as a
+    /// shift, and its mask.
+    shift: u32,
+    ring: usize,
+    head: [u8; MAX_QUEUES],
+    len: [u8; MAX_QUEUES],
+    wr: [u64; MAX_QUEUES],
+    hit: [u64; MAX_QUEUES],
+}
+
+/// Bit 0 of a queued write's address (addresses are 64 B aligned).
+const WRITE_TAG: u64 = 1;
+/// A free command-queue slot.
+const EMPTY: u64 = u64::MAX;
+
+impl CmdQueues {
+    fn new(queues: usize, cap: usize) -> Self {
+        let ring = cap.next_power_of_two();
+        CmdQueues {
+            addr: vec![EMPTY; queues * ring],
+            row: vec![0; queues * ring],
+            ids: vec![NO_IDS; queues * ring],
+            shift: ring.trailing_zeros(),
+            ring: ring - 1,
+            head: [0; MAX_QUEUES],
+            len: [0; MAX_QUEUES],
+            wr: [0; MAX_QUEUES],
+            hit: [0; MAX_QUEUES],
+        }
+    }
+
+    /// Where entry `i` of queue `q` is kept.
+    #[inline(always)]
+    fn slot(&self, q: usize, i: usize) -> usize {
+        (q << self.shift) | ((self.head[q] as usize + i) & self.ring)
+    }
+
+    #[inline(always)]
+    fn len(&self, q: usize) -> usize {
+        self.len[q] as usize
+    }
+
+    #[inline(always)]
+    fn row(&self, q: usize, i: usize) -> u32 {
+        self.row[self.slot(q, i)]
+    }
+
+    /// The address of entry `i` (without the write tag).
+    #[inline(always)]
+    fn addr(&self, q: usize, i: usize) -> u64 {
+        self.addr[self.slot(q, i)] & !WRITE_TAG
+    }
+
+    /// The slot of queue `q` holding `key` (an address, tagged for a write).
+    #[inline(always)]
+    fn find(&self, q: usize, key: u64) -> Option<usize> {
+        let base = q << self.shift;
+        let slots = &self.addr[base..base + self.ring + 1];
+        let mut m = 0u64;
+        if let Ok(eight) = <&[u64; 8]>::try_from(slots) {
+            // The usual 8-entry queue: one vector comparison.
+            for (s, &a) in eight.iter().enumerate() {
+                m |= ((a == key) as u64) << s;
+            }
+        } else {
+            for (s, &a) in slots.iter().enumerate() {
+                m |= ((a == key) as u64) << s;
+            }
+        }
+        if m == 0 {
+            None
+        } else {
+            Some(base + m.trailing_zeros() as usize)
+        }
+    }
+
+    /// Appends a transaction; `hit`: it hits the open row.
+    #[inline(always)]
+    fn push(&mut self, q: usize, txn: &Txn, hit: bool) {
+        let n = self.len(q);
+        let s = self.slot(q, n);
+        self.addr[s] = txn.addr | txn.write as u64;
+        self.row[s] = txn.row;
+        self.ids[s] = txn.ids;
+        self.wr[q] |= (txn.write as u64) << n;
+        self.hit[q] |= (hit as u64) << n;
+        self.len[q] = (n + 1) as u8;
+    }
+
+    /// Takes entry `i` out; returns its address, whether it is a write, and
+    /// the requests waiting for it.
+    #[inline(always)]
+    fn take(&mut self, q: usize, i: usize) -> (u64, bool, Waiting) {
+        let n = self.len(q);
+        let s = self.slot(q, i);
+        let (addr, ids) = (self.addr[s], self.ids[s]);
+        if i == 0 {
+            self.addr[s] = EMPTY;
+            self.head[q] = ((self.head[q] as usize + 1) & self.ring) as u8;
+        } else {
+            for k in i..n - 1 {
+                let (to, from) = (self.slot(q, k), self.slot(q, k + 1));
+                self.addr[to] = self.addr[from];
+                self.row[to] = self.row[from];
+                self.ids[to] = self.ids[from];
+            }
+            let last = self.slot(q, n - 1);
+            self.addr[last] = EMPTY;
+        }
+        self.len[q] = (n - 1) as u8;
+        self.wr[q] = remove_bit(self.wr[q], i);
+        self.hit[q] = remove_bit(self.hit[q], i);
+        (addr & !WRITE_TAG, addr & WRITE_TAG != 0, ids)
+    }
+
+    /// Sets the hit mask of queue `q` for a newly opened `row`.
+    #[inline]
+    fn open(&mut self, q: usize, row: u32) {
+        let mut hit = 0u64;
+        for i in 0..self.len(q) {
+            hit |= ((self.row(q, i) == row) as u64) << i;
+        }
+        self.hit[q] = hit;
+    }
+}
+
+/// Removes bit `i` of `m`, moving the bits above it down by one.
+#[inline(always)]
+fn remove_bit(m: u64, i: usize) -> u64 {
+    let low = (1u64 << i) - 1;
+    (m & low) | ((m >> 1) & !low)
 }
 
 /// Bit positions of the address fields (in 64 B units).
@@ -426,25 +831,29 @@ impl Mapping {
 /// The native DDR4 engine; see the [module documentation](self).
 pub struct NativeEngine {
     config: DramConfig,
+    capacity: u64,
     t: TimingTable,
     map: Mapping,
     banks_per_rank: usize,
-    banks_per_group: usize,
-    /// log2 of `banks_per_rank` and `banks_per_group`.
+    /// log2 of `banks_per_rank`.
     rank_shift: u32,
-    group_shift: u32,
-    queues: usize,
+    /// Lane vectors per rank (1 or 2) and in the channel.
+    vecs_per_rank: usize,
+    vecs: usize,
     txn_cap: usize,
     cmd_cap: usize,
 
     cycle: u64,
+    /// Times in [`Lanes`], [`Bank`] and [`Rank`] count cycles from here.
+    base: u64,
+    rebase_after: u64,
     /// The controller runs at this cycle or later; earlier cycles are idle.
     wake: u64,
 
-    read_q: Vec<Txn>,
-    write_q: Vec<Txn>,
-    pending_rd: HashMap<u64, IdList, IntHash>,
-    pending_wr: HashSet<u64, IntHash>,
+    read_q: TxnQueue,
+    write_q: TxnQueue,
+    /// Requests merged into an earlier read of their address, beyond the
+    /// first: list nodes (id, next).
     id_nodes: Vec<(RequestId, u32)>,
     id_free: u32,
     /// Positive: writes left to drain; zero: serving reads; negative: a drain
@@ -457,50 +866,31 @@ pub struct NativeEngine {
     move_due: bool,
     unissued_writes: usize,
 
-    cmdq: Vec<Vec<Txn>>,
-    /// Per queue: its [`Head`] analysis, kept while the queue is non-empty
-    /// and its bank open.
-    head: Vec<Head>,
-    /// Writes in each bank queue.
-    queued_writes: Vec<u8>,
+    cq: CmdQueues,
+    head: [Head; MAX_QUEUES],
     nonempty: u64,
     /// Bank queues that are full.
     full: u64,
-    /// Transactions waiting in the read queue / write buffer per bank queue,
-    /// and the bank queues with any.
-    read_waiting: Vec<u8>,
-    write_waiting: Vec<u8>,
-    read_targets: u64,
-    write_targets: u64,
-    /// Per-queue candidate times and masks, laid out for vector code.
-    lanes: Lanes,
-    /// Per rank: the rank-level part of each kind's earliest cycle (for READ
-    /// and WRITE including what the other ranks impose).
-    gate_act: Vec<i64>,
-    gate_rd: Vec<i64>,
-    gate_wr: Vec<i64>,
-    /// Per rank: the least `ready_at` of its queues.
-    rank_min: Vec<i64>,
-    /// Ranks whose `ready_at` and `rank_min` wait to be recomputed.
-    dirty: u32,
-    /// The rank being refreshed, if any.
+    lanes: Box<Lanes>,
+    /// The rank being refreshed, if any, and its queues.
     ref_rank: usize,
+    ref_mask: u64,
+    /// Lane vectors outside the rank being refreshed.
+    live: u32,
     queue_idx: usize,
 
-    banks: Vec<Bank>,
+    banks: [Bank; MAX_QUEUES],
     ranks: Vec<Rank>,
 
     refresh_interval: u64,
     next_refresh: u64,
     next_refresh_rank: u32,
     refresh_q: VecDeque<u32>,
-    /// Bank-queue mask of the rank being refreshed.
-    ref_mask: u64,
 
     /// Completion cycle and id, in completion order: posted writes and reads
     /// served from the write buffer (1 cycle), and reads (CL + BL/2 after READ).
-    quick_done: VecDeque<(u64, RequestId)>,
-    read_done: VecDeque<(u64, RequestId)>,
+    quick_done: DoneRing,
+    read_done: DoneRing,
     /// The earlier of the two queues' first completion cycles (`u64::MAX`
     /// when both are empty).
     next_done: u64,
@@ -519,110 +909,113 @@ impl NativeEngine {
             engine: "native",
             what,
         };
-        let banks_per_rank = config.org.banks() as usize;
+        let org = &config.org;
+        if org.banks_per_group != 4 || !(org.bankgroups == 2 || org.bankgroups == 4) {
+            return Err(bad(format!(
+                "{} bank groups of {} banks; the native engine models DDR4's 2 or 4 bank groups of 4 banks",
+                org.bankgroups, org.banks_per_group
+            )));
+        }
+        if config.ranks == 0 || config.ranks > 4 {
+            return Err(bad(format!(
+                "{} ranks in the channel; the native engine handles 1 to 4",
+                config.ranks
+            )));
+        }
+        let banks_per_rank = org.banks() as usize;
         let queues = banks_per_rank * config.ranks as usize;
-        if queues == 0 || queues > 64 || config.ranks > 4 {
-            return Err(bad(format!(
-                "{queues} banks in the channel; the native engine handles 1 to 64"
-            )));
-        }
-        if !config.org.bankgroups.is_power_of_two() || !config.org.banks_per_group.is_power_of_two()
-        {
-            return Err(bad(format!(
-                "{} bank groups of {} banks; the native engine needs powers of two",
-                config.org.bankgroups, config.org.banks_per_group
-            )));
-        }
         if config.transaction_queue == 0 || config.command_queue == 0 {
             return Err(bad("queue sizes must be at least 1".into()));
         }
-        if config.transaction_queue > 255 || config.command_queue > 254 {
+        if config.command_queue > MAX_COMMAND_QUEUE || config.transaction_queue > 1 << 16 {
             return Err(bad(format!(
-                "transaction queue {} and bank command queue {}; the native engine handles up to 255 and 254",
-                config.transaction_queue, config.command_queue
+                "transaction queue {} and bank command queue {}; the native engine handles up to {} and {MAX_COMMAND_QUEUE}",
+                config.transaction_queue,
+                config.command_queue,
+                1 << 16
             )));
         }
-        if config.org.rows > u32::MAX as u64 {
-            return Err(bad(format!("{} rows per bank", config.org.rows)));
+        if org.rows >= u32::MAX as u64 {
+            return Err(bad(format!("{} rows per bank", org.rows)));
         }
         let t = TimingTable::of(config);
+        let longest = [t.refi, t.ref_to_act, t.act_to_act, t.wr_to_pre, t.faw]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        if longest > 1 << 24 {
+            return Err(bad(format!("a delay of {longest} cycles")));
+        }
         let txn_cap = config.transaction_queue as usize;
         let cmd_cap = config.command_queue as usize;
         let refresh_interval = (t.refi / config.ranks as u64).max(1);
         let bank = Bank {
             open_row: CLOSED,
             hits: 0,
+            act: 0,
+            pre: 0,
+            rd: 0,
+            wr: 0,
         };
         let nranks = config.ranks as usize;
+        let vecs = queues / W;
+        // Distinct addresses the controller can hold: its two FIFOs and the
+        // bank queues.
         let window = 4 * txn_cap + queues * cmd_cap;
+        let no = [V8::splat(INF); MAX_VECS];
+        let zero = [V8::splat(0); MAX_VECS];
         Ok(NativeEngine {
+            capacity: config.capacity_bytes(),
             t,
             map: Mapping::of(config),
             banks_per_rank,
-            banks_per_group: config.org.banks_per_group as usize,
             rank_shift: banks_per_rank.trailing_zeros(),
-            group_shift: config.org.banks_per_group.trailing_zeros(),
-            queues,
+            vecs_per_rank: banks_per_rank / W,
+            vecs,
             txn_cap,
             cmd_cap,
             cycle: 0,
+            base: 0,
+            rebase_after: REBASE_AFTER,
             wake: 0,
-            read_q: Vec::with_capacity(txn_cap),
-            write_q: Vec::with_capacity(txn_cap),
-            pending_rd: HashMap::with_capacity_and_hasher(window, IntHash::default()),
-            pending_wr: HashSet::with_capacity_and_hasher(window, IntHash::default()),
+            read_q: TxnQueue::new(txn_cap),
+            write_q: TxnQueue::new(txn_cap),
             id_nodes: Vec::with_capacity(window),
             id_free: NIL,
             write_draining: 0,
             flush: false,
             move_due: false,
             unissued_writes: 0,
-            cmdq: (0..queues).map(|_| Vec::with_capacity(cmd_cap)).collect(),
-            head: vec![
-                Head {
-                    rd: NONE_IDX,
-                    wr: NONE_IDX,
-                    pre: false,
-                };
-                queues
-            ],
-            queued_writes: vec![0; queues],
+            cq: CmdQueues::new(queues, cmd_cap),
+            head: [Head {
+                rd: NONE,
+                wr: NONE,
+                pre: false,
+            }; MAX_QUEUES],
             nonempty: 0,
             full: 0,
-            read_waiting: vec![0; queues],
-            write_waiting: vec![0; queues],
-            read_targets: 0,
-            write_targets: 0,
-            lanes: Lanes {
-                act: [0; MAX_QUEUES],
-                pre: [0; MAX_QUEUES],
-                rd: [0; MAX_QUEUES],
-                wr: [0; MAX_QUEUES],
-                no_act: [NO; MAX_QUEUES],
-                no_pre: [NO; MAX_QUEUES],
-                no_rd: [NO; MAX_QUEUES],
-                no_wr: [NO; MAX_QUEUES],
-                ready_at: [NO; MAX_QUEUES],
-                group_act: [0; MAX_QUEUES],
-                group_rd: [0; MAX_QUEUES],
-                group_wr: [0; MAX_QUEUES],
-            },
-            gate_act: vec![0; nranks],
-            gate_rd: vec![0; nranks],
-            gate_wr: vec![0; nranks],
-            rank_min: vec![NO; nranks],
-            dirty: 0,
+            lanes: Box::new(Lanes {
+                e_act: no,
+                e_pre: no,
+                e_rd: no,
+                e_wr: no,
+                g_act: zero,
+                g_rd: zero,
+                g_wr: zero,
+                ready: no,
+            }),
             ref_rank: usize::MAX,
+            ref_mask: 0,
+            live: (1u32 << vecs) - 1,
             queue_idx: 0,
-            banks: vec![bank; queues],
+            banks: [bank; MAX_QUEUES],
             ranks: vec![Rank::default(); nranks],
             refresh_interval,
             next_refresh: refresh_interval,
             next_refresh_rank: 0,
             refresh_q: VecDeque::with_capacity(8),
-            ref_mask: 0,
-            quick_done: VecDeque::with_capacity(window),
-            read_done: VecDeque::with_capacity(window),
+            quick_done: DoneRing::new(window),
+            read_done: DoneRing::new(window),
             next_done: u64::MAX,
             pending: 0,
             counts: CommandCounts {
@@ -654,6 +1047,15 @@ impl NativeEngine {
         self
     }
 
+    /// The same engine, re-basing its internal times every `cycles` cycles
+    /// instead of every 2^30. Results do not depend on it; tests use a short
+    /// interval to exercise the re-basing.
+    #[doc(hidden)]
+    pub fn rebase_every(mut self, cycles: u64) -> Self {
+        self.rebase_after = cycles.clamp(1, REBASE_AFTER);
+        self
+    }
+
     /// The commands issued so far, in issue order (empty unless the engine was
     /// made by [`with_command_log`](Self::with_command_log)).
     pub fn command_log(&self) -> &[CommandRecord] {
@@ -670,6 +1072,7 @@ impl NativeEngine {
         &self.t
     }
 
+    #[inline]
     fn decode(&self, addr: u64) -> Txn {
         let a = addr / BURST_BYTES;
         let f = |p: FieldPos| (a >> p.shift) & p.mask;
@@ -679,165 +1082,268 @@ impl NativeEngine {
         Txn {
             addr,
             row: f(self.map.row) as u32,
-            queue: (rank * self.banks_per_rank + bg * self.banks_per_group + bank) as u16,
+            queue: (rank * self.banks_per_rank + bg * 4 + bank) as u8,
             write: false,
+            ids: NO_IDS,
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn rank_of(&self, q: usize) -> usize {
         q >> self.rank_shift
     }
 
-    #[inline]
-    fn group_of(&self, q: usize) -> usize {
-        q >> self.group_shift
+    /// A relative time as an absolute cycle (`u64::MAX` for [`INF`]).
+    #[inline(always)]
+    fn absolute(&self, t: i32) -> u64 {
+        if t == INF {
+            u64::MAX
+        } else {
+            self.base + t as u64
+        }
     }
 
-    /// What the other ranks impose on a column command of rank `r`.
-    #[inline]
-    fn others(&self, r: usize) -> (u64, u64) {
-        let (mut rd, mut wr) = (0, 0);
-        if self.ranks.len() > 1 {
-            for (i, x) in self.ranks.iter().enumerate() {
-                if i != r {
-                    rd = rd.max(x.others_rd);
-                    wr = wr.max(x.others_wr);
+    /// Re-bases every relative time on `now`. Times already past become 0,
+    /// which no comparison with the present or the future can tell apart.
+    #[cold]
+    fn rebase(&mut self, now: u64) {
+        let d = (now - self.base) as i64;
+        let f = |x: i32| {
+            if x == INF {
+                INF
+            } else {
+                (x as i64 - d).max(0) as i32
+            }
+        };
+        let l = &mut *self.lanes;
+        for arr in [
+            &mut l.e_act,
+            &mut l.e_pre,
+            &mut l.e_rd,
+            &mut l.e_wr,
+            &mut l.g_act,
+            &mut l.g_rd,
+            &mut l.g_wr,
+            &mut l.ready,
+        ] {
+            for v in arr.iter_mut() {
+                for x in v.0.iter_mut() {
+                    *x = f(*x);
                 }
             }
         }
-        (rd, wr)
-    }
-
-    /// Recomputes the rank-level parts of the candidate times after a
-    /// command, and marks the ranks whose queues they change.
-    fn update_gates(&mut self, dirty: u32) {
-        for r in 0..self.ranks.len() {
-            let (o_rd, o_wr) = self.others(r);
-            let rk = &self.ranks[r];
-            self.gate_act[r] = rk.next_act.max(rk.faw[rk.faw_next]) as i64;
-            self.gate_rd[r] = rk.next_rd.max(o_rd) as i64;
-            self.gate_wr[r] = rk.next_wr.max(o_wr) as i64;
+        for b in self.banks.iter_mut() {
+            b.act = f(b.act);
+            b.pre = f(b.pre);
+            b.rd = f(b.rd);
+            b.wr = f(b.wr);
         }
-        self.dirty |= dirty;
+        for r in self.ranks.iter_mut() {
+            r.next_ref = f(r.next_ref);
+            for x in r.faw.iter_mut() {
+                *x = f(*x);
+            }
+        }
+        self.base = now;
     }
 
-    /// Recomputes `ready_at` of every queue of rank `r`, and its minimum.
-    fn recompute_rank(&mut self, r: usize) {
-        let (ga, gr, gw) = (self.gate_act[r], self.gate_rd[r], self.gate_wr[r]);
-        // The usual 16 banks in groups of 4 get a copy with known lengths.
-        self.rank_min[r] = if self.banks_per_rank == 16 && self.banks_per_group == 4 {
-            // SAFETY: compiled only when the whole build targets AVX2 (the
-            // project's default, `.cargo/config.toml`), where any code may
-            // use it already; `nmpsim` checks the CPU at start-up.
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
-            let least = unsafe { self.lanes.recompute16(r * 16, ga, gr, gw) };
-            #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
-            let least = self.lanes.recompute(r * 16, 16, 4, ga, gr, gw);
-            least
+    #[inline(always)]
+    fn gate_lanes(&mut self, which: Gate) -> &mut [V8; MAX_VECS] {
+        match which {
+            Gate::Act => &mut self.lanes.g_act,
+            Gate::Rd => &mut self.lanes.g_rd,
+            Gate::Wr => &mut self.lanes.g_wr,
+        }
+    }
+
+    /// Raises `which` lanes of bank group `g` to at least `at`.
+    #[inline(always)]
+    fn raise_group(&mut self, which: Gate, g: usize, at: i32) {
+        let i = g / 2;
+        let v = self.gate_lanes(which);
+        v[i] = v[i].max(GROUP_LANES[g & 1].and(V8::splat(at)));
+    }
+
+    /// Raises `which` lanes of rank `r` to at least `at`.
+    #[inline(always)]
+    fn raise_rank(&mut self, which: Gate, r: usize, at: i32) {
+        let two = self.vecs_per_rank == 2;
+        let v = self.gate_lanes(which);
+        let at = V8::splat(at);
+        if two {
+            v[2 * r] = v[2 * r].max(at);
+            v[2 * r + 1] = v[2 * r + 1].max(at);
         } else {
-            let n = self.banks_per_rank;
-            self.lanes
-                .recompute(r * n, n, self.banks_per_group, ga, gr, gw)
-        };
-    }
-
-    /// Brings `ready_at` of the dirty ranks up to date.
-    #[inline]
-    fn recompute_dirty(&mut self) {
-        while self.dirty != 0 {
-            let r = self.dirty.trailing_zeros() as usize;
-            self.dirty &= self.dirty - 1;
-            self.recompute_rank(r);
+            v[r] = v[r].max(at);
         }
     }
 
-    /// The queues with a command that can issue at `now` (`ready_at` current).
-    #[inline]
-    fn ready_mask(&self, now: u64) -> u64 {
-        if self.queues <= 16 {
-            self.lanes.ready_mask::<16>(now as i64)
-        } else {
-            self.lanes.ready_mask::<MAX_QUEUES>(now as i64)
+    /// Recomputes `ready` of every lane vector (all of them: a data-dependent
+    /// choice of vectors costs more in mispredicted branches than it saves).
+    #[inline(always)]
+    fn recompute(&mut self) {
+        let l = &mut *self.lanes;
+        let n = self.vecs;
+        for (v, ready) in l.ready[..n].iter_mut().enumerate() {
+            let a = l.e_act[v].max(l.g_act[v]);
+            let r = l.e_rd[v].max(l.g_rd[v]);
+            let w = l.e_wr[v].max(l.g_wr[v]);
+            *ready = a.min(l.e_pre[v]).min(r.min(w));
         }
+    }
+
+    /// Queue `q`'s `ready` from its lanes (what [`recompute`](Self::recompute)
+    /// gives its lane).
+    #[inline(always)]
+    fn ready_of(&self, q: usize) -> i32 {
+        let l = &*self.lanes;
+        let a = lane(&l.e_act, q).max(lane(&l.g_act, q));
+        let r = lane(&l.e_rd, q).max(lane(&l.g_rd, q));
+        let w = lane(&l.e_wr, q).max(lane(&l.g_wr, q));
+        a.min(lane(&l.e_pre, q)).min(r.min(w))
+    }
+
+    /// The earliest `ready` of the queues outside the rank being refreshed
+    /// (`ready` current).
+    #[inline(always)]
+    fn least_ready(&self) -> i32 {
+        let l = &self.lanes.ready;
+        let mut m = V8::splat(INF);
+        for (v, x) in l[..self.vecs].iter().enumerate() {
+            if self.live >> v & 1 != 0 {
+                m = m.min(*x);
+            }
+        }
+        m.least()
+    }
+
+    /// The queues with a command that can issue at `now` (`ready` current).
+    #[inline]
+    fn ready_mask(&self, now: i32) -> u64 {
+        let mut m = 0u64;
+        for (v, ready) in self.lanes.ready[..self.vecs].iter().enumerate() {
+            m |= (ready.at_most(now) as u64) << (v * W);
+        }
+        m
     }
 
     /// Analyses queue `q`'s entries against its open row (see [`Head`]).
+    #[inline]
     fn analyse_head(&self, q: usize) -> Head {
-        let entries = &self.cmdq[q];
-        let bank = &self.banks[q];
-        let open = bank.open_row;
-        let (mut rd, mut wr, mut hit) = (NONE_IDX, NONE_IDX, false);
-        let writes = self.queued_writes[q] != 0;
-        for (i, e) in entries.iter().enumerate() {
-            if e.row != open {
-                continue;
-            }
-            if rd != NONE_IDX && (wr != NONE_IDX || !writes) {
-                // Nothing further can change the analysis.
-                break;
-            }
-            hit = true;
-            if e.write {
-                // A write waits for an earlier read of its address.
-                if wr == NONE_IDX && !entries[..i].iter().any(|p| !p.write && p.addr == e.addr) {
-                    wr = i as u8;
+        let hit = self.cq.hit[q];
+        let writes = self.cq.wr[q];
+        let reads_hit = hit & !writes;
+        let rd = if reads_hit != 0 {
+            reads_hit.trailing_zeros() as u8
+        } else {
+            NONE
+        };
+        let mut wr = NONE;
+        let mut wc = hit & writes;
+        if wc != 0 {
+            // A write waits for an earlier read of its address.
+            let n = self.cq.len(q);
+            let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            let reads = !writes & all;
+            while wc != 0 {
+                let i = wc.trailing_zeros() as usize;
+                wc &= wc - 1;
+                let mut before = reads & ((1u64 << i) - 1);
+                let mut blocked = false;
+                while before != 0 {
+                    let j = before.trailing_zeros() as usize;
+                    before &= before - 1;
+                    if self.cq.addr(q, j) == self.cq.addr(q, i) {
+                        blocked = true;
+                        break;
+                    }
                 }
-            } else if rd == NONE_IDX {
-                rd = i as u8;
+                if !blocked {
+                    wr = i as u8;
+                    break;
+                }
             }
         }
         // Close the row for the head only when nothing queued hits it, or the
         // row has had its share of hits.
-        let pre =
-            entries.first().is_some_and(|h| h.row != open) && (bank.hits >= ROW_HIT_LIMIT || !hit);
+        let pre = hit & 1 == 0 && (self.banks[q].hits >= ROW_HIT_LIMIT || hit == 0);
         Head { rd, wr, pre }
     }
 
-    /// Re-derives which candidate commands queue `q` has, after its entries
-    /// or its bank's state changed, and marks its rank.
-    fn refresh_head(&mut self, q: usize) {
-        let (a, p, d, w) = if self.nonempty & (1u64 << q) == 0 {
-            (NO, NO, NO, NO)
-        } else if self.banks[q].open_row == CLOSED {
-            (0, NO, NO, NO)
-        } else {
-            let h = self.analyse_head(q);
-            self.head[q] = h;
-            let no = |x: bool| if x { 0 } else { NO };
-            (NO, no(h.pre), no(h.rd != NONE_IDX), no(h.wr != NONE_IDX))
-        };
-        self.lanes.no_act[q] = a;
-        self.lanes.no_pre[q] = p;
-        self.lanes.no_rd[q] = d;
-        self.lanes.no_wr[q] = w;
-        self.dirty |= 1 << self.rank_of(q);
+    /// Sets queue `q`'s candidate times (bank part, [`INF`] for none).
+    #[inline(always)]
+    fn set_lanes(&mut self, q: usize, a: i32, p: i32, d: i32, w: i32) {
+        let l = &mut *self.lanes;
+        let (v, i) = (q / W, q % W);
+        l.e_act[v] = l.e_act[v].with_lane(i, a);
+        l.e_pre[v] = l.e_pre[v].with_lane(i, p);
+        l.e_rd[v] = l.e_rd[v].with_lane(i, d);
+        l.e_wr[v] = l.e_wr[v].with_lane(i, w);
     }
 
-    /// The command of queue `q` to issue at `now`, which its `ready_at` says
+    /// Re-derives queue `q`'s candidates when its bank is closed: an
+    /// ACTIVATE if anything waits.
+    #[inline(always)]
+    fn refresh_closed(&mut self, q: usize) {
+        let a = if self.nonempty >> q & 1 != 0 {
+            self.banks[q].act
+        } else {
+            INF
+        };
+        self.set_lanes(q, a, INF, INF, INF);
+    }
+
+    /// Re-derives queue `q`'s candidates when its bank is open, from the
+    /// head analysis (an empty queue has none).
+    #[inline(always)]
+    fn refresh_open(&mut self, q: usize) {
+        let b = self.banks[q];
+        let h = self.analyse_head(q);
+        self.head[q] = h;
+        let pick = |has: bool, t: i32| if has { t } else { INF };
+        // An empty queue's analysis finds no READ or WRITE, and a PRECHARGE
+        // only for a head that is there.
+        let nonempty = self.nonempty >> q & 1 != 0;
+        let p = pick(nonempty && h.pre, b.pre);
+        let d = pick(h.rd != NONE, b.rd);
+        let w = pick(h.wr != NONE, b.wr);
+        self.set_lanes(q, INF, p, d, w);
+    }
+
+    /// Re-derives which candidate commands queue `q` has and their bank
+    /// times, after its entries or its bank's state changed.
+    #[inline(always)]
+    fn refresh_head(&mut self, q: usize) {
+        if self.banks[q].open_row == CLOSED {
+            self.refresh_closed(q);
+        } else {
+            self.refresh_open(q);
+        }
+    }
+
+    /// The command of queue `q` to issue at `now`, which its `ready` says
     /// there is: entry index and kind, the first ready in queue order.
     #[inline]
-    fn pick(&self, q: usize, now: u64) -> (usize, Kind) {
-        if self.banks[q].open_row == CLOSED {
+    fn pick(&self, q: usize, now: i32) -> (usize, Kind) {
+        let b = &self.banks[q];
+        if b.open_row == CLOSED {
             return (0, Kind::Act);
         }
-        let now = now as i64;
         let h = self.head[q];
-        if h.pre && self.lanes.pre[q] <= now {
+        if h.pre && b.pre <= now {
             return (0, Kind::Pre);
         }
-        let (r, g, l) = (self.rank_of(q), self.group_of(q), &self.lanes);
-        let mut pick = NONE_IDX;
+        let l = &*self.lanes;
+        let mut pick = NONE;
         let mut kind = Kind::Rd;
-        if h.rd != NONE_IDX && l.rd[q].max(l.group_rd[g]).max(self.gate_rd[r]) <= now {
+        if h.rd != NONE && b.rd.max(lane(&l.g_rd, q)) <= now {
             pick = h.rd;
         }
-        let wr_t = l.wr[q].max(l.group_wr[g]).max(self.gate_wr[r]);
-        if h.wr != NONE_IDX && wr_t <= now && h.wr < pick {
+        if h.wr != NONE && b.wr.max(lane(&l.g_wr, q)) <= now && h.wr < pick {
             pick = h.wr;
             kind = Kind::Wr;
         }
-        debug_assert_ne!(pick, NONE_IDX, "queue {q} has no ready command at {now}");
+        debug_assert_ne!(pick, NONE, "queue {q} has no ready command at {now}");
         (pick as usize, kind)
     }
 
@@ -853,61 +1359,66 @@ impl NativeEngine {
     }
 
     fn activate(&mut self, now: u64, q: usize, row: u32) {
+        let nr = (now - self.base) as i32;
         let t = &self.t;
-        let (r, g) = (self.rank_of(q), self.group_of(q));
+        let at = |d: u64| nr + d as i32;
+        let (act_l, act_s, faw) = (at(t.act_to_act_l), at(t.act_to_act_s), at(t.faw));
+        let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_eq!(b.open_row, CLOSED);
         b.open_row = row;
         b.hits = 0;
-        let at = |d: u64| (now + d) as i64;
-        self.lanes.act[q] = self.lanes.act[q].max(at(t.act_to_act));
-        self.lanes.rd[q] = self.lanes.rd[q].max(at(t.act_to_rw));
-        self.lanes.wr[q] = self.lanes.wr[q].max(at(t.act_to_rw));
-        self.lanes.pre[q] = self.lanes.pre[q].max(at(t.act_to_pre));
-        self.lanes.group_act[g] = self.lanes.group_act[g].max(at(t.act_to_act_l));
+        b.act = b.act.max(at(t.act_to_act));
+        b.rd = b.rd.max(at(t.act_to_rw));
+        b.wr = b.wr.max(at(t.act_to_rw));
+        b.pre = b.pre.max(at(t.act_to_pre));
+        self.raise_group(Gate::Act, q / 4, act_l);
         let rk = &mut self.ranks[r];
-        rk.next_act = rk.next_act.max(now + t.act_to_act_s);
-        rk.faw[rk.faw_next] = now + t.faw;
+        rk.faw[rk.faw_next] = faw;
         rk.faw_next = (rk.faw_next + 1) & 3;
+        let gate = act_s.max(rk.faw[rk.faw_next]);
         if rk.open_banks == 0 {
             rk.active_since = now;
         }
         rk.open_banks += 1;
+        self.raise_rank(Gate::Act, r, gate);
         self.counts.activates += 1;
-        self.update_gates(1 << r);
-        self.refresh_head(q);
+        self.cq.open(q, row);
+        self.refresh_open(q);
         self.log_cmd(now, q, Command::Act);
     }
 
     fn precharge(&mut self, now: u64, q: usize) {
-        let t = &self.t;
+        let nr = (now - self.base) as i32;
+        let trp = nr + self.t.pre_to_act as i32;
         let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
         b.open_row = CLOSED;
         b.hits = 0;
-        self.lanes.act[q] = self.lanes.act[q].max((now + t.pre_to_act) as i64);
+        b.act = b.act.max(trp);
+        self.cq.hit[q] = 0;
         let rk = &mut self.ranks[r];
-        rk.next_ref = rk.next_ref.max(now + t.pre_to_act);
+        rk.next_ref = rk.next_ref.max(trp);
         rk.open_banks -= 1;
         if rk.open_banks == 0 {
             rk.active_cycles += now - rk.active_since;
         }
         self.counts.precharges += 1;
-        self.refresh_head(q);
+        self.refresh_closed(q);
         self.log_cmd(now, q, Command::Pre);
     }
 
     fn column(&mut self, now: u64, q: usize, write: bool) {
+        let nr = (now - self.base) as i32;
         let t = &self.t;
-        let (r, g) = (self.rank_of(q), self.group_of(q));
+        let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
         if b.hits != 0 {
             self.counts.row_hits += 1;
         }
         b.hits += 1;
-        let rk = &mut self.ranks[r];
         let (to_pre, to_rd_l, to_wr_l, to_rd_s, to_wr_s, to_rd_o, to_wr_o) = if write {
             self.counts.write_cmds += 1;
             (
@@ -931,35 +1442,51 @@ impl NativeEngine {
                 t.rd_to_wr_o,
             )
         };
-        rk.next_rd = rk.next_rd.max(now + to_rd_s);
-        rk.next_wr = rk.next_wr.max(now + to_wr_s);
-        rk.others_rd = rk.others_rd.max(now + to_rd_o);
-        rk.others_wr = rk.others_wr.max(now + to_wr_o);
-        self.lanes.pre[q] = self.lanes.pre[q].max((now + to_pre) as i64);
-        let gl = &mut self.lanes;
-        gl.group_rd[g] = gl.group_rd[g].max((now + to_rd_l) as i64);
-        gl.group_wr[g] = gl.group_wr[g].max((now + to_wr_l) as i64);
-        // The other ranks' gates move too.
-        self.update_gates(u32::MAX >> (32 - self.ranks.len()));
+        let at = |d: u64| nr + d as i32;
+        b.pre = b.pre.max(at(to_pre));
+        self.raise_group(Gate::Rd, q / 4, at(to_rd_l));
+        self.raise_group(Gate::Wr, q / 4, at(to_wr_l));
+        self.raise_rank(Gate::Rd, r, at(to_rd_s));
+        self.raise_rank(Gate::Wr, r, at(to_wr_s));
+        // What this rank's column command imposes on the other ranks.
+        for o in 0..self.ranks.len() {
+            if o != r {
+                self.raise_rank(Gate::Rd, o, at(to_rd_o));
+                self.raise_rank(Gate::Wr, o, at(to_wr_o));
+            }
+        }
         self.log_cmd(now, q, if write { Command::Wr } else { Command::Rd });
     }
 
     fn refresh(&mut self, now: u64, r: usize) {
-        let t = &self.t;
+        let nr = (now - self.base) as i32;
+        let done = nr + self.t.ref_to_act as i32;
         let rk = &mut self.ranks[r];
         debug_assert_eq!(rk.open_banks, 0);
-        rk.next_act = rk.next_act.max(now + t.ref_to_act);
-        rk.next_ref = now + t.ref_to_act;
+        rk.next_ref = done;
+        self.raise_rank(Gate::Act, r, done);
         self.counts.refreshes += 1;
-        self.update_gates(1 << r);
         self.log_cmd(now, r * self.banks_per_rank, Command::Ref);
+    }
+
+    /// Takes entry `i` out of bank queue `q`; returns its address, whether it
+    /// is a write, and the requests waiting for it.
+    #[inline(always)]
+    fn take_entry(&mut self, q: usize, i: usize) -> (u64, bool, Waiting) {
+        let n = self.cq.len(q);
+        let taken = self.cq.take(q, i);
+        self.full &= !(1u64 << q);
+        if n == 1 {
+            self.nonempty &= !(1u64 << q);
+        }
+        taken
     }
 
     /// Issues the command picked from queue `q` at `now`.
     fn issue_from_queue(&mut self, now: u64, q: usize, i: usize, kind: Kind) {
         match kind {
             Kind::Act => {
-                let row = self.cmdq[q][i].row;
+                let row = self.cq.row(q, i);
                 self.activate(now, q, row);
             }
             Kind::Pre => {
@@ -967,28 +1494,19 @@ impl NativeEngine {
                 self.precharge(now, q);
             }
             Kind::Rd | Kind::Wr => {
-                let e = self.cmdq[q].remove(i);
-                self.queued_writes[q] -= e.write as u8;
-                self.full &= !(1u64 << q);
-                if self.cmdq[q].is_empty() {
-                    self.nonempty &= !(1u64 << q);
-                }
-                self.column(now, q, e.write);
-                self.refresh_head(q);
-                if e.write {
-                    self.pending_wr.remove(&e.addr);
+                let (_, write, w) = self.take_entry(q, i);
+                self.column(now, q, write);
+                self.refresh_open(q);
+                if write {
                     self.unissued_writes -= 1;
                 } else {
-                    let list = self
-                        .pending_rd
-                        .remove(&e.addr)
-                        .expect("a queued read has waiting requests");
                     let done_at = now + self.t.read_delay;
-                    let mut n = list.head;
+                    self.next_done = self.next_done.min(done_at);
+                    self.read_done.push(done_at, w.first);
+                    let mut n = w.more;
                     while n != NIL {
                         let (id, next) = self.id_nodes[n as usize];
-                        self.read_done.push_back((done_at, id));
-                        self.next_done = self.next_done.min(done_at);
+                        self.read_done.push(done_at, id);
                         self.id_nodes[n as usize].1 = self.id_free;
                         self.id_free = n;
                         n = next;
@@ -1002,29 +1520,29 @@ impl NativeEngine {
     /// close, or the REF itself, if either can issue at `now`; else the
     /// earliest cycle at which one could.
     fn refresh_step(&mut self, now: u64, r: usize) -> Result<(), u64> {
-        let base = r * self.banks_per_rank;
-        let mut earliest = u64::MAX;
-        for q in base..base + self.banks_per_rank {
-            if self.banks[q].open_row != CLOSED {
-                let t = self.lanes.pre[q] as u64;
-                if t <= now {
+        let nr = (now - self.base) as i32;
+        let first = r * self.banks_per_rank;
+        let mut earliest = INF;
+        for q in first..first + self.banks_per_rank {
+            let b = &self.banks[q];
+            if b.open_row != CLOSED {
+                if b.pre <= nr {
                     self.precharge(now, q);
                     return Ok(());
                 }
-                earliest = earliest.min(t);
+                earliest = earliest.min(b.pre);
             }
         }
         if self.ranks[r].open_banks != 0 {
-            return Err(earliest);
+            return Err(self.absolute(earliest));
         }
         let t = self.ranks[r].next_ref;
-        if t > now {
-            return Err(t);
+        if t > nr {
+            return Err(self.absolute(t));
         }
         self.refresh(now, r);
         self.refresh_q.pop_front();
-        self.ref_mask = 0;
-        self.ref_rank = usize::MAX;
+        self.set_refreshing(None);
         Ok(())
     }
 
@@ -1037,106 +1555,121 @@ impl NativeEngine {
         ones << (r * self.banks_per_rank)
     }
 
+    /// Whether a read of `addr` (in bank queue `q`) waits to issue.
+    #[inline(always)]
+    fn read_pending(&self, q: usize, addr: u64) -> bool {
+        self.cq.find(q, addr).is_some() || self.read_q.find(q, addr).is_some()
+    }
+
+    /// Whether a write of `addr` (in bank queue `q`) waits to issue.
+    #[inline(always)]
+    fn write_pending(&self, q: usize, addr: u64) -> bool {
+        self.unissued_writes != 0
+            && (self.cq.find(q, addr | WRITE_TAG).is_some() || self.write_q.find(q, addr).is_some())
+    }
+
     /// Moves at most one transaction into its bank queue (DRAMsim3's
     /// `ScheduleTransaction`). Returns the queue that received a command.
+    #[inline(always)]
     fn schedule_transaction(&mut self) -> Option<usize> {
         if self.write_draining == 0 {
-            let n = self.write_q.len();
-            if n >= self.txn_cap
-                || (n > WRITE_DRAIN_LOW && self.nonempty == 0)
-                || (self.flush && n > 0)
+            let n = self.write_q.len;
+            if n != 0
+                && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
             {
                 self.write_draining = n as i64;
             }
         }
         let writes = self.write_draining > 0;
-        let targets = if writes {
-            self.write_targets
+        let fifo = if writes {
+            &mut self.write_q
         } else {
-            self.read_targets
+            &mut self.read_q
         };
-        if targets & !self.full == 0 {
+        let open = fifo.targets & !self.full;
+        if open == 0 {
             if self.write_draining < 0 {
                 self.write_draining = 0;
             }
             return None;
         }
-        let len = if writes {
-            self.write_q.len()
-        } else {
-            self.read_q.len()
-        };
-        for i in 0..len {
-            let txn = if writes {
-                self.write_q[i]
-            } else {
-                self.read_q[i]
-            };
-            let q = txn.queue as usize;
-            if self.cmdq[q].len() < self.cmd_cap {
-                if txn.write {
-                    if self.pending_rd.contains_key(&txn.addr) {
-                        self.write_draining = -1;
-                        return None;
-                    }
-                    self.write_draining -= 1;
-                    self.write_q.remove(i);
-                    self.write_waiting[q] -= 1;
-                    if self.write_waiting[q] == 0 {
-                        self.write_targets &= !(1u64 << q);
-                    }
-                } else {
-                    self.read_q.remove(i);
-                    self.read_waiting[q] -= 1;
-                    if self.read_waiting[q] == 0 {
-                        self.read_targets &= !(1u64 << q);
-                    }
-                }
-                self.cmdq[q].push(txn);
-                self.queued_writes[q] += txn.write as u8;
-                self.nonempty |= 1u64 << q;
-                if self.cmdq[q].len() == self.cmd_cap {
-                    self.full |= 1u64 << q;
-                }
-                self.refresh_head(q);
-                return Some(q);
+        // The first transaction in arrival order whose bank queue has room.
+        let q = fifo.oldest(open);
+        let txn = if writes {
+            let txn = self.write_q.front(q);
+            if self.read_pending(q, txn.addr) {
+                self.write_draining = -1;
+                return None;
             }
+            self.write_draining -= 1;
+            self.write_q.pop(q)
+        } else {
+            self.read_q.pop(q)
+        };
+        let n = self.cq.len(q);
+        let hit = txn.row == self.banks[q].open_row;
+        self.cq.push(q, &txn, hit);
+        self.nonempty |= 1u64 << q;
+        if n + 1 == self.cmd_cap {
+            self.full |= 1u64 << q;
         }
-        if self.write_draining < 0 {
-            self.write_draining = 0;
-        }
-        None
+        self.refresh_head(q);
+        Some(q)
     }
 
     /// Whether [`schedule_transaction`](Self::schedule_transaction) would
     /// change anything if it ran now: move a transaction, or change the
     /// write-drain state. Cycles where it would not, and no command can
     /// issue, are skipped.
+    #[inline]
     fn transaction_work_possible(&self) -> bool {
         if self.write_draining < 0 {
             return true;
         }
-        let n = self.write_q.len();
+        let n = self.write_q.len;
         if self.write_draining == 0
-            && (n >= self.txn_cap
-                || (n > WRITE_DRAIN_LOW && self.nonempty == 0)
-                || (self.flush && n > 0))
+            && n != 0
+            && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
         {
             // A drain starts, whether or not a write can move yet.
             return true;
         }
         let targets = if self.write_draining > 0 {
-            self.write_targets
+            self.write_q.targets
         } else {
-            self.read_targets
+            self.read_q.targets
         };
         targets & !self.full != 0
     }
 
-    /// One controller cycle at `now` (DRAMsim3's `Controller::ClockTick`),
-    /// then sets `wake` to the next cycle at which anything can happen.
-    fn step(&mut self, now: u64) {
-        self.move_due = false;
+    /// Marks rank `r` as the one being refreshed (its queues issue nothing
+    /// and do not count for the wake-up), or none.
+    fn set_refreshing(&mut self, r: Option<usize>) {
+        let all = (1u32 << self.vecs) - 1;
+        match r {
+            Some(r) => {
+                self.ref_mask = self.rank_mask(r);
+                self.ref_rank = r;
+                let n = self.vecs_per_rank;
+                self.live = all & !(((1u32 << n) - 1) << (r * n));
+            }
+            None => {
+                self.ref_mask = 0;
+                self.ref_rank = usize::MAX;
+                self.live = all;
+            }
+        }
+    }
+
+    /// The refresh part of [`step`](Self::step), at a cycle where a refresh
+    /// falls due or one is under way: returns whether a command issued and
+    /// the earliest cycle the refresh needs the controller again.
+    #[cold]
+    #[inline(never)]
+    fn refresh_part(&mut self, now: u64) -> (bool, u64) {
+        if now - self.base >= self.rebase_after {
+            self.rebase(now);
+        }
         if now == self.next_refresh {
             self.refresh_q.push_back(self.next_refresh_rank);
             self.next_refresh_rank = (self.next_refresh_rank + 1) % self.config.ranks;
@@ -1145,56 +1678,63 @@ impl NativeEngine {
         let mut wake = self.next_refresh;
         let mut issued = false;
         if let Some(&r) = self.refresh_q.front() {
-            self.ref_mask = self.rank_mask(r as usize);
-            self.ref_rank = r as usize;
+            self.set_refreshing(Some(r as usize));
             match self.refresh_step(now, r as usize) {
                 Ok(()) => issued = true,
                 Err(t) => wake = wake.min(t),
             }
         }
+        (issued, wake)
+    }
+
+    /// Issues the command of queue `q` that is ready at `now`.
+    #[inline(always)]
+    fn issue(&mut self, now: u64, q: usize) {
+        let nr = (now - self.base) as i32;
+        let (i, kind) = self.pick(q, nr);
+        self.issue_from_queue(now, q, i, kind);
+        self.queue_idx = q;
+    }
+
+    /// One controller cycle at `now` (DRAMsim3's `Controller::ClockTick`),
+    /// then sets `wake` to the next cycle at which anything can happen.
+    #[inline(always)]
+    fn step(&mut self, now: u64) {
+        self.move_due = false;
+        let (mut issued, mut wake) = (false, self.next_refresh);
+        let refreshing = now == self.next_refresh || !self.refresh_q.is_empty();
+        if refreshing {
+            (issued, wake) = self.refresh_part(now);
+        }
         // Round-robin from the queue after the last to issue: the first with a
         // ready command issues it.
         if !issued {
-            let cand = self.ready_mask(now) & !self.ref_mask;
+            let cand = self.ready_mask((now - self.base) as i32) & !self.ref_mask;
             if cand != 0 {
-                let start = if self.queue_idx + 1 == self.queues {
-                    0
-                } else {
-                    self.queue_idx + 1
-                };
-                let high = cand & (u64::MAX << start);
-                let q = if high != 0 { high } else { cand }.trailing_zeros() as usize;
-                let (i, kind) = self.pick(q, now);
-                self.issue_from_queue(now, q, i, kind);
-                self.queue_idx = q;
+                let start = self.queue_idx + 1;
+                let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
+                let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
+                let q = pool.trailing_zeros() as usize;
+                self.issue(now, q);
                 issued = true;
             }
         }
         self.schedule_transaction();
+        if refreshing && self.ref_mask != 0 && self.refresh_q.is_empty() {
+            self.set_refreshing(None);
+        }
         // The next wake-up: the earliest cycle at which a queue can issue, as
         // things stand after this cycle's command and move.
-        if self.ref_mask != 0 && self.refresh_q.is_empty() {
-            self.ref_mask = 0;
-            self.ref_rank = usize::MAX;
-        }
-        self.recompute_dirty();
-        for (r, &t) in self.rank_min.iter().enumerate() {
-            if r != self.ref_rank {
-                wake = wake.min(t as u64);
-            }
-        }
+        self.recompute();
+        wake = wake.min(self.absolute(self.least_ready()));
         if issued && !self.refresh_q.is_empty() {
             // The refreshing rank may go on precharging next cycle.
             wake = now + 1;
         }
-        if self.transaction_work_possible() {
+        if self.every_cycle || self.transaction_work_possible() {
             wake = now + 1;
         }
-        self.wake = if self.every_cycle {
-            now + 1
-        } else {
-            wake.max(now + 1)
-        };
+        self.wake = wake.max(now + 1);
     }
 
     /// The end of a cycle at which no command can issue and no refresh is
@@ -1203,8 +1743,11 @@ impl NativeEngine {
         self.move_due = false;
         let mut wake = self.wake;
         if let Some(q) = self.schedule_transaction() {
-            self.recompute_dirty();
-            wake = wake.min(self.lanes.ready_at[q] as u64);
+            // Only queue `q`'s lanes changed: update its `ready` alone.
+            let t = self.ready_of(q);
+            let (v, i) = (q / W, q % W);
+            self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+            wake = wake.min(self.absolute(t));
         }
         if self.transaction_work_possible() {
             wake = now + 1;
@@ -1212,32 +1755,24 @@ impl NativeEngine {
         self.wake = wake.max(now + 1);
     }
 
-    #[inline]
-    fn next_completion(&self) -> u64 {
-        let a = self.quick_done.front().map_or(u64::MAX, |x| x.0);
-        let b = self.read_done.front().map_or(u64::MAX, |x| x.0);
-        a.min(b)
+    #[inline(always)]
+    fn emit(&mut self, now: u64, done: &mut Vec<Completion>) {
+        let n = self.quick_done.drain_due(now, done) + self.read_done.drain_due(now, done);
+        self.pending -= n;
+        self.next_done = self
+            .quick_done
+            .first_cycle()
+            .min(self.read_done.first_cycle());
     }
 
-    #[inline]
-    fn emit(&mut self, now: u64, done: &mut Vec<Completion>) {
-        while let Some(&(c, id)) = self.quick_done.front() {
-            if c > now {
-                break;
-            }
-            self.quick_done.pop_front();
-            self.pending -= 1;
-            done.push(Completion { id, cycle: now });
+    /// Appends list node `node` to the requests waiting in `w`.
+    fn wait_also(w: &mut Waiting, nodes: &mut [(RequestId, u32)], node: u32) {
+        if w.more == NIL {
+            w.more = node;
+        } else {
+            nodes[w.last as usize].1 = node;
         }
-        while let Some(&(c, id)) = self.read_done.front() {
-            if c > now {
-                break;
-            }
-            self.read_done.pop_front();
-            self.pending -= 1;
-            done.push(Completion { id, cycle: now });
-        }
-        self.next_done = self.next_completion();
+        w.last = node;
     }
 
     fn push_id(&mut self, id: RequestId) -> u32 {
@@ -1252,6 +1787,31 @@ impl NativeEngine {
             (self.id_nodes.len() - 1) as u32
         }
     }
+
+    /// One clock edge: what [`DramEngine::tick`] does.
+    #[inline(always)]
+    fn tick_once(&mut self, done: &mut Vec<Completion>) -> bool {
+        let now = self.cycle;
+        let emitted = self.next_done <= now;
+        if emitted {
+            self.emit(now, done);
+        }
+        if now >= self.wake {
+            self.step(now);
+        } else if self.move_due {
+            self.move_only(now);
+        }
+        self.cycle = now + 1;
+        emitted
+    }
+}
+
+/// The three kinds of gate lanes.
+#[derive(Clone, Copy)]
+enum Gate {
+    Act,
+    Rd,
+    Wr,
 }
 
 impl DramEngine for NativeEngine {
@@ -1263,56 +1823,51 @@ impl DramEngine for NativeEngine {
         &self.config
     }
 
+    #[inline]
     fn try_send(&mut self, req: Request) -> Result<bool, SimError> {
-        self.config.check_addr(req.addr, "")?;
+        if req.addr >= self.capacity {
+            self.config.check_addr(req.addr, "")?;
+        }
         let addr = req.addr & !(BURST_BYTES - 1);
         let now = self.cycle;
+        let mut txn = self.decode(addr);
+        let q = txn.queue as usize;
         if req.access.is_write() {
-            if self.write_q.len() >= self.txn_cap {
+            if self.write_q.len >= self.txn_cap {
                 return Ok(false);
             }
-            if self.pending_wr.insert(addr) {
-                let mut txn = self.decode(addr);
+            if !self.write_pending(q, addr) {
                 txn.write = true;
                 self.write_q.push(txn);
-                self.write_waiting[txn.queue as usize] += 1;
-                self.write_targets |= 1u64 << txn.queue;
                 self.unissued_writes += 1;
             }
-            self.quick_done.push_back((now + 1, req.id));
+            self.quick_done.push(now + 1, req.id);
             self.next_done = self.next_done.min(now + 1);
         } else {
-            if self.read_q.len() >= self.txn_cap {
+            if self.read_q.len >= self.txn_cap {
                 return Ok(false);
             }
-            if !self.pending_wr.is_empty() && self.pending_wr.contains(&addr) {
-                self.quick_done.push_back((now + 1, req.id));
+            if self.write_pending(q, addr) {
+                // Served from the write buffer.
+                self.quick_done.push(now + 1, req.id);
                 self.next_done = self.next_done.min(now + 1);
-            } else {
+            } else if let Some(s) = self.cq.find(q, addr) {
                 let node = self.push_id(req.id);
-                match self.pending_rd.entry(addr) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => {
-                        let list = o.get_mut();
-                        self.id_nodes[list.tail as usize].1 = node;
-                        list.tail = node;
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(IdList {
-                            head: node,
-                            tail: node,
-                        });
-                        let txn = self.decode(addr);
-                        self.read_q.push(txn);
-                        self.read_waiting[txn.queue as usize] += 1;
-                        self.read_targets |= 1u64 << txn.queue;
-                    }
-                }
+                Self::wait_also(&mut self.cq.ids[s], &mut self.id_nodes, node);
+            } else if let Some(i) = self.read_q.find(q, addr) {
+                let node = self.push_id(req.id);
+                Self::wait_also(&mut self.read_q.txns[i].ids, &mut self.id_nodes, node);
+            } else {
+                txn.ids.first = req.id;
+                self.read_q.push(txn);
             }
         }
         self.pending += 1;
-        if self.wake > now {
+        if self.wake > now && self.transaction_work_possible() {
             // The controller moves a transaction at the end of this cycle,
-            // once every request sent in it has arrived.
+            // once every request sent in it has arrived. (When it can move
+            // none and the write-drain state cannot change, that end of cycle
+            // changes nothing and is skipped.)
             self.move_due = true;
         }
         Ok(true)
@@ -1320,48 +1875,29 @@ impl DramEngine for NativeEngine {
 
     #[inline]
     fn tick(&mut self, done: &mut Vec<Completion>) {
-        let now = self.cycle;
-        if self.next_done <= now {
-            self.emit(now, done);
-        }
-        if now >= self.wake {
-            self.step(now);
-        } else if self.move_due {
-            self.move_only(now);
-        }
-        self.cycle = now + 1;
+        self.tick_once(done);
     }
 
     fn tick_until_done(&mut self, limit: u64, done: &mut Vec<Completion>) {
-        while self.cycle < limit {
-            let next = if self.move_due {
-                self.cycle
-            } else {
-                self.wake.min(self.next_done)
-            };
-            if next > self.cycle {
-                if next >= limit {
-                    self.cycle = limit;
-                    return;
-                }
-                self.cycle = next;
-            }
-            // One tick, as `tick` does; a due completion ends the wait.
-            let now = self.cycle;
-            let emitted = self.next_done <= now;
-            if emitted {
-                self.emit(now, done);
-            }
-            if now >= self.wake {
-                self.step(now);
-            } else if self.move_due {
-                self.move_only(now);
-            }
-            self.cycle = now + 1;
-            if emitted {
-                return;
-            }
+        if self.cycle >= limit {
+            return;
         }
+        // A request sent at this cycle: its transaction may move now.
+        if self.move_due && self.tick_once(done) {
+            return;
+        }
+        // The controller's cycles before the next completion, then that
+        // completion's cycle. `wake` is never behind `cycle`.
+        while self.wake < self.next_done.min(limit) {
+            self.step(self.wake);
+        }
+        if self.next_done >= limit {
+            self.cycle = self.cycle.max(limit);
+            return;
+        }
+        let now = self.next_done;
+        self.cycle = now;
+        self.tick_once(done);
     }
 
     fn cycle(&self) -> u64 {
@@ -1431,14 +1967,20 @@ mod tests {
     }
 
     #[test]
-    fn queue_sizes_beyond_its_counters_are_refused() {
+    fn queue_sizes_beyond_its_masks_are_refused() {
         let mut c = DramConfig::preset("DDR4-3200-x8").unwrap();
-        c.command_queue = 255;
+        c.command_queue = 65;
         let e = NativeEngine::new(&c).err().expect("refused").to_string();
-        assert!(e.contains("bank command queue 255"), "{e}");
-        c.command_queue = 254;
-        c.transaction_queue = 255;
+        assert!(e.contains("bank command queue 65"), "{e}");
+        c.command_queue = 64;
+        c.transaction_queue = 1 << 16;
         assert!(NativeEngine::new(&c).is_ok());
+        c.transaction_queue = (1 << 16) + 1;
+        assert!(NativeEngine::new(&c).is_err());
+        let mut c = DramConfig::preset("DDR4-3200-x8").unwrap();
+        c.org.banks_per_group = 2;
+        let e = NativeEngine::new(&c).err().expect("refused").to_string();
+        assert!(e.contains("2 or 4 bank groups of 4 banks"), "{e}");
     }
 
     #[test]
@@ -1454,7 +1996,7 @@ mod tests {
                 let t = e.decode(addr);
                 let q = (d.rank * c.org.banks() as u64
                     + d.bankgroup * c.org.banks_per_group as u64
-                    + d.bank) as u16;
+                    + d.bank) as u8;
                 assert_eq!((t.row as u64, t.queue), (d.row, q), "{name} {addr:#x}");
             }
         }

@@ -1,7 +1,5 @@
 //! What flows into and out of an engine.
 
-use std::hash::{BuildHasherDefault, Hasher};
-
 use serde::{Deserialize, Serialize};
 
 /// Bytes moved by one request: one BL8 burst on a 64-bit rank.
@@ -61,28 +59,3 @@ pub struct Completion {
     pub id: RequestId,
     pub cycle: u64,
 }
-
-/// A hasher for the integer keys of the simulator's hot maps: request ids
-/// (consecutive) and 64 B aligned addresses (low bits zero). A SplitMix64
-/// finaliser spreads both over the table; SipHash per request was a visible
-/// share of a fast engine's run.
-#[derive(Default)]
-pub(crate) struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        let h = (self.0 ^ (self.0 >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^ (h >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 ^= x;
-    }
-}
-
-/// `HashMap` / `HashSet` state with [`IntHasher`].
-pub(crate) type IntHash = BuildHasherDefault<IntHasher>;

@@ -1,6 +1,5 @@
 //! Drives an engine with a request source and gathers [`DramStats`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -9,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::DramConfig;
 use crate::energy::{CommandCounts, Energy, EventEnergy};
 use crate::engine::{EngineKind, create_engine, on_fresh_thread};
-use crate::request::{BURST_BYTES, IntHash};
-use crate::{Access, Completion, MemOp, Request, SimError};
+use crate::request::BURST_BYTES;
+use crate::{Access, Completion, MemOp, Request, RequestId, SimError};
 
 /// How a run is driven.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -185,7 +184,7 @@ fn unique_temp_dir(kind: EngineKind) -> PathBuf {
 fn run_on_this_thread<S>(
     kind: EngineKind,
     config: &DramConfig,
-    mut source: S,
+    source: S,
     opts: &RunOptions,
     progress: Option<&(dyn Fn(u64) + Sync)>,
     dir: &std::path::Path,
@@ -194,102 +193,15 @@ where
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
     let started = Instant::now();
-    let mut engine = create_engine(kind, config, dir)?;
-    let mut in_flight: HashMap<u64, (u64, Access), IntHash> =
-        HashMap::with_capacity_and_hasher(opts.window * 2, Default::default());
-    let mut done: Vec<Completion> = Vec::with_capacity(64);
-    let mut next: Option<MemOp> = None;
-    let mut exhausted = false;
-    let mut next_id = 0u64;
-    let (mut reads, mut writes) = (0u64, 0u64);
-    let mut lat = LatencyHist::default();
-    let mut last_progress_cycle = 0u64;
-    let mut reported = 0u64;
-    let capacity = config.capacity_bytes();
-
-    loop {
-        let now = engine.cycle();
-        let mut issued = 0;
-        while !exhausted && issued < opts.issue_per_cycle && in_flight.len() < opts.window {
-            if next.is_none() {
-                next = source.next().transpose()?;
-            }
-            let Some(op) = next else {
-                exhausted = true;
-                break;
-            };
-            if op.addr >= capacity {
-                config.check_addr(op.addr, &format!(" (request #{next_id})"))?;
-            }
-            let req = Request {
-                id: next_id,
-                addr: op.addr,
-                access: op.access,
-            };
-            if !engine.try_send(req)? {
-                break;
-            }
-            in_flight.insert(next_id, (now, op.access));
-            next_id += 1;
-            next = None;
-            issued += 1;
-        }
-        if !in_flight.is_empty() && (exhausted || in_flight.len() >= opts.window) {
-            // Nothing can be sent before a request completes: let an
-            // event-driven engine jump to that cycle (same results as
-            // ticking every cycle; the stall check still fires).
-            let limit = engine.cycle() + opts.stall_limit_cycles + 1;
-            engine.tick_until_done(limit, &mut done);
-        } else {
-            engine.tick(&mut done);
-        }
-        for c in done.drain(..) {
-            let Some((sent, access)) = in_flight.remove(&c.id) else {
-                return Err(SimError::Engine {
-                    engine: kind.name(),
-                    what: format!("request {} completed twice or was never sent", c.id),
-                });
-            };
-            match access {
-                Access::Read => {
-                    reads += 1;
-                    lat.add(c.cycle.saturating_sub(sent));
-                }
-                Access::Write => writes += 1,
-            }
-            last_progress_cycle = engine.cycle();
-        }
-        let completed = reads + writes;
-        if let Some(p) = progress {
-            if completed >= reported + 4096 {
-                reported = completed;
-                p(completed);
-            }
-        }
-        if exhausted && in_flight.is_empty() && !engine.draining() {
-            break;
-        }
-        if engine.cycle() - last_progress_cycle > opts.stall_limit_cycles {
-            return Err(SimError::Engine {
-                engine: kind.name(),
-                what: format!(
-                    "no request completed for {} cycles ({} in flight, {} pending in the engine)",
-                    opts.stall_limit_cycles,
-                    in_flight.len(),
-                    engine.pending()
-                ),
-            });
-        }
-    }
-    if engine.pending() != 0 {
-        return Err(SimError::Engine {
-            engine: kind.name(),
-            what: format!("{} requests still pending at the end", engine.pending()),
-        });
-    }
-    let cycles = engine.cycle();
-    let report = engine.finish()?;
-    drop(engine);
+    // The native engine is driven through its own type, so that the loop
+    // below inlines its calls; the others through the trait object.
+    let (cycles, reads, writes, lat, report) = if kind == EngineKind::Native {
+        let mut engine = crate::native::NativeEngine::new(config)?;
+        drive(kind, &mut engine, config, source, opts, progress)?
+    } else {
+        let mut engine = create_engine(kind, config, dir)?;
+        drive(kind, engine.as_mut(), config, source, opts, progress)?
+    };
     if let Some(p) = progress {
         p(reads + writes);
     }
@@ -305,6 +217,177 @@ where
         report.engine_energy,
         wall_s,
     ))
+}
+
+/// The requests in flight, by id. The id of the `n`-th request sent is
+/// `n * 2^k + slot` (`2^k` the window rounded up to a power of two), so ids
+/// are unique over the run and a completion names its slot directly.
+struct InFlight {
+    /// Per slot: the id it holds (`u64::MAX` when free), the send cycle and
+    /// the access.
+    slots: Vec<(RequestId, u64, Access)>,
+    free: Vec<u32>,
+    shift: u32,
+    len: usize,
+}
+
+impl InFlight {
+    fn new(window: usize) -> Self {
+        InFlight {
+            slots: vec![(u64::MAX, 0, Access::Read); window],
+            free: (0..window as u32).rev().collect(),
+            shift: window.next_power_of_two().trailing_zeros(),
+            len: 0,
+        }
+    }
+
+    /// The id the `n`-th request gets if it is sent now.
+    #[inline]
+    fn next_id(&self, n: u64) -> RequestId {
+        let slot = *self
+            .free
+            .last()
+            .expect("the window bounds the requests in flight");
+        (n << self.shift) | slot as u64
+    }
+
+    /// Takes the slot of [`next_id`](Self::next_id) for a request sent at `cycle`.
+    #[inline]
+    fn insert(&mut self, id: RequestId, cycle: u64, access: Access) {
+        let slot = self
+            .free
+            .pop()
+            .expect("the window bounds the requests in flight");
+        self.slots[slot as usize] = (id, cycle, access);
+        self.len += 1;
+    }
+
+    /// Frees the slot of `id`; returns its send cycle and access, or `None`
+    /// for an id not in flight.
+    #[inline]
+    fn remove(&mut self, id: RequestId) -> Option<(u64, Access)> {
+        let slot = (id & ((1u64 << self.shift) - 1)) as usize;
+        let e = self.slots.get_mut(slot)?;
+        if e.0 != id {
+            return None;
+        }
+        e.0 = u64::MAX;
+        self.free.push(slot as u32);
+        self.len -= 1;
+        Some((e.1, e.2))
+    }
+}
+
+type Driven = (u64, u64, u64, LatencyHist, crate::engine::EngineReport);
+
+/// Runs `source` through `engine` to the end: the front end of
+/// [`simulate`].
+fn drive<E, S>(
+    kind: EngineKind,
+    engine: &mut E,
+    config: &DramConfig,
+    mut source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<Driven, SimError>
+where
+    E: crate::DramEngine + ?Sized,
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let mut in_flight = InFlight::new(opts.window);
+    let mut done: Vec<Completion> = Vec::with_capacity(64);
+    let mut next: Option<MemOp> = None;
+    let mut exhausted = false;
+    let mut sent = 0u64;
+    let (mut reads, mut writes) = (0u64, 0u64);
+    let mut lat = LatencyHist::default();
+    let mut last_progress_cycle = 0u64;
+    let mut reported = 0u64;
+    let capacity = config.capacity_bytes();
+
+    loop {
+        let now = engine.cycle();
+        let mut issued = 0;
+        while !exhausted && issued < opts.issue_per_cycle && in_flight.len < opts.window {
+            if next.is_none() {
+                next = source.next().transpose()?;
+            }
+            let Some(op) = next else {
+                exhausted = true;
+                break;
+            };
+            if op.addr >= capacity {
+                config.check_addr(op.addr, &format!(" (request #{sent})"))?;
+            }
+            let req = Request {
+                id: in_flight.next_id(sent),
+                addr: op.addr,
+                access: op.access,
+            };
+            if !engine.try_send(req)? {
+                break;
+            }
+            in_flight.insert(req.id, now, op.access);
+            sent += 1;
+            next = None;
+            issued += 1;
+        }
+        if in_flight.len != 0 && (exhausted || in_flight.len >= opts.window) {
+            // Nothing can be sent before a request completes: let an
+            // event-driven engine jump to that cycle (same results as
+            // ticking every cycle; the stall check still fires).
+            let limit = engine.cycle() + opts.stall_limit_cycles + 1;
+            engine.tick_until_done(limit, &mut done);
+        } else {
+            engine.tick(&mut done);
+        }
+        for c in done.drain(..) {
+            let Some((sent_at, access)) = in_flight.remove(c.id) else {
+                return Err(SimError::Engine {
+                    engine: kind.name(),
+                    what: format!("request {} completed twice or was never sent", c.id),
+                });
+            };
+            match access {
+                Access::Read => {
+                    reads += 1;
+                    lat.add(c.cycle.saturating_sub(sent_at));
+                }
+                Access::Write => writes += 1,
+            }
+            last_progress_cycle = engine.cycle();
+        }
+        let completed = reads + writes;
+        if let Some(p) = progress {
+            if completed >= reported + 4096 {
+                reported = completed;
+                p(completed);
+            }
+        }
+        if exhausted && in_flight.len == 0 && !engine.draining() {
+            break;
+        }
+        if engine.cycle() - last_progress_cycle > opts.stall_limit_cycles {
+            return Err(SimError::Engine {
+                engine: kind.name(),
+                what: format!(
+                    "no request completed for {} cycles ({} in flight, {} pending in the engine)",
+                    opts.stall_limit_cycles,
+                    in_flight.len,
+                    engine.pending()
+                ),
+            });
+        }
+    }
+    if engine.pending() != 0 {
+        return Err(SimError::Engine {
+            engine: kind.name(),
+            what: format!("{} requests still pending at the end", engine.pending()),
+        });
+    }
+    let cycles = engine.cycle();
+    let report = engine.finish()?;
+    Ok((cycles, reads, writes, lat, report))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -581,6 +581,102 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
     assert_eq!(cases, 40);
 }
 
+/// Runs `ops` in two halves with `gap` idle cycles between them (nothing in
+/// flight), waiting with `tick_until_done`.
+fn drive_with_gap(
+    mut e: NativeEngine,
+    ops: &[MemOp],
+    gap: u64,
+) -> (
+    Vec<Completion>,
+    Vec<CommandRecord>,
+    nmpsim_sim::EngineReport,
+) {
+    let mut done = Vec::new();
+    let mut all = Vec::new();
+    let (mut next, mut in_flight) = (0usize, 0usize);
+    let half = ops.len() / 2;
+    let mut gap_done = false;
+    loop {
+        if next == half && !gap_done && in_flight == 0 && !e.draining() {
+            gap_done = true;
+            let until = e.cycle() + gap;
+            while e.cycle() < until {
+                e.tick_until_done(until, &mut done);
+            }
+            assert!(done.is_empty());
+        }
+        let stop = if gap_done { ops.len() } else { half };
+        if next < stop && in_flight < 32 {
+            let req = Request {
+                id: next as u64,
+                addr: ops[next].addr,
+                access: ops[next].access,
+            };
+            if e.try_send(req).unwrap() {
+                next += 1;
+                in_flight += 1;
+            }
+            e.tick(&mut done);
+        } else if in_flight > 0 {
+            let limit = e.cycle() + 10_000_000;
+            e.tick_until_done(limit, &mut done);
+        } else {
+            e.tick(&mut done);
+        }
+        in_flight -= done.len();
+        all.append(&mut done);
+        if next == ops.len() && in_flight == 0 && !e.draining() {
+            break;
+        }
+    }
+    let report = e.finish().unwrap();
+    (all, e.take_command_log(), report)
+}
+
+#[test]
+fn rebasing_the_clock_changes_nothing() {
+    // The engine keeps its times as 32-bit counts from a base it moves
+    // forward every 2^30 cycles. Re-basing every few hundred cycles must give
+    // the same results, and so must a run that crosses 2^31 cycles (over two
+    // idle seconds of DRAM time, with every refresh in them).
+    for name in ["DDR4-3200-x8", "DDR4-2400-x16-2R", "DDR4-3200-x4-4R"] {
+        let cfg = preset(name);
+        for (kind, wf) in [(StreamKind::Random, 0.3), (StreamKind::Sequential, 0.2)] {
+            let ops = mixed_ops(&cfg, kind, 4_000, wf, 21);
+            let what = format!("{name} {kind:?}");
+            let plain = NativeEngine::with_command_log(&cfg).unwrap();
+            let often = NativeEngine::with_command_log(&cfg)
+                .unwrap()
+                .rebase_every(337);
+            let (ca, la, ra) = drive_with_gap(plain, &ops, 3 << 30);
+            let (cb, lb, rb) = drive_with_gap(often, &ops, 3 << 30);
+            assert!(
+                la.last().unwrap().cycle > 3 << 30,
+                "{what}: the run crosses 2^31 cycles"
+            );
+            let first = la.iter().zip(&lb).position(|(a, b)| a != b);
+            assert!(
+                la.len() == lb.len() && first.is_none(),
+                "{what}: command logs differ ({} vs {} commands, first difference at {first:?})",
+                la.len(),
+                lb.len()
+            );
+            assert!(ca == cb, "{what}: completions differ");
+            assert_eq!(ra, rb, "{what}");
+            check_log(&cfg, &la, &what);
+            // The refreshes of the idle gap: one per tREFI per rank.
+            let t = nmpsim_sim::native::TimingTable::of(&cfg);
+            let expected = (3u64 << 30) / t.refi * cfg.ranks as u64;
+            assert!(
+                ra.counts.refreshes >= expected,
+                "{what}: {} refreshes, expected at least {expected}",
+                ra.counts.refreshes
+            );
+        }
+    }
+}
+
 #[test]
 fn every_request_completes_exactly_once() {
     let cfg = preset("DDR4-3200-x8-2R");
