@@ -213,7 +213,8 @@ mod simd {
     //! the whole build targets AVX2 (the project's default,
     //! `.cargo/config.toml`), where any code may use AVX2 instructions, and
     //! `nmpsim` checks the CPU at start-up. `V8` and `__m256i` are both 32
-    //! bytes of integer lanes, valid for every bit pattern.
+    //! bytes of integer lanes, valid for every bit pattern. The two loads in
+    //! `equal8` read the two halves of a 64-byte array.
     use super::{V8, W};
     use std::arch::x86_64::*;
 
@@ -253,6 +254,19 @@ mod simd {
             let x = _mm256_min_epi32(x, _mm256_shuffle_epi32::<0b01_00_11_10>(x));
             let x = _mm256_min_epi32(x, _mm256_shuffle_epi32::<0b10_11_00_01>(x));
             _mm256_cvtsi256_si32(x)
+        }
+    }
+    /// Bit `s` set where `slots[s] == key`.
+    #[inline(always)]
+    pub(super) fn equal8(slots: &[u64; 8], key: u64) -> u32 {
+        unsafe {
+            let k = _mm256_set1_epi64x(key as i64);
+            let p = slots.as_ptr() as *const __m256i;
+            let lo = _mm256_cmpeq_epi64(_mm256_loadu_si256(p), k);
+            let hi = _mm256_cmpeq_epi64(_mm256_loadu_si256(p.add(1)), k);
+            let lo = _mm256_movemask_pd(_mm256_castsi256_pd(lo)) as u32;
+            let hi = _mm256_movemask_pd(_mm256_castsi256_pd(hi)) as u32;
+            lo | hi << 4
         }
     }
     #[inline(always)]
@@ -303,6 +317,15 @@ mod simd {
     #[inline(always)]
     pub(super) fn least(a: V8) -> i32 {
         a.0.iter().copied().min().unwrap_or(i32::MAX)
+    }
+    /// Bit `s` set where `slots[s] == key`.
+    #[inline(always)]
+    pub(super) fn equal8(slots: &[u64; 8], key: u64) -> u32 {
+        let mut m = 0u32;
+        for (s, &a) in slots.iter().enumerate() {
+            m |= ((a == key) as u32) << s;
+        }
+        m
     }
     #[inline(always)]
     pub(super) fn with_lane(mut a: V8, i: usize, x: i32) -> V8 {
@@ -711,10 +734,8 @@ impl CmdQueues {
         let slots = &self.addr[base..base + self.ring + 1];
         let mut m = 0u64;
         if let Ok(eight) = <&[u64; 8]>::try_from(slots) {
-            // The usual 8-entry queue: one vector comparison.
-            for (s, &a) in eight.iter().enumerate() {
-                m |= ((a == key) as u64) << s;
-            }
+            // The usual 8-entry queue: two vector comparisons.
+            m = simd::equal8(eight, key) as u64;
         } else {
             for (s, &a) in slots.iter().enumerate() {
                 m |= ((a == key) as u64) << s;
@@ -828,11 +849,65 @@ impl Mapping {
     }
 }
 
+/// The delays of [`TimingTable`] the commands add to the current cycle, as
+/// `i32` (the engine's time unit).
+#[derive(Clone, Copy, Debug)]
+struct Delays {
+    act_to_act: i32,
+    act_to_rw: i32,
+    act_to_pre: i32,
+    act_to_act_l: i32,
+    act_to_act_s: i32,
+    faw: i32,
+    pre_to_act: i32,
+    ref_to_act: i32,
+    /// Per column command (0 READ, 1 WRITE): to PRECHARGE, to READ and
+    /// WRITE in the bank group, in the rank, and in the other ranks.
+    col: [[i32; 7]; 2],
+}
+
+impl Delays {
+    fn of(t: &TimingTable) -> Self {
+        let c = |x: u64| x as i32;
+        Delays {
+            act_to_act: c(t.act_to_act),
+            act_to_rw: c(t.act_to_rw),
+            act_to_pre: c(t.act_to_pre),
+            act_to_act_l: c(t.act_to_act_l),
+            act_to_act_s: c(t.act_to_act_s),
+            faw: c(t.faw),
+            pre_to_act: c(t.pre_to_act),
+            ref_to_act: c(t.ref_to_act),
+            col: [
+                [
+                    c(t.rd_to_pre),
+                    c(t.rd_to_rd_l),
+                    c(t.rd_to_wr),
+                    c(t.rd_to_rd_s),
+                    c(t.rd_to_wr),
+                    c(t.rd_to_rd_o),
+                    c(t.rd_to_wr_o),
+                ],
+                [
+                    c(t.wr_to_pre),
+                    c(t.wr_to_rd_l),
+                    c(t.wr_to_wr_l),
+                    c(t.wr_to_rd_s),
+                    c(t.wr_to_wr_s),
+                    c(t.wr_to_rd_o),
+                    c(t.wr_to_wr_o),
+                ],
+            ],
+        }
+    }
+}
+
 /// The native DDR4 engine; see the [module documentation](self).
 pub struct NativeEngine {
     config: DramConfig,
     capacity: u64,
     t: TimingTable,
+    d: Delays,
     map: Mapping,
     banks_per_rank: usize,
     /// log2 of `banks_per_rank`.
@@ -886,6 +961,9 @@ pub struct NativeEngine {
     next_refresh: u64,
     next_refresh_rank: u32,
     refresh_q: VecDeque<u32>,
+    /// The controller must look at refresh from this cycle on: the next
+    /// refresh, or 0 while one is due or under way.
+    refresh_at: u64,
 
     /// Completion cycle and id, in completion order: posted writes and reads
     /// served from the write buffer (1 cycle), and reads (CL + BL/2 after READ).
@@ -966,6 +1044,7 @@ impl NativeEngine {
         let zero = [V8::splat(0); MAX_VECS];
         Ok(NativeEngine {
             capacity: config.capacity_bytes(),
+            d: Delays::of(&t),
             t,
             map: Mapping::of(config),
             banks_per_rank,
@@ -1014,6 +1093,7 @@ impl NativeEngine {
             next_refresh: refresh_interval,
             next_refresh_rank: 0,
             refresh_q: VecDeque::with_capacity(8),
+            refresh_at: refresh_interval,
             quick_done: DoneRing::new(window),
             read_done: DoneRing::new(window),
             next_done: u64::MAX,
@@ -1207,11 +1287,17 @@ impl NativeEngine {
     /// (`ready` current).
     #[inline(always)]
     fn least_ready(&self) -> i32 {
-        let l = &self.lanes.ready;
+        let l = &self.lanes.ready[..self.vecs];
         let mut m = V8::splat(INF);
-        for (v, x) in l[..self.vecs].iter().enumerate() {
-            if self.live >> v & 1 != 0 {
+        if self.ref_rank == usize::MAX {
+            for x in l {
                 m = m.min(*x);
+            }
+        } else {
+            for (v, x) in l.iter().enumerate() {
+                if self.live >> v & 1 != 0 {
+                    m = m.min(*x);
+                }
             }
         }
         m.least()
@@ -1228,7 +1314,7 @@ impl NativeEngine {
     }
 
     /// Analyses queue `q`'s entries against its open row (see [`Head`]).
-    #[inline]
+    #[inline(always)]
     fn analyse_head(&self, q: usize) -> Head {
         let hit = self.cq.hit[q];
         let writes = self.cq.wr[q];
@@ -1238,36 +1324,44 @@ impl NativeEngine {
         } else {
             NONE
         };
-        let mut wr = NONE;
-        let mut wc = hit & writes;
-        if wc != 0 {
-            // A write waits for an earlier read of its address.
-            let n = self.cq.len(q);
-            let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-            let reads = !writes & all;
-            while wc != 0 {
-                let i = wc.trailing_zeros() as usize;
-                wc &= wc - 1;
-                let mut before = reads & ((1u64 << i) - 1);
-                let mut blocked = false;
-                while before != 0 {
-                    let j = before.trailing_zeros() as usize;
-                    before &= before - 1;
-                    if self.cq.addr(q, j) == self.cq.addr(q, i) {
-                        blocked = true;
-                        break;
-                    }
-                }
-                if !blocked {
-                    wr = i as u8;
-                    break;
-                }
-            }
-        }
+        let wc = hit & writes;
+        let wr = if wc != 0 {
+            self.first_unblocked_write(q, wc)
+        } else {
+            NONE
+        };
         // Close the row for the head only when nothing queued hits it, or the
         // row has had its share of hits.
         let pre = hit & 1 == 0 && (self.banks[q].hits >= ROW_HIT_LIMIT || hit == 0);
         Head { rd, wr, pre }
+    }
+
+    /// The first of the hit writes `wc` of queue `q` that no earlier read of
+    /// its address holds back ([`NONE`] if all are).
+    #[inline(never)]
+    fn first_unblocked_write(&self, q: usize, mut wc: u64) -> u8 {
+        let n = self.cq.len(q);
+        let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let reads = !self.cq.wr[q] & all;
+        while wc != 0 {
+            let i = wc.trailing_zeros() as usize;
+            wc &= wc - 1;
+            let addr = self.cq.addr(q, i);
+            let mut before = reads & ((1u64 << i) - 1);
+            let mut blocked = false;
+            while before != 0 {
+                let j = before.trailing_zeros() as usize;
+                before &= before - 1;
+                if self.cq.addr(q, j) == addr {
+                    blocked = true;
+                    break;
+                }
+            }
+            if !blocked {
+                return i as u8;
+            }
+        }
+        NONE
     }
 
     /// Sets queue `q`'s candidate times (bank part, [`INF`] for none).
@@ -1358,20 +1452,20 @@ impl NativeEngine {
         }
     }
 
+    #[inline(always)]
     fn activate(&mut self, now: u64, q: usize, row: u32) {
         let nr = (now - self.base) as i32;
-        let t = &self.t;
-        let at = |d: u64| nr + d as i32;
-        let (act_l, act_s, faw) = (at(t.act_to_act_l), at(t.act_to_act_s), at(t.faw));
+        let d = self.d;
+        let (act_l, act_s, faw) = (nr + d.act_to_act_l, nr + d.act_to_act_s, nr + d.faw);
         let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_eq!(b.open_row, CLOSED);
         b.open_row = row;
         b.hits = 0;
-        b.act = b.act.max(at(t.act_to_act));
-        b.rd = b.rd.max(at(t.act_to_rw));
-        b.wr = b.wr.max(at(t.act_to_rw));
-        b.pre = b.pre.max(at(t.act_to_pre));
+        b.act = b.act.max(nr + d.act_to_act);
+        b.rd = b.rd.max(nr + d.act_to_rw);
+        b.wr = b.wr.max(nr + d.act_to_rw);
+        b.pre = b.pre.max(nr + d.act_to_pre);
         self.raise_group(Gate::Act, q / 4, act_l);
         let rk = &mut self.ranks[r];
         rk.faw[rk.faw_next] = faw;
@@ -1388,9 +1482,10 @@ impl NativeEngine {
         self.log_cmd(now, q, Command::Act);
     }
 
+    #[inline(always)]
     fn precharge(&mut self, now: u64, q: usize) {
         let nr = (now - self.base) as i32;
-        let trp = nr + self.t.pre_to_act as i32;
+        let trp = nr + self.d.pre_to_act;
         let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
@@ -1409,50 +1504,28 @@ impl NativeEngine {
         self.log_cmd(now, q, Command::Pre);
     }
 
+    #[inline(always)]
     fn column(&mut self, now: u64, q: usize, write: bool) {
         let nr = (now - self.base) as i32;
-        let t = &self.t;
         let r = self.rank_of(q);
         let b = &mut self.banks[q];
         debug_assert_ne!(b.open_row, CLOSED);
-        if b.hits != 0 {
-            self.counts.row_hits += 1;
-        }
+        self.counts.row_hits += (b.hits != 0) as u64;
         b.hits += 1;
-        let (to_pre, to_rd_l, to_wr_l, to_rd_s, to_wr_s, to_rd_o, to_wr_o) = if write {
-            self.counts.write_cmds += 1;
-            (
-                t.wr_to_pre,
-                t.wr_to_rd_l,
-                t.wr_to_wr_l,
-                t.wr_to_rd_s,
-                t.wr_to_wr_s,
-                t.wr_to_rd_o,
-                t.wr_to_wr_o,
-            )
-        } else {
-            self.counts.read_cmds += 1;
-            (
-                t.rd_to_pre,
-                t.rd_to_rd_l,
-                t.rd_to_wr,
-                t.rd_to_rd_s,
-                t.rd_to_wr,
-                t.rd_to_rd_o,
-                t.rd_to_wr_o,
-            )
-        };
-        let at = |d: u64| nr + d as i32;
-        b.pre = b.pre.max(at(to_pre));
-        self.raise_group(Gate::Rd, q / 4, at(to_rd_l));
-        self.raise_group(Gate::Wr, q / 4, at(to_wr_l));
-        self.raise_rank(Gate::Rd, r, at(to_rd_s));
-        self.raise_rank(Gate::Wr, r, at(to_wr_s));
+        self.counts.read_cmds += !write as u64;
+        self.counts.write_cmds += write as u64;
+        let [to_pre, to_rd_l, to_wr_l, to_rd_s, to_wr_s, to_rd_o, to_wr_o] =
+            self.d.col[write as usize].map(|d| nr + d);
+        b.pre = b.pre.max(to_pre);
+        self.raise_group(Gate::Rd, q / 4, to_rd_l);
+        self.raise_group(Gate::Wr, q / 4, to_wr_l);
+        self.raise_rank(Gate::Rd, r, to_rd_s);
+        self.raise_rank(Gate::Wr, r, to_wr_s);
         // What this rank's column command imposes on the other ranks.
         for o in 0..self.ranks.len() {
             if o != r {
-                self.raise_rank(Gate::Rd, o, at(to_rd_o));
-                self.raise_rank(Gate::Wr, o, at(to_wr_o));
+                self.raise_rank(Gate::Rd, o, to_rd_o);
+                self.raise_rank(Gate::Wr, o, to_wr_o);
             }
         }
         self.log_cmd(now, q, if write { Command::Wr } else { Command::Rd });
@@ -1460,7 +1533,7 @@ impl NativeEngine {
 
     fn refresh(&mut self, now: u64, r: usize) {
         let nr = (now - self.base) as i32;
-        let done = nr + self.t.ref_to_act as i32;
+        let done = nr + self.d.ref_to_act;
         let rk = &mut self.ranks[r];
         debug_assert_eq!(rk.open_banks, 0);
         rk.next_ref = done;
@@ -1483,6 +1556,7 @@ impl NativeEngine {
     }
 
     /// Issues the command picked from queue `q` at `now`.
+    #[inline(always)]
     fn issue_from_queue(&mut self, now: u64, q: usize, i: usize, kind: Kind) {
         match kind {
             Kind::Act => {
@@ -1542,6 +1616,11 @@ impl NativeEngine {
         }
         self.refresh(now, r);
         self.refresh_q.pop_front();
+        self.refresh_at = if self.refresh_q.is_empty() {
+            self.next_refresh
+        } else {
+            0
+        };
         self.set_refreshing(None);
         Ok(())
     }
@@ -1572,7 +1651,12 @@ impl NativeEngine {
     /// `ScheduleTransaction`). Returns the queue that received a command.
     #[inline(always)]
     fn schedule_transaction(&mut self) -> Option<usize> {
-        if self.write_draining == 0 {
+        if self.write_draining == 0 && self.write_q.len == 0 {
+            // No write waits: only a read can move.
+            if self.read_q.targets & !self.full == 0 {
+                return None;
+            }
+        } else if self.write_draining == 0 {
             let n = self.write_q.len;
             if n != 0
                 && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
@@ -1623,6 +1707,9 @@ impl NativeEngine {
     /// issue, are skipped.
     #[inline]
     fn transaction_work_possible(&self) -> bool {
+        if self.write_draining == 0 && self.write_q.len == 0 {
+            return self.read_q.targets & !self.full != 0;
+        }
         if self.write_draining < 0 {
             return true;
         }
@@ -1672,6 +1759,7 @@ impl NativeEngine {
         }
         if now == self.next_refresh {
             self.refresh_q.push_back(self.next_refresh_rank);
+            self.refresh_at = 0;
             self.next_refresh_rank = (self.next_refresh_rank + 1) % self.config.ranks;
             self.next_refresh += self.refresh_interval;
         }
@@ -1702,7 +1790,7 @@ impl NativeEngine {
     fn step(&mut self, now: u64) {
         self.move_due = false;
         let (mut issued, mut wake) = (false, self.next_refresh);
-        let refreshing = now == self.next_refresh || !self.refresh_q.is_empty();
+        let refreshing = now >= self.refresh_at;
         if refreshing {
             (issued, wake) = self.refresh_part(now);
         }
@@ -1727,7 +1815,7 @@ impl NativeEngine {
         // things stand after this cycle's command and move.
         self.recompute();
         wake = wake.min(self.absolute(self.least_ready()));
-        if issued && !self.refresh_q.is_empty() {
+        if issued && self.refresh_at == 0 {
             // The refreshing rank may go on precharging next cycle.
             wake = now + 1;
         }

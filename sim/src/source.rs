@@ -283,7 +283,12 @@ impl Iterator for SyntheticStream {
             o
         };
         let addr = self.base + offset;
-        let write = self.rw_rng.next_f64() < self.write_fraction;
+        // All reads or all writes need no draw (`next_f64` is in [0, 1)).
+        let write = match self.write_fraction {
+            f if f <= 0.0 => false,
+            f if f >= 1.0 => true,
+            f => self.rw_rng.next_f64() < f,
+        };
         Some(if write {
             MemOp::write(addr)
         } else {
