@@ -17,22 +17,26 @@
 //! length; `NMPSIM_BENCH_ENGINES` (default `native,dramsim3`) the engines, e.g.
 //! `native,dramsim3,ramulator`; `NMPSIM_BENCH_SIMULATE=1` also times one run
 //! of each engine through [`nmpsim_sim::simulate`] (the runner the command
-//! line uses, which ticks every cycle).
+//! line uses, which also keeps the latency histogram and checks every
+//! completion against its request).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
+use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
-    Completion, DramConfig, EngineKind, Request, RunOptions, create_engine, on_fresh_thread,
-    simulate,
+    Completion, DramConfig, DramEngine, EngineKind, Request, RunOptions, create_engine,
+    on_fresh_thread, simulate,
 };
 
 const WINDOW: usize = 32;
 
 /// Runs `n` reads of `kind` through a fresh engine; returns the cycles
-/// simulated (so the work cannot be optimised away).
+/// simulated (so the work cannot be optimised away). The native engine is
+/// driven through its own type, as `simulate` drives it; the references
+/// through the trait object.
 fn drive(kind: EngineKind, cfg: &DramConfig, stream: StreamKind, n: u64) -> u64 {
     let dir = std::env::temp_dir().join(format!(
         "nmpsim-bench-{}-{}",
@@ -41,46 +45,59 @@ fn drive(kind: EngineKind, cfg: &DramConfig, stream: StreamKind, n: u64) -> u64 
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let cycles = on_fresh_thread(|| {
-        let mut e = create_engine(kind, cfg, &dir).unwrap();
-        let spec = StreamSpec {
-            seed: 1,
-            ..StreamSpec::new(stream, n)
-        };
-        let mut src = synthetic(&spec, cfg.capacity_bytes()).unwrap();
-        let mut done: Vec<Completion> = Vec::with_capacity(64);
-        let mut next = src.next();
-        let mut id = 0u64;
-        let mut in_flight = 0usize;
-        let mut completed = 0u64;
-        while completed < n || e.draining() {
-            if let Some(op) = next.filter(|_| in_flight < WINDOW) {
-                let req = Request {
-                    id,
-                    addr: op.addr,
-                    access: op.access,
-                };
-                if e.try_send(req).unwrap() {
-                    id += 1;
-                    in_flight += 1;
-                    next = src.next();
-                }
-                e.tick(&mut done);
-            } else if in_flight > 0 {
-                let limit = e.cycle() + 1_000_000;
-                e.tick_until_done(limit, &mut done);
-            } else {
-                e.tick(&mut done);
-            }
-            in_flight -= done.len();
-            completed += done.len() as u64;
-            done.clear();
+        if kind == EngineKind::Native {
+            run(&mut NativeEngine::new(cfg).unwrap(), cfg, stream, n)
+        } else {
+            run(
+                create_engine(kind, cfg, &dir).unwrap().as_mut(),
+                cfg,
+                stream,
+                n,
+            )
         }
-        let c = e.cycle();
-        e.finish().unwrap();
-        c
     });
     std::fs::remove_dir_all(&dir).ok();
     cycles
+}
+
+/// The driving loop of [`drive`].
+fn run<E: DramEngine + ?Sized>(e: &mut E, cfg: &DramConfig, stream: StreamKind, n: u64) -> u64 {
+    let spec = StreamSpec {
+        seed: 1,
+        ..StreamSpec::new(stream, n)
+    };
+    let mut src = synthetic(&spec, cfg.capacity_bytes()).unwrap();
+    let mut done: Vec<Completion> = Vec::with_capacity(64);
+    let mut next = src.next();
+    let mut id = 0u64;
+    let mut in_flight = 0usize;
+    let mut completed = 0u64;
+    while completed < n || e.draining() {
+        if let Some(op) = next.filter(|_| in_flight < WINDOW) {
+            let req = Request {
+                id,
+                addr: op.addr,
+                access: op.access,
+            };
+            if e.try_send(req).unwrap() {
+                id += 1;
+                in_flight += 1;
+                next = src.next();
+            }
+            e.tick(&mut done);
+        } else if in_flight > 0 {
+            let limit = e.cycle() + 1_000_000;
+            e.tick_until_done(limit, &mut done);
+        } else {
+            e.tick(&mut done);
+        }
+        in_flight -= done.len();
+        completed += done.len() as u64;
+        done.clear();
+    }
+    let c = e.cycle();
+    e.finish().unwrap();
+    c
 }
 
 /// Seconds per run of `simulate` (the runner the CLI uses) on the stream.
