@@ -2071,6 +2071,108 @@ mod tests {
         assert!(e.contains("2 or 4 bank groups of 4 banks"), "{e}");
     }
 
+    fn txn(addr: u64, queue: u8, write: bool) -> Txn {
+        Txn {
+            addr,
+            row: (addr >> 20) as u32,
+            queue,
+            write,
+            ids: NO_IDS,
+        }
+    }
+
+    #[test]
+    fn remove_bit_closes_the_gap() {
+        assert_eq!(remove_bit(0b1011_0110, 0), 0b101_1011);
+        assert_eq!(remove_bit(0b1011_0110, 2), 0b101_1010);
+        assert_eq!(remove_bit(0b1011_0110, 7), 0b011_0110);
+        assert_eq!(remove_bit(u64::MAX, 63), u64::MAX >> 1);
+    }
+
+    #[test]
+    fn command_queues_keep_arrival_order_across_the_ring() {
+        let mut cq = CmdQueues::new(2, 6); // rings of 8 slots
+        let addr = |k: u64| k * 64;
+        // Wrap the ring of queue 1: push and take from the head a few times.
+        for k in 0..5 {
+            cq.push(1, &txn(addr(k), 1, false), false);
+            assert_eq!(cq.take(1, 0).0, addr(k));
+        }
+        for k in 10..16 {
+            cq.push(1, &txn(addr(k), 1, k % 2 == 0), k % 3 == 0);
+        }
+        assert_eq!(cq.len(1), 6);
+        assert_eq!(cq.wr[1], 0b01_0101);
+        assert_eq!(cq.hit[1], 0b10_0100);
+        // A write is found only under its tag, a read only untagged.
+        assert!(cq.find(1, addr(10) | WRITE_TAG).is_some());
+        assert!(cq.find(1, addr(10)).is_none());
+        assert!(cq.find(1, addr(11)).is_some());
+        assert!(cq.find(0, addr(11)).is_none());
+        // Taking from the middle shifts the later entries forward.
+        let (a, w, _) = cq.take(1, 2);
+        assert_eq!((a, w), (addr(12), true));
+        let order: Vec<u64> = (0..cq.len(1)).map(|i| cq.addr(1, i)).collect();
+        assert_eq!(order, [10, 11, 13, 14, 15].map(addr));
+        assert_eq!(cq.wr[1], 0b0_1001);
+        assert_eq!(cq.hit[1], 0b1_0000);
+        assert!(
+            cq.find(1, addr(12) | WRITE_TAG).is_none(),
+            "a taken slot is empty"
+        );
+        cq.open(1, (addr(14) >> 20) as u32);
+        assert_eq!(cq.hit[1], 0b1_1111, "every entry is in row 0");
+    }
+
+    #[test]
+    fn transaction_lists_give_the_oldest_with_room() {
+        let mut tq = TxnQueue::new(8);
+        for (k, q) in [3u8, 5, 3, 7, 5].into_iter().enumerate() {
+            tq.push(txn(k as u64 * 64, q, false));
+        }
+        assert_eq!(tq.len, 5);
+        assert_eq!(tq.targets, 1 << 3 | 1 << 5 | 1 << 7);
+        assert_eq!(tq.oldest(tq.targets), 3);
+        assert_eq!(tq.oldest(1 << 5 | 1 << 7), 5);
+        assert_eq!(tq.oldest(1 << 7), 7);
+        assert_eq!(tq.find(5, 4 * 64), Some(4));
+        assert_eq!(tq.find(3, 4 * 64), None);
+        assert_eq!(tq.pop(3).addr, 0);
+        assert_eq!(
+            tq.oldest(tq.targets),
+            5,
+            "bank 5's head arrived before bank 3's"
+        );
+        assert_eq!(tq.pop(5).addr, 64);
+        assert_eq!(tq.pop(3).addr, 128);
+        assert_eq!(tq.targets, 1 << 5 | 1 << 7);
+        // Freed slots are reused.
+        for k in 0..5 {
+            tq.push(txn(1000 + k * 64, 1, false));
+        }
+        assert_eq!(tq.len, 7);
+        assert_eq!(tq.oldest(1 << 1 | 1 << 5), 5);
+    }
+
+    #[test]
+    fn completion_rings_grow_in_order() {
+        let mut r = DoneRing::new(16);
+        let mut done = Vec::new();
+        for k in 0..10 {
+            r.push(k, k);
+        }
+        assert_eq!(r.drain_due(3, &mut done), 4);
+        for k in 10..40 {
+            r.push(k, k);
+        }
+        assert_eq!(r.first_cycle(), 4);
+        assert_eq!(r.drain_due(100, &mut done), 36);
+        assert_eq!(r.first_cycle(), u64::MAX);
+        let ids: Vec<u64> = done.iter().map(|c| c.id).collect();
+        assert_eq!(ids, (0..40).collect::<Vec<_>>());
+        assert!(done[..4].iter().all(|c| c.cycle == 3));
+    }
+
     #[test]
     fn fast_decode_equals_the_config() {
         for name in ["DDR4-3200-x8", "DDR4-2400-x16-2R", "DDR4-2400-x4-4R"] {
