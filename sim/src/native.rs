@@ -1911,7 +1911,7 @@ impl DramEngine for NativeEngine {
         &self.config
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_send(&mut self, req: Request) -> Result<bool, SimError> {
         if req.addr >= self.capacity {
             self.config.check_addr(req.addr, "")?;

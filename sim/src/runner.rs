@@ -93,6 +93,7 @@ struct LatencyHist {
 }
 
 impl LatencyHist {
+    #[inline]
     fn add(&mut self, c: u64) {
         let i = c as usize;
         if i >= self.counts.len() {
