@@ -334,44 +334,52 @@ fn native_agrees_with_the_references_on_long_runs() {
 /// request per cycle), and returns completions in order, the command log and
 /// the report. With `skip`, waits with `tick_until_done` whenever no request
 /// can be offered.
-fn drive(
-    cfg: &DramConfig,
-    ops: &[MemOp],
-    skip: bool,
-    log: bool,
-) -> (
-    Vec<Completion>,
-    Vec<CommandRecord>,
-    nmpsim_sim::EngineReport,
-) {
+fn drive(cfg: &DramConfig, ops: &[MemOp], skip: bool, log: bool) -> Run {
     let e = if log {
         NativeEngine::with_command_log(cfg).unwrap()
     } else {
         NativeEngine::new(cfg).unwrap()
     };
-    drive_engine(e, ops, 32, 1, skip)
+    drive_engine(e, ops, 32, 1, skip, 0)
 }
 
+/// What a run gives: completions in order, the command log, the report.
+type Run = (
+    Vec<Completion>,
+    Vec<CommandRecord>,
+    nmpsim_sim::EngineReport,
+);
+
 /// [`drive`] with a given engine, window and requests offered per cycle.
+/// With a `gap`, the first half of `ops` runs to the end, then `gap` idle
+/// cycles pass (waited with `tick_until_done`), then the second half runs.
 fn drive_engine(
     mut e: NativeEngine,
     ops: &[MemOp],
     window: usize,
     per_cycle: usize,
     skip: bool,
-) -> (
-    Vec<Completion>,
-    Vec<CommandRecord>,
-    nmpsim_sim::EngineReport,
-) {
+    gap: u64,
+) -> Run {
     let mut done = Vec::new();
     let mut all = Vec::new();
     let mut next = 0usize;
     let mut in_flight = 0usize;
+    let half = if gap > 0 { ops.len() / 2 } else { ops.len() };
+    let mut gapped = gap == 0;
     loop {
+        if !gapped && next == half && in_flight == 0 && !e.draining() {
+            gapped = true;
+            let until = e.cycle() + gap;
+            while e.cycle() < until {
+                e.tick_until_done(until, &mut done);
+            }
+            assert!(done.is_empty(), "nothing completes in an idle gap");
+        }
+        let stop = if gapped { ops.len() } else { half };
         let mut offered = false;
         for _ in 0..per_cycle {
-            if next == ops.len() || in_flight == window {
+            if next == stop || in_flight == window {
                 break;
             }
             offered = true;
@@ -521,17 +529,9 @@ fn skipping_idle_cycles_changes_nothing() {
         let cfg = preset(name);
         for (kind, wf) in [(StreamKind::Random, 0.2), (StreamKind::Sequential, 0.5)] {
             let ops = mixed_ops(&cfg, kind, 20_000, wf, 4);
-            let (ca, la, ra) = drive(&cfg, &ops, false, true);
-            let (cb, lb, rb) = drive(&cfg, &ops, true, true);
-            assert!(ca == cb, "{name} {kind:?}: completions differ");
-            let first = la.iter().zip(&lb).position(|(a, b)| a != b);
-            assert!(
-                la.len() == lb.len() && first.is_none(),
-                "{name} {kind:?}: command logs differ ({} vs {} commands, first difference at {first:?})",
-                la.len(),
-                lb.len()
-            );
-            assert_eq!(ra, rb, "{name} {kind:?}");
+            let a = drive(&cfg, &ops, false, true);
+            let b = drive(&cfg, &ops, true, true);
+            assert_same_run(&format!("{name} {kind:?}"), &a, &b);
         }
     }
 }
@@ -562,18 +562,10 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
             for (window, per_cycle) in [(32, 1), (256, 4)] {
                 let event = NativeEngine::with_command_log(&cfg).unwrap();
                 let every = NativeEngine::with_command_log(&cfg).unwrap().every_cycle();
-                let (ca, la, ra) = drive_engine(event, &ops, window, per_cycle, true);
-                let (cb, lb, rb) = drive_engine(every, &ops, window, per_cycle, false);
+                let a = drive_engine(event, &ops, window, per_cycle, true, 0);
+                let b = drive_engine(every, &ops, window, per_cycle, false, 0);
                 let what = format!("{name} {kind:?} writes {wf} window {window}/{per_cycle}");
-                let first = la.iter().zip(&lb).position(|(a, b)| a != b);
-                assert!(
-                    la.len() == lb.len() && first.is_none(),
-                    "{what}: command logs differ ({} vs {} commands, first difference at {first:?})",
-                    la.len(),
-                    lb.len()
-                );
-                assert!(ca == cb, "{what}: completions differ");
-                assert_eq!(ra, rb, "{what}");
+                assert_same_run(&what, &a, &b);
                 cases += 1;
             }
         }
@@ -581,57 +573,18 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
     assert_eq!(cases, 40);
 }
 
-/// Runs `ops` in two halves with `gap` idle cycles between them (nothing in
-/// flight), waiting with `tick_until_done`.
-fn drive_with_gap(
-    mut e: NativeEngine,
-    ops: &[MemOp],
-    gap: u64,
-) -> (
-    Vec<Completion>,
-    Vec<CommandRecord>,
-    nmpsim_sim::EngineReport,
-) {
-    let mut done = Vec::new();
-    let mut all = Vec::new();
-    let (mut next, mut in_flight) = (0usize, 0usize);
-    let half = ops.len() / 2;
-    let mut gap_done = false;
-    loop {
-        if next == half && !gap_done && in_flight == 0 && !e.draining() {
-            gap_done = true;
-            let until = e.cycle() + gap;
-            while e.cycle() < until {
-                e.tick_until_done(until, &mut done);
-            }
-            assert!(done.is_empty());
-        }
-        let stop = if gap_done { ops.len() } else { half };
-        if next < stop && in_flight < 32 {
-            let req = Request {
-                id: next as u64,
-                addr: ops[next].addr,
-                access: ops[next].access,
-            };
-            if e.try_send(req).unwrap() {
-                next += 1;
-                in_flight += 1;
-            }
-            e.tick(&mut done);
-        } else if in_flight > 0 {
-            let limit = e.cycle() + 10_000_000;
-            e.tick_until_done(limit, &mut done);
-        } else {
-            e.tick(&mut done);
-        }
-        in_flight -= done.len();
-        all.append(&mut done);
-        if next == ops.len() && in_flight == 0 && !e.draining() {
-            break;
-        }
-    }
-    let report = e.finish().unwrap();
-    (all, e.take_command_log(), report)
+/// Asserts that two runs gave the same command log, completions and report.
+fn assert_same_run(what: &str, a: &Run, b: &Run) {
+    let (la, lb) = (&a.1, &b.1);
+    let first = la.iter().zip(lb).position(|(x, y)| x != y);
+    assert!(
+        la.len() == lb.len() && first.is_none(),
+        "{what}: command logs differ ({} vs {} commands, first difference at {first:?})",
+        la.len(),
+        lb.len()
+    );
+    assert!(a.0 == b.0, "{what}: completions differ");
+    assert_eq!(a.2, b.2, "{what}");
 }
 
 #[test]
@@ -649,22 +602,15 @@ fn rebasing_the_clock_changes_nothing() {
             let often = NativeEngine::with_command_log(&cfg)
                 .unwrap()
                 .rebase_every(337);
-            let (ca, la, ra) = drive_with_gap(plain, &ops, 3 << 30);
-            let (cb, lb, rb) = drive_with_gap(often, &ops, 3 << 30);
+            let a = drive_engine(plain, &ops, 32, 1, true, 3 << 30);
+            let b = drive_engine(often, &ops, 32, 1, true, 3 << 30);
             assert!(
-                la.last().unwrap().cycle > 3 << 30,
+                a.1.last().unwrap().cycle > 3 << 30,
                 "{what}: the run crosses 2^31 cycles"
             );
-            let first = la.iter().zip(&lb).position(|(a, b)| a != b);
-            assert!(
-                la.len() == lb.len() && first.is_none(),
-                "{what}: command logs differ ({} vs {} commands, first difference at {first:?})",
-                la.len(),
-                lb.len()
-            );
-            assert!(ca == cb, "{what}: completions differ");
-            assert_eq!(ra, rb, "{what}");
-            check_log(&cfg, &la, &what);
+            assert_same_run(&what, &a, &b);
+            check_log(&cfg, &a.1, &what);
+            let ra = &a.2;
             // The refreshes of the idle gap: one per tREFI per rank.
             let t = nmpsim_sim::native::TimingTable::of(&cfg);
             let expected = (3u64 << 30) / t.refi * cfg.ranks as u64;
