@@ -1647,22 +1647,23 @@ impl NativeEngine {
             && (self.cq.find(q, addr | WRITE_TAG).is_some() || self.write_q.find(q, addr).is_some())
     }
 
+    /// Whether a write drain starts now: the buffer is full, or holds more
+    /// than [`WRITE_DRAIN_LOW`] writes while every command queue is empty, or
+    /// the front end has nothing left in flight.
+    #[inline(always)]
+    fn drain_starts(&self) -> bool {
+        let n = self.write_q.len;
+        self.write_draining == 0
+            && n != 0
+            && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
+    }
+
     /// Moves at most one transaction into its bank queue (DRAMsim3's
     /// `ScheduleTransaction`). Returns the queue that received a command.
     #[inline(always)]
     fn schedule_transaction(&mut self) -> Option<usize> {
-        if self.write_draining == 0 && self.write_q.len == 0 {
-            // No write waits: only a read can move.
-            if self.read_q.targets & !self.full == 0 {
-                return None;
-            }
-        } else if self.write_draining == 0 {
-            let n = self.write_q.len;
-            if n != 0
-                && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
-            {
-                self.write_draining = n as i64;
-            }
+        if self.drain_starts() {
+            self.write_draining = self.write_q.len as i64;
         }
         let writes = self.write_draining > 0;
         let fifo = if writes {
@@ -1707,18 +1708,9 @@ impl NativeEngine {
     /// issue, are skipped.
     #[inline]
     fn transaction_work_possible(&self) -> bool {
-        if self.write_draining == 0 && self.write_q.len == 0 {
-            return self.read_q.targets & !self.full != 0;
-        }
-        if self.write_draining < 0 {
-            return true;
-        }
-        let n = self.write_q.len;
-        if self.write_draining == 0
-            && n != 0
-            && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
-        {
-            // A drain starts, whether or not a write can move yet.
+        // A stopped drain resets, or a drain starts, whether or not a write
+        // can move yet.
+        if self.write_draining < 0 || self.drain_starts() {
             return true;
         }
         let targets = if self.write_draining > 0 {
