@@ -1037,8 +1037,7 @@ impl NativeEngine {
         };
         let nranks = config.ranks as usize;
         let vecs = queues / W;
-        // Distinct addresses the controller can hold: its two FIFOs and the
-        // bank queues.
+        // Requests the engine can hold before its completion rings grow.
         let window = 4 * txn_cap + queues * cmd_cap;
         let no = [V8::splat(INF); MAX_VECS];
         let zero = [V8::splat(0); MAX_VECS];
@@ -1799,10 +1798,9 @@ impl NativeEngine {
                 issued = true;
             }
         }
+        // (A REF that empties the refresh queue also ends the refreshing
+        // rank's exclusion, in `refresh_step`.)
         self.schedule_transaction();
-        if refreshing && self.ref_mask != 0 && self.refresh_q.is_empty() {
-            self.set_refreshing(None);
-        }
         // The next wake-up: the earliest cycle at which a queue can issue, as
         // things stand after this cycle's command and move.
         self.recompute();
