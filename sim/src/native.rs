@@ -269,6 +269,16 @@ mod simd {
             lo | hi << 4
         }
     }
+    /// Bit `s` set where `rows[s] == key`.
+    #[inline(always)]
+    pub(super) fn equal8_u32(rows: &[u32; 8], key: u32) -> u32 {
+        unsafe {
+            let k = _mm256_set1_epi32(key as i32);
+            let x = _mm256_loadu_si256(rows.as_ptr() as *const __m256i);
+            let e = _mm256_cmpeq_epi32(x, k);
+            _mm256_movemask_ps(_mm256_castsi256_ps(e)) as u32
+        }
+    }
     #[inline(always)]
     pub(super) fn with_lane(a: V8, i: usize, x: i32) -> V8 {
         debug_assert!(i < W);
@@ -324,6 +334,15 @@ mod simd {
         let mut m = 0u32;
         for (s, &a) in slots.iter().enumerate() {
             m |= ((a == key) as u32) << s;
+        }
+        m
+    }
+    /// Bit `s` set where `rows[s] == key`.
+    #[inline(always)]
+    pub(super) fn equal8_u32(rows: &[u32; 8], key: u32) -> u32 {
+        let mut m = 0u32;
+        for (s, &r) in rows.iter().enumerate() {
+            m |= ((r == key) as u32) << s;
         }
         m
     }
@@ -787,14 +806,49 @@ impl CmdQueues {
         (addr & !WRITE_TAG, addr & WRITE_TAG != 0, ids)
     }
 
+    /// Takes the last entry out (undoes [`push`](Self::push)); returns its
+    /// address, row and waiting requests.
+    fn pop_back(&mut self, q: usize) -> (u64, u32, Waiting) {
+        let n = self.len(q);
+        debug_assert!(n > 0);
+        let s = self.slot(q, n - 1);
+        let taken = (self.addr[s] & !WRITE_TAG, self.row[s], self.ids[s]);
+        self.addr[s] = EMPTY;
+        self.len[q] = (n - 1) as u8;
+        self.wr[q] &= !(1u64 << (n - 1));
+        self.hit[q] &= !(1u64 << (n - 1));
+        taken
+    }
+
     /// Sets the hit mask of queue `q` for a newly opened `row`.
+    /// Compares every slot of the ring (a fixed count, so no branch
+    /// depends on the queue's length) and turns slot order into queue order.
     #[inline]
     fn open(&mut self, q: usize, row: u32) {
-        let mut hit = 0u64;
-        for i in 0..self.len(q) {
-            hit |= ((self.row(q, i) == row) as u64) << i;
-        }
-        self.hit[q] = hit;
+        let n = self.len(q);
+        let base = q << self.shift;
+        let rows = &self.row[base..base + self.ring + 1];
+        let by_slot = if let Ok(eight) = <&[u32; 8]>::try_from(rows) {
+            simd::equal8_u32(eight, row) as u64
+        } else {
+            let mut m = 0u64;
+            for (s, &r) in rows.iter().enumerate() {
+                m |= ((r == row) as u64) << s;
+            }
+            m
+        };
+        // Slot `head + i` holds entry `i`: rotate right by `head` within the
+        // ring, then keep the queue's `n` entries.
+        let slots = self.ring as u32 + 1;
+        let h = self.head[q] as u32;
+        let ring_bits = if slots == 64 {
+            u64::MAX
+        } else {
+            (1u64 << slots) - 1
+        };
+        let rotated = ((by_slot >> h) | (by_slot << ((slots - h) % 64))) & ring_bits;
+        let mine = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        self.hit[q] = rotated & mine;
     }
 }
 
@@ -939,6 +993,11 @@ pub struct NativeEngine {
     /// A request arrived at a cycle where the controller does nothing else:
     /// it still moves a transaction at the end of the cycle ([`Self::move_only`]).
     move_due: bool,
+    /// A read that arrived at this cycle, with nothing else to move, went
+    /// straight to its bank queue (what the end of the cycle would have
+    /// done); the wake-up before it. Undone if anything else arrives in the
+    /// same cycle ([`Self::undo_direct`]).
+    direct: Option<Direct>,
     unissued_writes: usize,
 
     cq: CmdQueues,
@@ -1063,6 +1122,7 @@ impl NativeEngine {
             write_draining: 0,
             flush: false,
             move_due: false,
+            direct: None,
             unissued_writes: 0,
             cq: CmdQueues::new(queues, cmd_cap),
             head: [Head {
@@ -1405,13 +1465,24 @@ impl NativeEngine {
 
     /// Re-derives which candidate commands queue `q` has and their bank
     /// times, after its entries or its bank's state changed.
+    ///
+    /// Without a branch on the bank's state (hard to predict): a closed
+    /// bank's hit mask is empty, so its analysis finds no READ or WRITE, and
+    /// its PRECHARGE and ACTIVATE are masked by the state.
     #[inline(always)]
     fn refresh_head(&mut self, q: usize) {
-        if self.banks[q].open_row == CLOSED {
-            self.refresh_closed(q);
-        } else {
-            self.refresh_open(q);
-        }
+        let b = self.banks[q];
+        let closed = b.open_row == CLOSED;
+        debug_assert!(!closed || self.cq.hit[q] == 0);
+        let h = self.analyse_head(q);
+        self.head[q] = h;
+        let pick = |has: bool, t: i32| if has { t } else { INF };
+        let nonempty = self.nonempty >> q & 1 != 0;
+        let a = pick(nonempty & closed, b.act);
+        let p = pick(nonempty & h.pre & !closed, b.pre);
+        let d = pick(h.rd != NONE, b.rd);
+        let w = pick(h.wr != NONE, b.wr);
+        self.set_lanes(q, a, p, d, w);
     }
 
     /// The command of queue `q` to issue at `now`, which its `ready` says
@@ -1548,9 +1619,8 @@ impl NativeEngine {
         let n = self.cq.len(q);
         let taken = self.cq.take(q, i);
         self.full &= !(1u64 << q);
-        if n == 1 {
-            self.nonempty &= !(1u64 << q);
-        }
+        // (Without a branch: whether the queue empties is hard to predict.)
+        self.nonempty &= !(((n == 1) as u64) << q);
         taken
     }
 
@@ -1833,6 +1903,81 @@ impl NativeEngine {
         self.wake = wake.max(now + 1);
     }
 
+    /// Whether a read arriving at `now` for queue `q` may go straight to
+    /// its bank queue: the controller issues nothing at this cycle, nothing
+    /// else has arrived in it, and at the end of the cycle this read would be
+    /// the one transaction to move (no other waits, no write drain can start,
+    /// its queue has room).
+    #[inline(always)]
+    fn direct_possible(&self, now: u64, q: usize) -> bool {
+        self.wake > now
+            && !self.move_due
+            && self.read_q.len == 0
+            && self.write_q.len == 0
+            && self.write_draining == 0
+            && self.full >> q & 1 == 0
+    }
+
+    /// The end-of-cycle move of [`move_only`](Self::move_only), for the one
+    /// read that arrived at `now`, done at its arrival.
+    #[inline(always)]
+    fn move_direct(&mut self, now: u64, txn: Txn) {
+        let q = txn.queue as usize;
+        self.direct = Some(Direct {
+            cycle: now,
+            queue: q,
+            wake: self.wake,
+        });
+        let n = self.cq.len(q);
+        let hit = txn.row == self.banks[q].open_row;
+        self.cq.push(q, &txn, hit);
+        self.nonempty |= 1u64 << q;
+        if n + 1 == self.cmd_cap {
+            self.full |= 1u64 << q;
+        }
+        self.refresh_head(q);
+        let t = self.ready_of(q);
+        let (v, i) = (q / W, q % W);
+        self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+        // No other transaction waits and no drain can start, so the move
+        // leaves no work for the next cycle.
+        self.wake = self.wake.min(self.absolute(t)).max(now + 1);
+    }
+
+    /// Puts a read moved at arrival back in the (empty) read queue, to move
+    /// at the end of the cycle as usual, because something else happens in
+    /// its cycle.
+    #[cold]
+    #[inline(never)]
+    fn undo_direct(&mut self) {
+        let Some(d) = self.direct.take() else {
+            return;
+        };
+        debug_assert_eq!(d.cycle, self.cycle);
+        debug_assert_eq!(self.read_q.len, 0);
+        let q = d.queue;
+        let (addr, row, ids) = self.cq.pop_back(q);
+        self.full &= !(1u64 << q);
+        if self.cq.len(q) == 0 {
+            self.nonempty &= !(1u64 << q);
+        }
+        self.refresh_head(q);
+        let t = self.ready_of(q);
+        let (v, i) = (q / W, q % W);
+        self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+        self.wake = d.wake;
+        self.read_q.push(Txn {
+            addr,
+            row,
+            queue: q as u8,
+            write: false,
+            ids,
+        });
+        // What the read's arrival set: a transaction can move at the end of
+        // the cycle.
+        self.move_due = true;
+    }
+
     #[inline(always)]
     fn emit(&mut self, now: u64, done: &mut Vec<Completion>) {
         let n = self.quick_done.drain_due(now, done) + self.read_done.drain_due(now, done);
@@ -1884,6 +2029,14 @@ impl NativeEngine {
     }
 }
 
+/// A read moved to its bank queue at arrival (see `NativeEngine::direct`).
+#[derive(Clone, Copy, Debug)]
+struct Direct {
+    cycle: u64,
+    queue: usize,
+    wake: u64,
+}
+
 /// The three kinds of gate lanes.
 #[derive(Clone, Copy)]
 enum Gate {
@@ -1908,6 +2061,9 @@ impl DramEngine for NativeEngine {
         }
         let addr = req.addr & !(BURST_BYTES - 1);
         let now = self.cycle;
+        if self.direct.is_some_and(|d| d.cycle == now) {
+            self.undo_direct();
+        }
         let mut txn = self.decode(addr);
         let q = txn.queue as usize;
         if req.access.is_write() {
@@ -1937,6 +2093,11 @@ impl DramEngine for NativeEngine {
                 Self::wait_also(&mut self.read_q.txns[i].ids, &mut self.id_nodes, node);
             } else {
                 txn.ids.first = req.id;
+                if self.direct_possible(now, q) {
+                    self.move_direct(now, txn);
+                    self.pending += 1;
+                    return Ok(true);
+                }
                 self.read_q.push(txn);
             }
         }
@@ -1988,6 +2149,11 @@ impl DramEngine for NativeEngine {
 
     fn draining(&mut self) -> bool {
         let left = self.unissued_writes > 0;
+        if left && !self.flush && self.direct.is_some_and(|d| d.cycle == self.cycle) {
+            // The controller runs at this cycle after all: the read moves
+            // after its command, as usual.
+            self.undo_direct();
+        }
         if left && !self.flush {
             self.flush = true;
             self.wake = self.wake.min(self.cycle);

@@ -19,7 +19,8 @@ use nmpsim_sim::jedec::{Checker, Command, CommandRecord};
 use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
-    Completion, DramConfig, DramEngine, DramStats, EngineKind, MemOp, Request, RunOptions, simulate,
+    Access, Completion, Coord, DramConfig, DramEngine, DramStats, EngineKind, MemOp, Request,
+    RunOptions, simulate,
 };
 use nmpsim_traces::{
     BagSize, Distribution, GenSpec, Generator, TableSpec, TraceHeader, TraceWriter,
@@ -541,8 +542,10 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
     // The engine runs its controller only at cycles where something can
     // happen; the reference runs it at every cycle. Where a skipped cycle
     // could matter: several requests arriving in one cycle (the transaction
-    // move must see all of them), write drains starting while no write can
-    // move yet.
+    // move must see all of them; a small window keeps the read queue empty,
+    // so the first read of a cycle goes straight to its bank queue and the
+    // second puts it back), write drains starting while no write can move
+    // yet.
     let mut cases = 0;
     for name in [
         "DDR4-3200-x8",
@@ -559,7 +562,7 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
             (StreamKind::Strided { stride_bytes: 8192 }, 0.1),
         ] {
             let ops = mixed_ops(&cfg, kind, 6_000, wf, 11);
-            for (window, per_cycle) in [(32, 1), (256, 4)] {
+            for (window, per_cycle) in [(32, 1), (256, 4), (8, 2)] {
                 let event = NativeEngine::with_command_log(&cfg).unwrap();
                 let every = NativeEngine::with_command_log(&cfg).unwrap().every_cycle();
                 let a = drive_engine(event, &ops, window, per_cycle, true, 0);
@@ -570,7 +573,134 @@ fn skipping_idle_cycles_equals_running_every_cycle() {
             }
         }
     }
-    assert_eq!(cases, 40);
+    assert_eq!(cases, 60);
+}
+
+/// Drives `e` with bursts: every `period` cycles, up to `burst` requests
+/// arrive in the same cycle (fewer when the window is full); between bursts
+/// the engine skips ahead.
+fn drive_bursts(
+    mut e: NativeEngine,
+    ops: &[MemOp],
+    window: usize,
+    burst: usize,
+    period: u64,
+) -> Run {
+    let mut done = Vec::new();
+    let mut all = Vec::new();
+    let mut next = 0usize;
+    let mut in_flight = 0usize;
+    loop {
+        for _ in 0..burst {
+            if next == ops.len() || in_flight == window {
+                break;
+            }
+            let req = Request {
+                id: 1000 + next as u64,
+                addr: ops[next].addr,
+                access: ops[next].access,
+            };
+            if !e.try_send(req).unwrap() {
+                break;
+            }
+            next += 1;
+            in_flight += 1;
+        }
+        let until = (e.cycle() / period + 1) * period;
+        while e.cycle() < until {
+            e.tick_until_done(until, &mut done);
+        }
+        in_flight -= done.len();
+        all.append(&mut done);
+        if next == ops.len() && in_flight == 0 && !e.draining() {
+            break;
+        }
+        assert!(e.cycle() < 1 << 40, "no progress");
+    }
+    assert_eq!(e.pending(), 0);
+    let report = e.finish().unwrap();
+    (all, e.take_command_log(), report)
+}
+
+#[test]
+fn requests_arriving_together_equal_running_every_cycle() {
+    // A read that arrives while nothing else waits to move goes straight to
+    // its bank queue; a second request in the same cycle puts it back, so
+    // that the end of the cycle moves the older one only, as the controller
+    // does. Bursts of arrivals against the every-cycle reference check both.
+    for name in ["DDR4-3200-x8", "DDR4-2400-x16-2R"] {
+        let cfg = preset(name);
+        for (kind, wf) in [
+            (StreamKind::Random, 0.0),
+            (StreamKind::Random, 0.2),
+            (StreamKind::Sequential, 0.0),
+        ] {
+            let ops = mixed_ops(&cfg, kind, 4_000, wf, 5);
+            for (burst, period) in [(2, 7), (3, 40)] {
+                let event = NativeEngine::with_command_log(&cfg).unwrap();
+                let every = NativeEngine::with_command_log(&cfg).unwrap().every_cycle();
+                let a = drive_bursts(event, &ops, 16, burst, period);
+                let b = drive_bursts(every, &ops, 16, burst, period);
+                let what = format!("{name} {kind:?} writes {wf} bursts of {burst} every {period}");
+                assert_same_run(&what, &a, &b);
+            }
+        }
+    }
+}
+
+#[test]
+fn draining_in_an_arrival_cycle_equals_running_every_cycle() {
+    // Nine posted writes to two open rows start a write drain. Once the
+    // buffer is empty, both rows are open and the WRITEs wait for tRCD, a
+    // read to a third bank arrives (straight to its bank queue: nothing
+    // else waits to move and no command issues in its cycle) and the front
+    // end says, in the same cycle, that it has nothing more in flight. The
+    // controller then runs in that cycle, and the read's ACTIVATE must not
+    // issue before the read has moved at the end of it.
+    let cfg = preset("DDR4-3200-x8");
+    let at = |bankgroup: u64, column: u64| {
+        cfg.encode(Coord {
+            rank: 0,
+            bankgroup,
+            bank: 0,
+            row: 5,
+            column,
+        })
+    };
+    let run = |mut e: NativeEngine| -> Run {
+        let mut done = Vec::new();
+        let mut all = Vec::new();
+        for k in 0..9u64 {
+            let req = Request {
+                id: k,
+                addr: at(k % 2, k),
+                access: Access::Write,
+            };
+            assert!(e.try_send(req).unwrap());
+            e.tick(&mut done);
+        }
+        for _ in 0..12 {
+            e.tick(&mut done);
+        }
+        let read = Request {
+            id: 100,
+            addr: at(2, 0),
+            access: Access::Read,
+        };
+        assert!(e.try_send(read).unwrap());
+        assert!(e.draining(), "the writes are still to issue");
+        while e.pending() != 0 || e.draining() {
+            e.tick(&mut done);
+            all.append(&mut done);
+            assert!(e.cycle() < 100_000, "no progress");
+        }
+        let report = e.finish().unwrap();
+        (all, e.take_command_log(), report)
+    };
+    let a = run(NativeEngine::with_command_log(&cfg).unwrap());
+    let b = run(NativeEngine::with_command_log(&cfg).unwrap().every_cycle());
+    assert!(a.0.iter().any(|c| c.id == 100), "the read completes");
+    assert_same_run("drain called in the read's cycle", &a, &b);
 }
 
 /// Asserts that two runs gave the same command log, completions and report.
