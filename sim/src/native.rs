@@ -624,20 +624,17 @@ struct DoneRing {
 impl DoneRing {
     fn new(cap: usize) -> Self {
         DoneRing {
-            slots: vec![(0, 0); cap.next_power_of_two().max(16)],
+            slots: vec![(u64::MAX, 0); cap.next_power_of_two().max(16)],
             head: 0,
             len: 0,
         }
     }
 
-    /// The first cycle, `u64::MAX` when empty.
+    /// The first cycle, `u64::MAX` when empty (free slots hold `u64::MAX`,
+    /// so this needs no branch).
     #[inline(always)]
     fn first_cycle(&self) -> u64 {
-        if self.len == 0 {
-            u64::MAX
-        } else {
-            self.slots[self.head].0
-        }
+        self.slots[self.head].0
     }
 
     #[inline(always)]
@@ -657,7 +654,7 @@ impl DoneRing {
         for k in 0..self.len {
             v.push(self.slots[(self.head + k) & (n - 1)]);
         }
-        v.resize(2 * n, (0, 0));
+        v.resize(2 * n, (u64::MAX, 0));
         self.slots = v;
         self.head = 0;
     }
@@ -668,11 +665,15 @@ impl DoneRing {
         let m = self.slots.len() - 1;
         let mut k = 0;
         while k < self.len {
-            let (c, id) = self.slots[(self.head + k) & m];
-            if c > now {
+            let s = &mut self.slots[(self.head + k) & m];
+            if s.0 > now {
                 break;
             }
-            done.push(Completion { id, cycle: now });
+            done.push(Completion {
+                id: s.1,
+                cycle: now,
+            });
+            s.0 = u64::MAX;
             k += 1;
         }
         self.head = (self.head + k) & m;
