@@ -1907,13 +1907,14 @@ impl NativeEngine {
     /// Whether a read arriving at `now` for queue `q` may go straight to
     /// its bank queue: the controller issues nothing at this cycle, nothing
     /// else has arrived in it, and at the end of the cycle this read would be
-    /// the one transaction to move (no other waits, no write drain can start,
-    /// its queue has room).
+    /// the one transaction to move: its queue has room, every other waiting
+    /// read is for a full queue (which stays full until a command issues),
+    /// and no write drain can start.
     #[inline(always)]
     fn direct_possible(&self, now: u64, q: usize) -> bool {
         self.wake > now
             && !self.move_due
-            && self.read_q.len == 0
+            && self.read_q.targets & !self.full == 0
             && self.write_q.len == 0
             && self.write_draining == 0
             && self.full >> q & 1 == 0
@@ -1945,9 +1946,10 @@ impl NativeEngine {
         self.wake = self.wake.min(self.absolute(t)).max(now + 1);
     }
 
-    /// Puts a read moved at arrival back in the (empty) read queue, to move
-    /// at the end of the cycle as usual, because something else happens in
-    /// its cycle.
+    /// Puts a read moved at arrival back in the read queue, to move at the
+    /// end of the cycle as usual, because something else happens in its
+    /// cycle. It is the youngest transaction there, and the only one for its
+    /// queue.
     #[cold]
     #[inline(never)]
     fn undo_direct(&mut self) {
@@ -1955,7 +1957,7 @@ impl NativeEngine {
             return;
         };
         debug_assert_eq!(d.cycle, self.cycle);
-        debug_assert_eq!(self.read_q.len, 0);
+        debug_assert_eq!(self.read_q.targets >> d.queue & 1, 0);
         let q = d.queue;
         let (addr, row, ids) = self.cq.pop_back(q);
         self.full &= !(1u64 << q);
