@@ -2284,6 +2284,49 @@ mod tests {
     }
 
     #[test]
+    fn row_hit_masks_follow_the_ring_and_pop_back_undoes_push() {
+        // The hit mask of a newly opened row is computed over the ring's
+        // slots and rotated into queue order: check it against the entries
+        // one by one, for every ring size the engine takes (the 8-slot ring
+        // has a vector path) and every position of the head.
+        for cap in [1usize, 2, 3, 6, 8, 16, 33, 64] {
+            let mut cq = CmdQueues::new(2, cap);
+            let slots = cap.next_power_of_two();
+            for turn in 0..slots {
+                for n in [0, 1, cap / 2, cap] {
+                    let rows: Vec<u64> = (0..n as u64).map(|k| (k * 7 + turn as u64) % 3).collect();
+                    for (k, &row) in rows.iter().enumerate() {
+                        cq.push(1, &txn(row << 20 | (k as u64) << 6, 1, k % 2 == 1), false);
+                    }
+                    for row in 0..4u32 {
+                        cq.open(1, row);
+                        let want =
+                            (0..n).fold(0u64, |m, i| m | ((cq.row(1, i) == row) as u64) << i);
+                        assert_eq!(
+                            cq.hit[1], want,
+                            "ring of {slots}, head {turn}, {n} entries, row {row}"
+                        );
+                    }
+                    // Undo the pushes from the back: masks and length return.
+                    for k in (0..n).rev() {
+                        let wr_before = cq.wr[1];
+                        let (addr, row, _) = cq.pop_back(1);
+                        assert_eq!(addr, rows[k] << 20 | (k as u64) << 6);
+                        assert_eq!(row as u64, rows[k]);
+                        assert_eq!(cq.len(1), k);
+                        assert_eq!(cq.wr[1], wr_before & !(1u64 << k));
+                        assert_eq!(cq.hit[1] >> k, 0);
+                    }
+                    assert!(cq.find(1, rows.first().map_or(1, |r| r << 20)).is_none());
+                }
+                // Move the head on by one.
+                cq.push(1, &txn(0, 1, false), false);
+                cq.take(1, 0);
+            }
+        }
+    }
+
+    #[test]
     fn transaction_lists_give_the_oldest_with_room() {
         let mut tq = TxnQueue::new(8);
         for (k, q) in [3u8, 5, 3, 7, 5].into_iter().enumerate() {
