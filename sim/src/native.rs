@@ -1332,17 +1332,6 @@ impl NativeEngine {
         }
     }
 
-    /// Queue `q`'s `ready` from its lanes (what [`recompute`](Self::recompute)
-    /// gives its lane).
-    #[inline(always)]
-    fn ready_of(&self, q: usize) -> i32 {
-        let l = &*self.lanes;
-        let a = lane(&l.e_act, q).max(lane(&l.g_act, q));
-        let r = lane(&l.e_rd, q).max(lane(&l.g_rd, q));
-        let w = lane(&l.e_wr, q).max(lane(&l.g_wr, q));
-        a.min(lane(&l.e_pre, q)).min(r.min(w))
-    }
-
     /// The earliest `ready` of the queues outside the rank being refreshed
     /// (`ready` current).
     #[inline(always)]
@@ -1470,8 +1459,11 @@ impl NativeEngine {
     /// Without a branch on the bank's state (hard to predict): a closed
     /// bank's hit mask is empty, so its analysis finds no READ or WRITE, and
     /// its PRECHARGE and ACTIVATE are masked by the state.
+    ///
+    /// Returns the queue's new `ready`: what [`recompute`](Self::recompute)
+    /// would give its lane, from the values just written.
     #[inline(always)]
-    fn refresh_head(&mut self, q: usize) {
+    fn refresh_head(&mut self, q: usize) -> i32 {
         let b = self.banks[q];
         let closed = b.open_row == CLOSED;
         debug_assert!(!closed || self.cq.hit[q] == 0);
@@ -1484,6 +1476,11 @@ impl NativeEngine {
         let d = pick(h.rd != NONE, b.rd);
         let w = pick(h.wr != NONE, b.wr);
         self.set_lanes(q, a, p, d, w);
+        let l = &*self.lanes;
+        let a = a.max(lane(&l.g_act, q));
+        let d = d.max(lane(&l.g_rd, q));
+        let w = w.max(lane(&l.g_wr, q));
+        a.min(p).min(d.min(w))
     }
 
     /// The command of queue `q` to issue at `now`, which its `ready` says
@@ -1731,7 +1728,7 @@ impl NativeEngine {
     /// Moves at most one transaction into its bank queue (DRAMsim3's
     /// `ScheduleTransaction`). Returns the queue that received a command.
     #[inline(always)]
-    fn schedule_transaction(&mut self) -> Option<usize> {
+    fn schedule_transaction(&mut self) -> Option<(usize, i32)> {
         if self.drain_starts() {
             self.write_draining = self.write_q.len as i64;
         }
@@ -1768,8 +1765,7 @@ impl NativeEngine {
         if n + 1 == self.cmd_cap {
             self.full |= 1u64 << q;
         }
-        self.refresh_head(q);
-        Some(q)
+        Some((q, self.refresh_head(q)))
     }
 
     /// Whether [`schedule_transaction`](Self::schedule_transaction) would
@@ -1891,9 +1887,8 @@ impl NativeEngine {
     fn move_only(&mut self, now: u64) {
         self.move_due = false;
         let mut wake = self.wake;
-        if let Some(q) = self.schedule_transaction() {
+        if let Some((q, t)) = self.schedule_transaction() {
             // Only queue `q`'s lanes changed: update its `ready` alone.
-            let t = self.ready_of(q);
             let (v, i) = (q / W, q % W);
             self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
             wake = wake.min(self.absolute(t));
@@ -1937,8 +1932,7 @@ impl NativeEngine {
         if n + 1 == self.cmd_cap {
             self.full |= 1u64 << q;
         }
-        self.refresh_head(q);
-        let t = self.ready_of(q);
+        let t = self.refresh_head(q);
         let (v, i) = (q / W, q % W);
         self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
         // No other transaction waits and no drain can start, so the move
@@ -1964,8 +1958,7 @@ impl NativeEngine {
         if self.cq.len(q) == 0 {
             self.nonempty &= !(1u64 << q);
         }
-        self.refresh_head(q);
-        let t = self.ready_of(q);
+        let t = self.refresh_head(q);
         let (v, i) = (q / W, q % W);
         self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
         self.wake = d.wake;
