@@ -378,23 +378,14 @@ fn drive_engine(
             assert!(done.is_empty(), "nothing completes in an idle gap");
         }
         let stop = if gapped { ops.len() } else { half };
-        let mut offered = false;
-        for _ in 0..per_cycle {
-            if next == stop || in_flight == window {
-                break;
-            }
-            offered = true;
-            let req = Request {
-                id: 1000 + next as u64,
-                addr: ops[next].addr,
-                access: ops[next].access,
-            };
-            if !e.try_send(req).unwrap() {
-                break;
-            }
-            next += 1;
-            in_flight += 1;
-        }
+        let offered = offer(
+            &mut e,
+            &ops[..stop],
+            &mut next,
+            &mut in_flight,
+            window,
+            per_cycle,
+        );
         if skip && !offered && in_flight > 0 {
             let limit = e.cycle() + 10_000_000;
             e.tick_until_done(limit, &mut done);
@@ -411,6 +402,37 @@ fn drive_engine(
     assert_eq!(e.pending(), 0);
     let report = e.finish().unwrap();
     (all, e.take_command_log(), report)
+}
+
+/// Offers up to `n` of `ops` from `next` on in the current cycle, within
+/// `window` requests in flight; returns whether any was offered (accepted or
+/// not). Request ids are 1000 + the index.
+fn offer(
+    e: &mut NativeEngine,
+    ops: &[MemOp],
+    next: &mut usize,
+    in_flight: &mut usize,
+    window: usize,
+    n: usize,
+) -> bool {
+    let mut offered = false;
+    for _ in 0..n {
+        if *next == ops.len() || *in_flight == window {
+            break;
+        }
+        offered = true;
+        let req = Request {
+            id: 1000 + *next as u64,
+            addr: ops[*next].addr,
+            access: ops[*next].access,
+        };
+        if !e.try_send(req).unwrap() {
+            break;
+        }
+        *next += 1;
+        *in_flight += 1;
+    }
+    offered
 }
 
 fn mixed_ops(
@@ -591,21 +613,7 @@ fn drive_bursts(
     let mut next = 0usize;
     let mut in_flight = 0usize;
     loop {
-        for _ in 0..burst {
-            if next == ops.len() || in_flight == window {
-                break;
-            }
-            let req = Request {
-                id: 1000 + next as u64,
-                addr: ops[next].addr,
-                access: ops[next].access,
-            };
-            if !e.try_send(req).unwrap() {
-                break;
-            }
-            next += 1;
-            in_flight += 1;
-        }
+        offer(&mut e, ops, &mut next, &mut in_flight, window, burst);
         let until = (e.cycle() / period + 1) * period;
         while e.cycle() < until {
             e.tick_until_done(until, &mut done);
