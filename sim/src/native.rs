@@ -996,8 +996,8 @@ pub struct NativeEngine {
     move_due: bool,
     /// A read that arrived at this cycle, with nothing else to move, went
     /// straight to its bank queue (what the end of the cycle would have
-    /// done); the wake-up before it. Undone if anything else arrives in the
-    /// same cycle ([`Self::undo_direct`]).
+    /// done); the wake-up before it. Undone if anything else happens in its
+    /// cycle ([`Self::undo_direct`]).
     direct: Option<Direct>,
     unissued_writes: usize,
 
@@ -1758,14 +1758,28 @@ impl NativeEngine {
         } else {
             self.read_q.pop(q)
         };
+        Some((q, self.enqueue(&txn)))
+    }
+
+    /// Appends `txn` to its bank queue; returns the queue's new `ready`.
+    #[inline(always)]
+    fn enqueue(&mut self, txn: &Txn) -> i32 {
+        let q = txn.queue as usize;
         let n = self.cq.len(q);
         let hit = txn.row == self.banks[q].open_row;
-        self.cq.push(q, &txn, hit);
+        self.cq.push(q, txn, hit);
         self.nonempty |= 1u64 << q;
         if n + 1 == self.cmd_cap {
             self.full |= 1u64 << q;
         }
-        Some((q, self.refresh_head(q)))
+        self.refresh_head(q)
+    }
+
+    /// Sets queue `q`'s `ready` lane alone (only its lanes changed).
+    #[inline(always)]
+    fn set_ready(&mut self, q: usize, t: i32) {
+        let (v, i) = (q / W, q % W);
+        self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
     }
 
     /// Whether [`schedule_transaction`](Self::schedule_transaction) would
@@ -1888,9 +1902,7 @@ impl NativeEngine {
         self.move_due = false;
         let mut wake = self.wake;
         if let Some((q, t)) = self.schedule_transaction() {
-            // Only queue `q`'s lanes changed: update its `ready` alone.
-            let (v, i) = (q / W, q % W);
-            self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+            self.set_ready(q, t);
             wake = wake.min(self.absolute(t));
         }
         if self.transaction_work_possible() {
@@ -1925,16 +1937,8 @@ impl NativeEngine {
             queue: q,
             wake: self.wake,
         });
-        let n = self.cq.len(q);
-        let hit = txn.row == self.banks[q].open_row;
-        self.cq.push(q, &txn, hit);
-        self.nonempty |= 1u64 << q;
-        if n + 1 == self.cmd_cap {
-            self.full |= 1u64 << q;
-        }
-        let t = self.refresh_head(q);
-        let (v, i) = (q / W, q % W);
-        self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+        let t = self.enqueue(&txn);
+        self.set_ready(q, t);
         // No other transaction waits and no drain can start, so the move
         // leaves no work for the next cycle.
         self.wake = self.wake.min(self.absolute(t)).max(now + 1);
@@ -1959,8 +1963,7 @@ impl NativeEngine {
             self.nonempty &= !(1u64 << q);
         }
         let t = self.refresh_head(q);
-        let (v, i) = (q / W, q % W);
-        self.lanes.ready[v] = self.lanes.ready[v].with_lane(i, t);
+        self.set_ready(q, t);
         self.wake = d.wake;
         self.read_q.push(Txn {
             addr,
