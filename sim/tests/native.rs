@@ -362,77 +362,81 @@ fn drive_engine(
     skip: bool,
     gap: u64,
 ) -> Run {
-    let mut done = Vec::new();
-    let mut all = Vec::new();
-    let mut next = 0usize;
-    let mut in_flight = 0usize;
+    let mut f = Front::default();
     let half = if gap > 0 { ops.len() / 2 } else { ops.len() };
     let mut gapped = gap == 0;
     loop {
-        if !gapped && next == half && in_flight == 0 && !e.draining() {
+        if !gapped && f.next == half && f.in_flight == 0 && !e.draining() {
             gapped = true;
             let until = e.cycle() + gap;
             while e.cycle() < until {
-                e.tick_until_done(until, &mut done);
+                e.tick_until_done(until, &mut f.done);
             }
-            assert!(done.is_empty(), "nothing completes in an idle gap");
+            assert!(f.done.is_empty(), "nothing completes in an idle gap");
         }
         let stop = if gapped { ops.len() } else { half };
-        let offered = offer(
-            &mut e,
-            &ops[..stop],
-            &mut next,
-            &mut in_flight,
-            window,
-            per_cycle,
-        );
-        if skip && !offered && in_flight > 0 {
+        let offered = f.offer(&mut e, &ops[..stop], window, per_cycle);
+        if skip && !offered && f.in_flight > 0 {
             let limit = e.cycle() + 10_000_000;
-            e.tick_until_done(limit, &mut done);
+            e.tick_until_done(limit, &mut f.done);
         } else {
-            e.tick(&mut done);
+            e.tick(&mut f.done);
         }
-        in_flight -= done.len();
-        all.append(&mut done);
-        if next == ops.len() && in_flight == 0 && !e.draining() {
-            break;
+        if f.settle(&mut e, ops) {
+            return f.finish(e);
         }
-        assert!(e.cycle() < 1 << 40, "no progress");
     }
-    assert_eq!(e.pending(), 0);
-    let report = e.finish().unwrap();
-    (all, e.take_command_log(), report)
 }
 
-/// Offers up to `n` of `ops` from `next` on in the current cycle, within
-/// `window` requests in flight; returns whether any was offered (accepted or
-/// not). Request ids are 1000 + the index.
-fn offer(
-    e: &mut NativeEngine,
-    ops: &[MemOp],
-    next: &mut usize,
-    in_flight: &mut usize,
-    window: usize,
-    n: usize,
-) -> bool {
-    let mut offered = false;
-    for _ in 0..n {
-        if *next == ops.len() || *in_flight == window {
-            break;
+/// A test front end: the next request to offer, the requests in flight,
+/// this cycle's completions and all completions so far.
+#[derive(Default)]
+struct Front {
+    next: usize,
+    in_flight: usize,
+    done: Vec<Completion>,
+    all: Vec<Completion>,
+}
+
+impl Front {
+    /// Offers up to `n` of `ops` from `next` on in the current cycle, within
+    /// `window` requests in flight; returns whether any was offered
+    /// (accepted or not). Request ids are 1000 + the index.
+    fn offer(&mut self, e: &mut NativeEngine, ops: &[MemOp], window: usize, n: usize) -> bool {
+        let mut offered = false;
+        for _ in 0..n {
+            if self.next == ops.len() || self.in_flight == window {
+                break;
+            }
+            offered = true;
+            let req = Request {
+                id: 1000 + self.next as u64,
+                addr: ops[self.next].addr,
+                access: ops[self.next].access,
+            };
+            if !e.try_send(req).unwrap() {
+                break;
+            }
+            self.next += 1;
+            self.in_flight += 1;
         }
-        offered = true;
-        let req = Request {
-            id: 1000 + *next as u64,
-            addr: ops[*next].addr,
-            access: ops[*next].access,
-        };
-        if !e.try_send(req).unwrap() {
-            break;
-        }
-        *next += 1;
-        *in_flight += 1;
+        offered
     }
-    offered
+
+    /// Takes the cycle's completions; returns whether the run is over (all
+    /// of `ops` sent and completed, and no write left to drain).
+    fn settle(&mut self, e: &mut NativeEngine, ops: &[MemOp]) -> bool {
+        self.in_flight -= self.done.len();
+        self.all.append(&mut self.done);
+        assert!(e.cycle() < 1 << 40, "no progress");
+        self.next == ops.len() && self.in_flight == 0 && !e.draining()
+    }
+
+    fn finish(self, mut e: NativeEngine) -> Run {
+        assert_eq!(e.pending(), 0);
+        let report = e.finish().unwrap();
+        (self.all, e.take_command_log(), report)
+    }
 }
 
 fn mixed_ops(
@@ -608,26 +612,17 @@ fn drive_bursts(
     burst: usize,
     period: u64,
 ) -> Run {
-    let mut done = Vec::new();
-    let mut all = Vec::new();
-    let mut next = 0usize;
-    let mut in_flight = 0usize;
+    let mut f = Front::default();
     loop {
-        offer(&mut e, ops, &mut next, &mut in_flight, window, burst);
+        f.offer(&mut e, ops, window, burst);
         let until = (e.cycle() / period + 1) * period;
         while e.cycle() < until {
-            e.tick_until_done(until, &mut done);
+            e.tick_until_done(until, &mut f.done);
         }
-        in_flight -= done.len();
-        all.append(&mut done);
-        if next == ops.len() && in_flight == 0 && !e.draining() {
-            break;
+        if f.settle(&mut e, ops) {
+            return f.finish(e);
         }
-        assert!(e.cycle() < 1 << 40, "no progress");
     }
-    assert_eq!(e.pending(), 0);
-    let report = e.finish().unwrap();
-    (all, e.take_command_log(), report)
 }
 
 #[test]
