@@ -1243,6 +1243,15 @@ impl NativeEngine {
         }
     }
 
+    /// A relative time as the cycle to wake up at, without a branch:
+    /// [`INF`] gives `base + i32::MAX`, past the next refresh (which every
+    /// wake-up is bounded by), so it never decides one; were it ever reached,
+    /// the controller would run an idle cycle, which changes nothing.
+    #[inline(always)]
+    fn wake_at(&self, t: i32) -> u64 {
+        self.base + t as u64
+    }
+
     /// Re-bases every relative time on `now`. Times already past become 0,
     /// which no comparison with the present or the future can tell apart.
     #[cold]
@@ -1729,6 +1738,24 @@ impl NativeEngine {
     /// `ScheduleTransaction`). Returns the queue that received a command.
     #[inline(always)]
     fn schedule_transaction(&mut self) -> Option<(usize, i32)> {
+        if self.write_q.len == 0 && self.write_draining == 0 {
+            // No write waits (the usual case of a read stream): no drain can
+            // start, and the read queue's oldest with room moves.
+            let open = self.read_q.targets & !self.full;
+            if open == 0 {
+                return None;
+            }
+            let q = self.read_q.oldest(open);
+            let txn = self.read_q.pop(q);
+            return Some((q, self.enqueue(&txn)));
+        }
+        self.schedule_with_writes()
+    }
+
+    /// [`schedule_transaction`](Self::schedule_transaction) while writes
+    /// wait or a drain is under way.
+    #[inline(never)]
+    fn schedule_with_writes(&mut self) -> Option<(usize, i32)> {
         if self.drain_starts() {
             self.write_draining = self.write_q.len as i64;
         }
@@ -1772,6 +1799,13 @@ impl NativeEngine {
         if n + 1 == self.cmd_cap {
             self.full |= 1u64 << q;
         }
+        if n != 0 && !hit {
+            // Behind other entries and missing the open row, the new entry
+            // changes none of the queue's candidates: not the ACTIVATE of a
+            // closed bank (the queue was not empty), nor the open row's
+            // first READ or WRITE, nor whether the head may close it.
+            return lane(&self.lanes.ready, q);
+        }
         self.refresh_head(q)
     }
 
@@ -1788,6 +1822,9 @@ impl NativeEngine {
     /// issue, are skipped.
     #[inline]
     fn transaction_work_possible(&self) -> bool {
+        if self.write_q.len == 0 && self.write_draining == 0 {
+            return self.read_q.targets & !self.full != 0;
+        }
         // A stopped drain resets, or a drain starts, whether or not a write
         // can move yet.
         if self.write_draining < 0 || self.drain_starts() {
@@ -1885,7 +1922,7 @@ impl NativeEngine {
         // The next wake-up: the earliest cycle at which a queue can issue, as
         // things stand after this cycle's command and move.
         self.recompute();
-        wake = wake.min(self.absolute(self.least_ready()));
+        wake = wake.min(self.wake_at(self.least_ready()));
         if issued && self.refresh_at == 0 {
             // The refreshing rank may go on precharging next cycle.
             wake = now + 1;
@@ -1903,7 +1940,7 @@ impl NativeEngine {
         let mut wake = self.wake;
         if let Some((q, t)) = self.schedule_transaction() {
             self.set_ready(q, t);
-            wake = wake.min(self.absolute(t));
+            wake = wake.min(self.wake_at(t));
         }
         if self.transaction_work_possible() {
             wake = now + 1;
@@ -1941,7 +1978,7 @@ impl NativeEngine {
         self.set_ready(q, t);
         // No other transaction waits and no drain can start, so the move
         // leaves no work for the next cycle.
-        self.wake = self.wake.min(self.absolute(t)).max(now + 1);
+        self.wake = self.wake.min(self.wake_at(t)).max(now + 1);
     }
 
     /// Puts a read moved at arrival back in the read queue, to move at the
