@@ -1794,16 +1794,19 @@ impl NativeEngine {
         let q = txn.queue as usize;
         let n = self.cq.len(q);
         let hit = txn.row == self.banks[q].open_row;
+        let reads_hit = self.cq.hit[q] & !self.cq.wr[q];
         self.cq.push(q, txn, hit);
         self.nonempty |= 1u64 << q;
         if n + 1 == self.cmd_cap {
             self.full |= 1u64 << q;
         }
-        if n != 0 && !hit {
-            // Behind other entries and missing the open row, the new entry
-            // changes none of the queue's candidates: not the ACTIVATE of a
-            // closed bank (the queue was not empty), nor the open row's
-            // first READ or WRITE, nor whether the head may close it.
+        if (n != 0) & (!hit | (!txn.write & (reads_hit != 0))) {
+            // Behind other entries, the new entry changes none of the
+            // queue's candidates when it misses the open row, or is a read
+            // hit behind an earlier one: not the ACTIVATE of a closed bank
+            // (the queue was not empty), nor the open row's first READ or
+            // WRITE (a write's blockers are reads before it), nor whether
+            // the head may close the row (something already hits it).
             return lane(&self.lanes.ready, q);
         }
         self.refresh_head(q)
