@@ -239,6 +239,10 @@ mod simd {
         v(unsafe { _mm256_and_si256(m(a), m(b)) })
     }
     #[inline(always)]
+    pub(super) fn or(a: V8, b: V8) -> V8 {
+        v(unsafe { _mm256_or_si256(m(a), m(b)) })
+    }
+    #[inline(always)]
     pub(super) fn at_most(a: V8, x: i32) -> u32 {
         // x < i32::MAX: times stay far below it.
         unsafe {
@@ -317,6 +321,10 @@ mod simd {
         zip(a, b, |x, y| x & y)
     }
     #[inline(always)]
+    pub(super) fn or(a: V8, b: V8) -> V8 {
+        zip(a, b, |x, y| x | y)
+    }
+    #[inline(always)]
     pub(super) fn at_most(a: V8, x: i32) -> u32 {
         let mut m = 0u32;
         for i in 0..W {
@@ -369,6 +377,10 @@ impl V8 {
     fn and(self, o: V8) -> V8 {
         simd::and(self, o)
     }
+    #[inline(always)]
+    fn or(self, o: V8) -> V8 {
+        simd::or(self, o)
+    }
     /// Bit `i` set where lane `i` is at most `x`.
     #[inline(always)]
     fn at_most(self, x: i32) -> u32 {
@@ -414,6 +426,9 @@ struct Lanes {
     /// The earliest cycle at which one of the queue's commands can issue, as
     /// things stand: exact, recomputed after every change.
     ready: [V8; MAX_VECS],
+    /// [`INF`] in the lanes of the rank being refreshed, 0 elsewhere: OR-ed
+    /// into `ready`, it leaves those queues out of the wake-up.
+    dead: [V8; MAX_VECS],
 }
 
 #[inline(always)]
@@ -1010,8 +1025,6 @@ pub struct NativeEngine {
     /// The rank being refreshed, if any, and its queues.
     ref_rank: usize,
     ref_mask: u64,
-    /// Lane vectors outside the rank being refreshed.
-    live: u32,
     queue_idx: usize,
 
     banks: [Bank; MAX_QUEUES],
@@ -1142,10 +1155,10 @@ impl NativeEngine {
                 g_rd: zero,
                 g_wr: zero,
                 ready: no,
+                dead: zero,
             }),
             ref_rank: usize::MAX,
             ref_mask: 0,
-            live: (1u32 << vecs) - 1,
             queue_idx: 0,
             banks: [bank; MAX_QUEUES],
             ranks: vec![Rank::default(); nranks],
@@ -1328,37 +1341,23 @@ impl NativeEngine {
     }
 
     /// Recomputes `ready` of every lane vector (all of them: a data-dependent
-    /// choice of vectors costs more in mispredicted branches than it saves).
+    /// choice of vectors costs more in mispredicted branches than it saves);
+    /// returns the earliest of the queues outside the rank being refreshed.
     #[inline(always)]
-    fn recompute(&mut self) {
+    fn recompute(&mut self) -> i32 {
         let l = &mut *self.lanes;
         let n = self.vecs;
-        for (v, ready) in l.ready[..n].iter_mut().enumerate() {
+        let mut least = V8::splat(INF);
+        for v in 0..n {
             let a = l.e_act[v].max(l.g_act[v]);
             let r = l.e_rd[v].max(l.g_rd[v]);
             let w = l.e_wr[v].max(l.g_wr[v]);
-            *ready = a.min(l.e_pre[v]).min(r.min(w));
+            let ready = a.min(l.e_pre[v]).min(r.min(w));
+            l.ready[v] = ready;
+            // Times are at least 0, so OR-ing in INF gives INF.
+            least = least.min(ready.or(l.dead[v]));
         }
-    }
-
-    /// The earliest `ready` of the queues outside the rank being refreshed
-    /// (`ready` current).
-    #[inline(always)]
-    fn least_ready(&self) -> i32 {
-        let l = &self.lanes.ready[..self.vecs];
-        let mut m = V8::splat(INF);
-        if self.ref_rank == usize::MAX {
-            for x in l {
-                m = m.min(*x);
-            }
-        } else {
-            for (v, x) in l.iter().enumerate() {
-                if self.live >> v & 1 != 0 {
-                    m = m.min(*x);
-                }
-            }
-        }
-        m.least()
+        least.least()
     }
 
     /// The queues with a command that can issue at `now` (`ready` current).
@@ -1844,18 +1843,19 @@ impl NativeEngine {
     /// Marks rank `r` as the one being refreshed (its queues issue nothing
     /// and do not count for the wake-up), or none.
     fn set_refreshing(&mut self, r: Option<usize>) {
-        let all = (1u32 << self.vecs) - 1;
+        self.lanes.dead = [V8::splat(0); MAX_VECS];
         match r {
             Some(r) => {
                 self.ref_mask = self.rank_mask(r);
                 self.ref_rank = r;
                 let n = self.vecs_per_rank;
-                self.live = all & !(((1u32 << n) - 1) << (r * n));
+                for d in &mut self.lanes.dead[r * n..(r + 1) * n] {
+                    *d = V8::splat(INF);
+                }
             }
             None => {
                 self.ref_mask = 0;
                 self.ref_rank = usize::MAX;
-                self.live = all;
             }
         }
     }
@@ -1924,8 +1924,8 @@ impl NativeEngine {
         self.schedule_transaction();
         // The next wake-up: the earliest cycle at which a queue can issue, as
         // things stand after this cycle's command and move.
-        self.recompute();
-        wake = wake.min(self.wake_at(self.least_ready()));
+        let least = self.recompute();
+        wake = wake.min(self.wake_at(least));
         if issued && self.refresh_at == 0 {
             // The refreshing rank may go on precharging next cycle.
             wake = now + 1;
