@@ -1591,17 +1591,19 @@ impl NativeEngine {
         self.counts.read_cmds += !write as u64;
         self.counts.write_cmds += write as u64;
         let [to_pre, to_rd_l, to_wr_l, to_rd_s, to_wr_s, to_rd_o, to_wr_o] =
-            self.d.col[write as usize].map(|d| nr + d);
-        b.pre = b.pre.max(to_pre);
-        self.raise_group(Gate::Rd, q / 4, to_rd_l);
-        self.raise_group(Gate::Wr, q / 4, to_wr_l);
-        self.raise_rank(Gate::Rd, r, to_rd_s);
-        self.raise_rank(Gate::Wr, r, to_wr_s);
-        // What this rank's column command imposes on the other ranks.
-        for o in 0..self.ranks.len() {
-            if o != r {
-                self.raise_rank(Gate::Rd, o, to_rd_o);
-                self.raise_rank(Gate::Wr, o, to_wr_o);
+            self.d.col[write as usize];
+        b.pre = b.pre.max(nr + to_pre);
+        self.raise_group(Gate::Rd, q / 4, nr + to_rd_l);
+        self.raise_group(Gate::Wr, q / 4, nr + to_wr_l);
+        self.raise_rank(Gate::Rd, r, nr + to_rd_s);
+        self.raise_rank(Gate::Wr, r, nr + to_wr_s);
+        if self.ranks.len() > 1 {
+            // What this rank's column command imposes on the other ranks.
+            for o in 0..self.ranks.len() {
+                if o != r {
+                    self.raise_rank(Gate::Rd, o, nr + to_rd_o);
+                    self.raise_rank(Gate::Wr, o, nr + to_wr_o);
+                }
             }
         }
         self.log_cmd(now, q, if write { Command::Wr } else { Command::Rd });
@@ -2019,7 +2021,11 @@ impl NativeEngine {
 
     #[inline(always)]
     fn emit(&mut self, now: u64, done: &mut Vec<Completion>) {
-        let n = self.quick_done.drain_due(now, done) + self.read_done.drain_due(now, done);
+        let mut n = 0;
+        if self.quick_done.first_cycle() <= now {
+            n = self.quick_done.drain_due(now, done);
+        }
+        n += self.read_done.drain_due(now, done);
         self.pending -= n;
         self.next_done = self
             .quick_done
