@@ -489,7 +489,7 @@ enum Kind {
 /// What a bank queue's entries offer against the open row, in queue order:
 /// the first READ and the first WRITE that may issue ([`NONE`] for none),
 /// and whether the head may close the row.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Head {
     rd: u8,
     wr: u8,
@@ -2280,6 +2280,92 @@ mod tests {
             write,
             ids: NO_IDS,
         }
+    }
+
+    /// Queue states built entry by entry with the full re-analysis, for the
+    /// test below: a small set of rows and addresses, so that hits, merges'
+    /// neighbours and reads ahead of writes to their address all occur.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn entries_that_change_nothing_leave_the_candidates_exact() {
+        // `enqueue` skips the queue's re-analysis for an entry behind others
+        // that misses the open row or is a read hit behind an earlier read
+        // hit. Whatever it skipped, the head analysis, the lanes and `ready`
+        // must be what a full re-analysis gives.
+        let cfg = DramConfig::preset("DDR4-3200-x8").unwrap();
+        let mut rng = Lcg(7);
+        let (mut skipped, mut analysed) = (0, 0);
+        for _ in 0..20_000 {
+            let mut e = NativeEngine::new(&cfg).unwrap();
+            let q = rng.next(16) as usize;
+            let b = &mut e.banks[q];
+            b.open_row = if rng.next(3) == 0 {
+                CLOSED
+            } else {
+                rng.next(3) as u32
+            };
+            b.hits = rng.next(6) as u32;
+            (b.act, b.pre, b.rd, b.wr) = (
+                rng.next(40) as i32,
+                rng.next(40) as i32,
+                rng.next(40) as i32,
+                rng.next(40) as i32,
+            );
+            for g in [&mut e.lanes.g_act, &mut e.lanes.g_rd, &mut e.lanes.g_wr] {
+                g[q / W].0[q % W] = rng.next(40) as i32;
+            }
+            let entry = |rng: &mut Lcg| {
+                let row = rng.next(3) as u32;
+                Txn {
+                    addr: (row as u64) << 20 | rng.next(3) << 6,
+                    row,
+                    queue: q as u8,
+                    write: rng.next(3) == 0,
+                    ids: NO_IDS,
+                }
+            };
+            let n = rng.next(e.cmd_cap as u64) as usize;
+            for _ in 0..n {
+                let t = entry(&mut rng);
+                let hit = t.row == e.banks[q].open_row;
+                e.cq.push(q, &t, hit);
+                e.nonempty |= 1 << q;
+                let r = e.refresh_head(q);
+                e.set_ready(q, r);
+            }
+            let t = entry(&mut rng);
+            let hit = t.row == e.banks[q].open_row;
+            let reads_hit = e.cq.hit[q] & !e.cq.wr[q];
+            if n != 0 && (!hit || (!t.write && reads_hit != 0)) {
+                skipped += 1;
+            } else {
+                analysed += 1;
+            }
+            let ready = e.enqueue(&t);
+            e.set_ready(q, ready);
+            let head = e.head[q];
+            let l = &*e.lanes;
+            let lanes =
+                |l: &Lanes| [&l.e_act, &l.e_pre, &l.e_rd, &l.e_wr, &l.ready].map(|v| lane(v, q));
+            let before = lanes(l);
+            let full = e.refresh_head(q);
+            assert_eq!(ready, full, "ready after {n} entries");
+            assert_eq!(head, e.head[q], "head analysis after {n} entries");
+            e.set_ready(q, full);
+            assert_eq!(before, lanes(&e.lanes), "lanes after {n} entries");
+        }
+        // Both paths were taken often.
+        assert!(skipped > 2_000 && analysed > 2_000, "{skipped} {analysed}");
     }
 
     #[test]
