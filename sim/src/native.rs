@@ -2282,9 +2282,7 @@ mod tests {
         }
     }
 
-    /// Queue states built entry by entry with the full re-analysis, for the
-    /// test below: a small set of rows and addresses, so that hits, merges'
-    /// neighbours and reads ahead of writes to their address all occur.
+    /// A small random generator for the test below.
     struct Lcg(u64);
     impl Lcg {
         fn next(&mut self, n: u64) -> u64 {
@@ -2301,7 +2299,10 @@ mod tests {
         // `enqueue` skips the queue's re-analysis for an entry behind others
         // that misses the open row or is a read hit behind an earlier read
         // hit. Whatever it skipped, the head analysis, the lanes and `ready`
-        // must be what a full re-analysis gives.
+        // must be what a full re-analysis gives. Queue states are built entry
+        // by entry with the full re-analysis, from three rows and three
+        // columns, so that hits, misses and reads ahead of writes to their
+        // address all occur.
         let cfg = DramConfig::preset("DDR4-3200-x8").unwrap();
         let mut rng = Lcg(7);
         let (mut skipped, mut analysed) = (0, 0);
