@@ -255,4 +255,47 @@ fn presets_config_and_bench() {
             .all(|r| r["sim_requests_per_s"].as_f64().unwrap() > 0.0)
     );
     assert!(d.join("b/bench.csv").is_file());
+
+    // Native with a reference: the summary states native's speed over it per
+    // stream, from the same rows as bench.csv.
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "bench",
+            "--requests",
+            "2000",
+            "--engines",
+            "native,dramsim3",
+            "--out",
+            "r",
+            "-q",
+        ],
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("native / dramsim3: "))
+        .unwrap_or_else(|| panic!("no ratio line in:\n{out}"));
+    let csv = std::fs::read_to_string(d.join("r/bench.csv")).unwrap();
+    let rate = |engine: &str, stream: &str| -> f64 {
+        csv.lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f[0] == engine && f[1] == stream)
+            .unwrap()[5]
+            .parse()
+            .unwrap()
+    };
+    for stream in ["random", "sequential"] {
+        let want = format!(
+            "{stream} {:.1}x",
+            rate("native", stream) / rate("dramsim3", stream)
+        );
+        assert!(line.contains(&want), "{line} lacks {want}");
+    }
+    assert!(!out.contains("native / ramulator"), "{out}");
+    assert!(
+        std::fs::read_to_string(d.join("r/summary.txt"))
+            .unwrap()
+            .contains(line)
+    );
 }

@@ -605,6 +605,34 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
     s
 }
 
+/// The native engine's speed over each reference engine's, per stream, for
+/// the rows of one run (empty unless native and a reference both ran).
+fn bench_ratios(rows: &[BenchRow]) -> String {
+    let rate = |engine: EngineKind, stream: &str| {
+        rows.iter()
+            .find(|r| r.engine == engine && r.stream == stream)
+            .map(|r| r.sim_requests_per_s)
+    };
+    let mut out = String::new();
+    for reference in [EngineKind::Dramsim3, EngineKind::Ramulator] {
+        let parts: Vec<String> = ["random", "sequential"]
+            .iter()
+            .filter_map(|&stream| {
+                let (n, r) = (rate(EngineKind::Native, stream)?, rate(reference, stream)?);
+                Some(format!("{stream} {:.1}x", n / r))
+            })
+            .collect();
+        if !parts.is_empty() {
+            out.push_str(&format!(
+                "native / {}: {} (requests/s, this run)\n",
+                reference.name(),
+                parts.join(", ")
+            ));
+        }
+    }
+    out
+}
+
 #[derive(Serialize)]
 struct BenchRow {
     engine: EngineKind,
@@ -693,6 +721,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
             r.sim_cycles_per_s
         ));
     }
+    text.push_str(&bench_ratios(&rows));
     rd.write_summary(&text)?;
     if b.json {
         println!("{}", rundir::results_json("dram bench", &rows)?);
