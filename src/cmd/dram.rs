@@ -605,6 +605,9 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
     s
 }
 
+/// The streams `nmpsim dram bench` measures, in order.
+const BENCH_STREAMS: [StreamKind; 2] = [StreamKind::Random, StreamKind::Sequential];
+
 /// The native engine's speed over each reference engine's, per stream, for
 /// the rows of one run (empty unless native and a reference both ran).
 fn bench_ratios(rows: &[BenchRow]) -> String {
@@ -615,9 +618,11 @@ fn bench_ratios(rows: &[BenchRow]) -> String {
     };
     let mut out = String::new();
     for reference in [EngineKind::Dramsim3, EngineKind::Ramulator] {
-        let parts: Vec<String> = ["random", "sequential"]
+        let parts: Vec<String> = BENCH_STREAMS
             .iter()
-            .filter_map(|&stream| {
+            .filter_map(|kind| {
+                let stream = kind.to_string();
+                let stream = stream.as_str();
                 let (n, r) = (rate(EngineKind::Native, stream)?, rate(reference, stream)?);
                 Some(format!("{stream} {:.1}x", n / r))
             })
@@ -655,7 +660,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     )?;
     let mut rows = Vec::new();
     for &engine in &engines {
-        for kind in [StreamKind::Random, StreamKind::Sequential] {
+        for kind in BENCH_STREAMS {
             let spec = StreamSpec::new(kind, b.requests);
             let src = synthetic(&spec, cfg.capacity_bytes())?.map(Ok);
             let pb = rundir::progress(b.requests, &format!("{engine} {kind}"), b.quiet);
