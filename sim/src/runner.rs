@@ -83,13 +83,20 @@ pub struct DramStats {
     pub sim_cycles_per_s: f64,
 }
 
-/// Exact read-latency distribution in cycles.
-#[derive(Default)]
+/// Exact read-latency distribution in cycles: a count per latency. The
+/// number of samples, their sum and the largest are derived from the counts
+/// when asked for, so a sample costs one increment.
 struct LatencyHist {
     counts: Vec<u64>,
-    n: u64,
-    sum: u128,
-    max: u64,
+}
+
+impl Default for LatencyHist {
+    fn default() -> Self {
+        // Room for the usual latencies (a few hundred cycles) from the start.
+        LatencyHist {
+            counts: vec![0; 1024],
+        }
+    }
 }
 
 impl LatencyHist {
@@ -97,26 +104,46 @@ impl LatencyHist {
     fn add(&mut self, c: u64) {
         let i = c as usize;
         if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+            self.grow(i);
         }
         self.counts[i] += 1;
-        self.n += 1;
-        self.sum += c as u128;
-        self.max = self.max.max(c);
     }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.counts.resize((i + 1).next_power_of_two(), 0);
+    }
+
+    fn n(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    fn max(&self) -> u64 {
+        self.counts.iter().rposition(|&c| c != 0).unwrap_or(0) as u64
+    }
+
     fn mean(&self) -> f64 {
-        if self.n == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.n as f64
+        let n = self.n();
+        if n == 0 {
+            return 0.0;
         }
+        let sum: u128 = self
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| i as u128 * c as u128)
+            .sum();
+        sum as f64 / n as f64
     }
+
     /// Smallest latency with at least fraction `q` of samples at or below it.
     fn quantile(&self, q: f64) -> u64 {
-        if self.n == 0 {
+        let n = self.n();
+        if n == 0 {
             return 0;
         }
-        let need = ((q * self.n as f64).ceil() as u64).max(1);
+        let need = ((q * n as f64).ceil() as u64).max(1);
         let mut acc = 0;
         for (i, &c) in self.counts.iter().enumerate() {
             acc += c;
@@ -124,7 +151,7 @@ impl LatencyHist {
                 return i as u64;
             }
         }
-        self.max
+        self.max()
     }
 }
 
@@ -305,75 +332,88 @@ where
     let mut last_progress_cycle = 0u64;
     let mut reported = 0u64;
     let capacity = config.capacity_bytes();
+    let (window, per_cycle, stall) = (opts.window, opts.issue_per_cycle, opts.stall_limit_cycles);
 
     loop {
-        let now = engine.cycle();
-        let mut issued = 0;
-        while !exhausted && issued < opts.issue_per_cycle && in_flight.len < opts.window {
-            if next.is_none() {
-                next = source.next().transpose()?;
+        if !exhausted && in_flight.len < window {
+            let now = engine.cycle();
+            let mut issued = 0;
+            loop {
+                let op = match next.take() {
+                    Some(op) => op,
+                    None => match source.next() {
+                        Some(op) => op?,
+                        None => {
+                            exhausted = true;
+                            break;
+                        }
+                    },
+                };
+                if op.addr >= capacity {
+                    config.check_addr(op.addr, &format!(" (request #{sent})"))?;
+                }
+                let req = Request {
+                    id: in_flight.next_id(sent),
+                    addr: op.addr,
+                    access: op.access,
+                };
+                if !engine.try_send(req)? {
+                    next = Some(op);
+                    break;
+                }
+                in_flight.insert(req.id, now, op.access);
+                sent += 1;
+                issued += 1;
+                if issued == per_cycle || in_flight.len == window {
+                    break;
+                }
             }
-            let Some(op) = next else {
-                exhausted = true;
-                break;
-            };
-            if op.addr >= capacity {
-                config.check_addr(op.addr, &format!(" (request #{sent})"))?;
-            }
-            let req = Request {
-                id: in_flight.next_id(sent),
-                addr: op.addr,
-                access: op.access,
-            };
-            if !engine.try_send(req)? {
-                break;
-            }
-            in_flight.insert(req.id, now, op.access);
-            sent += 1;
-            next = None;
-            issued += 1;
         }
-        if in_flight.len != 0 && (exhausted || in_flight.len >= opts.window) {
+        if in_flight.len != 0 && (exhausted || in_flight.len >= window) {
             // Nothing can be sent before a request completes: let an
             // event-driven engine jump to that cycle (same results as
             // ticking every cycle; the stall check still fires).
-            let limit = engine.cycle() + opts.stall_limit_cycles + 1;
+            let limit = engine.cycle() + stall + 1;
             engine.tick_until_done(limit, &mut done);
         } else {
             engine.tick(&mut done);
         }
-        for c in done.drain(..) {
-            let Some((sent_at, access)) = in_flight.remove(c.id) else {
-                return Err(SimError::Engine {
-                    engine: kind.name(),
-                    what: format!("request {} completed twice or was never sent", c.id),
-                });
-            };
-            match access {
-                Access::Read => {
-                    reads += 1;
-                    lat.add(c.cycle.saturating_sub(sent_at));
+        let completed_some = !done.is_empty();
+        if completed_some {
+            for c in &done {
+                let Some((sent_at, access)) = in_flight.remove(c.id) else {
+                    return Err(SimError::Engine {
+                        engine: kind.name(),
+                        what: format!("request {} completed twice or was never sent", c.id),
+                    });
+                };
+                match access {
+                    Access::Read => {
+                        reads += 1;
+                        lat.add(c.cycle.saturating_sub(sent_at));
+                    }
+                    Access::Write => writes += 1,
                 }
-                Access::Write => writes += 1,
             }
+            done.clear();
             last_progress_cycle = engine.cycle();
-        }
-        let completed = reads + writes;
-        if let Some(p) = progress {
-            if completed >= reported + 4096 {
-                reported = completed;
-                p(completed);
+            if let Some(p) = progress {
+                let completed = reads + writes;
+                if completed >= reported + 4096 {
+                    reported = completed;
+                    p(completed);
+                }
             }
         }
         if exhausted && in_flight.len == 0 && !engine.draining() {
             break;
         }
-        if engine.cycle() - last_progress_cycle > opts.stall_limit_cycles {
+        // (An iteration that completed something has just made progress.)
+        if !completed_some && engine.cycle() - last_progress_cycle > stall {
             return Err(SimError::Engine {
                 engine: kind.name(),
                 what: format!(
-                    "no request completed for {} cycles ({} in flight, {} pending in the engine)",
-                    opts.stall_limit_cycles,
+                    "no request completed for {stall} cycles ({} in flight, {} pending in the engine)",
                     in_flight.len,
                     engine.pending()
                 ),
@@ -429,7 +469,7 @@ fn assemble(
         read_latency_mean_ns: lat.mean() * tck,
         read_latency_p50_ns: lat.quantile(0.5) as f64 * tck,
         read_latency_p99_ns: lat.quantile(0.99) as f64 * tck,
-        read_latency_max_ns: lat.max as f64 * tck,
+        read_latency_max_ns: lat.max() as f64 * tck,
         row_hits: n.row_hits,
         row_misses: n.row_misses,
         row_conflicts: n.row_conflicts,
@@ -486,5 +526,47 @@ mod tests {
         assert_eq!(h.quantile(0.99), 99);
         assert_eq!(h.quantile(1.0), 100);
         assert!((h.mean() - 50.5).abs() < 1e-12);
+        assert_eq!(h.max(), 100);
+        assert_eq!(h.n(), 100);
+    }
+
+    #[test]
+    fn latency_histogram_grows_for_long_latencies() {
+        let mut h = LatencyHist::default();
+        assert_eq!((h.n(), h.max(), h.mean(), h.quantile(0.5)), (0, 0, 0.0, 0));
+        for c in [3, 70_000, 5_000, 3] {
+            h.add(c);
+        }
+        assert_eq!(h.n(), 4);
+        assert_eq!(h.max(), 70_000);
+        assert_eq!(h.quantile(0.5), 3);
+        assert_eq!(h.quantile(0.75), 5_000);
+        assert_eq!(h.quantile(1.0), 70_000);
+        assert!((h.mean() - 75_006.0 / 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn in_flight_slots_are_reused_and_ids_stay_unique() {
+        let mut f = InFlight::new(3);
+        let mut ids = Vec::new();
+        for n in 0..3 {
+            let id = f.next_id(n);
+            f.insert(
+                id,
+                10 + n,
+                if n == 1 { Access::Write } else { Access::Read },
+            );
+            ids.push(id);
+        }
+        assert_eq!(f.len, 3);
+        assert_eq!(f.remove(ids[1]), Some((11, Access::Write)));
+        assert_eq!(f.remove(ids[1]), None, "a second completion is refused");
+        let again = f.next_id(3);
+        assert!(!ids.contains(&again));
+        f.insert(again, 20, Access::Read);
+        assert_eq!(f.remove(again), Some((20, Access::Read)));
+        assert_eq!(f.remove(ids[0]), Some((10, Access::Read)));
+        assert_eq!(f.remove(12345), None);
+        assert_eq!(f.len, 1);
     }
 }
