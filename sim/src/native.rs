@@ -706,9 +706,11 @@ impl DoneRing {
 /// an address is one comparison per slot.
 #[derive(Clone)]
 struct CmdQueues {
-    addr: Vec<u64>,
-    row: Vec<u32>,
-    ids: Vec<Waiting>,
+    /// Fixed-size arrays of [`CQ_SLOTS`], so that a slot index masked to
+    /// their size needs no bounds check.
+    addr: Box<[u64; CQ_SLOTS]>,
+    row: Box<[u32; CQ_SLOTS]>,
+    ids: Box<[Waiting; CQ_SLOTS]>,
     /// Ring slots per queue (a power of two, at least the queue size), as a
     /// shift, and its mask.
     shift: u32,
@@ -721,16 +723,27 @@ struct CmdQueues {
 
 /// Bit 0 of a queued write's address (addresses are 64 B aligned).
 const WRITE_TAG: u64 = 1;
+/// Command-queue slots: every queue's ring at its largest.
+const CQ_SLOTS: usize = MAX_QUEUES * MAX_COMMAND_QUEUE as usize;
+
+/// A boxed fixed-size array of `x`, built on the heap.
+fn boxed_array<T: Clone, const N: usize>(x: T) -> Box<[T; N]> {
+    vec![x; N]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("the vector has N elements"))
+}
 /// A free command-queue slot.
 const EMPTY: u64 = u64::MAX;
 
 impl CmdQueues {
     fn new(queues: usize, cap: usize) -> Self {
         let ring = cap.next_power_of_two();
+        debug_assert!(queues * ring <= CQ_SLOTS);
         CmdQueues {
-            addr: vec![EMPTY; queues * ring],
-            row: vec![0; queues * ring],
-            ids: vec![NO_IDS; queues * ring],
+            addr: boxed_array(EMPTY),
+            row: boxed_array(0),
+            ids: boxed_array(NO_IDS),
             shift: ring.trailing_zeros(),
             ring: ring - 1,
             head: [0; MAX_QUEUES],
@@ -743,7 +756,8 @@ impl CmdQueues {
     /// Where entry `i` of queue `q` is kept.
     #[inline(always)]
     fn slot(&self, q: usize, i: usize) -> usize {
-        (q << self.shift) | ((self.head[q] as usize + i) & self.ring)
+        // (The mask changes nothing: queues x ring slots fit.)
+        ((q << self.shift) | ((self.head[q] as usize + i) & self.ring)) & (CQ_SLOTS - 1)
     }
 
     #[inline(always)]
@@ -765,14 +779,15 @@ impl CmdQueues {
     /// The slot of queue `q` holding `key` (an address, tagged for a write).
     #[inline(always)]
     fn find(&self, q: usize, key: u64) -> Option<usize> {
-        let base = q << self.shift;
-        let slots = &self.addr[base..base + self.ring + 1];
+        let base = (q << self.shift) & (CQ_SLOTS - 1);
         let mut m = 0u64;
-        if let Ok(eight) = <&[u64; 8]>::try_from(slots) {
+        if self.ring == 7 {
             // The usual 8-entry queue: two vector comparisons.
+            let b = base & (CQ_SLOTS - 8);
+            let eight: &[u64; 8] = self.addr[b..b + 8].try_into().expect("8 slots");
             m = simd::equal8(eight, key) as u64;
         } else {
-            for (s, &a) in slots.iter().enumerate() {
+            for (s, &a) in self.addr[base..base + self.ring + 1].iter().enumerate() {
                 m |= ((a == key) as u64) << s;
             }
         }
@@ -842,13 +857,14 @@ impl CmdQueues {
     #[inline]
     fn open(&mut self, q: usize, row: u32) {
         let n = self.len(q);
-        let base = q << self.shift;
-        let rows = &self.row[base..base + self.ring + 1];
-        let by_slot = if let Ok(eight) = <&[u32; 8]>::try_from(rows) {
+        let base = (q << self.shift) & (CQ_SLOTS - 1);
+        let by_slot = if self.ring == 7 {
+            let b = base & (CQ_SLOTS - 8);
+            let eight: &[u32; 8] = self.row[b..b + 8].try_into().expect("8 slots");
             simd::equal8_u32(eight, row) as u64
         } else {
             let mut m = 0u64;
-            for (s, &r) in rows.iter().enumerate() {
+            for (s, &r) in self.row[base..base + self.ring + 1].iter().enumerate() {
                 m |= ((r == row) as u64) << s;
             }
             m
