@@ -54,6 +54,34 @@ fn uniform_values(len: usize, seed: u64) -> Vec<f32> {
     v
 }
 
+/// Checks f32 sums `got` against `want`, the same sums taken exactly and
+/// rounded once. Element `j` sums `n[j]` terms whose magnitudes add up to
+/// `magnitude[j]`; summed in f32, in any order, it errs by at most about
+/// `n * eps * magnitude`. The tolerance is about twice that, so that a sum
+/// whose terms cancel to nearly zero is judged by the size of what was
+/// summed, not by its own size (where any relative tolerance fails).
+fn within_f32_rounding(
+    got: &[f32],
+    want: &[f32],
+    n: &[usize],
+    magnitude: &[f64],
+) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{} sums against {}", got.len(), want.len()));
+    }
+    for j in 0..got.len() {
+        let bound = (2 * n[j] + 1) as f64 * f32::EPSILON as f64 * magnitude[j];
+        let err = (got[j] as f64 - want[j] as f64).abs();
+        if err.is_nan() || err > bound {
+            return Err(format!(
+                "element {j}: {} against {} (error {err:e}, bound {bound:e} for {} terms)",
+                got[j], want[j], n[j]
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -82,7 +110,17 @@ proptest! {
         let (ex_ref, _) = reference::expand(&grad, dim, &batch, pooling).unwrap();
         let (want, _) = reference::coalesce(&ex_ref, batch.num_rows).unwrap();
         prop_assert_eq!(&co.rows, &want.rows);
-        prop_assert!(check::row_rel_err(&co.grads, &want.grads, dim) <= 1e-5);
+        let mut n = vec![0usize; want.grads.len()];
+        let mut magnitude = vec![0.0f64; want.grads.len()];
+        for (i, &r) in ex_ref.src.iter().enumerate() {
+            let u = want.rows.binary_search(&r).unwrap();
+            for k in 0..dim {
+                n[u * dim + k] += 1;
+                magnitude[u * dim + k] += (ex_ref.grads[i * dim + k] as f64).abs();
+            }
+        }
+        let sums = within_f32_rounding(&co.grads, &want.grads, &n, &magnitude);
+        prop_assert!(sums.is_ok(), "{}", sums.unwrap_err());
         // Casting matches the reference Algorithm 2 exactly.
         prop_assert_eq!(ca, reference::tensor_cast(&batch, pooling).unwrap().0);
     }
@@ -107,7 +145,31 @@ proptest! {
         let table = EmbeddingTable::from_vec(batch.num_rows, dim, uniform_values(batch.num_rows as usize * dim, seed)).unwrap();
         let (got, t) = gather_reduce(&table, &batch, pooling).unwrap();
         let (want, t_ref) = reference::gather_reduce(&table, &batch, pooling).unwrap();
-        prop_assert!(check::row_rel_err(&got, &want, dim) <= 1e-5, "{:?} vs {:?}", got, want);
+        let mut n = vec![0usize; want.len()];
+        let mut magnitude = vec![0.0f64; want.len()];
+        for b in 0..batch.batch_size() {
+            let bag = batch.offsets[b] as usize..batch.offsets[b + 1] as usize;
+            let len = bag.len();
+            for i in bag {
+                let w = match (pooling, &batch.weights) {
+                    (Pooling::WeightedSum, Some(ws)) => ws[i] as f64,
+                    (Pooling::Mean, _) => 1.0 / len as f64,
+                    _ => 1.0,
+                };
+                for k in 0..dim {
+                    n[b * dim + k] += 1;
+                    magnitude[b * dim + k] += (w * table.data[batch.indices[i] as usize * dim + k] as f64).abs();
+                }
+            }
+            if pooling == Pooling::Mean {
+                // The division rounds once more.
+                for k in 0..dim {
+                    n[b * dim + k] += 1;
+                }
+            }
+        }
+        let sums = within_f32_rounding(&got, &want, &n, &magnitude);
+        prop_assert!(sums.is_ok(), "{} ({:?} vs {:?})", sums.unwrap_err(), got, want);
         prop_assert_eq!(t, t_ref);
         // Empty bags pool to zeros.
         for b in 0..batch.batch_size() {
@@ -134,7 +196,33 @@ proptest! {
                 row[k] -= 0.1 * ex.grads[i * dim + k];
             }
         }
-        prop_assert!(check::row_rel_err(&fused.data, &one_by_one.data, dim) <= 1e-5);
+        // Both orders must be within f32 rounding of the exact update. The
+        // result itself can be near zero (a row whose many updates cancel),
+        // so the bound is on the terms: n terms of f32 arithmetic err by at
+        // most about n * eps * (sum of their magnitudes); 2x of that is the
+        // tolerance.
+        let lr = 0.1f32 as f64;
+        let mut truth: Vec<f64> = table0.data.iter().map(|&x| x as f64).collect();
+        let mut magnitude: Vec<f64> = truth.iter().map(|x| x.abs()).collect();
+        let mut terms = vec![1.0f64; truth.len()];
+        for (i, &r) in ex.src.iter().enumerate() {
+            for k in 0..dim {
+                let j = r as usize * dim + k;
+                let t = lr * ex.grads[i * dim + k] as f64;
+                truth[j] -= t;
+                magnitude[j] += t.abs();
+                terms[j] += 1.0;
+            }
+        }
+        for j in 0..truth.len() {
+            let bound = 2.0 * terms[j] * f32::EPSILON as f64 * magnitude[j];
+            for (what, got) in [("fused", fused.data[j]), ("one by one", one_by_one.data[j])] {
+                prop_assert!(
+                    (got as f64 - truth[j]).abs() <= bound,
+                    "{} element {}: {} against {} (bound {})", what, j, got, truth[j], bound
+                );
+            }
+        }
     }
 
     #[test]
