@@ -780,17 +780,14 @@ impl CmdQueues {
     #[inline(always)]
     fn find(&self, q: usize, key: u64) -> Option<usize> {
         let base = (q << self.shift) & (CQ_SLOTS - 1);
-        let mut m = 0u64;
-        if self.ring == 7 {
+        let m = if self.ring == 7 {
             // The usual 8-entry queue: two vector comparisons.
             let b = base & (CQ_SLOTS - 8);
             let eight: &[u64; 8] = self.addr[b..b + 8].try_into().expect("8 slots");
-            m = simd::equal8(eight, key) as u64;
+            simd::equal8(eight, key) as u64
         } else {
-            for (s, &a) in self.addr[base..base + self.ring + 1].iter().enumerate() {
-                m |= ((a == key) as u64) << s;
-            }
-        }
+            equal_mask(&self.addr[base..base + self.ring + 1], key)
+        };
         if m == 0 {
             None
         } else {
@@ -863,11 +860,7 @@ impl CmdQueues {
             let eight: &[u32; 8] = self.row[b..b + 8].try_into().expect("8 slots");
             simd::equal8_u32(eight, row) as u64
         } else {
-            let mut m = 0u64;
-            for (s, &r) in self.row[base..base + self.ring + 1].iter().enumerate() {
-                m |= ((r == row) as u64) << s;
-            }
-            m
+            equal_mask(&self.row[base..base + self.ring + 1], row)
         };
         // Slot `head + i` holds entry `i`: rotate right by `head` within the
         // ring, then keep the queue's `n` entries.
@@ -882,6 +875,20 @@ impl CmdQueues {
         let mine = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         self.hit[q] = rotated & mine;
     }
+}
+
+/// Bit `s` set where `slots[s] == key`, for a ring of other than 8 slots.
+/// Out of line: inlined, the vectorised loop's constants stayed live (and
+/// were set up on every call) in the controller's loop, which the usual
+/// 8-slot ring never needs.
+#[cold]
+#[inline(never)]
+fn equal_mask<T: PartialEq + Copy>(slots: &[T], key: T) -> u64 {
+    let mut m = 0u64;
+    for (s, &a) in slots.iter().enumerate() {
+        m |= ((a == key) as u64) << s;
+    }
+    m
 }
 
 /// Removes bit `i` of `m`, moving the bits above it down by one.
