@@ -733,6 +733,7 @@ fn boxed_array<T: Clone, const N: usize>(x: T) -> Box<[T; N]> {
         .try_into()
         .unwrap_or_else(|_| unreachable!("the vector has N elements"))
 }
+
 /// A free command-queue slot.
 const EMPTY: u64 = u64::MAX;
 
