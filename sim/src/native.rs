@@ -1046,8 +1046,7 @@ pub struct NativeEngine {
     /// Bank queues that are full.
     full: u64,
     lanes: Box<Lanes>,
-    /// The rank being refreshed, if any, and its queues.
-    ref_rank: usize,
+    /// The queues of the rank being refreshed, if any.
     ref_mask: u64,
     queue_idx: usize,
 
@@ -1181,7 +1180,6 @@ impl NativeEngine {
                 ready: no,
                 dead: zero,
             }),
-            ref_rank: usize::MAX,
             ref_mask: 0,
             queue_idx: 0,
             banks: [bank; MAX_QUEUES],
@@ -1873,7 +1871,6 @@ impl NativeEngine {
         match r {
             Some(r) => {
                 self.ref_mask = self.rank_mask(r);
-                self.ref_rank = r;
                 let n = self.vecs_per_rank;
                 for d in &mut self.lanes.dead[r * n..(r + 1) * n] {
                     *d = V8::splat(INF);
@@ -1881,7 +1878,6 @@ impl NativeEngine {
             }
             None => {
                 self.ref_mask = 0;
-                self.ref_rank = usize::MAX;
             }
         }
     }
