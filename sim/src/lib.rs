@@ -26,4 +26,4 @@ pub use energy::{CommandCounts, Energy, EventEnergy};
 pub use engine::{DramEngine, EngineKind, EngineReport, create_engine, on_fresh_thread};
 pub use error::SimError;
 pub use request::{Access, BURST_BYTES, Completion, MemOp, Request, RequestId};
-pub use runner::{DramStats, RunOptions, simulate};
+pub use runner::{DramStats, RunOptions, simulate, simulate_native};

@@ -1231,6 +1231,22 @@ impl NativeEngine {
         self
     }
 
+    /// The same engine, with DRAMsim3's gap between write bursts of different
+    /// ranks (BL/2) instead of BL/2 + tRTRS. That breaks tRTRS, and the
+    /// checker says so: it is not a model to use, but the one difference from
+    /// DRAMsim3 that multi-rank write traffic exposes, so that tests can take
+    /// it away and compare the rest cycle for cycle. Call before any request.
+    #[doc(hidden)]
+    pub fn dramsim3_write_rank_switch(mut self) -> Self {
+        assert_eq!(
+            self.cycle, 0,
+            "set the write rank switch before any request"
+        );
+        self.t.wr_to_wr_o = self.t.burst;
+        self.d = Delays::of(&self.t);
+        self
+    }
+
     /// The commands issued so far, in issue order (empty unless the engine was
     /// made by [`with_command_log`](Self::with_command_log)).
     pub fn command_log(&self) -> &[CommandRecord] {

@@ -167,12 +167,7 @@ pub fn simulate<S>(
 where
     S: Iterator<Item = Result<MemOp, SimError>> + Send,
 {
-    if opts.window == 0 || opts.issue_per_cycle == 0 {
-        return Err(SimError::param(
-            "window / issue_per_cycle",
-            "must be at least 1",
-        ));
-    }
+    check_options(opts)?;
     let (dir, temporary) = match &opts.work_dir {
         Some(d) => (d.clone(), false),
         None => (unique_temp_dir(kind), true),
@@ -223,13 +218,73 @@ where
     let started = Instant::now();
     // The native engine is driven through its own type, so that the loop
     // below inlines its calls; the others through the trait object.
-    let (cycles, reads, writes, lat, report) = if kind == EngineKind::Native {
+    if kind == EngineKind::Native {
         let mut engine = crate::native::NativeEngine::new(config)?;
-        drive(kind, &mut engine, config, source, opts, progress)?
+        measure(kind, &mut engine, config, source, opts, progress, started)
     } else {
         let mut engine = create_engine(kind, config, dir)?;
-        drive(kind, engine.as_mut(), config, source, opts, progress)?
-    };
+        measure(
+            kind,
+            engine.as_mut(),
+            config,
+            source,
+            opts,
+            progress,
+            started,
+        )
+    }
+}
+
+/// Runs `source` through `engine`, a native engine the caller made (with a
+/// command log, say), on this thread, as [`simulate`] runs a fresh one: the
+/// same front end, the same statistics.
+pub fn simulate_native<S>(
+    engine: &mut crate::native::NativeEngine,
+    source: S,
+    opts: &RunOptions,
+) -> Result<DramStats, SimError>
+where
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    check_options(opts)?;
+    let started = Instant::now();
+    let config = crate::DramEngine::config(engine).clone();
+    measure(
+        EngineKind::Native,
+        engine,
+        &config,
+        source,
+        opts,
+        None,
+        started,
+    )
+}
+
+fn check_options(opts: &RunOptions) -> Result<(), SimError> {
+    if opts.window == 0 || opts.issue_per_cycle == 0 {
+        return Err(SimError::param(
+            "window / issue_per_cycle",
+            "must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
+/// [`drive`], then the statistics of the run that began at `started`.
+fn measure<E, S>(
+    kind: EngineKind,
+    engine: &mut E,
+    config: &DramConfig,
+    source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+    started: Instant,
+) -> Result<DramStats, SimError>
+where
+    E: crate::DramEngine + ?Sized,
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let (cycles, reads, writes, lat, report) = drive(kind, engine, config, source, opts, progress)?;
     if let Some(p) = progress {
         p(reads + writes);
     }
