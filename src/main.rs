@@ -32,7 +32,7 @@ enum Command {
     Kernels(cmd::kernels::KernelsCommand),
     /// What this machine offers the GPU paths: CUDA libraries, device 0, the CUDA sources compiled.
     Gpu(cmd::gpu::GpuArgs),
-    /// DDR4 DRAM engines (DRAMsim3, Ramulator): streams, address and embedding traces.
+    /// DDR4 DRAM engines (DRAMsim3, Ramulator, native): streams, address and embedding traces.
     Dram(cmd::dram::DramCommand),
     /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
     #[command(subcommand)]
