@@ -63,6 +63,37 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
         for f in ["config.json", "results.json", "phases.csv", "summary.txt"] {
             assert!(t.0.join(&out).join(f).is_file(), "{f}");
         }
+        // phases.csv: a row per phase, every value under its own column.
+        let csv = std::fs::read_to_string(t.0.join(&out).join("phases.csv")).unwrap();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), phases.len(), "{prim}: a row per phase");
+        for (row, p) in rows.iter().zip(phases) {
+            assert_eq!(row.len(), header.len(), "{prim}: {row:?}");
+            let cell = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+            assert_eq!(cell("phase"), p["phase"].as_str().unwrap());
+            for (column, value) in [
+                ("time_ns", &p["report"]["time_ns"]),
+                ("dram_read_bytes", &p["report"]["dram_read_bytes"]),
+                ("dram_write_bytes", &p["report"]["dram_write_bytes"]),
+                (
+                    "effective_bandwidth_gbps",
+                    &p["report"]["effective_bandwidth_gbps"],
+                ),
+                ("load_imbalance", &p["report"]["load_imbalance"]),
+                ("energy_total_pj", &p["report"]["energy"]["total_pj"]),
+                ("sim_requests_per_s", &p["report"]["sim_requests_per_s"]),
+            ] {
+                // (serde_json's reader may round the last digit differently.)
+                let (got, want): (f64, f64) =
+                    (cell(column).parse().unwrap(), value.as_f64().unwrap());
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs(),
+                    "{prim}: column {column}: {got} in the CSV, {want} in the JSON"
+                );
+            }
+        }
     }
 }
 

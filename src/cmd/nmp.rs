@@ -377,75 +377,64 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         functional_check_max_rel_err: checks.clone(),
     };
     rd.write_results("nmp run", &results)?;
-    let header = [
-        "placement",
-        "batch",
-        "phase",
-        "primary",
-        "ranks",
-        "active_ranks",
-        "time_ns",
-        "compute_ns",
-        "link_in_ns",
-        "link_out_ns",
-        "request_read_bytes",
-        "request_write_bytes",
-        "dram_read_bytes",
-        "dram_write_bytes",
-        "effective_bandwidth_gbps",
-        "memory_side_bandwidth_gbps",
-        "end_to_end_bandwidth_gbps",
-        "peak_bandwidth_gbps",
-        "mean_busy_fraction",
-        "load_imbalance",
-        "link_in_bytes",
-        "link_out_bytes",
-        "energy_dram_pj",
-        "energy_alu_pj",
-        "energy_buffer_pj",
-        "energy_link_pj",
-        "energy_total_pj",
-        "wall_s",
-        "sim_requests_per_s",
+    // One table gives both the header and the values, so the two cannot drift
+    // apart.
+    type Column = (&'static str, fn(&PhaseReport) -> String);
+    let columns: &[Column] = &[
+        ("placement", |p| p.placement.to_string()),
+        ("batch", |p| p.batch.to_string()),
+        ("phase", |p| p.phase.to_string()),
+        ("primary", |p| p.primary.to_string()),
+        ("ranks", |p| p.report.ranks.to_string()),
+        ("active_ranks", |p| p.report.active_ranks.to_string()),
+        ("time_ns", |p| p.report.time_ns.to_string()),
+        ("compute_ns", |p| p.report.compute_ns.to_string()),
+        ("link_in_ns", |p| p.report.link_in_ns.to_string()),
+        ("link_out_ns", |p| p.report.link_out_ns.to_string()),
+        ("request_read_bytes", |p| {
+            p.report.request_read_bytes.to_string()
+        }),
+        ("request_write_bytes", |p| {
+            p.report.request_write_bytes.to_string()
+        }),
+        ("dram_read_bytes", |p| p.report.dram_read_bytes.to_string()),
+        ("dram_write_bytes", |p| {
+            p.report.dram_write_bytes.to_string()
+        }),
+        ("effective_bandwidth_gbps", |p| {
+            p.report.effective_bandwidth_gbps.to_string()
+        }),
+        ("memory_side_bandwidth_gbps", |p| {
+            p.report.memory_side_bandwidth_gbps.to_string()
+        }),
+        ("end_to_end_bandwidth_gbps", |p| {
+            p.report.end_to_end_bandwidth_gbps.to_string()
+        }),
+        ("peak_bandwidth_gbps", |p| {
+            p.report.peak_bandwidth_gbps.to_string()
+        }),
+        ("mean_busy_fraction", |p| {
+            p.report.mean_busy_fraction.to_string()
+        }),
+        ("load_imbalance", |p| p.report.load_imbalance.to_string()),
+        ("link_in_bytes", |p| p.report.link_in_bytes.to_string()),
+        ("link_out_bytes", |p| p.report.link_out_bytes.to_string()),
+        ("energy_dram_pj", |p| p.report.energy.dram_pj.to_string()),
+        ("energy_alu_pj", |p| p.report.energy.alu_pj.to_string()),
+        ("energy_buffer_pj", |p| {
+            p.report.energy.buffer_pj.to_string()
+        }),
+        ("energy_link_pj", |p| p.report.energy.link_pj.to_string()),
+        ("energy_total_pj", |p| p.report.energy.total_pj.to_string()),
+        ("wall_s", |p| p.report.wall_s.to_string()),
+        ("sim_requests_per_s", |p| {
+            p.report.sim_requests_per_s.to_string()
+        }),
     ];
+    let header: Vec<&str> = columns.iter().map(|c| c.0).collect();
     let rows: Vec<Vec<String>> = phases
         .iter()
-        .map(|p| {
-            let r = &p.report;
-            vec![
-                p.placement.to_string(),
-                p.batch.to_string(),
-                p.phase.to_string(),
-                p.primary.to_string(),
-                r.ranks.to_string(),
-                r.active_ranks.to_string(),
-                r.time_ns.to_string(),
-                r.compute_ns.to_string(),
-                r.link_in_ns.to_string(),
-                r.link_out_ns.to_string(),
-                r.request_read_bytes.to_string(),
-                r.request_write_bytes.to_string(),
-                r.request_read_bytes.to_string(),
-                r.request_write_bytes.to_string(),
-                r.dram_read_bytes.to_string(),
-                r.dram_write_bytes.to_string(),
-                r.effective_bandwidth_gbps.to_string(),
-                r.memory_side_bandwidth_gbps.to_string(),
-                r.end_to_end_bandwidth_gbps.to_string(),
-                r.peak_bandwidth_gbps.to_string(),
-                r.mean_busy_fraction.to_string(),
-                r.load_imbalance.to_string(),
-                r.link_in_bytes.to_string(),
-                r.link_out_bytes.to_string(),
-                r.energy.dram_pj.to_string(),
-                r.energy.alu_pj.to_string(),
-                r.energy.buffer_pj.to_string(),
-                r.energy.link_pj.to_string(),
-                r.energy.total_pj.to_string(),
-                r.wall_s.to_string(),
-                r.sim_requests_per_s.to_string(),
-            ]
-        })
+        .map(|p| columns.iter().map(|c| (c.1)(p)).collect())
         .collect();
     rd.write_csv("phases.csv", &header, &rows)?;
     let mut text = format!(
