@@ -97,22 +97,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// CSV text with minimal quoting (fields holding a comma, quote or newline).
-pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
-    // One quoting rule for every CSV nmpsim writes, sweeps' results.csv included.
-    let field = nmpsim_experiments::results::csv_field;
-    let mut out = header
-        .iter()
-        .map(|h| field(h))
-        .collect::<Vec<_>>()
-        .join(",");
-    out.push('\n');
-    for r in rows {
-        out.push_str(&r.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
-        out.push('\n');
-    }
-    out
-}
+pub use nmpsim_experiments::results::csv_text;
 
 /// A progress bar on stderr that hides itself when stderr is not a terminal or
 /// `quiet` is set.

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::expand::expand;
 use crate::layout::{self, RUN_STDOUT, Status};
 use crate::plot::{Chart, ChartKind, Series, XValue};
+use crate::results::csv_text;
 use crate::spec::Spec;
 
 /// How big the runs are.
@@ -479,25 +480,6 @@ fn bytes_of(v: &Value, key: &str) -> Result<(f64, f64), String> {
             "`kernels traffic` output has no `{key}` read/write bytes"
         )),
     }
-}
-
-fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut s = header
-        .iter()
-        .map(|h| crate::results::csv_field(h))
-        .collect::<Vec<_>>()
-        .join(",");
-    s.push('\n');
-    for r in rows {
-        s.push_str(
-            &r.iter()
-                .map(|f| crate::results::csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        s.push('\n');
-    }
-    s
 }
 
 fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {

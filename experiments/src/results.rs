@@ -163,6 +163,29 @@ fn csv_line(fields: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     line
 }
 
+/// A CSV table: the header line, then one line per row. Every CSV nmpsim
+/// writes goes through here or [`results_csv`], so one quoting rule holds.
+///
+/// Panics if a row has other than one field per column: such a row would put
+/// values under the wrong names without a sound.
+pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(
+            r.len(),
+            header.len(),
+            "CSV row {} has {} fields for the {} columns {header:?}",
+            i + 1,
+            r.len(),
+            header.len()
+        );
+    }
+    let mut out = csv_line(header);
+    for r in rows {
+        out.push_str(&csv_line(r));
+    }
+    out
+}
+
 /// The text of `results.csv`. `rows` may come in any order; they are written
 /// in run order. `metric_patterns` (globs) keep only matching metric columns;
 /// empty keeps all.
@@ -363,6 +386,27 @@ mod tests {
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
         let text = csv_line(["x", "a,b", "q\"", "l\nm", ""]);
         assert_eq!(parse_csv(&text), vec![vec!["x", "a,b", "q\"", "l\nm", ""]]);
+    }
+
+    #[test]
+    fn csv_tables_quote_their_cells() {
+        let rows = vec![
+            vec!["1".to_string(), "a,b".to_string()],
+            vec!["2".to_string(), String::new()],
+        ];
+        let text = csv_text(&["n", "name"], &rows);
+        assert_eq!(text, "n,name\n1,\"a,b\"\n2,\n");
+        assert_eq!(parse_csv(&text)[1], vec!["1", "a,b"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "CSV row 2 has 3 fields for the 2 columns")]
+    fn a_csv_row_out_of_step_with_its_header_is_refused() {
+        let rows = vec![
+            vec!["1".to_string(), "x".to_string()],
+            vec!["2".to_string(), "y".to_string(), "z".to_string()],
+        ];
+        csv_text(&["n", "name"], &rows);
     }
 
     #[test]
