@@ -387,6 +387,16 @@ fn draw_table(
 fn floyd_sample(n: u64, k: u32, rng: &mut Rng, out: &mut Vec<u64>) {
     out.clear();
     let k = u64::from(k).min(n);
+    if k <= FLOYD_SCAN_MAX {
+        // `out` holds the values drawn so far: for bags of DLRM size a scan of it
+        // is cheaper than hashing each draw (same draws, same result).
+        for j in n - k..n {
+            let t = rng.below(j + 1);
+            let pick = if out.contains(&t) { j } else { t };
+            out.push(pick);
+        }
+        return;
+    }
     let mut set = std::collections::HashSet::new();
     for j in n - k..n {
         let t = rng.below(j + 1);
@@ -395,6 +405,9 @@ fn floyd_sample(n: u64, k: u32, rng: &mut Rng, out: &mut Vec<u64>) {
         out.push(pick);
     }
 }
+
+/// Largest sample [`floyd_sample`] checks by scanning rather than hashing.
+const FLOYD_SCAN_MAX: u64 = 256;
 
 /// Seeds of table `t`'s sub-streams: (scatter permutation, per-batch streams).
 fn table_seed(seed: u64, t: usize) -> u64 {
@@ -502,6 +515,41 @@ impl Iterator for Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floyd_samples_are_distinct_and_scanning_equals_hashing() {
+        // Floyd's algorithm with a hash set, as the scan must reproduce it.
+        fn hashed(n: u64, k: u32, rng: &mut Rng) -> Vec<u64> {
+            let mut set = std::collections::HashSet::new();
+            let mut out = Vec::new();
+            for j in n - u64::from(k).min(n)..n {
+                let t = rng.below(j + 1);
+                let pick = if set.contains(&t) { j } else { t };
+                set.insert(pick);
+                out.push(pick);
+            }
+            out
+        }
+        let mut out = Vec::new();
+        for (n, k) in [
+            (1, 1),
+            (5, 5),
+            (10, 3),
+            (300, 256),
+            (300, 257),
+            (1000, 80),
+            (7, 20),
+        ] {
+            for seed in 0..20 {
+                floyd_sample(n, k, &mut Rng::new(seed), &mut out);
+                assert_eq!(out, hashed(n, k, &mut Rng::new(seed)), "n {n}, k {k}");
+                assert_eq!(out.len() as u64, u64::from(k).min(n));
+                let distinct: std::collections::HashSet<_> = out.iter().collect();
+                assert_eq!(distinct.len(), out.len(), "n {n}, k {k}: a repeat");
+                assert!(out.iter().all(|&v| v < n));
+            }
+        }
+    }
 
     fn table(rows: u64, distribution: Distribution, bag: u32) -> TableSpec {
         TableSpec {
