@@ -11,7 +11,7 @@
 //!
 //! `--quick` sizes finish in minutes on a 2-core machine; `--full` uses the
 //! paper's sizes (batch 2048, 1M-row tables): about 20 minutes on the native engine;
-//! the simulations take about 10x longer on DRAMsim3.
+//! the pool simulations take 17-26x as long on DRAMsim3 (docs/performance.md).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -44,7 +44,7 @@ pub struct ReproduceArgs {
     /// Small sizes that finish in minutes on a 2-core machine (the default).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// The paper's sizes (batch 2048, 1M-row tables): about 20 minutes with --engine native (its simulations take about 10x longer on dramsim3), and over 10 GB of memory for RM2's tables.
+    /// The paper's sizes (batch 2048, 1M-row tables): about 20 minutes with --engine native (its pool simulations take 17-26x as long on dramsim3, docs/performance.md), and over 10 GB of memory for RM2's tables.
     #[arg(long)]
     full: bool,
     /// Output directory [default: runs/reproduce-quick or runs/reproduce-full].
