@@ -1069,15 +1069,23 @@ fn without_the_rank_switch_multi_rank_writes_differ() {
     );
 }
 
-/// Random configurations, many more (run with `-- --ignored`).
+/// Random configurations, many more (run with `-- --ignored`): 300 draws
+/// from seed 2026, or `NMPSIM_DRAWS` draws from `NMPSIM_SEED`.
 #[test]
 #[ignore]
 fn native_equals_dramsim3_on_random_configurations() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name).map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}={v}: expected a whole number"))
+        })
+    };
+    let (draws, seed) = (env("NMPSIM_DRAWS", 300), env("NMPSIM_SEED", 2026));
     let presets = nmpsim_sim::preset_names();
     let fields = ["ro", "ra", "ba", "bg", "co"];
-    let mut rng = nmpsim_traces::rng::Rng::new(2026);
+    let mut rng = nmpsim_traces::rng::Rng::new(seed);
     let mut bad = Vec::new();
-    for _ in 0..300 {
+    for _ in 0..draws {
         let mut pick = |n: usize| rng.below(n as u64) as usize;
         let name: &'static str = presets[pick(presets.len())].clone().leak();
         let kind = match pick(3) {
