@@ -11,7 +11,7 @@
 //! Every emulated time comes with the raw time of the real kernels.
 //!
 //! The arithmetic ([`throttle_target_ns`], [`Emulated`]) is plain Rust; the
-//! device side ([`PoolEmulator`]) needs the `cuda` feature and a GPU.
+//! device side (`PoolEmulator`) needs the `cuda` feature and a GPU.
 
 use serde::{Deserialize, Serialize};
 

@@ -7,7 +7,7 @@
 //! - [`schema`]: the command's flags, read from its clap definition
 //!   ([`CommandSchema`]); a spec is checked against it, and every expanded run's
 //!   argument vector is parsed by clap before anything runs.
-//! - [`expand`]: the spec as an ordered list of runs ([`Run`]), each with a
+//! - [`expand`](mod@expand): the spec as an ordered list of runs ([`Run`]), each with a
 //!   stable hash of its resolved configuration.
 //! - [`shard`]: deterministic slices of the run list ([`Shard`]) for many
 //!   machines or a Slurm job array.

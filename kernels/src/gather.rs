@@ -15,7 +15,7 @@ const BAGS_PER_TASK: usize = 16;
 /// Row length (f32 values) with a register-resident accumulator in gather-reduce.
 const FIXED_DIM: usize = 64;
 
-/// Gradients expanded to one row per lookup (the input of [`crate::coalesce`]).
+/// Gradients expanded to one row per lookup (the input of [`crate::coalesce`](fn@crate::coalesce)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expanded {
     /// Table row of every lookup (the batch's indices).

@@ -2,7 +2,7 @@
 //! functional and exact, each reporting the memory traffic it implies.
 //!
 //! - [`gather_reduce`]: forward pooling (`EmbeddingBag`), sum / mean / weighted sum.
-//! - [`expand`] + [`coalesce`]: the baseline backward (the paper's Alg. 1).
+//! - [`expand`] + [`coalesce`](fn@coalesce): the baseline backward (the paper's Alg. 1).
 //! - [`tensor_cast`] + [`casted_gather_reduce`]: Tensor Casting (Alg. 2 and 3),
 //!   the same coalesced gradients with half the memory traffic.
 //! - [`scatter_update`]: applies coalesced gradients with an [`Optimizer`]

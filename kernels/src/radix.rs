@@ -30,7 +30,7 @@ pub fn key_bits(num_rows: u64) -> u32 {
 }
 
 /// `(passes, digit_bits)` for `bits` key bits: the fewest passes of at most
-/// [`MAX_DIGIT_BITS`], with the bits spread evenly over them.
+/// `MAX_DIGIT_BITS` (11), with the bits spread evenly over them.
 pub fn plan(bits: u32) -> (u32, u32) {
     if bits == 0 {
         return (0, 0);

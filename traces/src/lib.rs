@@ -4,7 +4,7 @@
 //! PyTorch's `EmbeddingBag`), plus optional dense features and labels. This crate
 //! generates batches (seeded, deterministic: [`Generator`], named [`profiles`]),
 //! reads Criteo TSV ([`criteo`]), stores batches in a versioned, checksummed binary
-//! trace format ([`format`]), and computes access statistics ([`stats`]).
+//! trace format ([`format`](mod@format)), and computes access statistics ([`stats`]).
 //!
 //! It deliberately knows nothing about what is done with the indices: no embedding
 //! tables, no kernels, no DRAM.
