@@ -103,6 +103,17 @@ pub struct Violation {
     pub detail: String,
 }
 
+impl Violation {
+    /// Whether this is tRTRS broken between two write bursts of different
+    /// ranks: the one rule Ramulator's DDR4 model and DRAMsim3 both break.
+    pub fn is_write_to_write_rank_switch(&self) -> bool {
+        // The detail is written by `data_bus_rule`.
+        self.rule == "tRTRS"
+            && self.detail.starts_with("WR data")
+            && self.detail.contains("'s WR data")
+    }
+}
+
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

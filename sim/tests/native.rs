@@ -979,11 +979,7 @@ fn check_pair(p: &Pair) -> Vec<String> {
         let v = Checker::for_config(&cfg).check(&log);
         bad.extend(
             v.iter()
-                .filter(|x| {
-                    !(x.rule == "tRTRS"
-                        && x.detail.starts_with("WR data")
-                        && x.detail.contains("'s WR data"))
-                })
+                .filter(|x| !x.is_write_to_write_rank_switch())
                 .take(3)
                 .map(|x| format!("checker: {x}")),
         );
