@@ -116,8 +116,11 @@ fn validation_set() -> Vec<Case> {
     ]
 }
 
+/// A fresh directory: tests run in parallel, so each call gets its own.
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nmpsim-native-{tag}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("nmpsim-native-{tag}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
