@@ -233,6 +233,9 @@ struct Emulation {
     tables: Vec<nmpsim_kernels::cuda::DeviceTable>,
     /// The host tables are behind the device ones.
     stale: bool,
+    /// The coalesced gradients the casted gather-reduce left on the device
+    /// for the scatter that follows it (the pool keeps them in its ranks).
+    coalesced: Option<Vec<nmpsim_kernels::cuda::DeviceCoalesced>>,
 }
 
 #[cfg(feature = "cuda")]
@@ -377,6 +380,7 @@ impl SystemModes {
             emu,
             tables,
             stale: false,
+            coalesced: None,
         });
         Ok(self)
     }
@@ -1029,19 +1033,37 @@ impl SystemModes {
             return Ok(None);
         };
         let pooling = self.pooling;
-        let (out, e) = em.lock()?.run(target_ns, |b| {
-            batch
-                .tables
-                .iter()
-                .zip(&em.tables)
-                .enumerate()
-                .map(|(t, (tb, dt))| {
-                    b.gather_reduce_resident(dt, tb, pooling)
-                        .map(|(o, _)| o)
-                        .map_err(|err| DlrmError::from(err.in_table(t)))
-                })
-                .collect::<Result<Vec<_>, _>>()
+        let mut emu = em.lock()?;
+        // Indices go to the device before the timed region (in the system
+        // they cross the pool link, which is emulated on its own); the
+        // region holds the kernels alone; the pooled rows come back after.
+        let mut staged = batch
+            .tables
+            .iter()
+            .zip(&em.tables)
+            .enumerate()
+            .map(|(t, (tb, dt))| {
+                emu.backend()
+                    .stage_batch(dt, tb, pooling)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ((), e) = emu.run(target_ns, |b| {
+            for (t, (s, dt)) in staged.iter_mut().zip(&em.tables).enumerate() {
+                b.gather_reduce_staged(dt, s)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))?;
+            }
+            Ok(())
         })?;
+        let out = staged
+            .iter()
+            .enumerate()
+            .map(|(t, s)| {
+                emu.backend()
+                    .download_pooled(s)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         host.add("gather-reduce gpu-raw", e.raw_ns);
         Ok(Some((out, e.emulated_ns)))
     }
@@ -1056,7 +1078,8 @@ impl SystemModes {
         Ok(None)
     }
 
-    /// Casted gather-reduce on the emulated pool into `self.coalesced`.
+    /// Casted gather-reduce on the emulated pool; its coalesced gradients
+    /// stay on the device for [`Self::emulate_scatter`].
     #[cfg(feature = "cuda")]
     fn emulate_coalesce(
         &mut self,
@@ -1064,28 +1087,42 @@ impl SystemModes {
         target_ns: f64,
         host: &mut HostTimes,
     ) -> Result<Option<f64>, DlrmError> {
-        let Some(em) = &self.emulation else {
-            return Ok(None);
-        };
         if self.plan.casting.is_none() {
             return Ok(None);
         }
-        use nmpsim_kernels::check::Backend as _;
         let dim = self.tables[0].dim;
-        let casted = &self.casted;
-        let (out, e) = em.lock()?.run(target_ns, |b| {
-            casted
-                .iter()
-                .zip(dpooled)
-                .enumerate()
-                .map(|(t, (c, d))| {
-                    b.casted_gather_reduce(c, d, dim)
-                        .map(|(o, _)| o)
-                        .map_err(|err| DlrmError::from(err.in_table(t)))
-                })
-                .collect::<Result<Vec<_>, _>>()
+        let Some(em) = &mut self.emulation else {
+            return Ok(None);
+        };
+        let mut emu = em.emu.lock().map_err(|_| {
+            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
         })?;
-        self.coalesced = out;
+        // The output gradients reach the pool over its link (emulated on its
+        // own): staged before the timed region, which holds the kernels.
+        let mut staged = self
+            .casted
+            .iter()
+            .zip(dpooled)
+            .enumerate()
+            .map(|(t, (c, d))| {
+                emu.backend()
+                    .stage_casted(c, d, dim)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ((), e) = emu.run(target_ns, |b| {
+            for (t, s) in staged.iter_mut().enumerate() {
+                b.casted_gather_reduce_staged(s)
+                    .map_err(|err| DlrmError::from(err.in_table(t)))?;
+            }
+            Ok(())
+        })?;
+        // The coalesced gradients stay on the device for the scatter; the
+        // host copies hold the rows only, so nothing reads stale values.
+        for c in &mut self.coalesced {
+            c.grads.clear();
+        }
+        em.coalesced = Some(staged.into_iter().map(|s| s.into_coalesced()).collect());
         host.add("casted-gather-reduce gpu-raw", e.raw_ns);
         Ok(Some(e.emulated_ns))
     }
@@ -1111,15 +1148,30 @@ impl SystemModes {
         let Some(em) = &mut self.emulation else {
             return Ok(None);
         };
-        let coalesced = &self.coalesced;
         let emu_arc = em.emu.clone();
         let mut emu = emu_arc.lock().map_err(|_| {
             DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
         })?;
+        // Gradients the pool coalesced are already on the device; the host's
+        // (TensorDIMM: coalesced on the CPU, sent over the link, which is
+        // emulated on its own) are staged before the timed region.
+        let staged = match em.coalesced.take() {
+            Some(d) => d,
+            None => self
+                .coalesced
+                .iter()
+                .enumerate()
+                .map(|(t, c)| {
+                    emu.backend()
+                        .stage_coalesced(c)
+                        .map_err(|err| DlrmError::from(err.in_table(t)))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let tables = &mut em.tables;
         let ((), e) = emu.run(target_ns, |b| {
-            for (t, (dt, c)) in tables.iter_mut().zip(coalesced).enumerate() {
-                b.scatter_update_resident(dt, c, optimizer)
+            for (t, (dt, c)) in tables.iter_mut().zip(&staged).enumerate() {
+                b.scatter_update_staged(dt, c, optimizer)
                     .map_err(|err| DlrmError::from(err.in_table(t)))?;
             }
             Ok(())

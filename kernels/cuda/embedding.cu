@@ -9,9 +9,11 @@
 //   exclusive / inclusive  nmpsim_scan_reduce, nmpsim_scan_blocks, nmpsim_scan_apply
 //   radix sort pass        nmpsim_radix_histogram, nmpsim_radix_scatter
 //   segments of a sort     nmpsim_head_flags, nmpsim_segments
-//   coalesce accumulate    nmpsim_coalesce_accumulate_{vec4,scalar}
+//   coalesce accumulate    nmpsim_coalesce_accumulate_*, nmpsim_coalesce_long_pieces_*,
+//                          nmpsim_segment_combine_long_* ({vec4,scalar})
 //   tensor casting         nmpsim_cast_permute, nmpsim_cast_mean_scale
-//   casted gather-reduce   nmpsim_casted_gather_reduce_{vec4,scalar}
+//   casted gather-reduce   nmpsim_casted_gather_reduce_*, nmpsim_casted_long_pieces_*,
+//                          nmpsim_segment_combine_long_* ({vec4,scalar})
 //   scatter + optimizer    nmpsim_scatter_update_{vec4,scalar}
 //   bench table fill       nmpsim_fill_uniform
 //
@@ -121,10 +123,16 @@ __device__ __forceinline__ float vsumsq(float4 a) {
 
 // ---- gather-reduce (forward) ------------------------------------------------
 //
-// One warp per bag. The warp splits into G = 32 / L groups of L lanes; lane l
-// of group g adds column l (+ L, + 2L, ...) of lookups s + g, s + g + G, ...;
-// the groups are then summed with shuffles. With dim 64 (16 float4) two
-// lookups of a bag are in flight per warp instruction, every lane busy.
+// GR_WARPS warps per bag (a block of BLOCK threads holds BLOCK / 32 / GR_WARPS
+// bags), so that even one table's batch fills the device with loads in
+// flight. Each warp splits into G = 32 / L groups of L lanes (L = smallest
+// power of two >= dimv, at most 32); lane l of group g of warp w adds column
+// l (+ L, ...) of lookups s + w*G + g, then every GR_WARPS*G-th after it.
+// With dim 64 (16 float4) eight lookups of a bag are in flight per step.
+// The groups of a warp are summed with shuffles, the warps of a bag in
+// shared memory, in a fixed order: the result does not depend on timing.
+
+#define GR_WARPS 4u
 
 template <typename V>
 __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
@@ -132,18 +140,26 @@ __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
                                    const u32 *__restrict__ offsets,
                                    const float *__restrict__ weights, u64 bags, int mode,
                                    V *__restrict__ out) {
+    __shared__ float4 gr_part[BLOCK];
+    V *part = reinterpret_cast<V *>(gr_part);
     const u32 lane = threadIdx.x & 31u;
+    const u32 wib = threadIdx.x >> 5;
+    const u32 per_block = (BLOCK / 32u) / GR_WARPS;
+    const u32 slot = wib / GR_WARPS;
+    const u32 w = wib % GR_WARPS;
     const u32 L = lanes_for(dimv);
     const u32 G = 32u / L;
     const u32 g = lane / L;
     const u32 l = lane % L;
-    const u64 warp = global_thread() >> 5;
-    const u64 nwarps = grid_threads() >> 5;
-    // `bag` is the same for every lane of a warp, so every lane runs the
-    // same iterations and reaches every shuffle.
-    for (u64 bag = warp; bag < bags; bag += nwarps) {
-        const u32 s = offsets[bag];
-        const u32 e = offsets[bag + 1];
+    const u32 step = GR_WARPS * G;
+    // The loop is uniform over the block: every thread reaches every
+    // shuffle and barrier.
+    for (u64 first = (u64)blockIdx.x * per_block; first < bags;
+         first += (u64)gridDim.x * per_block) {
+        const u64 bag = first + slot;
+        const bool has = bag < bags;
+        const u32 s = has ? offsets[bag] : 0u;
+        const u32 e = has ? offsets[bag + 1] : 0u;
         for (u64 c0 = 0; c0 < dimv; c0 += L) {
             const u64 c = c0 + l;
             const bool valid = c < dimv;
@@ -151,14 +167,14 @@ __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
             vzero(acc);
             if (valid) {
                 if (mode == POOL_WEIGHTED) {
-#pragma unroll 4
-                    for (u32 i = s + g; i < e; i += G) {
+#pragma unroll 8
+                    for (u32 i = s + w * G + g; i < e; i += step) {
                         const u64 r = indices[i];
                         vaxpy(acc, weights[i], table[r * dimv + c]);
                     }
                 } else {
-#pragma unroll 4
-                    for (u32 i = s + g; i < e; i += G) {
+#pragma unroll 8
+                    for (u32 i = s + w * G + g; i < e; i += step) {
                         const u64 r = indices[i];
                         vadd(acc, table[r * dimv + c]);
                     }
@@ -167,10 +183,15 @@ __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
             for (u32 off = 16; off >= L; off >>= 1) {
                 vshfl_add(acc, off);
             }
-            if (g == 0 && valid) {
-                if (mode == POOL_MEAN && e > s) vdiv(acc, (float)(e - s));
-                out[bag * dimv + c] = acc;
+            if (g == 0) part[wib * 32u + l] = acc;
+            __syncthreads();
+            if (w == 0 && g == 0 && valid && has) {
+                V tot = part[(slot * GR_WARPS) * 32u + l];
+                for (u32 q = 1; q < GR_WARPS; q++) vadd(tot, part[(slot * GR_WARPS + q) * 32u + l]);
+                if (mode == POOL_MEAN && e > s) vdiv(tot, (float)(e - s));
+                out[bag * dimv + c] = tot;
             }
+            __syncthreads();
         }
     }
 }
@@ -444,18 +465,107 @@ extern "C" __global__ void nmpsim_segments(const u32 *__restrict__ sorted,
 
 // ---- coalesce accumulate / casted gather-reduce --------------------------------
 //
-// L lanes per unique row (L = smallest power of two >= dimv, at most 32),
-// lane l owns columns l, l + L, ...; each column adds the row's lookups one
-// after another in sorted (= original, the sort is stable) order. Both
-// kernels perform the same f32 operations in the same order, so their
-// results are bit-identical (the casted one multiplies by the scale exactly
-// as expand does).
+// Both sum, for every unique row u, the values of sorted positions
+// starts[u] .. starts[u+1] (coalesce: expanded gradient rows in sorted order;
+// casted: scale * output-gradient rows, the product rounded as expand rounds
+// it). Work is spread over groups of L lanes (L = smallest power of two >=
+// dimv, at most 32; lane l owns columns l, l + L, ...).
+//
+// - A short segment (at most SHORT_SEG positions) is added by one group in
+//   sorted (= original: the sort is stable) order (step 1).
+// - A hot row of a skewed batch can own a large share of all lookups, so a
+//   long segment is listed by step 1 and cut by fixed chunks of SEG_CHUNK
+//   sorted positions:
+//   2. (*_long_pieces; nothing to do when step 1 listed none) one group per
+//      chunk adds, in order, the piece of the segment that began before the
+//      chunk (stored as partial[2k], "first") and the piece of the one that
+//      goes on past it (partial[2k + 1], "last"; a segment covering the
+//      chunk: both). Only these two segments of a chunk can be long, as
+//      SHORT_SEG >= SEG_CHUNK;
+//   3. (nmpsim_segment_combine_long_*) a block per listed segment adds its
+//      pieces in a fixed tree order.
+//
+// Coalesce and the casted gather-reduce share this code and so perform the
+// same f32 operations in the same order: their results are bit-identical.
+// The host zeroes the long-segment count before step 1.
 
-template <typename V>
-__device__ void coalesce_impl(const V *__restrict__ grads, u64 dimv,
-                              const u32 *__restrict__ sorted_pos,
-                              const u32 *__restrict__ starts, u64 unique,
-                              V *__restrict__ out) {
+#define SEG_CHUNK 16u
+#define SHORT_SEG 32u
+
+// Expanded gradient row at sorted position j (coalesce).
+template <typename V> struct CoalesceLoad {
+    const V *__restrict__ grads;
+    const u32 *__restrict__ sorted_pos;
+    u64 dimv;
+    __device__ __forceinline__ V operator()(u32 j, u64 c) const {
+        return grads[(u64)sorted_pos[j] * dimv + c];
+    }
+};
+
+// scale[j] * output-gradient row of the bag of sorted position j (casted).
+template <typename V> struct CastedLoad {
+    const V *__restrict__ grad_out;
+    const u32 *__restrict__ casted_src;
+    const float *__restrict__ scale;
+    int scaled;
+    u64 dimv;
+    __device__ __forceinline__ V operator()(u32 j, u64 c) const {
+        const V g = grad_out[(u64)casted_src[j] * dimv + c];
+        return scaled ? vmul(scale[j], g) : g;
+    }
+};
+
+// Step 2: the pieces of long segments, chunk by chunk. `seg` is the segment
+// of every sorted position.
+template <typename V, typename Load>
+__device__ void long_pieces(const Load load, u64 dimv, const u32 *__restrict__ seg,
+                            const u32 *__restrict__ starts, u64 n, V *__restrict__ partial,
+                            const u32 *__restrict__ long_count) {
+    const u32 L = lanes_for(dimv);
+    const u32 l = threadIdx.x % L;
+    const u64 group = global_thread() / L;
+    const u64 groups = grid_threads() / L;
+    const u64 chunks = (n + SEG_CHUNK - 1) / SEG_CHUNK;
+    if (*long_count == 0u) return;
+    for (u64 k = group; k < chunks; k += groups) {
+        const u32 p0 = (u32)(k * SEG_CHUNK);
+        const u32 p1 = (u32)((u64)p0 + SEG_CHUNK < n ? (u64)p0 + SEG_CHUNK : n);
+        const u64 ua = seg[p0];
+        const u64 ub = seg[p1 - 1];
+        const u32 sa = starts[ua], ea = starts[ua + 1];
+        const u32 sb = starts[ub], eb = starts[ub + 1];
+        const bool long_a = ea - sa > SHORT_SEG;
+        const bool long_b = ub != ua && eb - sb > SHORT_SEG;
+        if (!long_a && !long_b) continue;
+        for (u64 c = l; c < dimv; c += L) {
+            if (long_a) {
+                // Segment ua: from p0 (or its start) to its end or p1.
+                const u32 from = sa > p0 ? sa : p0;
+                const u32 to = ea < p1 ? ea : p1;
+                V acc;
+                vzero(acc);
+#pragma unroll 16
+                for (u32 j = from; j < to; j++) vadd(acc, load(j, c));
+                if (sa < p0) partial[(2 * k) * dimv + c] = acc;
+                if (ea > p1) partial[(2 * k + 1) * dimv + c] = acc;
+            }
+            if (long_b) {
+                // Segment ub began inside the chunk and goes on past it.
+                V acc;
+                vzero(acc);
+#pragma unroll 16
+                for (u32 j = sb; j < p1; j++) vadd(acc, load(j, c));
+                partial[(2 * k + 1) * dimv + c] = acc;
+            }
+        }
+    }
+}
+
+// Step 1: short segments whole; long ones listed.
+template <typename V, typename Load>
+__device__ void segment_sums(const Load load, u64 dimv, const u32 *__restrict__ starts,
+                             u64 unique, V *__restrict__ out, u32 *__restrict__ long_count,
+                             u32 *__restrict__ long_list) {
     const u32 L = lanes_for(dimv);
     const u32 l = threadIdx.x % L;
     const u64 group = global_thread() / L;
@@ -463,77 +573,133 @@ __device__ void coalesce_impl(const V *__restrict__ grads, u64 dimv,
     for (u64 u = group; u < unique; u += groups) {
         const u32 s = starts[u];
         const u32 e = starts[u + 1];
+        if (e - s > SHORT_SEG) {
+            if (l == 0) long_list[atomicAdd(long_count, 1u)] = (u32)u;
+            continue;
+        }
         for (u64 c = l; c < dimv; c += L) {
             V acc;
             vzero(acc);
-            for (u32 j = s; j < e; j++) {
-                const u64 p = sorted_pos[j];
-                vadd(acc, grads[p * dimv + c]);
-            }
+            for (u32 j = s; j < e; j++) vadd(acc, load(j, c));
             out[u * dimv + c] = acc;
         }
     }
 }
 
-extern "C" __global__ void nmpsim_coalesce_accumulate_vec4(const float4 *__restrict__ grads,
-                                                           u64 dimv,
-                                                           const u32 *__restrict__ sorted_pos,
-                                                           const u32 *__restrict__ starts,
-                                                           u64 unique, float4 *__restrict__ out) {
-    coalesce_impl<float4>(grads, dimv, sorted_pos, starts, unique, out);
-}
-
-extern "C" __global__ void nmpsim_coalesce_accumulate_scalar(const float *__restrict__ grads,
-                                                             u64 dimv,
-                                                             const u32 *__restrict__ sorted_pos,
-                                                             const u32 *__restrict__ starts,
-                                                             u64 unique, float *__restrict__ out) {
-    coalesce_impl<float>(grads, dimv, sorted_pos, starts, unique, out);
-}
-
+// Step 3: a block per listed segment. Its pieces x_0 = last of the first
+// chunk, x_i = first of chunk ka + i: sub-group j of the block (S = BLOCK / L
+// of them) adds x_j, x_{j+S}, ... in order, then sub-group 0 adds the S sums
+// in order. The order is fixed, whatever the list's order.
 template <typename V>
-__device__ void casted_impl(const V *__restrict__ grad_out, u64 dimv,
-                            const u32 *__restrict__ casted_src,
-                            const float *__restrict__ scale, int scaled,
-                            const u32 *__restrict__ starts, u64 unique, V *__restrict__ out) {
+__device__ void combine_long_impl(u64 dimv, const u32 *__restrict__ starts,
+                                  const V *__restrict__ partial, V *__restrict__ out,
+                                  const u32 *__restrict__ long_count,
+                                  const u32 *__restrict__ long_list) {
+    __shared__ float4 cl_part[BLOCK];
+    V *part = reinterpret_cast<V *>(cl_part);
     const u32 L = lanes_for(dimv);
+    const u32 S = BLOCK / L;
+    const u32 j = threadIdx.x / L;
     const u32 l = threadIdx.x % L;
-    const u64 group = global_thread() / L;
-    const u64 groups = grid_threads() / L;
-    for (u64 u = group; u < unique; u += groups) {
-        const u32 s = starts[u];
-        const u32 e = starts[u + 1];
-        for (u64 c = l; c < dimv; c += L) {
+    const u32 count = *long_count;
+    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
+        const u64 u = long_list[i];
+        const u64 ka = starts[u] / SEG_CHUNK;
+        const u64 m = (starts[u + 1] - 1) / SEG_CHUNK - ka;
+        for (u64 c0 = 0; c0 < dimv; c0 += L) {
+            const u64 c = c0 + l;
+            const bool valid = c < dimv;
             V acc;
             vzero(acc);
-            if (scaled) {
-                for (u32 j = s; j < e; j++) {
-                    const u64 b = casted_src[j];
-                    vaxpy(acc, scale[j], grad_out[b * dimv + c]);
-                }
-            } else {
-                for (u32 j = s; j < e; j++) {
-                    const u64 b = casted_src[j];
-                    vadd(acc, grad_out[b * dimv + c]);
+            if (valid) {
+#pragma unroll 4
+                for (u64 x = j; x <= m; x += S) {
+                    vadd(acc, x == 0 ? partial[(2 * ka + 1) * dimv + c]
+                                     : partial[(2 * (ka + x)) * dimv + c]);
                 }
             }
-            out[u * dimv + c] = acc;
+            part[threadIdx.x] = acc;
+            __syncthreads();
+            if (j == 0 && valid) {
+                V tot = part[l];
+                for (u32 q = 1; q < S; q++) vadd(tot, part[q * L + l]);
+                out[u * dimv + c] = tot;
+            }
+            __syncthreads();
         }
     }
+}
+
+#define COALESCE_ARGS(V)                                                                    \
+    const V *__restrict__ grads, u64 dimv, const u32 *__restrict__ sorted_pos
+#define CASTED_ARGS(V)                                                                      \
+    const V *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ casted_src,           \
+        const float *__restrict__ scale, int scaled
+
+extern "C" __global__ void nmpsim_coalesce_long_pieces_vec4(
+    COALESCE_ARGS(float4), const u32 *__restrict__ seg, const u32 *__restrict__ starts, u64 n,
+    float4 *__restrict__ partial, const u32 *__restrict__ long_count) {
+    long_pieces<float4>(CoalesceLoad<float4>{grads, sorted_pos, dimv}, dimv, seg, starts, n,
+                        partial, long_count);
+}
+
+extern "C" __global__ void nmpsim_coalesce_long_pieces_scalar(
+    COALESCE_ARGS(float), const u32 *__restrict__ seg, const u32 *__restrict__ starts, u64 n,
+    float *__restrict__ partial, const u32 *__restrict__ long_count) {
+    long_pieces<float>(CoalesceLoad<float>{grads, sorted_pos, dimv}, dimv, seg, starts, n,
+                       partial, long_count);
+}
+
+extern "C" __global__ void nmpsim_casted_long_pieces_vec4(
+    CASTED_ARGS(float4), const u32 *__restrict__ seg, const u32 *__restrict__ starts, u64 n,
+    float4 *__restrict__ partial, const u32 *__restrict__ long_count) {
+    long_pieces<float4>(CastedLoad<float4>{grad_out, casted_src, scale, scaled, dimv}, dimv,
+                        seg, starts, n, partial, long_count);
+}
+
+extern "C" __global__ void nmpsim_casted_long_pieces_scalar(
+    CASTED_ARGS(float), const u32 *__restrict__ seg, const u32 *__restrict__ starts, u64 n,
+    float *__restrict__ partial, const u32 *__restrict__ long_count) {
+    long_pieces<float>(CastedLoad<float>{grad_out, casted_src, scale, scaled, dimv}, dimv, seg,
+                       starts, n, partial, long_count);
+}
+
+extern "C" __global__ void nmpsim_coalesce_accumulate_vec4(
+    COALESCE_ARGS(float4), const u32 *__restrict__ starts, u64 unique, float4 *__restrict__ out,
+    u32 *__restrict__ long_count, u32 *__restrict__ long_list) {
+    segment_sums<float4>(CoalesceLoad<float4>{grads, sorted_pos, dimv}, dimv, starts, unique, out, long_count, long_list);
+}
+
+extern "C" __global__ void nmpsim_coalesce_accumulate_scalar(
+    COALESCE_ARGS(float), const u32 *__restrict__ starts, u64 unique, float *__restrict__ out,
+    u32 *__restrict__ long_count, u32 *__restrict__ long_list) {
+    segment_sums<float>(CoalesceLoad<float>{grads, sorted_pos, dimv}, dimv, starts, unique, out, long_count, long_list);
 }
 
 extern "C" __global__ void nmpsim_casted_gather_reduce_vec4(
-    const float4 *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ casted_src,
-    const float *__restrict__ scale, int scaled, const u32 *__restrict__ starts, u64 unique,
-    float4 *__restrict__ out) {
-    casted_impl<float4>(grad_out, dimv, casted_src, scale, scaled, starts, unique, out);
+    CASTED_ARGS(float4), const u32 *__restrict__ starts, u64 unique, float4 *__restrict__ out,
+    u32 *__restrict__ long_count, u32 *__restrict__ long_list) {
+    segment_sums<float4>(CastedLoad<float4>{grad_out, casted_src, scale, scaled, dimv}, dimv, starts, unique, out, long_count, long_list);
 }
 
 extern "C" __global__ void nmpsim_casted_gather_reduce_scalar(
-    const float *__restrict__ grad_out, u64 dimv, const u32 *__restrict__ casted_src,
-    const float *__restrict__ scale, int scaled, const u32 *__restrict__ starts, u64 unique,
-    float *__restrict__ out) {
-    casted_impl<float>(grad_out, dimv, casted_src, scale, scaled, starts, unique, out);
+    CASTED_ARGS(float), const u32 *__restrict__ starts, u64 unique, float *__restrict__ out,
+    u32 *__restrict__ long_count, u32 *__restrict__ long_list) {
+    segment_sums<float>(CastedLoad<float>{grad_out, casted_src, scale, scaled, dimv}, dimv, starts, unique, out, long_count, long_list);
+}
+
+extern "C" __global__ void nmpsim_segment_combine_long_vec4(
+    u64 dimv, const u32 *__restrict__ starts, const float4 *__restrict__ partial,
+    float4 *__restrict__ out, const u32 *__restrict__ long_count,
+    const u32 *__restrict__ long_list) {
+    combine_long_impl<float4>(dimv, starts, partial, out, long_count, long_list);
+}
+
+extern "C" __global__ void nmpsim_segment_combine_long_scalar(
+    u64 dimv, const u32 *__restrict__ starts, const float *__restrict__ partial,
+    float *__restrict__ out, const u32 *__restrict__ long_count,
+    const u32 *__restrict__ long_list) {
+    combine_long_impl<float>(dimv, starts, partial, out, long_count, long_list);
 }
 
 // ---- tensor casting helpers -----------------------------------------------------

@@ -212,7 +212,12 @@ pub(crate) fn check_coalesced(grads: &Coalesced, rows: u64, dim: usize) -> Resul
             format!("rows.len() x dim = {} x {dim}", grads.rows.len()),
         ));
     }
-    for (i, &r) in grads.rows.iter().enumerate() {
+    check_coalesced_rows(&grads.rows, rows)
+}
+
+/// Coalesced rows must be below `rows` and strictly ascending.
+pub(crate) fn check_coalesced_rows(list: &[u32], rows: u64) -> Result<(), KernelError> {
+    for (i, &r) in list.iter().enumerate() {
         if r as u64 >= rows {
             return Err(KernelError::IndexOutOfRange {
                 arg: "grads.rows",
@@ -221,12 +226,12 @@ pub(crate) fn check_coalesced(grads: &Coalesced, rows: u64, dim: usize) -> Resul
                 bound: rows,
             });
         }
-        if i > 0 && r <= grads.rows[i - 1] {
+        if i > 0 && r <= list[i - 1] {
             return Err(KernelError::invalid(
                 "grads.rows",
                 format!(
                     "rows[{i}] = {r} after {}; expected strictly ascending",
-                    grads.rows[i - 1]
+                    list[i - 1]
                 ),
             ));
         }

@@ -328,19 +328,27 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         r.copy_bytes >> 20
     );
     println!(
-        "{:<22} {:>12} {:>14} {:>10} {:>9}",
-        "kernel", "median ms", "bytes", "GB/s", "of copy"
+        "{:<22} {:>10} {:>14} {:>9} {:>8} {:>14} {:>9} {:>8}",
+        "kernel", "median ms", "bytes", "GB/s", "of copy", "fewest bytes", "GB/s", "of copy"
     );
     for t in [&r.gather_reduce, &r.casted_gather_reduce] {
         println!(
-            "{:<22} {:>12.4} {:>14} {:>10.1} {:>8.1}%",
+            "{:<22} {:>10.4} {:>14} {:>9.1} {:>7.1}% {:>14} {:>9.1} {:>7.1}%",
             t.primitive,
             t.median_ms,
             t.bytes,
             t.gbps,
-            100.0 * t.fraction_of_copy
+            100.0 * t.fraction_of_copy,
+            t.min_device_bytes,
+            t.min_device_gbps,
+            100.0 * t.min_device_fraction_of_copy
         );
     }
+    println!(
+        "bytes: the analytic traffic (each lookup reads a row, as the NMP pool does); \
+         fewest bytes: each array read or written once (the casted gather-reduce's \
+         re-reads of the output gradients hit the GPU's L2 cache)"
+    );
     Ok(ExitCode::SUCCESS)
 }
 

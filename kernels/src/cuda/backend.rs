@@ -26,7 +26,9 @@ use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::{
     Expanded, check_expand_inputs, check_gather_inputs, check_lookups, check_pooling,
 };
-use crate::optimizer::{Optimizer, OptimizerState, check_coalesced, check_scatter};
+use crate::optimizer::{
+    Optimizer, OptimizerState, check_coalesced, check_coalesced_rows, check_scatter,
+};
 use crate::pooling::Pooling;
 use crate::table::EmbeddingTable;
 use crate::traffic::{
@@ -59,6 +61,12 @@ pub const KERNEL_NAMES: &[&str] = &[
     K_CASTED_SCALAR,
     K_SCATTER_VEC4,
     K_SCATTER_SCALAR,
+    K_COALESCE_LONG_VEC4,
+    K_COALESCE_LONG_SCALAR,
+    K_CASTED_LONG_VEC4,
+    K_CASTED_LONG_SCALAR,
+    K_COMBINE_LONG_VEC4,
+    K_COMBINE_LONG_SCALAR,
     K_FILL_UNIFORM,
 ];
 
@@ -83,6 +91,12 @@ const K_CASTED_VEC4: &str = "nmpsim_casted_gather_reduce_vec4";
 const K_CASTED_SCALAR: &str = "nmpsim_casted_gather_reduce_scalar";
 const K_SCATTER_VEC4: &str = "nmpsim_scatter_update_vec4";
 const K_SCATTER_SCALAR: &str = "nmpsim_scatter_update_scalar";
+const K_COALESCE_LONG_VEC4: &str = "nmpsim_coalesce_long_pieces_vec4";
+const K_COALESCE_LONG_SCALAR: &str = "nmpsim_coalesce_long_pieces_scalar";
+const K_CASTED_LONG_VEC4: &str = "nmpsim_casted_long_pieces_vec4";
+const K_CASTED_LONG_SCALAR: &str = "nmpsim_casted_long_pieces_scalar";
+const K_COMBINE_LONG_VEC4: &str = "nmpsim_segment_combine_long_vec4";
+const K_COMBINE_LONG_SCALAR: &str = "nmpsim_segment_combine_long_scalar";
 pub(crate) const K_FILL_UNIFORM: &str = "nmpsim_fill_uniform";
 
 /// Threads per block of every launch (`BLOCK` in the CUDA source).
@@ -92,6 +106,29 @@ const TILE: usize = 2048;
 /// Digits of one radix pass (`RADIX`, 8-bit digits).
 const RADIX: usize = 256;
 const RADIX_BITS: u32 = 8;
+/// Sorted positions per chunk of the coalesce and casted gather-reduce
+/// (`SEG_CHUNK` in the source).
+const SEG_CHUNK: usize = 16;
+
+/// Warps per bag of the gather-reduce (`GR_WARPS` in the source).
+const GR_WARPS: u64 = 4;
+
+/// Segments of more lookups than this are long (`SHORT_SEG` in the source).
+const SHORT_SEG: usize = 32;
+
+/// Device scratch of the coalesce and the casted gather-reduce for `n`
+/// lookups: two partial rows per chunk, and the count and list of long
+/// segments.
+pub(crate) struct ChunkScratch {
+    partial: CudaSlice<f32>,
+    longs: CudaSlice<u32>,
+}
+
+/// Bytes of [`ChunkScratch`] for `n` lookups of rows of `dim`.
+pub(crate) fn chunk_scratch_bytes(n: usize, dim: usize) -> usize {
+    (2 * n.div_ceil(SEG_CHUNK) * dim + 2 + n / (SHORT_SEG + 1)) * 4
+}
+
 /// Largest grid of the grid-stride kernels.
 const MAX_BLOCKS: u64 = 1 << 20;
 
@@ -339,11 +376,11 @@ impl CudaBackend {
         let bags64 = bags as u64;
         let mode = pooling_mode(pooling);
         let name = if vec4 { K_GATHER_VEC4 } else { K_GATHER_SCALAR };
-        // One warp per bag.
+        // GR_WARPS warps per bag.
         launch!(
             self,
             name,
-            grid(bags64 * 32),
+            grid(bags64 * 32 * GR_WARPS),
             table,
             &dimv,
             indices,
@@ -355,7 +392,19 @@ impl CudaBackend {
         )
     }
 
-    /// Casted gather-reduce of device arrays into `out` (`unique x dim`).
+    /// Scratch for the coalesce or casted gather-reduce of `n` lookups.
+    pub(crate) fn chunk_scratch(&self, n: usize, dim: usize) -> Result<ChunkScratch, KernelError> {
+        Ok(ChunkScratch {
+            partial: self.zeros::<f32>(2 * n.div_ceil(SEG_CHUNK) * dim)?,
+            // The count, then at most one entry per SHORT_SEG + 1 lookups
+            // (a long segment is longer than SHORT_SEG).
+            longs: self.zeros::<u32>(2 + n / (SHORT_SEG + 1))?,
+        })
+    }
+
+    /// Casted gather-reduce of device arrays into `out` (`unique x dim`):
+    /// `n` casted lookups, `seg` the segment of each (`casted_dst`),
+    /// `scratch` from [`Self::chunk_scratch`]`(n, dim)`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_casted_gather_reduce(
         &self,
@@ -364,22 +413,30 @@ impl CudaBackend {
         casted_src: &CudaSlice<u32>,
         scale: Option<&CudaSlice<f32>>,
         dummy: &CudaSlice<f32>,
+        seg: &CudaSlice<u32>,
         starts: &CudaSlice<u32>,
         unique: usize,
+        n: usize,
+        scratch: &mut ChunkScratch,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), KernelError> {
         if unique == 0 {
             return Ok(());
         }
         let (vec4, dimv) = vec_dim(dim);
-        let unique64 = unique as u64;
+        let (unique64, n64) = (unique as u64, n as u64);
+        let lanes = lanes_for(dimv as usize);
         let scaled = i32::from(scale.is_some());
         let scale = scale.unwrap_or(dummy);
-        let name = if vec4 { K_CASTED_VEC4 } else { K_CASTED_SCALAR };
+        // 1. every segment: short ones whole, long ones listed
+        self.stream
+            .memset_zeros(&mut scratch.longs)
+            .map_err(driver_err("zeroing the long-segment count"))?;
+        let (mut count, mut list) = scratch.longs.split_at_mut(1);
         launch!(
             self,
-            name,
-            grid(unique64 * lanes_for(dimv as usize)),
+            if vec4 { K_CASTED_VEC4 } else { K_CASTED_SCALAR },
+            grid(unique64 * lanes),
             grad_out,
             &dimv,
             casted_src,
@@ -387,22 +444,75 @@ impl CudaBackend {
             &scaled,
             starts,
             &unique64,
-            out
+            &mut *out,
+            &mut count,
+            &mut list
+        )?;
+        // 2. pieces of the long segments, chunk by chunk
+        launch!(
+            self,
+            if vec4 {
+                K_CASTED_LONG_VEC4
+            } else {
+                K_CASTED_LONG_SCALAR
+            },
+            grid(n64.div_ceil(SEG_CHUNK as u64) * lanes),
+            grad_out,
+            &dimv,
+            casted_src,
+            scale,
+            &scaled,
+            seg,
+            starts,
+            &n64,
+            &mut scratch.partial,
+            &scratch.longs
+        )?;
+        self.launch_combine_long(dim, starts, n, scratch, out)
+    }
+
+    /// Step 3 of the coalesce and the casted gather-reduce: a block per
+    /// segment step 1 listed as long.
+    fn launch_combine_long(
+        &self,
+        dim: usize,
+        starts: &CudaSlice<u32>,
+        n: usize,
+        scratch: &ChunkScratch,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), KernelError> {
+        let (vec4, dimv) = vec_dim(dim);
+        let list = scratch.longs.slice(1..);
+        // As many blocks as there can be long segments (the kernel reads
+        // their count), at most 4096.
+        let blocks = (n / (SHORT_SEG + 1)).clamp(1, 4096);
+        launch!(
+            self,
+            if vec4 {
+                K_COMBINE_LONG_VEC4
+            } else {
+                K_COMBINE_LONG_SCALAR
+            },
+            tiles_grid(blocks),
+            &dimv,
+            starts,
+            &scratch.partial,
+            out,
+            &scratch.longs,
+            &list
         )
     }
 
-    /// Scatter of coalesced gradients (`rows` ascending, `grads` `rows x dim`)
-    /// into device-resident table and state with `optimizer`.
+    /// Scatter of coalesced gradients on the device into device-resident
+    /// table and state with `optimizer`.
     fn launch_scatter(
         &self,
         d_table: &mut CudaSlice<f32>,
         d_state: &mut CudaSlice<f32>,
-        dim: usize,
-        rows: &[u32],
-        grads: &[f32],
+        grads: &DeviceCoalesced,
         optimizer: &Optimizer,
     ) -> Result<(), KernelError> {
-        let unique = rows.len();
+        let (dim, unique) = (grads.dim, grads.unique);
         if unique == 0 {
             return Ok(());
         }
@@ -412,8 +522,6 @@ impl CudaBackend {
             Optimizer::RowWiseAdagrad { lr, eps } => (2, lr, eps, 0.0),
             Optimizer::RmsProp { lr, alpha, eps } => (3, lr, eps, alpha),
         };
-        let d_rows = self.upload(rows)?;
-        let d_g = self.upload(grads)?;
         let (vec4, dimv) = vec_dim(dim);
         let (dim64, unique64) = (dim as u64, unique as u64);
         // One group of `lanes_for(dimv)` lanes per row, whole warps.
@@ -430,8 +538,8 @@ impl CudaBackend {
             d_state,
             &dimv,
             &dim64,
-            &d_rows,
-            &d_g,
+            &grads.rows,
+            &grads.grads,
             &unique64,
             &kind,
             &lr,
@@ -683,29 +791,13 @@ impl CudaBackend {
         batch: &TableBatch,
         pooling: Pooling,
     ) -> Result<(Vec<f32>, Traffic), KernelError> {
-        check_lookups(batch, pooling, dt.rows)?;
-        let dim = dt.dim;
-        let bags = batch.batch_size();
-        let traffic = gather_reduce_traffic(
-            batch.num_lookups(),
-            bags,
-            dim,
-            pooling == Pooling::WeightedSum,
-        );
-        if bags == 0 {
+        let mut staged = self.stage_batch(dt, batch, pooling)?;
+        let traffic = staged.traffic();
+        if staged.bags == 0 {
             return Ok((Vec::new(), traffic));
         }
-        let d_idx = self.upload(&batch.indices)?;
-        let d_off = self.upload(&batch.offsets)?;
-        let d_w = match (pooling, batch.weights.as_deref()) {
-            (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
-            _ => self.zeros::<f32>(1)?,
-        };
-        let mut d_out = self.zeros::<f32>(bags * dim)?;
-        self.launch_gather_reduce(
-            &dt.data, dim, &d_idx, &d_off, &d_w, bags, pooling, &mut d_out,
-        )?;
-        Ok((self.download(&d_out, bags * dim)?, traffic))
+        self.gather_reduce_staged(dt, &mut staged)?;
+        Ok((self.download_pooled(&staged)?, traffic))
     }
 
     /// [`Backend::scatter_update`] on a device-resident table and state.
@@ -726,17 +818,278 @@ impl CudaBackend {
                 format!("{per_row} for {}", optimizer.name()),
             ));
         }
-        let traffic = scatter_traffic(grads.rows.len(), dim, per_row);
-        self.launch_scatter(
-            &mut dt.data,
-            &mut dt.state,
-            dim,
-            &grads.rows,
-            &grads.grads,
-            optimizer,
-        )?;
+        let staged = self.stage_coalesced(grads)?;
+        let traffic = self.scatter_update_staged(dt, &staged, optimizer)?;
         self.sync()?;
         Ok(traffic)
+    }
+}
+
+/// A table's batch on the device, with room for its pooled rows: what
+/// [`CudaBackend::gather_reduce_staged`] needs, copied before a timed region
+/// so that the region holds the kernel alone.
+pub struct StagedBatch {
+    indices: CudaSlice<u32>,
+    offsets: CudaSlice<u32>,
+    weights: CudaSlice<f32>,
+    out: CudaSlice<f32>,
+    bags: usize,
+    dim: usize,
+    rows: u64,
+    pooling: Pooling,
+    traffic: Traffic,
+}
+
+impl StagedBatch {
+    /// The analytic traffic of the gather-reduce.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic
+    }
+}
+
+/// Coalesced gradients on the device (`rows` ascending, `grads`
+/// `unique x dim`), as the pool holds them between its casted gather-reduce
+/// and its scatter.
+pub struct DeviceCoalesced {
+    rows: CudaSlice<u32>,
+    grads: CudaSlice<f32>,
+    unique: usize,
+    dim: usize,
+    /// The row list, also on the host (the scatter's traffic and checks).
+    host_rows: Vec<u32>,
+}
+
+impl DeviceCoalesced {
+    pub fn num_rows(&self) -> usize {
+        self.unique
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn rows(&self) -> &[u32] {
+        &self.host_rows
+    }
+}
+
+/// A casted batch and its output gradients on the device, with room for the
+/// coalesced result: what [`CudaBackend::casted_gather_reduce_staged`] needs.
+pub struct StagedCasted {
+    grad_out: CudaSlice<f32>,
+    src: CudaSlice<u32>,
+    scale: Option<CudaSlice<f32>>,
+    dummy: CudaSlice<f32>,
+    /// Segment of each casted lookup (`casted_dst`).
+    seg: CudaSlice<u32>,
+    starts: CudaSlice<u32>,
+    /// Casted lookups.
+    n: usize,
+    scratch: ChunkScratch,
+    out: DeviceCoalesced,
+    traffic: Traffic,
+}
+
+impl StagedCasted {
+    /// The analytic traffic of the casted gather-reduce.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic
+    }
+
+    /// The coalesced gradients (computed once
+    /// [`CudaBackend::casted_gather_reduce_staged`] has run).
+    pub fn into_coalesced(self) -> DeviceCoalesced {
+        self.out
+    }
+}
+
+/// Staged primitives: inputs are copied to the device by `stage_*` (checked
+/// as the host-facing methods check them), the `*_staged` methods only
+/// enqueue work on the stream (kernels and a memset: no host-device copy, no
+/// allocation, no wait), and
+/// results stay on the device until downloaded. The NMP pool emulation times
+/// the kernels alone this way, as the pool would run them on data already in
+/// its ranks.
+impl CudaBackend {
+    /// Copies a table's batch to the device for a gather-reduce on `dt`.
+    pub fn stage_batch(
+        &self,
+        dt: &DeviceTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<StagedBatch, KernelError> {
+        check_lookups(batch, pooling, dt.rows)?;
+        let bags = batch.batch_size();
+        let traffic = gather_reduce_traffic(
+            batch.num_lookups(),
+            bags,
+            dt.dim,
+            pooling == Pooling::WeightedSum,
+        );
+        let weights = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
+            _ => self.zeros::<f32>(1)?,
+        };
+        Ok(StagedBatch {
+            indices: self.upload(&batch.indices)?,
+            offsets: self.upload(&batch.offsets)?,
+            weights,
+            out: self.zeros::<f32>(bags * dt.dim)?,
+            bags,
+            dim: dt.dim,
+            rows: dt.rows,
+            pooling,
+            traffic,
+        })
+    }
+
+    /// Enqueues the gather-reduce of a staged batch on `dt`.
+    pub fn gather_reduce_staged(
+        &self,
+        dt: &DeviceTable,
+        s: &mut StagedBatch,
+    ) -> Result<(), KernelError> {
+        if dt.rows != s.rows || dt.dim != s.dim {
+            return Err(KernelError::shape(
+                "table",
+                format!("{} x {}", dt.rows, dt.dim),
+                format!("the staged batch's {} x {}", s.rows, s.dim),
+            ));
+        }
+        self.launch_gather_reduce(
+            &dt.data, s.dim, &s.indices, &s.offsets, &s.weights, s.bags, s.pooling, &mut s.out,
+        )
+    }
+
+    /// The pooled rows of a staged batch (`bags x dim`), on the host.
+    pub fn download_pooled(&self, s: &StagedBatch) -> Result<Vec<f32>, KernelError> {
+        self.download(&s.out, s.bags * s.dim)
+    }
+
+    /// Copies coalesced gradients to the device (rows strictly ascending).
+    pub fn stage_coalesced(&self, c: &Coalesced) -> Result<DeviceCoalesced, KernelError> {
+        let unique = c.rows.len();
+        check_coalesced_rows(&c.rows, u64::MAX)?;
+        if c.grads.len() != unique * c.dim {
+            return Err(KernelError::shape(
+                "grads.len()",
+                c.grads.len(),
+                format!("rows x dim = {unique} x {}", c.dim),
+            ));
+        }
+        Ok(DeviceCoalesced {
+            rows: self.upload(&c.rows)?,
+            grads: self.upload(&c.grads)?,
+            unique,
+            dim: c.dim,
+            host_rows: c.rows.clone(),
+        })
+    }
+
+    /// Coalesced gradients back on the host.
+    pub fn download_coalesced(&self, d: &DeviceCoalesced) -> Result<Coalesced, KernelError> {
+        Ok(Coalesced {
+            rows: d.host_rows.clone(),
+            dim: d.dim,
+            grads: self.download(&d.grads, d.unique * d.dim)?,
+        })
+    }
+
+    /// Enqueues the scatter of device-resident coalesced gradients into `dt`.
+    pub fn scatter_update_staged(
+        &self,
+        dt: &mut DeviceTable,
+        grads: &DeviceCoalesced,
+        optimizer: &Optimizer,
+    ) -> Result<Traffic, KernelError> {
+        optimizer.validate()?;
+        let dim = dt.dim;
+        if grads.dim != dim {
+            return Err(KernelError::shape(
+                "grads.dim",
+                grads.dim,
+                format!("the table's dim {dim}"),
+            ));
+        }
+        // The rows were checked ascending when staged, so the last is the
+        // largest: an O(1) bound check, nothing for the host to do while a
+        // timed region runs.
+        if let Some(&last) = grads.host_rows.last()
+            && last as u64 >= dt.rows
+        {
+            return Err(KernelError::IndexOutOfRange {
+                arg: "grads.rows",
+                position: grads.unique - 1,
+                value: last as u64,
+                bound: dt.rows,
+            });
+        }
+        let per_row = optimizer.state_values_per_row(dim);
+        if per_row != dt.state_per_row {
+            return Err(KernelError::shape(
+                "optimizer state",
+                format!("{} values per row on the device", dt.state_per_row),
+                format!("{per_row} for {}", optimizer.name()),
+            ));
+        }
+        let traffic = scatter_traffic(grads.unique, dim, per_row);
+        self.launch_scatter(&mut dt.data, &mut dt.state, grads, optimizer)?;
+        Ok(traffic)
+    }
+
+    /// Copies a casted batch and its output gradients (`num_bags x dim`) to
+    /// the device for a casted gather-reduce.
+    pub fn stage_casted(
+        &self,
+        casted: &Casted,
+        grad_out: &[f32],
+        dim: usize,
+    ) -> Result<StagedCasted, KernelError> {
+        check_dim(dim)?;
+        check_grad_out(grad_out, casted.num_bags, dim)?;
+        let starts = check_casted(casted)?;
+        check_coalesced_rows(&casted.unique_rows, u64::MAX)?;
+        let unique = casted.unique_rows.len();
+        let n = casted.casted_src.len();
+        let traffic = casted_gather_reduce_traffic(n, unique, dim, casted.scale.is_some());
+        Ok(StagedCasted {
+            grad_out: self.upload(grad_out)?,
+            src: self.upload(&casted.casted_src)?,
+            scale: match &casted.scale {
+                Some(s) => Some(self.upload(s)?),
+                None => None,
+            },
+            dummy: self.zeros::<f32>(1)?,
+            seg: self.upload(&casted.casted_dst)?,
+            starts: self.upload(&starts)?,
+            n,
+            scratch: self.chunk_scratch(n, dim)?,
+            out: DeviceCoalesced {
+                rows: self.upload(&casted.unique_rows)?,
+                grads: self.zeros::<f32>(unique * dim)?,
+                unique,
+                dim,
+                host_rows: casted.unique_rows.clone(),
+            },
+            traffic,
+        })
+    }
+
+    /// Enqueues the casted gather-reduce of a staged batch.
+    pub fn casted_gather_reduce_staged(&self, s: &mut StagedCasted) -> Result<(), KernelError> {
+        self.launch_casted_gather_reduce(
+            &s.grad_out,
+            s.out.dim,
+            &s.src,
+            s.scale.as_ref(),
+            &s.dummy,
+            &s.seg,
+            &s.starts,
+            s.out.unique,
+            s.n,
+            &mut s.scratch,
+            &mut s.out.grads,
+        )
     }
 }
 
@@ -859,8 +1212,15 @@ impl Backend for CudaBackend {
         let unique = segs.count;
         let d_grads = self.upload(&expanded.grads)?;
         let mut d_out = self.zeros::<f32>(unique * dim)?;
+        let mut scratch = self.chunk_scratch(n, dim)?;
         let (vec4, dimv) = vec_dim(dim);
-        let unique64 = unique as u64;
+        let (unique64, n64) = (unique as u64, n as u64);
+        let lanes = lanes_for(dimv as usize);
+        // 1. every segment: short ones whole, long ones listed
+        self.stream
+            .memset_zeros(&mut scratch.longs)
+            .map_err(driver_err("zeroing the long-segment count"))?;
+        let (mut count, mut list) = scratch.longs.split_at_mut(1);
         launch!(
             self,
             if vec4 {
@@ -868,14 +1228,36 @@ impl Backend for CudaBackend {
             } else {
                 K_COALESCE_SCALAR
             },
-            grid(unique64 * lanes_for(dimv as usize)),
+            grid(unique64 * lanes),
             &d_grads,
             &dimv,
             &pos,
             &segs.starts,
             &unique64,
-            &mut d_out
+            &mut d_out,
+            &mut count,
+            &mut list
         )?;
+        // 2. pieces of the long segments, chunk by chunk
+        launch!(
+            self,
+            if vec4 {
+                K_COALESCE_LONG_VEC4
+            } else {
+                K_COALESCE_LONG_SCALAR
+            },
+            grid(n64.div_ceil(SEG_CHUNK as u64) * lanes),
+            &d_grads,
+            &dimv,
+            &pos,
+            &segs.seg,
+            &segs.starts,
+            &n64,
+            &mut scratch.partial,
+            &scratch.longs
+        )?;
+        // 3. the long segments step 1 listed
+        self.launch_combine_long(dim, &segs.starts, n, &scratch, &mut d_out)?;
         let rows = self.download(&segs.unique, unique)?;
         let grads = self.download(&d_out, unique * dim)?;
         Ok((Coalesced { rows, dim, grads }, traffic(unique)))
@@ -967,41 +1349,20 @@ impl Backend for CudaBackend {
         grad_out: &[f32],
         dim: usize,
     ) -> Result<(Coalesced, Traffic), KernelError> {
-        check_dim(dim)?;
-        check_grad_out(grad_out, casted.num_bags, dim)?;
-        let starts = check_casted(casted)?;
-        let unique = casted.unique_rows.len();
-        let n = casted.casted_src.len();
-        let traffic = casted_gather_reduce_traffic(n, unique, dim, casted.scale.is_some());
-        let mut out = Coalesced {
-            rows: casted.unique_rows.clone(),
-            dim,
-            grads: Vec::new(),
-        };
-        if unique == 0 {
-            return Ok((out, traffic));
+        let mut staged = self.stage_casted(casted, grad_out, dim)?;
+        let traffic = staged.traffic();
+        if staged.out.unique == 0 {
+            return Ok((
+                Coalesced {
+                    rows: Vec::new(),
+                    dim,
+                    grads: Vec::new(),
+                },
+                traffic,
+            ));
         }
-        let d_g = self.upload(grad_out)?;
-        let d_src = self.upload(&casted.casted_src)?;
-        let d_scale = match &casted.scale {
-            Some(s) => Some(self.upload(s)?),
-            None => None,
-        };
-        let dummy = self.zeros::<f32>(1)?;
-        let d_starts = self.upload(&starts)?;
-        let mut d_out = self.zeros::<f32>(unique * dim)?;
-        self.launch_casted_gather_reduce(
-            &d_g,
-            dim,
-            &d_src,
-            d_scale.as_ref(),
-            &dummy,
-            &d_starts,
-            unique,
-            &mut d_out,
-        )?;
-        out.grads = self.download(&d_out, unique * dim)?;
-        Ok((out, traffic))
+        self.casted_gather_reduce_staged(&mut staged)?;
+        Ok((self.download_coalesced(&staged.out)?, traffic))
     }
 
     fn scatter_update(
@@ -1021,14 +1382,8 @@ impl Backend for CudaBackend {
         }
         let mut d_table = self.upload(&table.data)?;
         let mut d_state = self.upload(&state.values)?;
-        self.launch_scatter(
-            &mut d_table,
-            &mut d_state,
-            dim,
-            &grads.rows,
-            &grads.grads,
-            optimizer,
-        )?;
+        let staged = self.stage_coalesced(grads)?;
+        self.launch_scatter(&mut d_table, &mut d_state, &staged, optimizer)?;
         self.download_into(&d_table, &mut table.data)?;
         if per_row > 0 {
             self.download_into(&d_state, &mut state.values)?;

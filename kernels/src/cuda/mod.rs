@@ -26,7 +26,9 @@ use crate::error::KernelError;
 
 mod backend;
 pub mod bench;
-pub use backend::{CudaBackend, DeviceTable, KERNEL_NAMES};
+pub use backend::{
+    CudaBackend, DeviceCoalesced, DeviceTable, KERNEL_NAMES, StagedBatch, StagedCasted,
+};
 
 /// One CUDA C source of the project, embedded in the binary.
 #[derive(Clone, Copy, Debug)]
