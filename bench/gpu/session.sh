@@ -9,8 +9,7 @@
 #
 # `quick`: the GPU tests and `kernels check` (equivalence); `perf`: the
 # kernel bench, the PyTorch comparison and the training runs; `full` (the
-# default): both. A device call runs 10 minutes at most: run `quick` and
-# `perf` in two calls.
+# default): both, about 3 minutes on an H100, inside one device call.
 set -uo pipefail
 dir=${1:-.gpu}
 mode=${2:-full}
@@ -19,15 +18,31 @@ logs=$dir/logs
 mkdir -p "$logs"
 summary=()
 
+# NMPSIM_GPU_DEADLINE (seconds, default 560) bounds the whole script, so that
+# the logs come back from a device call of 10 minutes even when a step hangs:
+# each step's limit is cut to what is left, and a step with under 20 s left
+# is skipped (rc=skip).
+deadline=${NMPSIM_GPU_DEADLINE:-560}
+
 step() {
     local name=$1 limit=$2
     shift 2
+    local left=$((deadline - SECONDS - 15))
+    if [ "$left" -lt 20 ]; then
+        echo "=== $name: skipped, ${left}s left of the ${deadline}s deadline" | tee -a "$logs/session.log"
+        summary+=("$(printf '%-28s rc=%-4s %4ss' "$name" skip 0)")
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     echo "=== $name: $*" | tee -a "$logs/session.log"
     local t0=$SECONDS
     timeout "$limit" "$here/env.sh" "$@" >"$logs/$name.log" 2>&1
     local rc=$?
     tail -n 40 "$logs/$name.log" | tee -a "$logs/session.log"
     summary+=("$(printf '%-28s rc=%-4s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+    # Keep what has run so far where a device call brings it back.
+    [ -n "${OUT:-}" ] && cp "$logs/session.log" "$OUT/session.log"
+    return 0
 }
 
 export NMPSIM_REQUIRE_GPU=1
