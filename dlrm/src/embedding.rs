@@ -241,10 +241,18 @@ struct Emulation {
 #[cfg(feature = "cuda")]
 impl Emulation {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, crate::emulate::PoolEmulator>, DlrmError> {
-        self.emu.lock().map_err(|_| {
-            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
-        })
+        lock_pool(&self.emu)
     }
+}
+
+/// The pool emulator, or an error if an earlier failure poisoned it.
+#[cfg(feature = "cuda")]
+fn lock_pool(
+    emu: &Mutex<crate::emulate::PoolEmulator>,
+) -> Result<std::sync::MutexGuard<'_, crate::emulate::PoolEmulator>, DlrmError> {
+    emu.lock().map_err(|_| {
+        DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
+    })
 }
 
 /// A cheap identity of a batch's indices (FNV-1a over table 0 and the sizes).
@@ -362,9 +370,7 @@ impl SystemModes {
             )));
         }
         let tables = {
-            let e = emu.lock().map_err(|_| {
-                DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
-            })?;
+            let e = lock_pool(&emu)?;
             self.tables
                 .iter()
                 .zip(&self.states)
@@ -1094,9 +1100,7 @@ impl SystemModes {
         let Some(em) = &mut self.emulation else {
             return Ok(None);
         };
-        let mut emu = em.emu.lock().map_err(|_| {
-            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
-        })?;
+        let mut emu = lock_pool(&em.emu)?;
         // The output gradients reach the pool over its link (emulated on its
         // own): staged before the timed region, which holds the kernels.
         let mut staged = self
@@ -1149,9 +1153,7 @@ impl SystemModes {
             return Ok(None);
         };
         let emu_arc = em.emu.clone();
-        let mut emu = emu_arc.lock().map_err(|_| {
-            DlrmError::Config("the pool emulator was poisoned by an earlier failure".into())
-        })?;
+        let mut emu = lock_pool(&emu_arc)?;
         // Gradients the pool coalesced are already on the device; the host's
         // (TensorDIMM: coalesced on the CPU, sent over the link, which is
         // emulated on its own) are staged before the timed region.
