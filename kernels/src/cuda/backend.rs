@@ -484,8 +484,9 @@ impl CudaBackend {
         let (vec4, dimv) = vec_dim(dim);
         let list = scratch.longs.slice(1..);
         // As many blocks as there can be long segments (the kernel reads
-        // their count), at most 4096.
-        let blocks = (n / (SHORT_SEG + 1)).clamp(1, 4096);
+        // their count and strides over them), at most 2 per SM of an H100:
+        // with no long segment the launch then costs little.
+        let blocks = (n / (SHORT_SEG + 1)).clamp(1, 264);
         launch!(
             self,
             if vec4 {
