@@ -969,15 +969,9 @@ impl CudaBackend {
 
     /// Copies coalesced gradients to the device (rows strictly ascending).
     pub fn stage_coalesced(&self, c: &Coalesced) -> Result<DeviceCoalesced, KernelError> {
+        // The shared check, with no table yet to bound the rows.
+        check_coalesced(c, u64::MAX, c.dim)?;
         let unique = c.rows.len();
-        check_coalesced_rows(&c.rows, u64::MAX)?;
-        if c.grads.len() != unique * c.dim {
-            return Err(KernelError::shape(
-                "grads.len()",
-                c.grads.len(),
-                format!("rows x dim = {unique} x {}", c.dim),
-            ));
-        }
         Ok(DeviceCoalesced {
             rows: self.upload(&c.rows)?,
             grads: self.upload(&c.grads)?,
