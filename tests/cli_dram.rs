@@ -298,4 +298,65 @@ fn presets_config_and_bench() {
             .unwrap()
             .contains(line)
     );
+
+    // Rounds: every engine and stream once per round, each round's ratios from
+    // its own rows, and their median (of two: the mean).
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "bench",
+            "--requests",
+            "2000",
+            "--engines",
+            "native,dramsim3",
+            "--repeat",
+            "2",
+            "--out",
+            "m",
+            "-q",
+        ],
+    );
+    let csv = std::fs::read_to_string(d.join("m/bench.csv")).unwrap();
+    let fields: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(fields[0].last(), Some(&"round"), "{csv}");
+    assert_eq!(fields.len(), 1 + 2 * 2 * 2, "{csv}");
+    let rate = |engine: &str, stream: &str, round: &str| -> f64 {
+        fields
+            .iter()
+            .find(|f| f[0] == engine && f[1] == stream && f[7] == round)
+            .unwrap_or_else(|| panic!("no {engine} {stream} round {round} in\n{csv}"))[5]
+            .parse()
+            .unwrap()
+    };
+    let line_of = |prefix: &str| {
+        out.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in:\n{out}"))
+            .to_string()
+    };
+    for stream in ["random", "sequential"] {
+        let each: Vec<f64> = ["1", "2"]
+            .iter()
+            .map(|r| rate("native", stream, r) / rate("dramsim3", stream, r))
+            .collect();
+        for (i, x) in each.iter().enumerate() {
+            let line = line_of(&format!("native / dramsim3, round {}: ", i + 1));
+            assert!(line.contains(&format!("{stream} {x:.1}x")), "{line}");
+        }
+        let line = line_of("native / dramsim3, median of 2 rounds: ");
+        let m = (each[0] + each[1]) / 2.0;
+        assert!(line.contains(&format!("{stream} {m:.1}x")), "{line}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("m/results.json")).unwrap()).unwrap();
+    let rounds: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [1, 1, 1, 1, 2, 2, 2, 2]);
+    let e = fails(d, &["dram", "bench", "--repeat", "0", "-q"]);
+    assert!(e.contains("--repeat"), "{e}");
 }

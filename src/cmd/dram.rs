@@ -55,7 +55,7 @@ enum DramSub {
     },
     /// Engine speed: simulated requests and cycles per second on random and sequential reads.
     #[command(
-        after_help = "Examples:\n  nmpsim dram bench\n  nmpsim dram bench --requests 1000000 --preset DDR4-3200-x8 --json"
+        after_help = "Examples:\n  nmpsim dram bench\n  nmpsim dram bench --requests 1000000 --preset DDR4-3200-x8 --json\n  nmpsim dram bench --engines native,dramsim3 --requests 10000000 --repeat 3"
     )]
     Bench(BenchArgs),
 }
@@ -131,6 +131,12 @@ struct BenchArgs {
     /// Engines to measure (comma-separated).
     #[arg(long, default_value = "native,dramsim3,ramulator", value_name = "LIST")]
     engines: String,
+    /// Measure every engine and stream this many times, the engines taking
+    /// turns within each round, and report each round's ratios and their
+    /// median (wall-clock speed drifts on a shared host).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
     /// Run directory [default: runs/dram-bench-<time>-<pid>].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -608,29 +614,76 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
 /// The streams `nmpsim dram bench` measures, in order.
 const BENCH_STREAMS: [StreamKind; 2] = [StreamKind::Random, StreamKind::Sequential];
 
+/// The median of `v` (the mean of the middle two for an even count); `None`
+/// for none.
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// The native engine's speed over each reference engine's, per stream, for
-/// the rows of one run (empty unless native and a reference both ran).
-fn bench_ratios(rows: &[BenchRow]) -> String {
-    let rate = |engine: EngineKind, stream: &str| {
+/// the rows of one bench (empty unless native and a reference both ran).
+/// Each ratio compares two runs of the same round; with several rounds, each
+/// round's ratios and their medians.
+fn bench_ratios(rows: &[BenchRow], rounds: u32) -> String {
+    let rate = |engine: EngineKind, stream: &str, round: u32| {
         rows.iter()
-            .find(|r| r.engine == engine && r.stream == stream)
+            .find(|r| r.engine == engine && r.stream == stream && r.round == round)
             .map(|r| r.sim_requests_per_s)
+    };
+    let ratio = |reference: EngineKind, stream: &str, round: u32| {
+        Some(rate(EngineKind::Native, stream, round)? / rate(reference, stream, round)?)
     };
     let mut out = String::new();
     for reference in [EngineKind::Dramsim3, EngineKind::Ramulator] {
-        let parts: Vec<String> = BENCH_STREAMS
-            .iter()
-            .filter_map(|kind| {
-                let stream = kind.to_string();
-                let stream = stream.as_str();
-                let (n, r) = (rate(EngineKind::Native, stream)?, rate(reference, stream)?);
-                Some(format!("{stream} {:.1}x", n / r))
-            })
-            .collect();
+        let line = |round: Option<u32>| -> Vec<String> {
+            BENCH_STREAMS
+                .iter()
+                .filter_map(|kind| {
+                    let stream = kind.to_string();
+                    let x = match round {
+                        Some(r) => ratio(reference, &stream, r)?,
+                        None => {
+                            let each: Vec<f64> = (1..=rounds)
+                                .filter_map(|r| ratio(reference, &stream, r))
+                                .collect();
+                            median(&each)?
+                        }
+                    };
+                    Some(format!("{stream} {x:.1}x"))
+                })
+                .collect()
+        };
+        let name = reference.name();
+        if rounds == 1 {
+            let parts = line(Some(1));
+            if !parts.is_empty() {
+                out.push_str(&format!(
+                    "native / {name}: {} (requests/s, this run)\n",
+                    parts.join(", ")
+                ));
+            }
+            continue;
+        }
+        for round in 1..=rounds {
+            let parts = line(Some(round));
+            if !parts.is_empty() {
+                out.push_str(&format!(
+                    "native / {name}, round {round}: {}\n",
+                    parts.join(", ")
+                ));
+            }
+        }
+        let parts = line(None);
         if !parts.is_empty() {
             out.push_str(&format!(
-                "native / {}: {} (requests/s, this run)\n",
-                reference.name(),
+                "native / {name}, median of {rounds} rounds: {} (requests/s, each round's ratio)\n",
                 parts.join(", ")
             ));
         }
@@ -640,6 +693,8 @@ fn bench_ratios(rows: &[BenchRow]) -> String {
 
 #[derive(Serialize)]
 struct BenchRow {
+    /// The round (1 to `--repeat`) that measured this row.
+    round: u32,
     engine: EngineKind,
     stream: String,
     requests: u64,
@@ -656,31 +711,45 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
     rd.write_config(
         "dram bench",
-        &serde_json::json!({ "requests": b.requests, "dram": &cfg, "engines": &engines }),
+        &serde_json::json!({
+            "requests": b.requests,
+            "repeat": b.repeat,
+            "dram": &cfg,
+            "engines": &engines
+        }),
     )?;
+    let rounds = b.repeat;
     let mut rows = Vec::new();
-    for &engine in &engines {
-        for kind in BENCH_STREAMS {
-            let spec = StreamSpec::new(kind, b.requests);
-            let src = synthetic(&spec, cfg.capacity_bytes())?.map(Ok);
-            let pb = rundir::progress(b.requests, &format!("{engine} {kind}"), b.quiet);
-            let tick = |n: u64| pb.set_position(n);
-            let opts = RunOptions {
-                work_dir: Some(rd.path().join(format!("engine-{}-{kind}", engine.name()))),
-                ..RunOptions::default()
-            };
-            let s = simulate(engine, &cfg, src, &opts, Some(&tick))?;
-            pb.finish_and_clear();
-            rows.push(BenchRow {
-                engine,
-                stream: kind.to_string(),
-                requests: b.requests,
-                cycles: s.cycles,
-                wall_s: s.wall_s,
-                sim_requests_per_s: s.sim_requests_per_s,
-                sim_cycles_per_s: s.sim_cycles_per_s,
-                bandwidth_gbps: s.bandwidth_gbps,
-            });
+    for round in 1..=rounds {
+        for &engine in &engines {
+            for kind in BENCH_STREAMS {
+                let spec = StreamSpec::new(kind, b.requests);
+                let src = synthetic(&spec, cfg.capacity_bytes())?.map(Ok);
+                let label = if rounds == 1 {
+                    format!("{engine} {kind}")
+                } else {
+                    format!("round {round}/{rounds}: {engine} {kind}")
+                };
+                let pb = rundir::progress(b.requests, &label, b.quiet);
+                let tick = |n: u64| pb.set_position(n);
+                let opts = RunOptions {
+                    work_dir: Some(rd.path().join(format!("engine-{}-{kind}", engine.name()))),
+                    ..RunOptions::default()
+                };
+                let s = simulate(engine, &cfg, src, &opts, Some(&tick))?;
+                pb.finish_and_clear();
+                rows.push(BenchRow {
+                    round,
+                    engine,
+                    stream: kind.to_string(),
+                    requests: b.requests,
+                    cycles: s.cycles,
+                    wall_s: s.wall_s,
+                    sim_requests_per_s: s.sim_requests_per_s,
+                    sim_cycles_per_s: s.sim_cycles_per_s,
+                    bandwidth_gbps: s.bandwidth_gbps,
+                });
+            }
         }
     }
     rd.write_results("dram bench", &rows)?;
@@ -695,6 +764,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
                 r.wall_s.to_string(),
                 r.sim_requests_per_s.to_string(),
                 r.sim_cycles_per_s.to_string(),
+                r.round.to_string(),
             ]
         })
         .collect();
@@ -708,16 +778,38 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
             "wall_s",
             "sim_requests_per_s",
             "sim_cycles_per_s",
+            "round",
         ],
         &csv,
     )?;
+    let round_col = |r: String| {
+        if rounds > 1 {
+            format!("{r:>5} ")
+        } else {
+            String::new()
+        }
+    };
     let mut text = format!(
-        "{} reads of 64 B on {} (one engine instance per run, one thread)\n{:<10} {:<11} {:>12} {:>9} {:>14} {:>14}\n",
-        b.requests, cfg.name, "engine", "stream", "cycles", "wall s", "requests/s", "cycles/s"
+        "{} reads of 64 B on {} (one engine instance per run, one thread{})\n{}{:<10} {:<11} {:>12} {:>9} {:>14} {:>14}\n",
+        b.requests,
+        cfg.name,
+        if rounds > 1 {
+            format!("; {rounds} rounds, the engines taking turns in each")
+        } else {
+            String::new()
+        },
+        round_col("round".into()),
+        "engine",
+        "stream",
+        "cycles",
+        "wall s",
+        "requests/s",
+        "cycles/s"
     );
     for r in &rows {
         text.push_str(&format!(
-            "{:<10} {:<11} {:>12} {:>9.2} {:>14.0} {:>14.0}\n",
+            "{}{:<10} {:<11} {:>12} {:>9.2} {:>14.0} {:>14.0}\n",
+            round_col(r.round.to_string()),
             r.engine.name(),
             r.stream,
             r.cycles,
@@ -726,7 +818,28 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
             r.sim_cycles_per_s
         ));
     }
-    text.push_str(&bench_ratios(&rows));
+    if rounds > 1 {
+        text.push_str(&format!("median of {rounds} rounds:\n"));
+        for &engine in &engines {
+            for kind in BENCH_STREAMS {
+                let stream = kind.to_string();
+                let each: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| r.engine == engine && r.stream == stream)
+                    .map(|r| r.sim_requests_per_s)
+                    .collect();
+                if let Some(m) = median(&each) {
+                    text.push_str(&format!(
+                        "{:<10} {:<11} {:>14.0} requests/s\n",
+                        engine.name(),
+                        stream,
+                        m
+                    ));
+                }
+            }
+        }
+    }
+    text.push_str(&bench_ratios(&rows, rounds));
     rd.write_summary(&text)?;
     if b.json {
         println!("{}", rundir::results_json("dram bench", &rows)?);
@@ -735,4 +848,17 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         println!("run directory: {}", rd.path().display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_even_and_no_values() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[40.0, 10.0, 30.0, 20.0]), Some(25.0));
+        assert_eq!(median(&[7.5]), Some(7.5));
+        assert_eq!(median(&[]), None);
+    }
 }
