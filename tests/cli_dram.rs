@@ -81,6 +81,155 @@ fn both_engines_write_a_run_directory_and_json() {
     let csv = std::fs::read_to_string(run.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3);
     assert!(csv.starts_with("engine,preset,cycles,"));
+    let cmp = v["results"]["comparisons"].as_array().unwrap();
+    assert_eq!(cmp.len(), 1);
+    assert_eq!(
+        (&cmp[0]["engine"], &cmp[0]["reference"]),
+        (&"ramulator".into(), &"dramsim3".into())
+    );
+    assert_eq!(cmp[0]["bandwidth_ratio"].as_f64(), Some(ratio));
+}
+
+/// Each run after the first is compared with the first, under its own name
+/// (a native run must not be labelled Ramulator), and `agreement` stays
+/// Ramulator over DRAMsim3, only when both ran.
+#[test]
+fn comparisons_name_their_engines() {
+    let t = TempDir::new("cmp");
+    let d = &t.0;
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "native,dramsim3",
+            "--requests",
+            "3000",
+            "--out",
+            "r",
+            "-q",
+        ],
+    );
+    assert!(out.contains("dramsim3 / native: bandwidth 1.000"), "{out}");
+    assert!(!out.contains("ramulator"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("r/results.json")).unwrap()).unwrap();
+    assert!(v["results"]["agreement"].is_null(), "{v}");
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "all",
+            "--requests",
+            "3000",
+            "--out",
+            "a",
+            "--json",
+            "-q",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pairs: Vec<(String, String)> = v["results"]["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["engine"].as_str().unwrap().to_string(),
+                c["reference"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("ramulator".to_string(), "dramsim3".to_string()),
+            ("native".to_string(), "dramsim3".to_string())
+        ]
+    );
+    assert_eq!(v["results"]["agreement"]["engine"], "ramulator");
+}
+
+/// `--check-timing` replays native's command log and Ramulator's command
+/// traces through the JEDEC checker: on two ranks with writes, native breaks
+/// no rule and Ramulator breaks only tRTRS between writes of different ranks
+/// (its known departure), each listed in the run directory; DRAMsim3 has no
+/// log to check.
+#[test]
+fn check_timing_replays_the_engines_commands() {
+    let t = TempDir::new("jedec");
+    let d = &t.0;
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "all",
+            "--preset",
+            "DDR4-3200-x8-2R",
+            "--write-fraction",
+            "0.3",
+            "--requests",
+            "6000",
+            "--check-timing",
+            "--out",
+            "r",
+            "-q",
+        ],
+    );
+    assert!(
+        out.contains("dramsim3: not checked (the DRAMsim3 library exposes no command log)"),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("r/results.json")).unwrap()).unwrap();
+    let checks = v["results"]["timing_checks"].as_array().unwrap();
+    let check = |engine: &str| {
+        checks
+            .iter()
+            .find(|c| c["engine"] == engine)
+            .unwrap_or_else(|| panic!("no check of {engine}: {checks:?}"))
+    };
+    let runs = v["results"]["runs"].as_array().unwrap();
+    let run = |engine: &str| runs.iter().find(|r| r["engine"] == engine).unwrap();
+    let native = check("native");
+    assert_eq!(native["checked"], true);
+    assert_eq!(native["violations"], 0, "{native}");
+    // Every command the engine counted is in the log it replayed.
+    let r = run("native");
+    let counted = [
+        "activations",
+        "precharges",
+        "read_cmds",
+        "write_cmds",
+        "refreshes",
+    ]
+    .iter()
+    .map(|k| r[k].as_u64().unwrap())
+    .sum::<u64>();
+    assert_eq!(native["commands"].as_u64(), Some(counted));
+    assert!(!d.join("r/jedec-native.txt").exists());
+    let ram = check("ramulator");
+    let n = ram["violations"].as_u64().unwrap();
+    assert!(n > 0, "two ranks with writes: {ram}");
+    assert_eq!(ram["write_to_write_rank_switches"].as_u64(), Some(n));
+    assert_eq!(ram["by_rule"][0]["rule"], "tRTRS");
+    assert_eq!(ram["by_rule"][0]["count"].as_u64(), Some(n));
+    let listed = std::fs::read_to_string(d.join("r/jedec-ramulator.txt")).unwrap();
+    assert_eq!(listed.lines().count() as u64, n);
+    assert!(
+        listed.lines().all(|l| l.contains(": tRTRS (WR data")),
+        "{listed}"
+    );
+    // The traces were read and removed (not asked to keep them).
+    assert!(
+        !std::fs::read_dir(d.join("r/engine-ramulator"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "cmdtrace"))
+    );
+    assert_eq!(check("dramsim3")["checked"], false);
 }
 
 #[test]

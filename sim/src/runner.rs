@@ -237,11 +237,12 @@ where
 
 /// Runs `source` through `engine`, a native engine the caller made (with a
 /// command log, say), on this thread, as [`simulate`] runs a fresh one: the
-/// same front end, the same statistics.
+/// same front end, the same statistics, the same progress calls.
 pub fn simulate_native<S>(
     engine: &mut crate::native::NativeEngine,
     source: S,
     opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
 ) -> Result<DramStats, SimError>
 where
     S: Iterator<Item = Result<MemOp, SimError>>,
@@ -255,7 +256,7 @@ where
         &config,
         source,
         opts,
-        None,
+        progress,
         started,
     )
 }

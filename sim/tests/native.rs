@@ -888,7 +888,7 @@ fn run_pair(p: &Pair, rank_switch: bool) -> (DramStats, DramStats, Vec<CommandRe
     if rank_switch {
         e = e.dramsim3_write_rank_switch();
     }
-    let nat = simulate_native(&mut e, ops.iter().copied().map(Ok), &opts).unwrap();
+    let nat = simulate_native(&mut e, ops.iter().copied().map(Ok), &opts, None).unwrap();
     (ds3, nat, e.take_command_log())
 }
 

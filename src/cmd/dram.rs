@@ -7,12 +7,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use nmpsim_sim::jedec::{Checker, CommandRecord, read_ramulator_traces};
+use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{
     AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic,
 };
 use nmpsim_sim::{
     AddressMapping, DramConfig, DramStats, EngineKind, EventEnergy, MemOp, RunOptions, SimError,
-    preset_names, simulate,
+    preset_names, simulate, simulate_native,
 };
 use serde::Serialize;
 
@@ -24,6 +26,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim dram --engine ramulator --stream strided:4096 --write-fraction 0.3 --json
   nmpsim dram --trace addrs.txt --preset DDR4-2400-x16-2R --out runs/my-trace
   nmpsim dram --embedding-trace kaggle.nmpt --dim 64 --phase both
+  nmpsim dram --engine native,ramulator --preset DDR4-3200-x8-2R --write-fraction 0.3 --check-timing
   nmpsim dram presets
   nmpsim dram config --engine ramulator --preset DDR4-3200-x8
   nmpsim dram bench --requests 1000000";
@@ -113,6 +116,14 @@ struct RunArgs {
     /// Keep Ramulator's per-rank command traces in the run directory.
     #[arg(long)]
     keep_command_traces: bool,
+    /// Replay each engine's commands through the independent JEDEC checker
+    /// (docs/dram.md) and report every timing rule they break: native's
+    /// command log against the preset's table, Ramulator's command traces
+    /// against the table Ramulator was built with. DRAMsim3 exposes no
+    /// command log and is not checked. The log is kept in memory (about 24
+    /// bytes a command, some 3 commands per random request).
+    #[arg(long)]
+    check_timing: bool,
     /// Print the results object as JSON on stdout (no table).
     #[arg(long)]
     json: bool,
@@ -345,14 +356,160 @@ struct RunResults {
     /// Ramulator over DRAMsim3, when both ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     agreement: Option<Agreement>,
+    /// Every engine after the first over the first, in run order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    comparisons: Vec<Agreement>,
+    /// With `--check-timing`: one per engine, in run order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    timing_checks: Vec<TimingCheck>,
 }
 
 #[derive(Serialize)]
+struct RuleCount {
+    rule: &'static str,
+    count: usize,
+}
+
+/// What the JEDEC checker found in one engine's commands.
+#[derive(Serialize)]
+struct TimingCheck {
+    engine: EngineKind,
+    /// Whether the engine had a command log to check.
+    checked: bool,
+    /// Which timing table the commands were held to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<&'static str>,
+    commands: usize,
+    violations: usize,
+    /// Violations per rule, most frequent first.
+    by_rule: Vec<RuleCount>,
+    /// Of the violations, tRTRS between two writes of different ranks (the
+    /// departure DRAMsim3 and Ramulator share).
+    write_to_write_rank_switches: usize,
+    /// Every violation, one a line, in the run directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+}
+
+impl TimingCheck {
+    fn unchecked(engine: EngineKind) -> Self {
+        TimingCheck {
+            engine,
+            checked: false,
+            timing: None,
+            commands: 0,
+            violations: 0,
+            by_rule: Vec::new(),
+            write_to_write_rank_switches: 0,
+            file: None,
+        }
+    }
+
+    /// Checks `log` with `checker`; writes the violations, if any, to
+    /// `jedec-<engine>.txt` in the run directory.
+    fn of(
+        engine: EngineKind,
+        timing: &'static str,
+        checker: &Checker,
+        log: &[CommandRecord],
+        rd: &RunDir,
+    ) -> Result<Self> {
+        let v = checker.check(log);
+        let mut by_rule: Vec<RuleCount> = Vec::new();
+        for x in &v {
+            match by_rule.iter_mut().find(|c| c.rule == x.rule) {
+                Some(c) => c.count += 1,
+                None => by_rule.push(RuleCount {
+                    rule: x.rule,
+                    count: 1,
+                }),
+            }
+        }
+        by_rule.sort_by(|a, b| b.count.cmp(&a.count).then(a.rule.cmp(b.rule)));
+        let file = if v.is_empty() {
+            None
+        } else {
+            let name = format!("jedec-{}.txt", engine.name());
+            let path = rd.path().join(&name);
+            let mut text = String::new();
+            for x in &v {
+                text.push_str(&x.to_string());
+                text.push('\n');
+            }
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            Some(name)
+        };
+        Ok(TimingCheck {
+            engine,
+            checked: true,
+            timing: Some(timing),
+            commands: log.len(),
+            violations: v.len(),
+            by_rule,
+            write_to_write_rank_switches: v
+                .iter()
+                .filter(|x| x.is_write_to_write_rank_switch())
+                .count(),
+            file,
+        })
+    }
+
+    fn line(&self) -> String {
+        let name = self.engine.name();
+        if !self.checked {
+            return format!("{name}: not checked (the DRAMsim3 library exposes no command log)");
+        }
+        let timing = self.timing.unwrap_or("?");
+        if self.violations == 0 {
+            return format!(
+                "{name}: {} commands against {timing}, no rule broken",
+                self.commands
+            );
+        }
+        let rules: Vec<String> = self
+            .by_rule
+            .iter()
+            .map(|c| format!("{} {}", c.rule, c.count))
+            .collect();
+        let ww = match self.write_to_write_rank_switches {
+            0 => String::new(),
+            n if n == self.violations => {
+                "; all of them tRTRS between writes of different ranks".to_string()
+            }
+            n => format!("; {n} of them tRTRS between writes of different ranks"),
+        };
+        format!(
+            "{name}: {} commands against {timing}, {} violations: {}{ww} (every one in {})",
+            self.commands,
+            self.violations,
+            rules.join(", "),
+            self.file.as_deref().unwrap_or("?")
+        )
+    }
+}
+
+/// One engine's run over another's.
+#[derive(Serialize)]
 struct Agreement {
+    engine: EngineKind,
+    reference: EngineKind,
     bandwidth_ratio: f64,
     read_latency_mean_ratio: f64,
     activations_ratio: f64,
     energy_ratio: f64,
+}
+
+impl Agreement {
+    fn of(run: &DramStats, reference: &DramStats) -> Self {
+        Agreement {
+            engine: run.engine,
+            reference: reference.engine,
+            bandwidth_ratio: run.bandwidth_gbps / reference.bandwidth_gbps,
+            read_latency_mean_ratio: run.read_latency_mean_ns / reference.read_latency_mean_ns,
+            activations_ratio: run.activations as f64 / reference.activations.max(1) as f64,
+            energy_ratio: run.energy.total_pj / reference.energy.total_pj,
+        }
+    }
 }
 
 fn run_sim(a: RunArgs) -> Result<ExitCode> {
@@ -385,30 +542,90 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         },
     )?;
     let mut runs = Vec::new();
+    let mut timing_checks = Vec::new();
     for &engine in &engines {
         let (src, len) = source.open(&cfg)?;
-        opts.work_dir = Some(rd.path().join(format!("engine-{}", engine.name())));
+        let work_dir = rd.path().join(format!("engine-{}", engine.name()));
+        opts.work_dir = Some(work_dir.clone());
         let pb = match len {
             Some(n) => rundir::progress(n, engine.name(), a.quiet),
             None => spinner(engine.name(), a.quiet),
         };
         let tick = |n: u64| pb.set_position(n);
-        let stats = simulate(engine, &cfg, src, &opts, Some(&tick)).with_context(|| {
+        let failed = || {
             format!(
                 "{engine} run failed (run directory {})",
                 rd.path().display()
             )
-        })?;
+        };
+        let stats = match (a.check_timing, engine) {
+            (true, EngineKind::Native) => {
+                let mut e = NativeEngine::with_command_log(&cfg)?;
+                let stats =
+                    simulate_native(&mut e, src, &opts, Some(&tick)).with_context(failed)?;
+                let log = e.take_command_log();
+                let checker = Checker::for_config(&cfg);
+                timing_checks.push(TimingCheck::of(
+                    engine,
+                    "the preset's JEDEC table",
+                    &checker,
+                    &log,
+                    &rd,
+                )?);
+                stats
+            }
+            (true, EngineKind::Ramulator) => {
+                let keep = RunOptions {
+                    keep_command_traces: true,
+                    ..opts.clone()
+                };
+                let stats = simulate(engine, &cfg, src, &keep, Some(&tick)).with_context(failed)?;
+                let paths: Vec<PathBuf> = (0..cfg.ranks)
+                    .map(|r| work_dir.join(format!("ramulator-chan-0-rank-{r}.cmdtrace")))
+                    .collect();
+                let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+                let log = read_ramulator_traces(&refs)?;
+                if !a.keep_command_traces {
+                    for p in &paths {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+                let checker = Checker::with_timing(&cfg, cfg.ramulator_timing());
+                timing_checks.push(TimingCheck::of(
+                    engine,
+                    "Ramulator's own table",
+                    &checker,
+                    &log,
+                    &rd,
+                )?);
+                stats
+            }
+            (check, _) => {
+                if check {
+                    timing_checks.push(TimingCheck::unchecked(engine));
+                }
+                simulate(engine, &cfg, src, &opts, Some(&tick)).with_context(failed)?
+            }
+        };
         pb.finish_and_clear();
         runs.push(stats);
     }
-    let agreement = (runs.len() == 2).then(|| Agreement {
-        bandwidth_ratio: runs[1].bandwidth_gbps / runs[0].bandwidth_gbps,
-        read_latency_mean_ratio: runs[1].read_latency_mean_ns / runs[0].read_latency_mean_ns,
-        activations_ratio: runs[1].activations as f64 / runs[0].activations.max(1) as f64,
-        energy_ratio: runs[1].energy.total_pj / runs[0].energy.total_pj,
-    });
-    let results = RunResults { runs, agreement };
+    let run_of = |kind: EngineKind| runs.iter().find(|r| r.engine == kind);
+    let agreement = match (run_of(EngineKind::Ramulator), run_of(EngineKind::Dramsim3)) {
+        (Some(a), Some(b)) => Some(Agreement::of(a, b)),
+        _ => None,
+    };
+    let comparisons = runs
+        .iter()
+        .skip(1)
+        .map(|r| Agreement::of(r, &runs[0]))
+        .collect();
+    let results = RunResults {
+        runs,
+        agreement,
+        comparisons,
+        timing_checks,
+    };
     rd.write_results("dram", &results)?;
     let (header, rows) = stats_csv(&results.runs);
     rd.write_csv("results.csv", &header, &rows)?;
@@ -601,12 +818,23 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
     row("simulated cycles/s", &|x| {
         format!("{:.0}", x.sim_cycles_per_s)
     });
-    if let Some(a) = &r.agreement {
+    for a in &r.comparisons {
         let _ = writeln!(
             s,
-            "ramulator / dramsim3: bandwidth {:.3}, mean read latency {:.3}, activations {:.3}, energy {:.3}",
-            a.bandwidth_ratio, a.read_latency_mean_ratio, a.activations_ratio, a.energy_ratio
+            "{} / {}: bandwidth {:.3}, mean read latency {:.3}, activations {:.3}, energy {:.3}",
+            a.engine.name(),
+            a.reference.name(),
+            a.bandwidth_ratio,
+            a.read_latency_mean_ratio,
+            a.activations_ratio,
+            a.energy_ratio
         );
+    }
+    if !r.timing_checks.is_empty() {
+        let _ = writeln!(s, "timing check (the JEDEC command-log checker):");
+        for c in &r.timing_checks {
+            let _ = writeln!(s, "  {}", c.line());
+        }
     }
     s
 }
