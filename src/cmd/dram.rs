@@ -51,8 +51,11 @@ enum DramSub {
     },
     /// Print the configuration file generated for an engine.
     Config {
+        /// Engine: dramsim3 (its .ini), ramulator (its config) or native (the
+        /// timing table it derives).
         #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
         engine: String,
+        /// DDR4 preset (see `nmpsim dram presets`).
         #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
         preset: String,
     },
@@ -137,6 +140,7 @@ struct BenchArgs {
     /// Requests per run.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     requests: u64,
+    /// DDR4 preset (see `nmpsim dram presets`).
     #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
     preset: String,
     /// Engines to measure (comma-separated).

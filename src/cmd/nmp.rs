@@ -67,11 +67,14 @@ pub struct RunArgs {
     /// Embedding dimension.
     #[arg(long, default_value_t = 64)]
     dim: usize,
+    /// The primitive to run: the forward gather-reduce, the casted gradient
+    /// gather-reduce, or the scatter of coalesced gradients with the optimizer.
     #[arg(long, value_enum, default_value = "gather-reduce")]
     primitive: Primitive,
     /// Optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
     #[arg(long, default_value = "sgd")]
     optimizer: String,
+    /// Learning rate of the scatter's optimizer.
     #[arg(long, default_value_t = 0.01)]
     lr: f32,
     /// Number of NMP ranks.
@@ -106,6 +109,7 @@ pub struct RunArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
 }

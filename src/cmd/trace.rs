@@ -219,6 +219,7 @@ pub struct StatsArgs {
     /// Also write a run directory (config.json, results.json, tables.csv, cdf.csv, summary.txt).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
 }
@@ -237,6 +238,7 @@ pub struct ConvertArgs {
     /// Reduce categorical ids modulo N (tables then have N rows, else 2^32).
     #[arg(long, value_name = "N")]
     max_ind_range: Option<u64>,
+    /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
 }

@@ -57,6 +57,7 @@ pub struct TrainArgs {
     /// Training iterations (per mode).
     #[arg(long, default_value_t = 100)]
     iters: u64,
+    /// Seed of the synthetic data and of the model's initialisation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Base learning rate (dense and embedding optimizers).
