@@ -63,6 +63,10 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
         for f in ["config.json", "results.json", "phases.csv", "summary.txt"] {
             assert!(t.0.join(&out).join(f).is_file(), "{f}");
         }
+        // The summary names the primitive as `--primitive` does.
+        let summary = std::fs::read_to_string(t.0.join(&out).join("summary.txt")).unwrap();
+        let first = summary.lines().next().unwrap_or("");
+        assert!(first.ends_with(&format!(", primitive {prim}")), "{first}");
         // phases.csv: a row per phase, every value under its own column.
         let csv = std::fs::read_to_string(t.0.join(&out).join("phases.csv")).unwrap();
         let mut lines = csv.lines();

@@ -41,6 +41,17 @@ enum Primitive {
     Scatter,
 }
 
+impl Primitive {
+    /// The name `--primitive` takes.
+    fn name(self) -> &'static str {
+        match self {
+            Primitive::GatherReduce => "gather-reduce",
+            Primitive::CastedGatherReduce => "casted-gather-reduce",
+            Primitive::Scatter => "scatter",
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Trace profile to generate (see `nmpsim trace gen --list-profiles`).
@@ -442,11 +453,11 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         .collect();
     rd.write_csv("phases.csv", &header, &rows)?;
     let mut text = format!(
-        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {:?}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
+        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
         a.ranks,
         dram.name,
         dram.mapping.name(),
-        a.primitive,
+        a.primitive.name(),
         "placement",
         "phase",
         "time us",
