@@ -59,6 +59,15 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         s.contains("Latency breakdown") && s.contains("speedup vs base"),
         "{s}"
     );
+    // The baselines hide nothing: their hidden column is 0.000, not -0.000.
+    for m in ["baseline-cpu", "baseline-nmp"] {
+        let row = s
+            .lines()
+            .find(|l| l.starts_with(m) && l.contains(" meas "))
+            .unwrap_or_else(|| panic!("no breakdown row of {m} in\n{s}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[cols.len() - 2], "0.000", "{row}");
+    }
     let run = t.0.join("run");
     for f in [
         "config.json",

@@ -926,7 +926,9 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
         let _ = writeln!(
             o,
             " {:>10.3} {:>10.3}",
-            -m.modelled_hidden_ms_per_iteration, m.modelled_ms_per_iteration
+            // (0 - x, not -x: nothing hidden shows as 0.000, not -0.000.)
+            0.0 - m.modelled_hidden_ms_per_iteration,
+            m.modelled_ms_per_iteration
         );
     }
     let _ = writeln!(
