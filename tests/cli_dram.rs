@@ -259,6 +259,13 @@ fn address_trace_runs_and_bad_lines_are_named() {
     assert!(err.contains("bad.txt: line 4"), "{err}");
     assert!(err.contains("R|W"), "{err}");
 
+    // A missing file is named with the system's reason, once.
+    for flag in ["--trace", "--embedding-trace"] {
+        let err = fails(d, &["dram", flag, "missing.file", "-q"]);
+        assert!(err.contains("missing.file: "), "{err}");
+        assert_eq!(err.matches("(os error 2)").count(), 1, "{flag}: {err}");
+    }
+
     std::fs::write(d.join("far.txt"), "0x40 R\n0x400000000 R\n").unwrap();
     let err = fails(
         d,

@@ -227,11 +227,12 @@ impl Chart {
 /// What went wrong reading data for a chart or drawing it.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
-    #[error("cannot read {}: {source}", path.display())]
+    /// (The I/O error is part of the message, not a separate source, so
+    /// that printing the error with its chain names it once.)
+    #[error("cannot read {}: {error}", path.display())]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot write {}: {message}", path.display())]
     Write { path: PathBuf, message: String },
@@ -315,9 +316,9 @@ pub fn read_csv_chart(
     group: &[String],
     opts: &CsvChartOptions,
 ) -> Result<CsvChart, PlotError> {
-    let text = fs::read_to_string(csv_path).map_err(|source| PlotError::Read {
+    let text = fs::read_to_string(csv_path).map_err(|error| PlotError::Read {
         path: csv_path.to_path_buf(),
-        source,
+        error,
     })?;
     chart_from_csv_text(&text, &csv_path.display().to_string(), x, ys, group, opts)
 }

@@ -33,11 +33,12 @@ pub enum KernelError {
     InvalidArgument { arg: &'static str, what: String },
 
     /// An error raised while working on one table of a multi-table batch.
-    #[error("table {table}: {source}")]
+    /// (The table's error is part of the message, not a separate source,
+    /// so that printing the error with its chain says it once.)
+    #[error("table {table}: {error}")]
     Table {
         table: usize,
-        #[source]
-        source: Box<KernelError>,
+        error: Box<KernelError>,
     },
 
     /// The CUDA backend failed: no device, a kernel that does not compile, a
@@ -55,7 +56,7 @@ impl KernelError {
     pub fn in_table(self, table: usize) -> Self {
         KernelError::Table {
             table,
-            source: Box::new(self),
+            error: Box::new(self),
         }
     }
 

@@ -39,11 +39,12 @@ pub enum SimError {
     #[error("{engine}: {what}")]
     Engine { engine: &'static str, what: String },
 
-    #[error("{path}: {source}")]
+    /// (The I/O error is part of the message, not a separate source, so
+    /// that printing the error with its chain names it once.)
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     #[error(transparent)]
@@ -54,7 +55,7 @@ impl SimError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SimError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 

@@ -20,11 +20,12 @@ pub enum TraceError {
     #[error("invalid parameter `{name}`: {what}")]
     Param { name: String, what: String },
 
-    #[error("{path}: {source}")]
+    /// (The I/O error is part of the message, not a separate source, so
+    /// that printing the error with its chain names it once.)
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -33,7 +34,7 @@ impl TraceError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         TraceError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 
