@@ -15,6 +15,11 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).expect("utf-8 stdout")
 }
 
+fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 fn fails(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
     assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
@@ -66,8 +71,7 @@ fn both_engines_write_a_run_directory_and_json() {
     for f in ["config.json", "results.json", "results.csv", "summary.txt"] {
         assert!(run.join(f).is_file(), "{f} missing");
     }
-    let cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
+    let cfg = read_json(&run.join("config.json"));
     assert_eq!(cfg["config"]["dram"]["name"], "DDR4-2400-x8");
     assert_eq!(cfg["config"]["dram"]["timing"]["cl"], 16);
     assert!(run.join("engine-dramsim3/dramsim3.ini").is_file());
@@ -112,8 +116,7 @@ fn comparisons_name_their_engines() {
     );
     assert!(out.contains("dramsim3 / native: bandwidth 1.000"), "{out}");
     assert!(!out.contains("ramulator"), "{out}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("r/results.json")).unwrap()).unwrap();
+    let v = read_json(&d.join("r/results.json"));
     assert!(v["results"]["agreement"].is_null(), "{v}");
     let out = ok(
         d,
@@ -182,8 +185,7 @@ fn check_timing_replays_the_engines_commands() {
         out.contains("dramsim3: not checked (the DRAMsim3 library exposes no command log)"),
         "{out}"
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("r/results.json")).unwrap()).unwrap();
+    let v = read_json(&d.join("r/results.json"));
     let checks = v["results"]["timing_checks"].as_array().unwrap();
     let check = |engine: &str| {
         checks
@@ -504,8 +506,7 @@ fn presets_config_and_bench() {
         let m = (each[0] + each[1]) / 2.0;
         assert!(line.contains(&format!("{stream} {m:.1}x")), "{line}");
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("m/results.json")).unwrap()).unwrap();
+    let v = read_json(&d.join("m/results.json"));
     let rounds: Vec<u64> = v["results"]
         .as_array()
         .unwrap()
