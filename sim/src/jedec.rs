@@ -193,244 +193,294 @@ impl Checker {
     /// Every violation in `log`, in log order. Commands must be in
     /// non-decreasing cycle order (a log out of order is itself reported).
     pub fn check(&self, log: &[CommandRecord]) -> Vec<Violation> {
-        let t = &self.timing;
-        let banks = self.banks() as usize;
-        let bl = self.burst_cycles as u64;
-        let (cl, cwl) = (t.cl as u64, t.cwl as u64);
-        let mut ranks: Vec<RankState> = (0..self.ranks)
-            .map(|_| RankState {
-                banks: vec![BankState::default(); banks],
-                group_act: vec![NEVER; self.bankgroups as usize],
-                group_rd: vec![NEVER; self.bankgroups as usize],
-                group_wr: vec![NEVER; self.bankgroups as usize],
-                group_wr_end: vec![NEVER; self.bankgroups as usize],
-                ..RankState::default()
-            })
-            .collect();
-        // End of the last data burst of each rank on the shared bus.
-        let mut bus: Vec<Option<(u64, Command)>> = vec![None; self.ranks as usize];
+        let mut replay = self.replay();
         let mut out = Vec::new();
-        let mut prev_cycle = 0u64;
-        for (index, rec) in log.iter().enumerate() {
-            let now = rec.cycle;
-            let mut cx = Ctx {
-                index,
-                now,
-                out: &mut out,
-            };
-            if now < prev_cycle {
-                cx.fail(
-                    "order",
-                    format!("cycle {now} comes after cycle {prev_cycle}"),
-                );
+        replay.feed(log, &mut out);
+        replay.end(&mut out);
+        out
+    }
+
+    /// A replay to feed a log in parts, as an engine issues it, so that a
+    /// long run's log need not be held whole: [`Replay::feed`] each part in
+    /// order, then [`Replay::end`]. The violations are those of
+    /// [`check`](Self::check) on the whole log.
+    pub fn replay(&self) -> Replay {
+        let banks = self.banks() as usize;
+        let groups = self.bankgroups as usize;
+        Replay {
+            checker: self.clone(),
+            ranks: (0..self.ranks)
+                .map(|_| RankState {
+                    banks: vec![BankState::default(); banks],
+                    group_act: vec![NEVER; groups],
+                    group_rd: vec![NEVER; groups],
+                    group_wr: vec![NEVER; groups],
+                    group_wr_end: vec![NEVER; groups],
+                    ..RankState::default()
+                })
+                .collect(),
+            bus: vec![None; self.ranks as usize],
+            prev_cycle: 0,
+            commands: 0,
+            last_cycle: None,
+        }
+    }
+}
+
+/// A log being checked part by part (see [`Checker::replay`]).
+#[derive(Clone)]
+pub struct Replay {
+    checker: Checker,
+    ranks: Vec<RankState>,
+    /// End of the last data burst of each rank on the shared bus.
+    bus: Vec<Option<(u64, Command)>>,
+    prev_cycle: u64,
+    /// Commands fed so far.
+    commands: usize,
+    last_cycle: Option<u64>,
+}
+
+impl Replay {
+    /// Checks the next commands of the log; appends what they break to `out`
+    /// (indices count from the start of the whole log).
+    pub fn feed(&mut self, log: &[CommandRecord], out: &mut Vec<Violation>) {
+        for rec in log {
+            self.one(rec, out);
+        }
+    }
+
+    /// Commands fed so far.
+    pub fn commands(&self) -> usize {
+        self.commands
+    }
+
+    /// The end of the log: a rank left unrefreshed for too long by its last
+    /// command breaks tREFI.
+    pub fn end(&self, out: &mut Vec<Violation>) {
+        let Some(last) = self.last_cycle else {
+            return;
+        };
+        let limit = 9 * self.checker.timing.trefi as u64;
+        for (rank, r) in self.ranks.iter().enumerate() {
+            let since = r.refresh.unwrap_or(0);
+            if last > since + limit {
+                out.push(Violation {
+                    index: self.commands,
+                    cycle: last,
+                    rule: "tREFI",
+                    detail: format!(
+                        "rank {rank} not refreshed for {} cycles; at most {limit}",
+                        last - since
+                    ),
+                });
             }
-            prev_cycle = prev_cycle.max(now);
-            if rec.rank >= self.ranks {
-                cx.fail(
-                    "address",
-                    format!("rank {} of a {}-rank channel", rec.rank, self.ranks),
+        }
+    }
+
+    fn one(&mut self, rec: &CommandRecord, out: &mut Vec<Violation>) {
+        let index = self.commands;
+        self.commands += 1;
+        self.last_cycle = Some(rec.cycle);
+        let t = &self.checker.timing;
+        let banks = self.checker.banks() as usize;
+        let bl = self.checker.burst_cycles as u64;
+        let (cl, cwl) = (t.cl as u64, t.cwl as u64);
+        let now = rec.cycle;
+        let mut cx = Ctx { index, now, out };
+        let prev_cycle = self.prev_cycle;
+        if now < prev_cycle {
+            cx.fail(
+                "order",
+                format!("cycle {now} comes after cycle {prev_cycle}"),
+            );
+        }
+        self.prev_cycle = prev_cycle.max(now);
+        if rec.rank >= self.checker.ranks {
+            cx.fail(
+                "address",
+                format!("rank {} of a {}-rank channel", rec.rank, self.checker.ranks),
+            );
+            return;
+        }
+        if rec.command.needs_bank() && rec.bank as usize >= banks {
+            cx.fail(
+                "address",
+                format!("bank {} of a {banks}-bank rank", rec.bank),
+            );
+            return;
+        }
+        let r = &mut self.ranks[rec.rank as usize];
+        let rank_idx = rec.rank as usize;
+        let bank = rec.bank as usize;
+        let group = bank / self.checker.banks_per_group as usize;
+        cx.need("tRFC", r.refresh, t.trfc as u64, "REF");
+        match rec.command {
+            Command::Act => {
+                let b = &r.banks[bank];
+                if b.open {
+                    cx.fail("state", format!("ACT to bank {bank}, which is open"));
+                }
+                cx.need("tRP", b.pre, t.trp as u64, "its precharge");
+                cx.need("tRC", b.act, t.trc as u64, "ACT to the same bank");
+                cx.need(
+                    "tRRD_L",
+                    r.group_act[group],
+                    t.trrd_l as u64,
+                    "ACT in the same bank group",
                 );
-                continue;
+                cx.need("tRRD_S", r.rank_act, t.trrd_s as u64, "ACT in the rank");
+                if r.faw.len() == 4 {
+                    cx.need(
+                        "tFAW",
+                        r.faw.front().copied(),
+                        t.tfaw as u64,
+                        "the 4th-last ACT",
+                    );
+                }
+                let b = &mut r.banks[bank];
+                b.open = true;
+                b.act = Some(now);
+                r.group_act[group] = Some(now);
+                r.rank_act = Some(now);
+                if r.faw.len() == 4 {
+                    r.faw.pop_front();
+                }
+                r.faw.push_back(now);
             }
-            if rec.command.needs_bank() && rec.bank as usize >= banks {
-                cx.fail(
-                    "address",
-                    format!("bank {} of a {banks}-bank rank", rec.bank),
+            Command::Rd | Command::Rda => {
+                let b = &r.banks[bank];
+                if !b.open {
+                    cx.fail(
+                        "state",
+                        format!("{} to bank {bank}, which is closed", rec.command.name()),
+                    );
+                }
+                cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
+                cx.need(
+                    "tCCD_L",
+                    r.group_rd[group],
+                    t.tccd_l as u64,
+                    "RD in the same bank group",
                 );
-                continue;
+                cx.need("tCCD_S", r.rank_rd, t.tccd_s as u64, "RD in the rank");
+                cx.need(
+                    "tCCD_L",
+                    r.group_wr[group],
+                    t.tccd_l as u64,
+                    "WR in the same bank group",
+                );
+                cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                cx.need(
+                    "tWTR_L",
+                    r.group_wr_end[group],
+                    t.twtr_l as u64,
+                    "the end of write data in the same bank group",
+                );
+                cx.need(
+                    "tWTR_S",
+                    r.rank_wr_end,
+                    t.twtr_s as u64,
+                    "the end of write data in the rank",
+                );
+                data_bus_rule(
+                    &self.bus,
+                    rank_idx,
+                    now + cl,
+                    t.trtrs as u64,
+                    rec.command,
+                    &mut cx,
+                );
+                let b = &mut r.banks[bank];
+                b.rd = Some(now);
+                r.group_rd[group] = Some(now);
+                r.rank_rd = Some(now);
+                self.bus[rank_idx] = Some((now + cl + bl, rec.command));
+                if rec.command == Command::Rda {
+                    // The precharge starts once tRAS and tRTP allow it.
+                    let at = (now + t.trtp as u64).max(b.act.unwrap_or(0) + t.tras as u64);
+                    b.open = false;
+                    b.pre = Some(at);
+                }
             }
-            let r = &mut ranks[rec.rank as usize];
-            let rank_idx = rec.rank as usize;
-            let bank = rec.bank as usize;
-            let group = bank / self.banks_per_group as usize;
-            cx.need("tRFC", r.refresh, t.trfc as u64, "REF");
-            match rec.command {
-                Command::Act => {
-                    let b = &r.banks[bank];
-                    if b.open {
-                        cx.fail("state", format!("ACT to bank {bank}, which is open"));
-                    }
-                    cx.need("tRP", b.pre, t.trp as u64, "its precharge");
-                    cx.need("tRC", b.act, t.trc as u64, "ACT to the same bank");
-                    cx.need(
-                        "tRRD_L",
-                        r.group_act[group],
-                        t.trrd_l as u64,
-                        "ACT in the same bank group",
+            Command::Wr | Command::Wra => {
+                let b = &r.banks[bank];
+                if !b.open {
+                    cx.fail(
+                        "state",
+                        format!("{} to bank {bank}, which is closed", rec.command.name()),
                     );
-                    cx.need("tRRD_S", r.rank_act, t.trrd_s as u64, "ACT in the rank");
-                    if r.faw.len() == 4 {
-                        cx.need(
-                            "tFAW",
-                            r.faw.front().copied(),
-                            t.tfaw as u64,
-                            "the 4th-last ACT",
-                        );
-                    }
-                    let b = &mut r.banks[bank];
-                    b.open = true;
-                    b.act = Some(now);
-                    r.group_act[group] = Some(now);
-                    r.rank_act = Some(now);
-                    if r.faw.len() == 4 {
-                        r.faw.pop_front();
-                    }
-                    r.faw.push_back(now);
                 }
-                Command::Rd | Command::Rda => {
-                    let b = &r.banks[bank];
-                    if !b.open {
-                        cx.fail(
-                            "state",
-                            format!("{} to bank {bank}, which is closed", rec.command.name()),
-                        );
-                    }
-                    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
-                    cx.need(
-                        "tCCD_L",
-                        r.group_rd[group],
-                        t.tccd_l as u64,
-                        "RD in the same bank group",
-                    );
-                    cx.need("tCCD_S", r.rank_rd, t.tccd_s as u64, "RD in the rank");
-                    cx.need(
-                        "tCCD_L",
-                        r.group_wr[group],
-                        t.tccd_l as u64,
-                        "WR in the same bank group",
-                    );
-                    cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
-                    cx.need(
-                        "tWTR_L",
-                        r.group_wr_end[group],
-                        t.twtr_l as u64,
-                        "the end of write data in the same bank group",
-                    );
-                    cx.need(
-                        "tWTR_S",
-                        r.rank_wr_end,
-                        t.twtr_s as u64,
-                        "the end of write data in the rank",
-                    );
-                    data_bus_rule(
-                        &bus,
-                        rank_idx,
-                        now + cl,
-                        t.trtrs as u64,
-                        rec.command,
-                        &mut cx,
-                    );
-                    let b = &mut r.banks[bank];
-                    b.rd = Some(now);
-                    r.group_rd[group] = Some(now);
-                    r.rank_rd = Some(now);
-                    bus[rank_idx] = Some((now + cl + bl, rec.command));
-                    if rec.command == Command::Rda {
-                        // The precharge starts once tRAS and tRTP allow it.
-                        let at = (now + t.trtp as u64).max(b.act.unwrap_or(0) + t.tras as u64);
-                        b.open = false;
-                        b.pre = Some(at);
-                    }
+                cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
+                cx.need(
+                    "tCCD_L",
+                    r.group_wr[group],
+                    t.tccd_l as u64,
+                    "WR in the same bank group",
+                );
+                cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                // RD -> WR: read data must clear the bus before write data.
+                let rd_to_wr = (cl + bl + 2).saturating_sub(cwl);
+                cx.need("RD→WR", r.rank_rd, rd_to_wr, "RD in the rank");
+                data_bus_rule(
+                    &self.bus,
+                    rank_idx,
+                    now + cwl,
+                    t.trtrs as u64,
+                    rec.command,
+                    &mut cx,
+                );
+                let end = now + cwl + bl;
+                let b = &mut r.banks[bank];
+                b.wr_end = Some(end);
+                r.group_wr[group] = Some(now);
+                r.rank_wr = Some(now);
+                r.group_wr_end[group] = Some(end);
+                r.rank_wr_end = Some(end);
+                self.bus[rank_idx] = Some((end, rec.command));
+                if rec.command == Command::Wra {
+                    let at = (end + t.twr as u64).max(b.act.unwrap_or(0) + t.tras as u64);
+                    b.open = false;
+                    b.pre = Some(at);
                 }
-                Command::Wr | Command::Wra => {
-                    let b = &r.banks[bank];
-                    if !b.open {
-                        cx.fail(
-                            "state",
-                            format!("{} to bank {bank}, which is closed", rec.command.name()),
-                        );
-                    }
-                    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
-                    cx.need(
-                        "tCCD_L",
-                        r.group_wr[group],
-                        t.tccd_l as u64,
-                        "WR in the same bank group",
-                    );
-                    cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
-                    // RD -> WR: read data must clear the bus before write data.
-                    let rd_to_wr = (cl + bl + 2).saturating_sub(cwl);
-                    cx.need("RD→WR", r.rank_rd, rd_to_wr, "RD in the rank");
-                    data_bus_rule(
-                        &bus,
-                        rank_idx,
-                        now + cwl,
-                        t.trtrs as u64,
-                        rec.command,
-                        &mut cx,
-                    );
-                    let end = now + cwl + bl;
-                    let b = &mut r.banks[bank];
-                    b.wr_end = Some(end);
-                    r.group_wr[group] = Some(now);
-                    r.rank_wr = Some(now);
-                    r.group_wr_end[group] = Some(end);
-                    r.rank_wr_end = Some(end);
-                    bus[rank_idx] = Some((end, rec.command));
-                    if rec.command == Command::Wra {
-                        let at = (end + t.twr as u64).max(b.act.unwrap_or(0) + t.tras as u64);
-                        b.open = false;
-                        b.pre = Some(at);
-                    }
+            }
+            Command::Pre => {
+                precharge_rules(&r.banks[bank], t, &mut cx);
+                let b = &mut r.banks[bank];
+                if b.open {
+                    b.open = false;
+                    b.pre = Some(now);
                 }
-                Command::Pre => {
-                    precharge_rules(&r.banks[bank], t, &mut cx);
-                    let b = &mut r.banks[bank];
+            }
+            Command::PreA => {
+                for b in r.banks.iter_mut() {
+                    precharge_rules(b, t, &mut cx);
                     if b.open {
                         b.open = false;
                         b.pre = Some(now);
                     }
                 }
-                Command::PreA => {
-                    for b in r.banks.iter_mut() {
-                        precharge_rules(b, t, &mut cx);
-                        if b.open {
-                            b.open = false;
-                            b.pre = Some(now);
-                        }
-                    }
-                }
-                Command::Ref => {
-                    if let Some(open) = r.banks.iter().position(|b| b.open) {
-                        cx.fail("state", format!("REF while bank {open} is open"));
-                    }
-                    for b in &r.banks {
-                        cx.need("tRP", b.pre, t.trp as u64, "a precharge in the rank");
-                    }
-                    let limit = 9 * t.trefi as u64;
-                    let since = r.refresh.unwrap_or(0);
-                    if now > since + limit {
-                        cx.fail(
-                            "tREFI",
-                            format!(
-                                "{} cycles since the last refresh; at most {limit}",
-                                now - since
-                            ),
-                        );
-                    }
-                    r.refresh = Some(now);
-                }
             }
-        }
-        // A log that runs on without refreshing breaks tREFI too.
-        if let Some(last) = log.last() {
-            for (rank, r) in ranks.iter().enumerate() {
+            Command::Ref => {
+                if let Some(open) = r.banks.iter().position(|b| b.open) {
+                    cx.fail("state", format!("REF while bank {open} is open"));
+                }
+                for b in &r.banks {
+                    cx.need("tRP", b.pre, t.trp as u64, "a precharge in the rank");
+                }
+                let limit = 9 * t.trefi as u64;
                 let since = r.refresh.unwrap_or(0);
-                let limit = 9 * self.timing.trefi as u64;
-                if last.cycle > since + limit {
-                    out.push(Violation {
-                        index: log.len(),
-                        cycle: last.cycle,
-                        rule: "tREFI",
-                        detail: format!(
-                            "rank {rank} not refreshed for {} cycles; at most {limit}",
-                            last.cycle - since
+                if now > since + limit {
+                    cx.fail(
+                        "tREFI",
+                        format!(
+                            "{} cycles since the last refresh; at most {limit}",
+                            now - since
                         ),
-                    });
+                    );
                 }
+                r.refresh = Some(now);
             }
         }
-        out
     }
 }
 
@@ -639,6 +689,39 @@ mod tests {
                 "moving command {i} ({:?}) one cycle earlier should break {rule}: {v:#?}",
                 log[i].command
             );
+        }
+    }
+
+    /// A log fed in parts, split anywhere, breaks the same rules at the same
+    /// indices as the whole log checked at once.
+    #[test]
+    fn a_replay_fed_in_parts_finds_what_check_finds() {
+        let c = checker();
+        let mut log = legal(&c);
+        // Three planted violations, and a long silence for the end's tREFI.
+        for i in [3, 7, 11] {
+            log[i].cycle -= 1;
+        }
+        let last = log.last().unwrap().cycle;
+        log.push(rec(last + 10 * c.timing.trefi as u64, Command::Act, 0));
+        let whole = c.check(&log);
+        assert!(whole.len() >= 4, "{whole:#?}");
+        assert!(
+            whole
+                .iter()
+                .any(|v| v.rule == "tREFI" && v.index == log.len())
+        );
+        for cut in [vec![], vec![1], vec![5, 6], vec![2, 7, 12]] {
+            let mut replay = c.replay();
+            let mut got = Vec::new();
+            let mut from = 0;
+            for &to in cut.iter().chain(std::iter::once(&log.len())) {
+                replay.feed(&log[from..to], &mut got);
+                from = to;
+            }
+            replay.end(&mut got);
+            assert_eq!(replay.commands(), log.len());
+            assert_eq!(got, whole, "cut at {cut:?}");
         }
     }
 

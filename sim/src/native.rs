@@ -996,6 +996,9 @@ impl Delays {
     }
 }
 
+/// Where [`NativeEngine::with_command_sink`] hands the log.
+type CommandSink = Box<dyn FnMut(&[CommandRecord]) + Send>;
+
 /// The native DDR4 engine; see the [module documentation](self).
 pub struct NativeEngine {
     config: DramConfig,
@@ -1072,6 +1075,10 @@ pub struct NativeEngine {
     pending: usize,
     counts: CommandCounts,
     log: Option<Vec<CommandRecord>>,
+    /// Where the log goes once it holds `log_flush_at` commands (and at the
+    /// end of the run), if anywhere: see [`NativeEngine::with_command_sink`].
+    log_sink: Option<CommandSink>,
+    log_flush_at: usize,
     /// Run the controller at every cycle (see [`NativeEngine::every_cycle`]).
     every_cycle: bool,
     finished: bool,
@@ -1198,6 +1205,8 @@ impl NativeEngine {
                 ..CommandCounts::default()
             },
             log: None,
+            log_sink: None,
+            log_flush_at: usize::MAX,
             every_cycle: false,
             finished: false,
             config: config.clone(),
@@ -1210,6 +1219,35 @@ impl NativeEngine {
         let mut e = Self::new(config)?;
         e.log = Some(Vec::new());
         Ok(e)
+    }
+
+    /// An engine that hands the commands it issues to `sink`, in issue
+    /// order, `every` at a time and the rest when the run finishes, so that a
+    /// long run's log need not be held whole (e.g. to feed a
+    /// [`Replay`](crate::jedec::Replay) of the JEDEC checker as it goes).
+    /// [`command_log`](Self::command_log) holds only what is not handed on
+    /// yet.
+    pub fn with_command_sink(
+        config: &DramConfig,
+        every: usize,
+        sink: impl FnMut(&[CommandRecord]) + Send + 'static,
+    ) -> Result<Self, SimError> {
+        let every = every.max(1);
+        let mut e = Self::new(config)?;
+        e.log = Some(Vec::with_capacity(every));
+        e.log_sink = Some(Box::new(sink));
+        e.log_flush_at = every;
+        Ok(e)
+    }
+
+    /// Hands the log to the sink, if there is one, and empties it.
+    #[cold]
+    #[inline(never)]
+    fn flush_log(&mut self) {
+        if let (Some(log), Some(sink)) = (self.log.as_mut(), self.log_sink.as_mut()) {
+            sink(log);
+            log.clear();
+        }
     }
 
     /// The same engine, made to run its controller at every cycle instead of
@@ -1563,6 +1601,9 @@ impl NativeEngine {
                 command,
                 bank: (q % self.banks_per_rank) as u32,
             });
+            if log.len() >= self.log_flush_at {
+                self.flush_log();
+            }
         }
     }
 
@@ -2250,6 +2291,7 @@ impl DramEngine for NativeEngine {
             });
         }
         self.finished = true;
+        self.flush_log();
         let mut n = self.counts.clone();
         let end = self.cycle;
         n.active_rank_cycles = self

@@ -538,6 +538,37 @@ fn command_logs_break_no_jedec_rule() {
     }
 }
 
+/// A command sink gets the log a block at a time, and the blocks, joined,
+/// are the whole log, the last of them handed on when the run finishes.
+#[test]
+fn a_command_sink_gets_the_whole_log_in_blocks() {
+    let cfg = preset("DDR4-3200-x8-2R");
+    let ops = mixed_ops(&cfg, StreamKind::Random, 20_000, 0.3, 5);
+    let opts = RunOptions::default();
+    let mut whole = NativeEngine::with_command_log(&cfg).unwrap();
+    let a = simulate_native(&mut whole, ops.iter().copied().map(Ok), &opts, None).unwrap();
+    let whole = whole.take_command_log();
+    let blocks = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<CommandRecord>>::new()));
+    let sink = blocks.clone();
+    let mut e = NativeEngine::with_command_sink(&cfg, 1000, move |part| {
+        sink.lock().unwrap().push(part.to_vec())
+    })
+    .unwrap();
+    let b = simulate_native(&mut e, ops.iter().copied().map(Ok), &opts, None).unwrap();
+    assert!(
+        e.command_log().is_empty(),
+        "the rest was handed on at the end"
+    );
+    drop(e);
+    assert_eq!((a.cycles, a.activations), (b.cycles, b.activations));
+    let blocks = std::mem::take(&mut *blocks.lock().unwrap());
+    assert!(blocks.len() > 10, "{} blocks", blocks.len());
+    let (last, full) = blocks.split_last().unwrap();
+    assert!(full.iter().all(|b| b.len() == 1000));
+    assert!(!last.is_empty() && last.len() <= 1000);
+    assert_eq!(blocks.concat(), whole);
+}
+
 #[test]
 fn identical_input_gives_identical_results() {
     let cfg = preset("DDR4-3200-x8");

@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use nmpsim_sim::jedec::{Checker, CommandRecord, read_ramulator_traces};
+use nmpsim_sim::jedec::{Checker, Violation, read_ramulator_traces};
 use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{
     AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic,
@@ -123,8 +124,9 @@ struct RunArgs {
     /// (docs/dram.md) and report every timing rule they break: native's
     /// command log against the preset's table, Ramulator's command traces
     /// against the table Ramulator was built with. DRAMsim3 exposes no
-    /// command log and is not checked. The log is kept in memory (about 24
-    /// bytes a command, some 3 commands per random request).
+    /// command log and is not checked. Native's commands are checked as they
+    /// issue, so any run length will do; Ramulator's traces are read whole
+    /// (about 24 bytes a command in memory, some 3 commands per random read).
     #[arg(long)]
     check_timing: bool,
     /// Print the results object as JSON on stdout (no table).
@@ -409,16 +411,15 @@ impl TimingCheck {
         }
     }
 
-    /// Checks `log` with `checker`; writes the violations, if any, to
-    /// `jedec-<engine>.txt` in the run directory.
-    fn of(
+    /// The check of `commands` commands that broke the rules `v`; writes
+    /// the violations, if any, to `jedec-<engine>.txt` in the run directory.
+    fn new(
         engine: EngineKind,
         timing: &'static str,
-        checker: &Checker,
-        log: &[CommandRecord],
+        commands: usize,
+        v: Vec<Violation>,
         rd: &RunDir,
     ) -> Result<Self> {
-        let v = checker.check(log);
         let mut by_rule: Vec<RuleCount> = Vec::new();
         for x in &v {
             match by_rule.iter_mut().find(|c| c.rule == x.rule) {
@@ -447,7 +448,7 @@ impl TimingCheck {
             engine,
             checked: true,
             timing: Some(timing),
-            commands: log.len(),
+            commands,
             violations: v.len(),
             by_rule,
             write_to_write_rank_switches: v
@@ -564,16 +565,28 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         };
         let stats = match (a.check_timing, engine) {
             (true, EngineKind::Native) => {
-                let mut e = NativeEngine::with_command_log(&cfg)?;
+                // The checker replays the commands as the engine hands them
+                // on, a block at a time: no run is too long to check.
+                let found = Arc::new(Mutex::new((Checker::for_config(&cfg).replay(), Vec::new())));
+                let sink = Arc::clone(&found);
+                let mut e = NativeEngine::with_command_sink(&cfg, 1 << 16, move |part| {
+                    let mut guard = sink.lock().unwrap_or_else(|p| p.into_inner());
+                    let (replay, v) = &mut *guard;
+                    replay.feed(part, v);
+                })?;
                 let stats =
                     simulate_native(&mut e, src, &opts, Some(&tick)).with_context(failed)?;
-                let log = e.take_command_log();
-                let checker = Checker::for_config(&cfg);
-                timing_checks.push(TimingCheck::of(
+                drop(e);
+                let (replay, mut v) = Arc::into_inner(found)
+                    .context("the command sink outlived its engine")?
+                    .into_inner()
+                    .unwrap_or_else(|p| p.into_inner());
+                replay.end(&mut v);
+                timing_checks.push(TimingCheck::new(
                     engine,
                     "the preset's JEDEC table",
-                    &checker,
-                    &log,
+                    replay.commands(),
+                    v,
                     &rd,
                 )?);
                 stats
@@ -594,12 +607,12 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
                         let _ = std::fs::remove_file(p);
                     }
                 }
-                let checker = Checker::with_timing(&cfg, cfg.ramulator_timing());
-                timing_checks.push(TimingCheck::of(
+                let v = Checker::with_timing(&cfg, cfg.ramulator_timing()).check(&log);
+                timing_checks.push(TimingCheck::new(
                     engine,
                     "Ramulator's own table",
-                    &checker,
-                    &log,
+                    log.len(),
+                    v,
                     &rd,
                 )?);
                 stats
