@@ -42,13 +42,11 @@ enum Primitive {
 }
 
 impl Primitive {
-    /// The name `--primitive` takes.
-    fn name(self) -> &'static str {
-        match self {
-            Primitive::GatherReduce => "gather-reduce",
-            Primitive::CastedGatherReduce => "casted-gather-reduce",
-            Primitive::Scatter => "scatter",
-        }
+    /// The name `--primitive` takes (clap's, which serde's renaming matches).
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
     }
 }
 
