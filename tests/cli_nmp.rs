@@ -136,3 +136,24 @@ fn tables_that_do_not_fit_are_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_zero_link_or_queue_is_refused_before_anything_runs() {
+    let t = TempDir::new("link");
+    for (args, want) in [
+        (["--link-gbps", "0"], "--link-gbps 0: expected a positive"),
+        (
+            ["--link-gbps=-25", "--batches=1"],
+            "--link-gbps -25: expected a positive",
+        ),
+        (["--queue", "0"], "--queue 0"),
+    ] {
+        let mut a = vec!["nmp", "run", "--batch", "8", "-q"];
+        a.extend(args);
+        let o = nmpsim(&t.0, &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!t.0.join("runs").exists(), "{args:?} left a run directory");
+    }
+}

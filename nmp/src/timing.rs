@@ -124,6 +124,59 @@ pub struct PoolParams {
     pub energy: EnergyParams,
 }
 
+impl PoolParams {
+    /// Checks every parameter a run divides by or bounds with; the error
+    /// names the field (`link.bandwidth_gbps`) and what it must be.
+    pub fn validate(&self) -> Result<(), NmpError> {
+        let positive = |name: &str, x: f64| {
+            if x > 0.0 && x.is_finite() {
+                Ok(())
+            } else {
+                Err(NmpError::param(
+                    name,
+                    format!("{x}; expected a positive, finite number"),
+                ))
+            }
+        };
+        let at_least_zero = |name: &str, x: f64| {
+            if x >= 0.0 && x.is_finite() {
+                Ok(())
+            } else {
+                Err(NmpError::param(
+                    name,
+                    format!("{x}; expected a finite number >= 0"),
+                ))
+            }
+        };
+        let c = &self.core;
+        if c.request_queue == 0 {
+            return Err(NmpError::param(
+                "core.request_queue",
+                "0; expected at least 1",
+            ));
+        }
+        if c.input_buffer_bytes < SLICE_BYTES {
+            return Err(NmpError::param(
+                "core.input_buffer_bytes",
+                format!(
+                    "{}; expected at least {SLICE_BYTES} (one slice)",
+                    c.input_buffer_bytes
+                ),
+            ));
+        }
+        if c.alu_lanes == 0 {
+            return Err(NmpError::param("core.alu_lanes", "0; expected at least 1"));
+        }
+        positive("core.alu_clock_ghz", c.alu_clock_ghz)?;
+        positive("link.bandwidth_gbps", self.link.bandwidth_gbps)?;
+        at_least_zero("link.latency_ns", self.link.latency_ns)?;
+        let e = &self.energy;
+        at_least_zero("energy.alu_pj_per_flop", e.alu_pj_per_flop)?;
+        at_least_zero("energy.buffer_pj_per_byte", e.buffer_pj_per_byte)?;
+        at_least_zero("energy.link_pj_per_bit", e.link_pj_per_bit)
+    }
+}
+
 /// One rank in one batch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RankReport {
@@ -216,12 +269,7 @@ pub fn run_batch(
     if batch.is_empty() {
         return Err(NmpError::param("batch", "needs at least one instruction"));
     }
-    if params.core.request_queue == 0 || params.core.input_buffer_bytes < SLICE_BYTES {
-        return Err(NmpError::param(
-            "core",
-            "request_queue must be >= 1 and input_buffer_bytes >= 64",
-        ));
-    }
+    params.validate()?;
     let started = Instant::now();
     let ranks = pool.layout().ranks() as usize;
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
@@ -270,7 +318,7 @@ pub fn run_batch(
     let share_gbps = params.link.bandwidth_gbps / senders;
     let out_cap = params.core.output_buffer_bytes;
     let ghz = params.core.alu_clock_ghz;
-    let lanes_cycles = (SLICE_VALUES as f64 / params.core.alu_lanes.max(1) as f64).ceil();
+    let lanes_cycles = (SLICE_VALUES as f64 / params.core.alu_lanes as f64).ceil();
     let mut reports = Vec::with_capacity(ranks);
     for (k, (w, s)) in per_rank.iter().zip(&sims).enumerate() {
         let alu_ns = w.alu_slices as f64 * lanes_cycles / ghz;

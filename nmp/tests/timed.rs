@@ -125,3 +125,52 @@ fn thread_count_does_not_change_the_report() {
     };
     assert_eq!(run(1), run(3));
 }
+
+#[test]
+fn parameters_that_would_give_inf_or_nan_are_refused_by_name() {
+    let batch = gather_batch(1, 1000, 4, 4, 1);
+    type Set = Box<dyn Fn(&mut PoolParams)>;
+    let cases: Vec<(&str, Set)> = vec![
+        (
+            "link.bandwidth_gbps",
+            Box::new(|p| p.link.bandwidth_gbps = 0.0),
+        ),
+        (
+            "link.bandwidth_gbps",
+            Box::new(|p| p.link.bandwidth_gbps = -25.0),
+        ),
+        (
+            "link.bandwidth_gbps",
+            Box::new(|p| p.link.bandwidth_gbps = f64::INFINITY),
+        ),
+        (
+            "link.latency_ns",
+            Box::new(|p| p.link.latency_ns = f64::NAN),
+        ),
+        ("core.request_queue", Box::new(|p| p.core.request_queue = 0)),
+        (
+            "core.input_buffer_bytes",
+            Box::new(|p| p.core.input_buffer_bytes = 32),
+        ),
+        ("core.alu_lanes", Box::new(|p| p.core.alu_lanes = 0)),
+        (
+            "core.alu_clock_ghz",
+            Box::new(|p| p.core.alu_clock_ghz = 0.0),
+        ),
+        (
+            "energy.link_pj_per_bit",
+            Box::new(|p| p.energy.link_pj_per_bit = -1.0),
+        ),
+    ];
+    for (field, set) in cases {
+        let mut p = params(EngineKind::Native);
+        set(&mut p);
+        let mut pl = pool(Placement::TablePerRank, 1, 1, 1000);
+        let e = run_batch(&mut pl, &batch, &p).expect_err(field).to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+    // The defaults pass.
+    let mut pl = pool(Placement::TablePerRank, 1, 1, 1000);
+    let r = run_batch(&mut pl, &batch, &params(EngineKind::Native)).unwrap();
+    assert!(r.time_ns.is_finite() && r.time_ns > 0.0);
+}

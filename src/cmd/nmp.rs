@@ -187,6 +187,15 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     if a.batches == 0 || a.dim == 0 || a.ranks == 0 {
         bail!("--batches, --dim and --ranks must be at least 1");
     }
+    if a.queue == 0 {
+        bail!("--queue 0: the core needs at least 1 request in flight");
+    }
+    if !(a.link_gbps > 0.0 && a.link_gbps.is_finite()) {
+        bail!(
+            "--link-gbps {}: expected a positive, finite bandwidth in GB/s",
+            a.link_gbps
+        );
+    }
     let engine: EngineKind = a.engine.parse()?;
     let mut dram = DramConfig::preset(&a.preset)?;
     if let Some(m) = &a.mapping {
