@@ -237,6 +237,16 @@ fn bad_configurations_fail_before_training() {
         (vec!["--arch-mlp-bot", "4-x"], "--arch-mlp-bot"),
         (vec!["--gpu", "k80"], "unknown GPU preset `k80`"),
         (vec!["--dense-optimizer", "lamb"], "unknown dense optimizer"),
+        (vec!["--ranks", "0"], "--ranks 0"),
+        (
+            vec!["--link-gbps", "0"],
+            "--link-gbps 0: expected a positive",
+        ),
+        (vec!["--nmp-bandwidth", "inf"], "--nmp-bandwidth inf"),
+        (
+            vec!["--mode", "tcast-nmp", "--sim-batches", "0"],
+            "--sim-batches 0 without --nmp-bandwidth",
+        ),
         (
             vec![
                 "--model",
@@ -258,6 +268,7 @@ fn bad_configurations_fail_before_training() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {s}");
         assert!(s.contains(want), "{args:?}: {s}");
         assert!(!s.contains("Finished training"), "{args:?}: {s}");
+        assert!(!t.0.join("bad").exists(), "{args:?} left a run directory");
     }
 }
 

@@ -70,10 +70,16 @@ impl NmpSetup {
         if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
             return bad("NMP link bandwidth must be a positive number of GB/s");
         }
-        if let Some(b) = self.fixed_bandwidth_gbps {
-            if !(b > 0.0 && b.is_finite()) {
+        match self.fixed_bandwidth_gbps {
+            Some(b) if !(b > 0.0 && b.is_finite()) => {
                 return bad("fixed NMP bandwidth must be a positive number of GB/s");
             }
+            None if self.sim_batches == 0 => {
+                return bad(
+                    "0 simulated batches and no fixed NMP bandwidth: the bandwidth proxy needs at least one simulated batch to take its bandwidth from",
+                );
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -334,6 +334,12 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     if a.batch == 0 || a.iters == 0 {
         bail!("--batch and --iters must be at least 1");
     }
+    // A data file that cannot be read stops the run before its directory exists.
+    for (flag, f) in [("--data", &a.data), ("--test-data", &a.test_data)] {
+        if let Some(f) = f {
+            File::open(f).with_context(|| format!("{flag} {}", f.display()))?;
+        }
+    }
     let device = parse_device(&a.device)?;
     let lr = a.lr;
     let train = TrainConfig {
@@ -364,6 +370,25 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         sim_batches: a.sim_batches,
         fixed_bandwidth_gbps: a.nmp_bandwidth,
     };
+    // The same checks as `NmpSetup::validate`, naming the flags.
+    if a.ranks == 0 {
+        bail!("--ranks 0: the NMP pool needs at least 1 rank");
+    }
+    if !(a.link_gbps > 0.0 && a.link_gbps.is_finite()) {
+        bail!(
+            "--link-gbps {}: expected a positive, finite bandwidth in GB/s",
+            a.link_gbps
+        );
+    }
+    match a.nmp_bandwidth {
+        Some(b) if !(b > 0.0 && b.is_finite()) => {
+            bail!("--nmp-bandwidth {b}: expected a positive, finite bandwidth in GB/s")
+        }
+        None if a.sim_batches == 0 => bail!(
+            "--sim-batches 0 without --nmp-bandwidth: the NMP modes take their bandwidth from the simulated batches, so simulate at least 1 or give a fixed bandwidth"
+        ),
+        _ => {}
+    }
     nmp.validate()?;
     // The GPU is opened (and the dense kernels compiled) here, before the run
     // directory exists: without a usable GPU the run stops with the reason
@@ -864,7 +889,7 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "\nmodel {} (batch {}, {} tables, dim {}), {}, NMP {} x {} {} ({})",
+        "model {} (batch {}, {} tables, dim {}), {}, NMP {} x {} {} ({})",
         r.preset.name,
         r.train.batch,
         r.train.model.table_rows.len(),
@@ -1141,6 +1166,10 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        if !a.quiet {
+            // Apart from the log lines above it.
+            println!();
+        }
         println!("{text}");
     }
     if let Some(mut l) = log {
