@@ -377,7 +377,24 @@ impl AddressTrace {
     }
 
     /// Parses one line: `Ok(None)` for blank and comment lines.
+    ///
+    /// The usual line (`0x1f40 R`: an address, blanks, an operation) takes
+    /// [`parse_plain`], which neither allocates nor validates UTF-8; anything
+    /// else (comments, commas, other whitespace, errors) takes the general
+    /// parser, which gives the same result for every line `parse_plain` reads.
+    #[inline]
     fn parse_line(&self, raw: &[u8]) -> Result<Option<MemOp>, SimError> {
+        match parse_plain(raw) {
+            Some((addr, access)) if addr < self.capacity => Ok(Some(MemOp {
+                addr: align_down(addr),
+                access,
+            })),
+            _ => self.parse_line_general(raw),
+        }
+    }
+
+    /// [`parse_line`](Self::parse_line) for any line, with its errors.
+    fn parse_line_general(&self, raw: &[u8]) -> Result<Option<MemOp>, SimError> {
         let err = |what: String| SimError::parse(&self.name, self.line, what);
         let text = std::str::from_utf8(raw)
             .map_err(|_| err(format!("{ADDR_FORMS}, found bytes that are not UTF-8")))?;
@@ -433,6 +450,73 @@ impl AddressTrace {
             access,
         }))
     }
+}
+
+/// Reads the plain form of an address-trace line: optional blanks, an
+/// address (decimal, or hexadecimal after `0x`/`0X`) that fits 64 bits, one
+/// or more blanks, an operation (`R`, `W`, `RD`, `WR`, `READ`, `WRITE`, any
+/// case), optional blanks and the line end; blanks are spaces and tabs. `None`
+/// for any other line, which [`AddressTrace::parse_line_general`] then reads.
+#[inline]
+fn parse_plain(b: &[u8]) -> Option<(u64, Access)> {
+    let mut end = b.len();
+    while end > 0 && matches!(b[end - 1], b' ' | b'\t' | b'\r' | b'\n') {
+        end -= 1;
+    }
+    let b = &b[..end];
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t') {
+        i += 1;
+    }
+    let start;
+    let mut addr = 0u64;
+    if b.len() - i > 2 && b[i] == b'0' && b[i + 1] | 0x20 == b'x' {
+        i += 2;
+        start = i;
+        while i < b.len() {
+            let d = match b[i] {
+                c @ b'0'..=b'9' => c - b'0',
+                c @ (b'a'..=b'f' | b'A'..=b'F') => (c | 0x20) - b'a' + 10,
+                _ => break,
+            };
+            if addr >> 60 != 0 {
+                return None;
+            }
+            addr = addr << 4 | d as u64;
+            i += 1;
+        }
+    } else {
+        start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            addr = addr.checked_mul(10)?.checked_add((b[i] - b'0') as u64)?;
+            i += 1;
+        }
+    }
+    if i == start {
+        return None;
+    }
+    let blanks = i;
+    while i < b.len() && matches!(b[i], b' ' | b'\t') {
+        i += 1;
+    }
+    if i == blanks {
+        return None;
+    }
+    let op = &b[i..];
+    let access = if op.eq_ignore_ascii_case(b"R")
+        || op.eq_ignore_ascii_case(b"RD")
+        || op.eq_ignore_ascii_case(b"READ")
+    {
+        Access::Read
+    } else if op.eq_ignore_ascii_case(b"W")
+        || op.eq_ignore_ascii_case(b"WR")
+        || op.eq_ignore_ascii_case(b"WRITE")
+    {
+        Access::Write
+    } else {
+        return None;
+    };
+    Some((addr, access))
 }
 
 impl Iterator for AddressTrace {
@@ -835,7 +919,101 @@ impl std::iter::FusedIterator for EmbeddingRequests {}
 mod tests {
     use super::*;
     use nmpsim_traces::{TableBatch, TraceHeader, TraceWriter};
+    use proptest::prelude::*;
     use std::io::Cursor;
+
+    /// What a line gives, errors included, as text (errors are not `PartialEq`).
+    fn outcome(r: Result<Option<MemOp>, SimError>) -> String {
+        match r {
+            Ok(op) => format!("{op:?}"),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    fn both_parsers(line: &str) -> (String, String) {
+        let t = AddressTrace::from_reader("t.txt", Cursor::new(Vec::new()), 1 << 34);
+        let raw = line.as_bytes();
+        (
+            outcome(t.parse_line(raw)),
+            outcome(t.parse_line_general(raw)),
+        )
+    }
+
+    #[test]
+    fn the_plain_line_parser_reads_what_the_general_one_reads() {
+        for line in [
+            "0x40 R\n",
+            "0X1F4c0 w\r\n",
+            "  64\tREAD  \n",
+            "128 write",
+            "0x0000000000000000040 Rd\n",
+            "18446744073709551615 R\n",
+            "18446744073709551616 R\n",
+            "0xffffffffffffffff W\n",
+            "0x1ffffffffffffffff W\n",
+            "0x400000000 R\n",
+            "0x R\n",
+            "0xg R\n",
+            "00x5 R\n",
+            "0x40\n",
+            "0x40 R W\n",
+            "0x40 X\n",
+            "0x40 RE\n",
+            "0x40 R # comment\n",
+            "0x40,R\n",
+            "# only a comment\n",
+            "\n",
+            "   \t \n",
+            "0x40\u{a0}R\n",
+            "-64 R\n",
+            "+64 R\n",
+            "0x40 READS\n",
+        ] {
+            let (plain, general) = both_parsers(line);
+            assert_eq!(plain, general, "{line:?}");
+        }
+        // The plain parser does take the usual forms.
+        for (line, addr, access) in [
+            ("0x40 R\n", 0x40, Access::Read),
+            ("0X1F4c0 w\r\n", 0x1f4c0, Access::Write),
+            ("  64\tREAD  \n", 64, Access::Read),
+            ("0xffffffffffffffff wr", u64::MAX, Access::Write),
+        ] {
+            assert_eq!(
+                parse_plain(line.as_bytes()),
+                Some((addr, access)),
+                "{line:?}"
+            );
+        }
+        for line in [
+            "0x40 R # c",
+            "0x40,R",
+            "0x1ffffffffffffffff W",
+            "0x40 X",
+            "",
+        ] {
+            assert_eq!(parse_plain(line.as_bytes()), None, "{line:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plain_and_general_parsers_agree_on_any_line(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just(" "), Just("\t"), Just("0x"), Just("0X"), Just("0"), Just("7"),
+                    Just("f"), Just("F"), Just("123456789"), Just("ffffffffffffffff"),
+                    Just("R"), Just("w"), Just("read"), Just("WRITE"), Just("Rd"), Just("wr"),
+                    Just("#"), Just(","), Just("\r"), Just("x"), Just("\u{a0}"), Just("-"),
+                ],
+                0..8,
+            ),
+        ) {
+            let line = parts.concat() + "\n";
+            let (plain, general) = both_parsers(&line);
+            prop_assert_eq!(plain, general, "{:?}", line);
+        }
+    }
 
     const CAP: u64 = 1 << 30;
 
