@@ -282,6 +282,19 @@ fn address_trace_runs_and_bad_lines_are_named() {
     );
     assert!(err.contains("beyond the configured capacity"), "{err}");
     assert!(err.contains("far.txt line 2"), "{err}");
+
+    // A trace with nothing to send, or a bad first line, fails before the
+    // run directory exists.
+    std::fs::write(d.join("empty.txt"), "# nothing\n\n").unwrap();
+    std::fs::write(d.join("first.txt"), "zz R\n0x40 R\n").unwrap();
+    for (file, want) in [
+        ("empty.txt", "empty.txt: no requests"),
+        ("first.txt", "first.txt: line 1"),
+    ] {
+        let err = fails(d, &["dram", "--trace", file, "--out", "none", "-q"]);
+        assert!(err.contains(want), "{err}");
+        assert!(!d.join("none").exists(), "{file} left a run directory");
+    }
 }
 
 #[test]
@@ -327,6 +340,18 @@ fn embedding_trace_becomes_row_reads() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // 2 batches x 2 tables x 64 bags x 4 lookups, each a 128 B row = two 64 B reads.
     assert_eq!(v["results"]["runs"][0]["reads"], 2 * 2 * 64 * 4 * 2);
+    let err = fails(
+        d,
+        &[
+            "dram",
+            "--embedding-trace",
+            "e.nmpt",
+            "--max-batches",
+            "0",
+            "-q",
+        ],
+    );
+    assert!(err.contains("--max-batches 0"), "{err}");
 }
 
 #[test]

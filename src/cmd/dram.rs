@@ -526,9 +526,26 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     if a.window == 0 {
         bail!("invalid parameter `--window`: must be at least 1");
     }
+    if a.max_batches == Some(0) {
+        bail!("--max-batches 0: expected at least 1 batch of the embedding trace");
+    }
     let source = SourceConfig::from_args(&a)?;
-    // Open once up front so bad input fails before anything is written.
-    drop(source.open(&cfg)?);
+    // Open once up front and read the first request, so that a missing or
+    // empty input, or a bad first line, fails before anything is written.
+    match source.open(&cfg)?.0.next() {
+        Some(Ok(_)) => {}
+        Some(Err(e)) => return Err(e.into()),
+        None => match &source {
+            SourceConfig::AddressTrace { path } => bail!(
+                "{}: no requests (the trace is empty, or only blank and comment lines)",
+                path.display()
+            ),
+            SourceConfig::EmbeddingTrace { path, .. } => {
+                bail!("{}: no lookups to replay", path.display())
+            }
+            SourceConfig::Stream(_) => bail!("the synthetic stream has no requests"),
+        },
+    }
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
     let mut opts = RunOptions {
         window: a.window,
