@@ -376,26 +376,36 @@ impl AddressTrace {
         self.line
     }
 
-    /// Parses one line: `Ok(None)` for blank and comment lines.
+    /// Parses line `line` of trace `name`: `Ok(None)` for blank and comment lines.
     ///
     /// The usual line (`0x1f40 R`: an address, blanks, an operation) takes
     /// [`parse_plain`], which neither allocates nor validates UTF-8; anything
     /// else (comments, commas, other whitespace, errors) takes the general
     /// parser, which gives the same result for every line `parse_plain` reads.
     #[inline]
-    fn parse_line(&self, raw: &[u8]) -> Result<Option<MemOp>, SimError> {
+    fn parse_line(
+        name: &Path,
+        line: u64,
+        capacity: u64,
+        raw: &[u8],
+    ) -> Result<Option<MemOp>, SimError> {
         match parse_plain(raw) {
-            Some((addr, access)) if addr < self.capacity => Ok(Some(MemOp {
+            Some((addr, access)) if addr < capacity => Ok(Some(MemOp {
                 addr: align_down(addr),
                 access,
             })),
-            _ => self.parse_line_general(raw),
+            _ => Self::parse_line_general(name, line, capacity, raw),
         }
     }
 
     /// [`parse_line`](Self::parse_line) for any line, with its errors.
-    fn parse_line_general(&self, raw: &[u8]) -> Result<Option<MemOp>, SimError> {
-        let err = |what: String| SimError::parse(&self.name, self.line, what);
+    fn parse_line_general(
+        name: &Path,
+        line: u64,
+        capacity: u64,
+        raw: &[u8],
+    ) -> Result<Option<MemOp>, SimError> {
+        let err = |what: String| SimError::parse(name, line, what);
         let text = std::str::from_utf8(raw)
             .map_err(|_| err(format!("{ADDR_FORMS}, found bytes that are not UTF-8")))?;
         let content = match text.find('#') {
@@ -438,11 +448,11 @@ impl AddressTrace {
                 )));
             }
         };
-        if addr >= self.capacity {
+        if addr >= capacity {
             return Err(SimError::AddressOutOfRange {
                 addr,
-                capacity: self.capacity,
-                context: format!(" ({} line {})", self.name.display(), self.line),
+                capacity,
+                context: format!(" ({} line {})", name.display(), line),
             });
         }
         Ok(Some(MemOp {
@@ -524,21 +534,25 @@ impl Iterator for AddressTrace {
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.clear();
-            let read = self.reader.read_until(b'\n', &mut buf);
-            let result = match read {
-                Ok(0) => {
+            let result = match self.reader.fill_buf() {
+                Ok([]) => {
                     self.done = true;
                     None
                 }
-                Ok(_) => {
-                    self.line += 1;
-                    self.parse_line(&buf).transpose()
-                }
+                // A whole line in the reader's buffer: parsed where it lies.
+                Ok(buf) => match buf.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        self.line += 1;
+                        let r =
+                            Self::parse_line(&self.name, self.line, self.capacity, &buf[..=end]);
+                        self.reader.consume(end + 1);
+                        r.transpose()
+                    }
+                    None => self.next_split_line(),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => Some(Err(SimError::io(&self.name, e))),
             };
-            self.buf = buf;
             match result {
                 None => {}
                 Some(Ok(op)) => return Some(Ok(op)),
@@ -549,6 +563,29 @@ impl Iterator for AddressTrace {
             }
         }
         None
+    }
+}
+
+impl AddressTrace {
+    /// A line that runs past the end of the reader's buffer, or the last line
+    /// without a newline: gathered into `buf` first.
+    #[cold]
+    fn next_split_line(&mut self) -> Option<Result<MemOp, SimError>> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let result = match self.reader.read_until(b'\n', &mut buf) {
+            Ok(0) => {
+                self.done = true;
+                None
+            }
+            Ok(_) => {
+                self.line += 1;
+                Self::parse_line(&self.name, self.line, self.capacity, &buf).transpose()
+            }
+            Err(e) => Some(Err(SimError::io(&self.name, e))),
+        };
+        self.buf = buf;
+        result
     }
 }
 
@@ -931,11 +968,10 @@ mod tests {
     }
 
     fn both_parsers(line: &str) -> (String, String) {
-        let t = AddressTrace::from_reader("t.txt", Cursor::new(Vec::new()), 1 << 34);
-        let raw = line.as_bytes();
+        let (name, cap, raw) = (Path::new("t.txt"), 1 << 34, line.as_bytes());
         (
-            outcome(t.parse_line(raw)),
-            outcome(t.parse_line_general(raw)),
+            outcome(AddressTrace::parse_line(name, 7, cap, raw)),
+            outcome(AddressTrace::parse_line_general(name, 7, cap, raw)),
         )
     }
 
@@ -1313,6 +1349,42 @@ mod tests {
         let e = it.next().unwrap().unwrap_err().to_string();
         assert!(e.starts_with("b.txt: line 1:"), "{e}");
         assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn lines_across_the_readers_buffer_read_the_same() {
+        let text =
+            "# c\n0x40 R\n\n 128 w # x\n0X1000,READ\n0x3fffffc0 WRITE\r\n4096 R\n0x40 X\n0x80 R\n";
+        let outcome = |it: AddressTrace| -> Vec<String> {
+            it.map(|r| match r {
+                Ok(op) => format!("{op:?}"),
+                Err(e) => e.to_string(),
+            })
+            .collect()
+        };
+        let whole = outcome(AddressTrace::from_reader(
+            "t.txt",
+            Cursor::new(text.to_string()),
+            CAP,
+        ));
+        assert_eq!(whole.len(), 6, "{whole:?}");
+        assert!(whole[5].starts_with("t.txt: line 8:"), "{whole:?}");
+        // Buffers from one byte up: lines split at every position.
+        for cap in 1..=24 {
+            let r = std::io::BufReader::with_capacity(cap, Cursor::new(text.to_string()));
+            let got = outcome(AddressTrace::from_reader("t.txt", r, CAP));
+            assert_eq!(got, whole, "buffer of {cap} bytes");
+        }
+        // The last line without a newline.
+        let r = std::io::BufReader::with_capacity(4, Cursor::new("0x40 R\n0x80 W".to_string()));
+        let got = outcome(AddressTrace::from_reader("t.txt", r, CAP));
+        assert_eq!(
+            got,
+            [
+                "MemOp { addr: 64, access: Read }",
+                "MemOp { addr: 128, access: Write }"
+            ]
+        );
     }
 
     #[test]
