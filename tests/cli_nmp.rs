@@ -63,6 +63,16 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
         for f in ["config.json", "results.json", "phases.csv", "summary.txt"] {
             assert!(t.0.join(&out).join(f).is_file(), "{f}");
         }
+        // The config holds what regenerates the trace: the seed and the
+        // generator's spec.
+        let cfg: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(t.0.join(&out).join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(cfg["config"]["seed"], 0, "{prim}");
+        let generated = &cfg["config"]["generated"];
+        assert_eq!(generated["seed"], 0, "{prim}");
+        assert_eq!(generated["batch_size"], 64, "{prim}");
+        assert_eq!(generated["tables"][0]["rows"], 3000, "{prim}");
         // The summary names the primitive as `--primitive` does.
         let summary = std::fs::read_to_string(t.0.join(&out).join("summary.txt")).unwrap();
         let first = summary.lines().next().unwrap_or("");

@@ -14,7 +14,7 @@ use nmpsim_nmp::{
     Placement, Pool, PoolParams, StateWidth, TableShape, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
-use nmpsim_traces::{Batch, Distribution, Generator, ProfileOverrides, TraceReader};
+use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
 use serde::Serialize;
 
 use crate::cmd::demo::parse_optimizer;
@@ -142,6 +142,11 @@ struct PhaseReport {
 #[derive(Serialize)]
 struct NmpConfig<'a> {
     source: String,
+    /// The generator's whole spec (tables, distribution, batch, seed) when
+    /// the trace was generated from a profile.
+    generated: Option<&'a GenSpec>,
+    /// Seed of the generated trace and of the table data.
+    seed: u64,
     primitive: Primitive,
     optimizer: Optimizer,
     tables: &'a [TableShape],
@@ -154,12 +159,15 @@ struct NmpConfig<'a> {
 
 type Batches = Box<dyn Iterator<Item = Result<Batch>>>;
 
-fn batches_of(a: &RunArgs) -> Result<(String, Batches)> {
+/// The trace's description, the generator's spec if it is generated, and
+/// its batches.
+fn batches_of(a: &RunArgs) -> Result<(String, Option<GenSpec>, Batches)> {
     if let Some(p) = &a.trace {
         let r = TraceReader::open(p)?;
         let n = a.batches;
         return Ok((
             format!("trace {}", p.display()),
+            None,
             Box::new(r.take(n as usize).map(|b| b.map_err(anyhow::Error::from))),
         ));
     }
@@ -175,10 +183,11 @@ fn batches_of(a: &RunArgs) -> Result<(String, Batches)> {
         ..Default::default()
     };
     let spec = nmpsim_traces::profile(&a.profile, &o)?;
-    let mut g = Generator::new(spec)?;
+    let mut g = Generator::new(spec.clone())?;
     let n = a.batches;
     Ok((
         format!("profile {} (batch {})", a.profile, a.batch),
+        Some(spec),
         Box::new((0..n).map(move |_| Ok(g.next_batch()))),
     ))
 }
@@ -220,7 +229,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         },
         energy: EnergyParams::default(),
     };
-    let (source, batches) = batches_of(&a)?;
+    let (source, generated, batches) = batches_of(&a)?;
     let batches: Vec<Batch> = batches.collect::<Result<_>>()?;
     if batches.is_empty() {
         bail!("the trace holds no batches");
@@ -256,6 +265,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         "nmp run",
         &NmpConfig {
             source: source.clone(),
+            generated: generated.as_ref(),
+            seed: a.seed,
             primitive: a.primitive,
             optimizer,
             tables: &shapes,
