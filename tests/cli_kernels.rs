@@ -95,3 +95,39 @@ fn traffic_reports_fig6_ratios() {
     let ratio = (total("expand") + total("coalesce_accumulate")) / total("gather_reduce");
     assert!((2.6..=3.8).contains(&ratio), "{ratio}");
 }
+
+#[test]
+fn out_writes_a_run_directory_of_what_was_printed() {
+    let dir = std::env::temp_dir().join(format!("nmpsim-cli-kernels-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["check", "traffic"] {
+        let run = dir.join(sub);
+        let mut args = vec![
+            "kernels",
+            sub,
+            "--seed",
+            "9",
+            "--out",
+            run.to_str().unwrap(),
+        ];
+        args.extend(SMALL);
+        let o = nmpsim(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let printed = String::from_utf8_lossy(&o.stdout);
+        let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+        assert_eq!(summary, printed, "{sub}: summary.txt is the printed table");
+        let read = |f: &str| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(run.join(f)).unwrap()).unwrap()
+        };
+        let (config, results) = (read("config.json"), read("results.json"));
+        assert_eq!(config["command"], format!("kernels {sub}"));
+        assert_eq!(results["command"], format!("kernels {sub}"));
+        let seed = match sub {
+            "check" => &config["config"]["workload"]["seed"],
+            _ => &config["config"]["seed"],
+        };
+        assert_eq!(*seed, 9, "{sub}: {config}");
+        assert!(results["results"].is_object(), "{sub}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

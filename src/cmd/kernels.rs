@@ -2,6 +2,8 @@
 //! analytic traffic of each primitive, and (CUDA) kernel bandwidth. All logic
 //! lives in `nmpsim-kernels`.
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -9,6 +11,7 @@ use clap::{Args, Subcommand};
 use nmpsim_kernels::Pooling;
 use nmpsim_kernels::check::{Backend, CheckConfig, CpuBackend, TrafficBreakdown, run_check};
 use nmpsim_traces::Distribution;
+use serde::Serialize;
 
 #[derive(Subcommand)]
 pub enum KernelsCommand {
@@ -20,7 +23,7 @@ pub enum KernelsCommand {
     /// used, CUDA; without one it prints `cuda: skipped (<reason>)` and exits
     /// by the CPU's verdict.
     #[command(
-        after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json\n  nmpsim kernels check --backend cuda\n  nmpsim kernels check --backend all --dist zipf:1.2"
+        after_help = "Examples:\n  nmpsim kernels check\n  nmpsim kernels check --tables 2 --batch 256 --rows 10000 --dim 32 --dist uniform\n  nmpsim kernels check --pooling weighted-sum --json > check.json\n  nmpsim kernels check --backend cuda\n  nmpsim kernels check --backend all --dist zipf:1.2\n  nmpsim kernels check --out runs/check        # also config.json, results.json, summary.txt"
     )]
     Check {
         #[command(flatten)]
@@ -31,10 +34,13 @@ pub enum KernelsCommand {
         /// Print the full report as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write a run directory: config.json, results.json, summary.txt.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Print the analytic bytes each primitive reads and writes (the paper's Fig. 6 method).
     #[command(
-        after_help = "Examples:\n  nmpsim kernels traffic --bag 10 --batch 2048 --dist uniform\n  nmpsim kernels traffic --json"
+        after_help = "Examples:\n  nmpsim kernels traffic --bag 10 --batch 2048 --dist uniform\n  nmpsim kernels traffic --json\n  nmpsim kernels traffic --bag 80 --out runs/traffic"
     )]
     Traffic {
         #[command(flatten)]
@@ -42,6 +48,9 @@ pub enum KernelsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write a run directory: config.json, results.json, summary.txt.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Time the CUDA gather-reduce and casted gather-reduce kernels (CUDA
     /// events, kernel time only, median of --reps after a warm-up) and report
@@ -89,6 +98,9 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write a run directory: config.json, results.json, summary.txt.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -206,6 +218,7 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             workload,
             backends,
             json,
+            out,
         } => {
             let config = workload.config()?;
             let (owned, skipped) = match select_backends(&backends)? {
@@ -214,42 +227,62 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             };
             let backends: Vec<&dyn Backend> = owned.iter().map(|b| b.as_ref()).collect();
             let report = run_check(&config, &backends)?;
+            let mut text = String::new();
+            let _ = writeln!(
+                text,
+                "{:<10} {:<25} {:>14} {:>10}  ok",
+                "backend", "primitive", "worst rel err", "tolerance"
+            );
+            for b in &report.backends {
+                for p in &b.primitives {
+                    let _ = writeln!(
+                        text,
+                        "{:<10} {:<25} {:>14.3e} {:>10.1e}  {}",
+                        b.backend,
+                        p.primitive,
+                        p.worst_rel_err,
+                        p.tolerance,
+                        if p.ok { "yes" } else { "NO" }
+                    );
+                    if let Some(d) = &p.detail {
+                        let _ = writeln!(text, "{:<10}   {d}", "");
+                    }
+                }
+            }
+            if let Some(reason) = &skipped {
+                let _ = writeln!(text, "cuda: skipped ({reason})");
+            }
+            let _ = write!(
+                text,
+                "{}",
+                if report.ok {
+                    "all primitives match the reference"
+                } else {
+                    "MISMATCH"
+                }
+            );
+            if let Some(dir) = &out {
+                #[derive(Serialize)]
+                struct Config<'a> {
+                    workload: &'a CheckConfig,
+                    backends: Vec<&'a str>,
+                    cuda_skipped: Option<&'a str>,
+                }
+                let names = report.backends.iter().map(|b| b.backend.as_str()).collect();
+                let config = Config {
+                    workload: &config,
+                    backends: names,
+                    cuda_skipped: skipped.as_deref(),
+                };
+                write_run_dir(dir, "kernels check", &config, &report, &text)?;
+            }
             if json {
                 println!("{}", crate::rundir::results_json("kernels check", &report)?);
                 if let Some(reason) = &skipped {
                     eprintln!("cuda: skipped ({reason})");
                 }
             } else {
-                println!(
-                    "{:<10} {:<25} {:>14} {:>10}  ok",
-                    "backend", "primitive", "worst rel err", "tolerance"
-                );
-                for b in &report.backends {
-                    for p in &b.primitives {
-                        println!(
-                            "{:<10} {:<25} {:>14.3e} {:>10.1e}  {}",
-                            b.backend,
-                            p.primitive,
-                            p.worst_rel_err,
-                            p.tolerance,
-                            if p.ok { "yes" } else { "NO" }
-                        );
-                        if let Some(d) = &p.detail {
-                            println!("{:<10}   {d}", "");
-                        }
-                    }
-                }
-                if let Some(reason) = &skipped {
-                    println!("cuda: skipped ({reason})");
-                }
-                println!(
-                    "{}",
-                    if report.ok {
-                        "all primitives match the reference"
-                    } else {
-                        "MISMATCH"
-                    }
-                );
+                println!("{text}");
             }
             Ok(if report.ok {
                 ExitCode::SUCCESS
@@ -257,16 +290,24 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        KernelsCommand::Traffic { workload, json } => {
+        KernelsCommand::Traffic {
+            workload,
+            json,
+            out,
+        } => {
             let config = workload.config()?;
             let report = run_check(&config, &[])?;
+            let text = traffic_text(&report.traffic);
+            if let Some(dir) = &out {
+                write_run_dir(dir, "kernels traffic", &config, &report.traffic, &text)?;
+            }
             if json {
                 println!(
                     "{}",
                     crate::rundir::results_json("kernels traffic", &report.traffic)?
                 );
             } else {
-                print_traffic(&report.traffic);
+                println!("{text}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -305,11 +346,9 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let r = bench_embedding(&cuda, &config)?;
-    if a.json {
-        println!("{}", crate::rundir::results_json("kernels bench", &r)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "{}: {} tables x {} rows x dim {}, batch {} x {} lookups ({}), {} reps",
         r.device,
         config.tables,
@@ -320,19 +359,22 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         a.distribution,
         config.reps
     );
-    println!(
+    let _ = writeln!(
+        o,
         "{} lookups, {} unique rows; device copy bandwidth {:.1} GB/s ({} MiB copy)",
         r.lookups,
         r.unique_rows,
         r.copy_gbps,
         r.copy_bytes >> 20
     );
-    println!(
+    let _ = writeln!(
+        o,
         "{:<22} {:>10} {:>14} {:>9} {:>8} {:>14} {:>9} {:>8}",
         "kernel", "median ms", "bytes", "GB/s", "of copy", "fewest bytes", "GB/s", "of copy"
     );
     for t in [&r.gather_reduce, &r.casted_gather_reduce] {
-        println!(
+        let _ = writeln!(
+            o,
             "{:<22} {:>10.4} {:>14} {:>9.1} {:>7.1}% {:>14} {:>9.1} {:>7.1}%",
             t.primitive,
             t.median_ms,
@@ -344,11 +386,20 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             100.0 * t.min_device_fraction_of_copy
         );
     }
-    println!(
+    let _ = write!(
+        o,
         "bytes: the analytic traffic (each lookup reads a row, as the NMP pool does); \
          fewest bytes: each array read or written once (the casted gather-reduce's \
          re-reads of the output gradients hit the GPU's L2 cache)"
     );
+    if let Some(dir) = &a.out {
+        write_run_dir(dir, "kernels bench", &config, &r, &o)?;
+    }
+    if a.json {
+        println!("{}", crate::rundir::results_json("kernels bench", &r)?);
+    } else {
+        println!("{o}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -361,12 +412,30 @@ fn bench(_: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(2))
 }
 
-fn print_traffic(t: &TrafficBreakdown) {
-    println!(
+/// Writes run directory `dir` of a kernels command: `config.json`,
+/// `results.json` and `summary.txt` (the table printed).
+fn write_run_dir<C: Serialize, R: Serialize>(
+    dir: &Path,
+    command: &str,
+    config: &C,
+    results: &R,
+    summary: &str,
+) -> anyhow::Result<()> {
+    let rd = crate::rundir::RunDir::create(Some(dir), &command.replace(' ', "-"))?;
+    rd.write_config(command, config)?;
+    rd.write_results(command, results)?;
+    rd.write_summary(&format!("{summary}\n"))
+}
+
+fn traffic_text(t: &TrafficBreakdown) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "{} lookups, {} unique rows (summed over tables)",
         t.lookups, t.unique_rows
     );
-    println!(
+    let _ = writeln!(
+        o,
         "{:<24} {:>14} {:>14} {:>14}",
         "primitive", "read_bytes", "write_bytes", "total_bytes"
     );
@@ -381,7 +450,8 @@ fn print_traffic(t: &TrafficBreakdown) {
         ("scatter-adagrad (2 st.)", t.scatter_adagrad),
     ];
     for (name, x) in rows {
-        println!(
+        let _ = writeln!(
+            o,
             "{name:<24} {:>14} {:>14} {:>14}",
             x.read_bytes,
             x.write_bytes,
@@ -389,9 +459,11 @@ fn print_traffic(t: &TrafficBreakdown) {
         );
     }
     let ec = (t.expand + t.coalesce_accumulate).total_bytes() as f64;
-    println!(
+    let _ = write!(
+        o,
         "expand+coalesce / gather-reduce = {:.2}; expand+coalesce / casted gather-reduce = {:.2}",
         ec / t.gather_reduce.total_bytes().max(1) as f64,
         ec / t.casted_gather_reduce.total_bytes().max(1) as f64
     );
+    o
 }
