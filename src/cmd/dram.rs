@@ -26,7 +26,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim dram --engine both --preset DDR4-2400-x8 --stream sequential --requests 200000
   nmpsim dram --engine ramulator --stream strided:4096 --write-fraction 0.3 --json
   nmpsim dram --trace addrs.txt --preset DDR4-2400-x16-2R --out runs/my-trace
-  nmpsim dram --embedding-trace kaggle.nmpt --dim 64 --phase both
+  nmpsim dram --embedding-trace kaggle.nmpt --dim 16 --phase both
   nmpsim dram --engine native,ramulator --preset DDR4-3200-x8-2R --write-fraction 0.3 --check-timing
   nmpsim dram presets
   nmpsim dram config --engine ramulator --preset DDR4-3200-x8
