@@ -97,6 +97,94 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Fails when `output` names the same file as `input` (writing it would
+/// destroy the input while it is read); `what` names the output's flag.
+pub fn refuse_same_file(input: &Path, output: &Path, what: &str) -> Result<()> {
+    let same = match (fs::canonicalize(input), fs::canonicalize(output)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        anyhow::bail!(
+            "{what} {} is the input file; name another output",
+            output.display()
+        );
+    }
+    Ok(())
+}
+
+/// A file written in a stream. A regular file (or a new one) is written
+/// through a temporary file beside it and renamed into place by
+/// [`commit`](Self::commit), so a failed write leaves neither a half-written
+/// file nor a stray one, and never touches what was there before. An
+/// existing special file (a device, a pipe) is written directly and never
+/// removed.
+pub struct StreamedFile {
+    path: PathBuf,
+    tmp: Option<PathBuf>,
+    out: Option<std::io::BufWriter<fs::File>>,
+}
+
+impl StreamedFile {
+    pub fn create(path: &Path) -> Result<Self> {
+        let special = fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        if path.is_dir() {
+            anyhow::bail!("{} is a directory; expected a file path", path.display());
+        }
+        let (target, tmp) = if special {
+            (path.to_path_buf(), None)
+        } else {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".{}.tmp", std::process::id()));
+            let tmp = path.with_file_name(name);
+            (tmp.clone(), Some(tmp))
+        };
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(!special)
+            .open(&target)
+            .with_context(|| format!("cannot create {}", target.display()))?;
+        Ok(StreamedFile {
+            path: path.to_path_buf(),
+            tmp,
+            out: Some(std::io::BufWriter::with_capacity(1 << 16, f)),
+        })
+    }
+
+    /// Where to write.
+    pub fn writer(&mut self) -> &mut std::io::BufWriter<fs::File> {
+        self.out.as_mut().expect("not committed yet")
+    }
+
+    /// Flushes and moves the file into place.
+    pub fn commit(mut self) -> Result<()> {
+        let out = self.out.take().expect("committed once");
+        let what = || format!("cannot write {}", self.path.display());
+        let f = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(what)?;
+        drop(f);
+        if let Some(tmp) = self.tmp.take() {
+            if let Err(e) = fs::rename(&tmp, &self.path) {
+                let _ = fs::remove_file(&tmp);
+                return Err(e)
+                    .with_context(|| format!("cannot move {} into place", self.path.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StreamedFile {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
 pub use nmpsim_experiments::results::csv_text;
 
 /// A progress bar on stderr that hides itself when stderr is not a terminal or

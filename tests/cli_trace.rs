@@ -240,3 +240,103 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--profile NAME, or --rows R"));
 }
+
+#[test]
+fn outputs_never_destroy_inputs_or_leave_stray_files() {
+    let t = TempDir::new("outputs");
+    let d = &t.0;
+    let small = [
+        "trace",
+        "gen",
+        "--tables",
+        "2",
+        "--rows",
+        "100",
+        "--bag",
+        "3",
+        "--batch",
+        "8",
+        "--batches",
+        "2",
+        "-q",
+        "-o",
+    ];
+    let generate = |out: &str| {
+        let mut a = small.to_vec();
+        a.push(out);
+        nmpsim(d, &a)
+    };
+    assert!(generate("t.nmpt").status.success());
+    let before = std::fs::read(d.join("t.nmpt")).unwrap();
+    let listing = || {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::write(d.join("in.tsv"), criteo_line(1, 0, "a")).unwrap();
+    let files = listing();
+    for (args, want) in [
+        (
+            vec!["trace", "export", "t.nmpt", "--csv", "t.nmpt"],
+            "--csv t.nmpt is the input file",
+        ),
+        (
+            vec!["trace", "export", "t.nmpt", "--csv", "./t.nmpt"],
+            "is the input file",
+        ),
+        (
+            vec!["trace", "export", "t.nmpt", "--csv", "sub"],
+            "sub is a directory",
+        ),
+        (
+            vec!["trace", "convert", "in.tsv", "-o", "in.tsv", "-q"],
+            "-o in.tsv is the input file",
+        ),
+    ] {
+        let o = nmpsim(d, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(listing(), files, "{args:?} left or removed a file");
+    }
+    let o = generate("sub");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("sub: is a directory"), "{err}");
+    assert_eq!(listing(), files, "trace gen -o DIR left a file");
+    assert_eq!(std::fs::read(d.join("t.nmpt")).unwrap(), before);
+
+    // A write that fails (a full device, through a link to it) names the
+    // output and leaves the link alone.
+    if Path::new("/dev/full").exists() {
+        std::os::unix::fs::symlink("/dev/full", d.join("full")).unwrap();
+        let o = nmpsim(d, &["trace", "export", "t.nmpt", "--csv", "full"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("--csv full"), "{err}");
+        assert!(
+            std::fs::symlink_metadata(d.join("full")).is_ok(),
+            "the link to /dev/full was removed"
+        );
+    }
+    // And a good export leaves only its CSV.
+    assert!(
+        nmpsim(d, &["trace", "export", "t.nmpt", "--csv", "t.csv"])
+            .status
+            .success()
+    );
+    assert!(
+        std::fs::read_to_string(d.join("t.csv"))
+            .unwrap()
+            .starts_with("batch,table")
+    );
+    assert!(
+        !listing().iter().any(|f| f.contains(".tmp")),
+        "{:?}",
+        listing()
+    );
+}

@@ -2,7 +2,7 @@
 //! argument handling and printing live here; the work is in `nmpsim-traces`.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -420,6 +420,7 @@ fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -
 }
 
 fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
+    rundir::refuse_same_file(&a.input, &a.output, "-o")?;
     let opts = CriteoOptions {
         max_ind_range: a.max_ind_range,
     };
@@ -463,15 +464,12 @@ fn export_cmd(a: ExportArgs) -> Result<ExitCode> {
     if a.csv == Path::new("-") {
         write_csv(reader, std::io::stdout().lock())?;
     } else {
-        let f =
-            File::create(&a.csv).with_context(|| format!("cannot create {}", a.csv.display()))?;
-        let mut out = BufWriter::new(f);
-        write_csv(reader, &mut out).inspect_err(|_| {
-            // A half-written CSV would look like a short trace.
-            let _ = std::fs::remove_file(&a.csv);
-        })?;
-        out.flush()
-            .with_context(|| format!("cannot write {}", a.csv.display()))?;
+        rundir::refuse_same_file(&a.file, &a.csv, "--csv")?;
+        // A half-written CSV would look like a short trace: it takes its
+        // name only once complete.
+        let mut out = rundir::StreamedFile::create(&a.csv)?;
+        write_csv(reader, out.writer()).with_context(|| format!("--csv {}", a.csv.display()))?;
+        out.commit()?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -300,6 +300,12 @@ impl TraceWriter {
                 ),
             ));
         }
+        if path.is_dir() {
+            return Err(format_err(
+                &path,
+                "is a directory; expected the path of the trace file to write".into(),
+            ));
+        }
         let tmp = tmp_path(&path);
         let file = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -399,7 +405,11 @@ impl TraceWriter {
             .map_err(|e| TraceError::io(&self.tmp, e.into_error()))?;
         file.sync_all().map_err(|e| TraceError::io(&self.tmp, e))?;
         drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| {
+            // The trace is complete but cannot take its name: no stray file.
+            let _ = std::fs::remove_file(&self.tmp);
+            TraceError::io(&self.path, e)
+        })?;
         Ok(self.batches)
     }
 }
