@@ -607,19 +607,33 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
 /// range is narrower than that gives.
 fn log_ticks(lo: f64, hi: f64, pow2: bool) -> Vec<(f64, String)> {
     const MAX: usize = 10;
+    // A padded range of data near the ends of f64 can reach 0 or inf: keep
+    // it finite, so that the decades (or powers of two) below stay a few
+    // hundred (or thousand) at most.
+    let (lo, hi) = (
+        lo.clamp(f64::MIN_POSITIVE, f64::MAX),
+        hi.clamp(f64::MIN_POSITIVE, f64::MAX),
+    );
     let thin = |v: Vec<f64>| -> Vec<f64> {
         let every = v.len().div_ceil(MAX).max(1);
         v.into_iter().step_by(every).collect()
     };
     let ticks: Vec<f64> = if pow2 {
         let (a, b) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
-        thin((a..=b).map(|e| 2f64.powi(e)).collect())
+        thin(
+            (a..=b)
+                .map(|e| 2f64.powi(e))
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .collect(),
+        )
     } else {
         let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
         let within = |ms: &[f64]| -> Vec<f64> {
             (a..=b)
                 .flat_map(|e| ms.iter().map(move |m| m * 10f64.powi(e)))
-                .filter(|v| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9))
+                .filter(|v| {
+                    v.is_finite() && *v > 0.0 && *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9)
+                })
                 .collect()
         };
         let mut t = within(&[1.0, 2.0, 5.0]);
@@ -1489,6 +1503,18 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             labels,
             ["256", "512", "1024", "2048", "4096", "8192", "16384"]
         );
+        // Ranges at the ends of f64 (a padded 1..1e300 reaches inf) give a
+        // few finite ticks, not billions.
+        for (lo, hi, pow2) in [
+            (1.0, f64::INFINITY, false),
+            (0.0, 1e300, false),
+            (1e-320, 1.0, true),
+            (1.0, f64::INFINITY, true),
+        ] {
+            let t = log_ticks(lo, hi, pow2);
+            assert!(!t.is_empty() && t.len() <= 10, "{lo}..{hi}: {}", t.len());
+            assert!(t.iter().all(|(v, _)| v.is_finite() && *v > 0.0), "{t:?}");
+        }
         let t = log_ticks(0.9, 1100.0, false);
         let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
         assert_eq!(
