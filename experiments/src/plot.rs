@@ -27,7 +27,7 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::results::parse_csv;
+use crate::results::parse_csv_lines;
 
 /// Pixel size of [`write_chart`]'s images (the SVG's nominal size too).
 pub const DEFAULT_SIZE: (u32, u32) = (900, 560);
@@ -350,10 +350,10 @@ pub fn chart_from_csv_text(
         return Err(PlotError::Invalid("no y column given".into()));
     }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut records = parse_csv(text)
+    let mut records = parse_csv_lines(text)
         .into_iter()
-        .filter(|r| !(r.len() == 1 && r[0].trim().is_empty()));
-    let header = records.next().ok_or_else(|| PlotError::Csv {
+        .filter(|(_, r)| !(r.len() == 1 && r[0].trim().is_empty()));
+    let (_, header) = records.next().ok_or_else(|| PlotError::Csv {
         file: file.to_string(),
         message: "empty file (no header line)".into(),
     })?;
@@ -379,7 +379,17 @@ pub fn chart_from_csv_text(
     let mut group_index: HashMap<String, usize> = HashMap::new();
     let mut obs: Vec<(String, usize, usize, f64)> = Vec::new();
     let (mut rows, mut skipped) = (0, 0);
-    for rec in records {
+    for (line, rec) in records {
+        if rec.len() != header.len() {
+            return Err(PlotError::Csv {
+                file: file.to_string(),
+                message: format!(
+                    "line {line}: {} fields; the header has {}",
+                    rec.len(),
+                    header.len()
+                ),
+            });
+        }
         rows += 1;
         let field = |i: usize| rec.get(i).map_or("", |s| s.trim());
         let xv = field(xi);
@@ -1376,6 +1386,23 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 "batch=1024, completed"
             ]
         );
+    }
+
+    #[test]
+    fn rows_of_another_width_than_the_header_are_errors_naming_the_line() {
+        for (text, want) in [
+            ("x,y\n1,2,3\n3,4\n", "line 2: 3 fields; the header has 2"),
+            ("x,y\n1,2\n\n2\n", "line 4: 1 fields; the header has 2"),
+            (
+                "x,y,n\n1,2,\"a\nb\"\n3,4\n",
+                "line 4: 2 fields; the header has 3",
+            ),
+        ] {
+            let msg = from_text(text, "x", &["y".into()], &[], &Default::default())
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(want), "{text:?}: {msg}");
+        }
     }
 
     #[test]

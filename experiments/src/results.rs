@@ -243,14 +243,23 @@ pub fn results_csv(param_columns: &[String], rows: &[Row], metric_patterns: &[St
 
 /// Parses CSV text (RFC 4180 quoting) into records.
 pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    parse_csv_lines(text).into_iter().map(|(_, r)| r).collect()
+}
+
+/// [`parse_csv`], with the (1-based) line each record starts on.
+pub fn parse_csv_lines(text: &str) -> Vec<(usize, Vec<String>)> {
     let mut records = Vec::new();
     let mut record = Vec::new();
     let mut field = String::new();
     let mut quoted = false;
     let mut chars = text.chars().peekable();
     let mut any = false;
+    let (mut line, mut start) = (1, 1);
     while let Some(c) = chars.next() {
         any = true;
+        if c == '\n' {
+            line += 1;
+        }
         if quoted {
             match c {
                 '"' if chars.peek() == Some(&'"') => {
@@ -268,7 +277,8 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
             '\r' if chars.peek() == Some(&'\n') => {}
             '\n' => {
                 record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
+                records.push((start, std::mem::take(&mut record)));
+                start = line;
                 any = false;
             }
             _ => field.push(c),
@@ -276,7 +286,7 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
     }
     if any {
         record.push(field);
-        records.push(record);
+        records.push((start, record));
     }
     records
 }
@@ -397,6 +407,11 @@ mod tests {
         let text = csv_text(&["n", "name"], &rows);
         assert_eq!(text, "n,name\n1,\"a,b\"\n2,\n");
         assert_eq!(parse_csv(&text)[1], vec!["1", "a,b"]);
+        let lines: Vec<usize> = parse_csv_lines("a,b\n\"x\ny\",1\n\n2,3\n")
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(lines, [1, 2, 4, 5]);
     }
 
     #[test]
