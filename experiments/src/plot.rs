@@ -1398,7 +1398,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 "line 4: 2 fields; the header has 3",
             ),
         ] {
-            let msg = from_text(text, "x", &["y".into()], &[], &Default::default())
+            let msg = from_text(text, "x", &["y"], &[], &Default::default())
                 .unwrap_err()
                 .to_string();
             assert!(msg.contains(want), "{text:?}: {msg}");
