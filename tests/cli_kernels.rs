@@ -75,6 +75,14 @@ fn bad_arguments_fail_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu`"));
     let out = nmpsim(&["kernels", "check", "--dim", "0"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("dim"));
+    // Far more than any machine has (16 PB): refused before allocating,
+    // not an allocation failure.
+    for sub in ["check", "traffic"] {
+        let out = nmpsim(&["kernels", sub, "--rows", "1000000000", "--dim", "1000000"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sub}: {err}");
+        assert!(err.contains("of memory is available"), "{sub}: {err}");
+    }
 }
 
 #[test]

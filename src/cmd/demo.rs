@@ -510,7 +510,8 @@ fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer) -> Result<()> {
     Ok(())
 }
 
-fn available_memory_bytes() -> Option<u64> {
+/// `MemAvailable` of `/proc/meminfo`, where there is one.
+pub(crate) fn available_memory_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -141,7 +141,7 @@ impl Workload {
             .pooling
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--pooling: {e}"))?;
-        Ok(CheckConfig {
+        let config = CheckConfig {
             tables: self.tables,
             batch_size: self.batch_size,
             bag_size: self.bag_size,
@@ -150,8 +150,36 @@ impl Workload {
             distribution,
             pooling,
             seed: self.seed,
-        })
+        };
+        check_memory(&config)?;
+        Ok(config)
     }
+}
+
+/// Refuses a workload that cannot fit in memory, before allocating anything.
+/// What is counted is a lower bound: every table twice (the table and the
+/// updated copy the scatter checks compare) and one table's expanded
+/// gradients; a run takes more.
+fn check_memory(c: &CheckConfig) -> anyhow::Result<()> {
+    let f32s = c.tables as u128 * c.rows as u128 * c.dim as u128 * 2
+        + c.batch_size as u128 * c.bag_size as u128 * c.dim as u128;
+    let need = f32s * 4;
+    if let Some(avail) = crate::cmd::demo::available_memory_bytes() {
+        if need > avail as u128 {
+            anyhow::bail!(
+                "--tables {} x --rows {} x --dim {} (batch {} x bag {}) need at least {:.1} GB, \
+                 but only {:.1} GB of memory is available; lower --tables, --rows, --dim or --batch",
+                c.tables,
+                c.rows,
+                c.dim,
+                c.batch_size,
+                c.bag_size,
+                need as f64 / 1e9,
+                avail as f64 / 1e9
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The CUDA backend, or why it cannot be used here.
