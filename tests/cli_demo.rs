@@ -98,6 +98,20 @@ fn demo_rejects_bad_arguments_clearly() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("GB of memory is available"), "{e}");
+
+    // A learning rate that is not a number stops the run before its directory.
+    let dir = tmpdir("nan-lr");
+    let out = dir.join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(["demo", "--lr", "NaN", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--lr NaN"), "{e}");
+    assert!(!out.exists(), "a run directory was left");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(unix)]

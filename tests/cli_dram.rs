@@ -541,4 +541,10 @@ fn presets_config_and_bench() {
     assert_eq!(rounds, [1, 1, 1, 1, 2, 2, 2, 2]);
     let e = fails(d, &["dram", "bench", "--repeat", "0", "-q"]);
     assert!(e.contains("--repeat"), "{e}");
+    let e = fails(
+        d,
+        &["dram", "bench", "--requests", "0", "--out", "b0", "-q"],
+    );
+    assert!(e.contains("`requests`: 0"), "{e}");
+    assert!(!d.join("b0").exists(), "a run directory was left");
 }

@@ -138,8 +138,10 @@ const PRIMITIVES: [&str; 8] = [
     "scatter",
 ];
 
+/// The optimizer `name` with learning rate `lr`, its hyper-parameters checked
+/// (so that a bad `--lr` fails before a run directory exists).
 pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
-    Ok(match name {
+    let o = match name {
         "sgd" => Optimizer::Sgd { lr },
         "adagrad" => Optimizer::Adagrad {
             lr,
@@ -155,7 +157,9 @@ pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
         other => bail!(
             "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
         ),
-    })
+    };
+    o.validate().with_context(|| format!("--lr {lr}"))?;
+    Ok(o)
 }
 
 pub fn run(a: DemoArgs) -> Result<ExitCode> {

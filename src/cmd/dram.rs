@@ -970,6 +970,10 @@ struct BenchRow {
 fn bench(b: BenchArgs) -> Result<ExitCode> {
     let engines = engines_of(&b.engines)?;
     let cfg = DramConfig::preset(&b.preset)?;
+    // Bad sizes fail before the run directory exists.
+    for kind in BENCH_STREAMS {
+        synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
+    }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
     rd.write_config(
         "dram bench",
