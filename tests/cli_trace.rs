@@ -233,6 +233,19 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // Generator flags do not apply to a trace file: refused, not ignored.
+    for flag in [["--rows", "5"], ["--batches", "3"], ["--seed", "9"]] {
+        let mut a = vec!["trace", "stats", "u.nmpt"];
+        a.extend(flag);
+        let o = nmpsim(d, &a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}: {err}");
+        assert!(
+            err.contains("cannot be used with") && err.contains(flag[0]),
+            "{err}"
+        );
+    }
+
     let o = nmpsim(d, &["trace", "gen", "--profile", "criteo", "-o", "x.nmpt"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("valid names: criteo-kaggle"));

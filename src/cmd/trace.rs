@@ -206,7 +206,10 @@ pub struct GenArgs {
 #[derive(Args)]
 pub struct StatsArgs {
     /// Trace file to analyse (or use --profile to generate on the fly).
-    #[arg(value_name = "FILE", conflicts_with = "profile")]
+    #[arg(value_name = "FILE", conflicts_with_all = [
+        "profile", "tables", "rows", "rows_scale", "dist", "bag", "batch", "seed",
+        "weighted", "batches",
+    ])]
     file: Option<PathBuf>,
     #[command(flatten)]
     spec: SpecArgs,
