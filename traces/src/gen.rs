@@ -314,6 +314,12 @@ fn validate_table(spec: &TableSpec, batch_size: usize, at: &str) -> Result<(), T
         }
     }
     let max_bag = spec.bag_size.max();
+    if max_bag == 0 {
+        return Err(TraceError::param(
+            format!("{at}.bag_size"),
+            "every bag is empty (0 lookups); expected at least 1 lookup per bag",
+        ));
+    }
     if spec.distribution == Distribution::DlrmRandom && u64::from(max_bag) > spec.rows {
         return Err(TraceError::param(
             format!("{at}.bag_size"),
@@ -660,6 +666,18 @@ mod tests {
                 .to_string()
                 .contains("overflows")
         );
+        spec.tables[3] = table(5, Distribution::Uniform, 0);
+        let e = Generator::new(spec.clone()).unwrap_err().to_string();
+        assert!(
+            e.contains("tables[3].bag_size") && e.contains("every bag is empty"),
+            "{e}"
+        );
+        // Some empty bags are fine.
+        spec.tables[3] = TableSpec {
+            bag_size: BagSize::Uniform { min: 0, max: 2 },
+            ..table(5, Distribution::Uniform, 1)
+        };
+        assert!(Generator::new(spec.clone()).is_ok());
         spec.tables[3] = table(5, Distribution::Uniform, 1);
         spec.batch_size = 0;
         assert!(
