@@ -56,6 +56,21 @@ impl CommandSchema {
                 }
             }
         }
+        if cmd.is_subcommand_required_set() {
+            let subs: Vec<&str> = cmd
+                .get_subcommands()
+                .map(clap::Command::get_name)
+                .filter(|n| *n != "help")
+                .collect();
+            return Err(format!(
+                "`{}` needs a subcommand: one of {}",
+                std::iter::once(root.get_name())
+                    .chain(path.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                subs.join(", ")
+            ));
+        }
         let flags = cmd
             .get_arguments()
             .filter_map(|a| {
@@ -175,11 +190,21 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// The first line of a clap error without its `error: ` prefix.
+/// A clap error on one line, without its `error: ` prefix: the first line,
+/// and the indented lines after it (what is missing), up to the usage.
 fn clap_message(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("").trim();
-    first.strip_prefix("error: ").unwrap_or(first).to_string()
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("").trim();
+    let mut msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    let more: Vec<&str> = lines
+        .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    if !more.is_empty() {
+        msg = format!("{} {}", msg.trim_end(), more.join(", "));
+    }
+    msg
 }
 
 /// The long flag a clap error is about, when it names one.
@@ -367,6 +392,33 @@ mod tests {
         assert_eq!(s.display_name(), "tool sim");
         let e = CommandSchema::resolve(&cli(), &["nope".to_string()]).expect_err("no such");
         assert!(e.contains("'nope'") && e.contains("sim"), "{e}");
+        // A command that only groups others names them.
+        let grouped = Command::new("tool").subcommand(
+            Command::new("trace")
+                .subcommand_required(true)
+                .subcommand(Command::new("gen"))
+                .subcommand(Command::new("stats")),
+        );
+        let e = CommandSchema::resolve(&grouped, &["trace".to_string()]).expect_err("group");
+        assert_eq!(e, "`tool trace` needs a subcommand: one of gen, stats");
+    }
+
+    #[test]
+    fn a_missing_required_argument_is_named() {
+        let cmd = Command::new("tool").subcommand(
+            Command::new("plot")
+                .arg(Arg::new("csv").required(true).value_name("CSV"))
+                .arg(Arg::new("x").long("x").required(true).value_name("COLUMN")),
+        );
+        let s = CommandSchema::resolve(&cmd, &["plot".to_string()]).unwrap();
+        let e = s.parse(&["plot".to_string()]).unwrap_err();
+        let msg = clap_message(&e);
+        assert!(
+            msg.contains("not provided") && msg.contains("<CSV>"),
+            "{msg}"
+        );
+        assert!(msg.contains("--x <COLUMN>"), "{msg}");
+        assert!(!msg.contains("Usage"), "{msg}");
     }
 
     #[test]
