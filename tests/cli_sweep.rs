@@ -203,6 +203,41 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     );
     let err = rejected(d, &["sweep", "merge", "mixed", "shard-1", "other"]);
     assert!(err.contains("different sweep"), "{err}");
+    // Nor is another sweep's directory merged into.
+    let err = rejected(d, &["sweep", "merge", "other", "shard-1", "shard-3"]);
+    assert!(err.contains("OUT (other) holds a different sweep"), "{err}");
+
+    // A status file that cannot be read is named, not taken for a missing run.
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let p = e.unwrap().path();
+            let dst = to.join(p.file_name().unwrap());
+            if p.is_dir() {
+                copy_tree(&p, &dst);
+            } else {
+                std::fs::copy(&p, dst).unwrap();
+            }
+        }
+    }
+    let copy = d.join("shard-3c");
+    copy_tree(&d.join("shard-3"), &copy);
+    let first_run = std::fs::read_dir(copy.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    let corrupt = first_run.join("status.json");
+    std::fs::write(&corrupt, "{\"hash\": ").unwrap();
+    let o = nmpsim(d, &["sweep", "merge", "partial-c", "shard-1", "shard-3c"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let name = corrupt.strip_prefix(d).unwrap().display().to_string();
+    assert!(err.contains("1 runs are in no shard directory"), "{err}");
+    assert!(
+        err.contains(&format!("{name}: unreadable")),
+        "{name}: {err}"
+    );
 }
 
 fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {

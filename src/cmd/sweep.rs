@@ -781,9 +781,29 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
         );
     }
     let total = runs.len();
+    // OUT may be this sweep's earlier merge (its runs are kept), not another's.
+    let out_info = m.out.join(SWEEP_INFO);
+    if out_info.exists() {
+        let b =
+            fs::read(&out_info).with_context(|| format!("cannot read {}", out_info.display()))?;
+        let info: SweepInfo = serde_json::from_slice(&b)
+            .with_context(|| format!("cannot parse {}", out_info.display()))?;
+        if info.plan_hash != first.plan_hash {
+            bail!(
+                "OUT ({}) holds a different sweep (spec {}, plan {}) than the shards (spec {}, plan {}): merge into a new directory",
+                m.out.display(),
+                info.spec,
+                info.plan_hash,
+                first.spec,
+                first.plan_hash
+            );
+        }
+    }
     fs::create_dir_all(m.out.join(RUNS_DIR))
         .with_context(|| format!("cannot create {}", m.out.display()))?;
     let mut missing = Vec::new();
+    // Status files that are there but could not be used, with why.
+    let mut unusable = Vec::new();
     let mut rows = Vec::new();
     for r in &runs {
         let dst = layout::run_dir(&m.out, r, total);
@@ -792,6 +812,19 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
                 rows.push(row);
             } else {
                 missing.push(r.index);
+                for d in &m.dirs {
+                    let p = layout::run_dir(d, r, total).join(RUN_STATUS);
+                    if let Ok(b) = fs::read(&p) {
+                        let why = match serde_json::from_slice::<RunStatus>(&b) {
+                            Err(e) => format!("unreadable ({e})"),
+                            Ok(st) if st.hash != r.hash => {
+                                format!("for another configuration (hash {})", st.hash)
+                            }
+                            Ok(_) => continue,
+                        };
+                        unusable.push(format!("{}: {why}", p.display()));
+                    }
+                }
             }
             continue;
         };
@@ -829,6 +862,9 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             shown.join(", "),
             if missing.len() > 20 { ", ..." } else { "" }
         );
+        for u in &unusable {
+            eprintln!("warning: {u}");
+        }
     }
     if m.json {
         let s = MergeSummary {
