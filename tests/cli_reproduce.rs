@@ -193,4 +193,17 @@ fn unknown_items_are_rejected_with_the_list() {
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
+    let o = nmpsim(&t.0, &["reproduce", "--list", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--list --json is JSON");
+    assert_eq!(v["size"], "quick");
+    assert_eq!(v["items"].as_array().unwrap().len(), 10);
+    // What --list cannot honour is refused, not ignored.
+    for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
+        let mut a = vec!["reproduce", "--list"];
+        a.extend(extra);
+        let o = nmpsim(&t.0, &a);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    }
 }

@@ -57,8 +57,8 @@ pub struct ReproduceArgs {
     /// Runs at once [default: CPUs; training runs, whose CPU times are measured, always one at a time].
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
-    /// List the items and what each runs; run nothing.
-    #[arg(long)]
+    /// List the items and the sweeps each runs (those of --full with it); run nothing.
+    #[arg(long, conflicts_with_all = ["items", "engine", "jobs", "out"])]
     list: bool,
     /// Print a summary JSON on stdout.
     #[arg(long)]
@@ -141,19 +141,32 @@ fn power_model() -> Result<PowerModel> {
 }
 
 pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
+    let size = if a.full { Size::Full } else { Size::Quick };
     if a.list {
+        let mut list = Vec::new();
         for it in items() {
-            let sweeps: Vec<String> = (it.sweeps)(Size::Quick)
+            let sweeps: Vec<String> = (it.sweeps)(size)
                 .iter()
                 .map(|s| s.name.to_string())
                 .collect();
-            println!("{:<7} {}", it.id, it.title);
-            println!("        paper: {}", it.paper);
-            println!("        sweeps: {}", sweeps.join(", "));
+            if !a.json {
+                println!("{:<7} {}", it.id, it.title);
+                println!("        paper: {}", it.paper);
+                println!("        sweeps: {}", sweeps.join(", "));
+            }
+            list.push(serde_json::json!({
+                "id": it.id,
+                "title": it.title,
+                "paper": it.paper,
+                "sweeps": sweeps,
+            }));
+        }
+        if a.json {
+            let v = serde_json::json!({ "size": size.as_str(), "items": list });
+            println!("{}", serde_json::to_string_pretty(&v)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let size = if a.full { Size::Full } else { Size::Quick };
     let chosen = selected(&a.items)?;
     if let Some(e) = &a.engine {
         e.parse::<nmpsim_sim::EngineKind>()
