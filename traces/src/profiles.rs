@@ -165,7 +165,18 @@ pub fn profile(name: &str, o: &ProfileOverrides) -> Result<GenSpec, TraceError> 
             ));
         }
         for t in &mut ts {
-            t.rows = ((t.rows as f64 * s).round() as u64).max(1);
+            let scaled = (t.rows as f64 * s).round();
+            if scaled > u32::MAX as f64 {
+                return Err(TraceError::param(
+                    "rows_scale",
+                    format!(
+                        "{s:e} scales a table of {} rows to {scaled:e}; row ids are u32, so at most {}",
+                        t.rows,
+                        u32::MAX
+                    ),
+                ));
+            }
+            t.rows = (scaled as u64).max(1);
         }
     }
     if let Some(b) = o.bag_size {
@@ -271,6 +282,15 @@ mod tests {
             e.contains("unknown profile 'criteo'")
                 && e.contains("criteo-kaggle")
                 && e.contains("rm4"),
+            "{e}"
+        );
+        let huge = ProfileOverrides {
+            rows_scale: Some(1e20),
+            ..Default::default()
+        };
+        let e = profile("uniform", &huge).unwrap_err().to_string();
+        assert!(
+            e.contains("rows_scale") && e.contains("row ids are u32"),
             "{e}"
         );
         let bad = ProfileOverrides {
