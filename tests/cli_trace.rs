@@ -172,6 +172,14 @@ fn convert_criteo_tsv() {
     let csv = std::fs::read_to_string(d.join("day.csv")).unwrap();
     // Sample 4 (batch 2, bag 0) has id 0x3ec = 1004 -> 1004 % 100 = 4.
     assert!(csv.contains("\n2,25,0,0,4,\n"), "{csv}");
+
+    // An empty TSV writes no trace.
+    std::fs::write(d.join("empty.tsv"), "").unwrap();
+    let o = nmpsim(d, &["trace", "convert", "empty.tsv", "-o", "e.nmpt", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("empty.tsv: no samples to convert"), "{err}");
+    assert!(!d.join("e.nmpt").exists() && !d.join("e.nmpt.tmp").exists());
 }
 
 #[test]

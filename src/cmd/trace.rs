@@ -455,6 +455,14 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
         w.write_batch(&batch?)?;
     }
     pb.finish_and_clear();
+    if w.batches_written() == 0 {
+        // (Dropping the writer removes its temporary file.)
+        bail!(
+            "{}: no samples to convert (the file is empty); nothing written to {}",
+            a.input.display(),
+            a.output.display()
+        );
+    }
     let n = w.finish()?;
     if !a.quiet {
         eprintln!("wrote {n} batches to {}", a.output.display());
