@@ -40,6 +40,33 @@ impl RunDir {
         &self.path
     }
 
+    /// Removes what an earlier run of the same command left here under the
+    /// names it owns: entries whose name starts with one of `prefixes` (files,
+    /// or directories with what is in them). A run into an existing
+    /// directory then leaves only its own outputs, not a mix of two runs'.
+    pub fn remove_earlier(&self, prefixes: &[&str]) -> Result<()> {
+        for e in fs::read_dir(&self.path)
+            .with_context(|| format!("cannot read {}", self.path.display()))?
+        {
+            let e = e.with_context(|| format!("cannot read {}", self.path.display()))?;
+            let name = e.file_name();
+            if !prefixes
+                .iter()
+                .any(|p| name.to_string_lossy().starts_with(p))
+            {
+                continue;
+            }
+            let p = e.path();
+            let gone = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                fs::remove_dir_all(&p)
+            } else {
+                fs::remove_file(&p)
+            };
+            gone.with_context(|| format!("cannot remove the earlier run's {}", p.display()))?;
+        }
+        Ok(())
+    }
+
     /// Writes `config.json`: the fully resolved configuration plus build facts.
     pub fn write_config<C: Serialize>(&self, command: &str, config: &C) -> Result<()> {
         let v = serde_json::json!({

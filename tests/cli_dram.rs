@@ -548,3 +548,47 @@ fn presets_config_and_bench() {
     assert!(e.contains("`requests`: 0"), "{e}");
     assert!(!d.join("b0").exists(), "a run directory was left");
 }
+
+#[test]
+fn a_run_into_an_earlier_runs_directory_leaves_only_its_own_outputs() {
+    let t = TempDir::new("rerun");
+    let d = &t.0;
+    let base = [
+        "dram",
+        "--preset",
+        "DDR4-3200-x8-2R",
+        "--write-fraction",
+        "0.3",
+        "--requests",
+        "3000",
+        "--check-timing",
+        "--out",
+        "r",
+        "-q",
+        "--engine",
+    ];
+    let mut a = base.to_vec();
+    a.push("native,ramulator");
+    ok(d, &a);
+    assert!(d.join("r/engine-ramulator").is_dir());
+    assert!(d.join("r/jedec-ramulator.txt").is_file());
+    std::fs::write(d.join("r/notes.txt"), "mine").unwrap();
+    let mut a = base.to_vec();
+    a.push("native");
+    ok(d, &a);
+    assert!(
+        !d.join("r/engine-ramulator").exists(),
+        "stale engine directory"
+    );
+    assert!(
+        !d.join("r/jedec-ramulator.txt").exists(),
+        "stale timing check"
+    );
+    let v = read_json(&d.join("r/results.json"));
+    assert_eq!(v["results"]["runs"].as_array().unwrap().len(), 1);
+    // What the command does not own stays.
+    assert_eq!(
+        std::fs::read_to_string(d.join("r/notes.txt")).unwrap(),
+        "mine"
+    );
+}

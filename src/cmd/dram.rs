@@ -547,6 +547,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         },
     }
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
+    rd.remove_earlier(&["engine-", "jedec-"])?;
     let mut opts = RunOptions {
         window: a.window,
         keep_command_traces: a.keep_command_traces,
@@ -975,6 +976,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
     }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
+    rd.remove_earlier(&["engine-"])?;
     rd.write_config(
         "dram bench",
         &serde_json::json!({
