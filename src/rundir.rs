@@ -154,6 +154,16 @@ pub struct StreamedFile {
 
 impl StreamedFile {
     pub fn create(path: &Path) -> Result<Self> {
+        // Through a link to a file, that file is the one replaced.
+        let resolved;
+        let path = match fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() && path.is_file() => {
+                resolved = fs::canonicalize(path)
+                    .with_context(|| format!("cannot resolve {}", path.display()))?;
+                resolved.as_path()
+            }
+            _ => path,
+        };
         let special = fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
         if path.is_dir() {
             anyhow::bail!("{} is a directory; expected a file path", path.display());
