@@ -225,6 +225,65 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
         s.contains("--max-ind-range") && s.contains("table 0"),
         "{s}"
     );
+
+    // A bad line part-way: the run fails, and says so in every record.
+    let good = std::fs::read_to_string(t.0.join("s.tsv")).unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    let bad = format!(
+        "{}\nnot a sample\n{}\n",
+        lines[..350].join("\n"),
+        lines[350..].join("\n")
+    );
+    std::fs::write(t.0.join("bad.tsv"), bad).unwrap();
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "bad.tsv",
+            "--max-ind-range",
+            "500",
+            "--batch",
+            "100",
+            "--iters",
+            "12",
+            "--test-batches",
+            "1",
+            "--out",
+            "failed",
+            "-q",
+        ],
+    );
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(s.contains("bad.tsv: line 351"), "{s}");
+    let v = json(&t.0.join("failed/results.json"));
+    assert_eq!(v["results"]["status"], "failed", "{v}");
+    assert_eq!(v["results"]["modes"][0]["status"], "failed", "{v}");
+    // The model may not take data of another shape.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--data",
+            "s.tsv",
+            "--max-ind-range",
+            "500",
+            "--out",
+            "tiny",
+        ],
+    );
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(
+        s.contains("model `tiny` takes 4 dense features and has 3"),
+        "{s}"
+    );
+    assert!(!t.0.join("tiny").exists());
 }
 
 #[test]
@@ -400,4 +459,26 @@ fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
     let m = &json(&out2.join("results.json"))["results"]["modes"][0];
     assert_eq!(m["iterations"], 1);
     assert_eq!(m["warmup_iterations"], 0);
+}
+
+#[test]
+fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
+    let t = TempDir::new("again");
+    for (iters, batch) in [("5", "32"), ("3", "16")] {
+        let o = nmpsim(
+            &t.0,
+            &[
+                "train", "--iters", iters, "--batch", batch, "--out", "r", "-q",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').nth(2) == Some("16")),
+        "{csv}"
+    );
+    assert_eq!(csv.matches("mode,iteration").count(), 1, "{csv}");
 }

@@ -323,6 +323,15 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
     }
     if a.data.is_some() {
+        // Criteo's shape: 13 dense and 26 categorical features.
+        use nmpsim_traces::criteo::{NUM_CATS, NUM_DENSE};
+        let (tables, dense) = (p.config.table_rows.len(), p.config.bottom[0]);
+        if tables != NUM_CATS || dense != NUM_DENSE {
+            bail!(
+                "--data: Criteo data has {NUM_DENSE} dense and {NUM_CATS} categorical features; model `{}` takes {dense} dense features and has {tables} embedding tables (use --model criteo-kaggle, or an --arch-mlp-bot starting at {NUM_DENSE})",
+                a.model
+            );
+        }
         if let Some(m) = a.max_ind_range {
             // The reader hashes every categorical value into m rows.
             p.config.table_rows = vec![m; p.config.table_rows.len()];
@@ -713,18 +722,13 @@ impl Observer for Recorder {
     }
 }
 
+/// A new CSV file of this run (one an earlier run into the same directory
+/// left is replaced, not appended to).
 fn csv_file(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>> {
     let p = dir.join(name);
-    let exists = p.exists();
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&p)
-        .with_context(|| format!("cannot open {}", p.display()))?;
+    let f = File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
     let mut w = BufWriter::new(f);
-    if !exists {
-        writeln!(w, "{header}")?;
-    }
+    writeln!(w, "{header}")?;
     Ok(w)
 }
 
@@ -751,7 +755,8 @@ struct ModeSummary {
     breakdown_ms: Vec<Breakdown>,
     stages_ms: Vec<(Stage, f64)>,
     speedup_over_baseline_cpu: Option<f64>,
-    final_loss: f64,
+    /// The last iteration's loss; `None` when no iteration ran.
+    final_loss: Option<f64>,
     final_eval: Option<EvalRecord>,
     nmp_calibration_gbps: Vec<(String, f64)>,
     /// With `--device cuda`: the raw GPU time of each emulated NMP primitive
@@ -855,7 +860,7 @@ fn summarize(
             .collect(),
         stages_ms: agg.stages.iter().map(|(s, t)| (*s, t / n / 1e6)).collect(),
         speedup_over_baseline_cpu: None,
-        final_loss: agg.last_loss,
+        final_loss: (agg.iterations > 0).then_some(agg.last_loss),
         final_eval: agg.evals.last().cloned(),
         nmp_calibration_gbps: calib,
         emulated_raw_ms_per_iteration: agg
@@ -1144,6 +1149,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         iter_csv = i;
         timeline_csv = t;
         eval_csv = e;
+        if outcome.is_err() {
+            status = Status::Failed;
+        }
         // Results so far reach the disk whatever happens next.
         write_summary(&rd, &r, &mut summaries, status)?;
         let outcome = outcome.with_context(|| {
@@ -1240,7 +1248,7 @@ fn write_summary(
                 format!("{:.4}", m.modelled_hidden_ms_per_iteration),
                 m.speedup_over_baseline_cpu
                     .map_or(String::new(), |s| format!("{s:.4}")),
-                format!("{:.6}", m.final_loss),
+                m.final_loss.map_or(String::new(), |l| format!("{l:.6}")),
                 m.final_eval
                     .as_ref()
                     .and_then(|e| e.auc)
