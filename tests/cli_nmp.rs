@@ -54,11 +54,13 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
             assert!(r["energy"]["total_pj"].as_f64().unwrap() > 0.0);
             assert_eq!(r["per_rank"].as_array().unwrap().len(), 4);
         }
-        if prim == "gather-reduce" {
-            let checks = v["results"]["functional_check_max_rel_err"]
-                .as_array()
-                .unwrap();
-            assert_eq!(checks.len(), 3);
+        // --check: every primitive's results against the kernels', one
+        // check per placement.
+        let checks = v["results"]["functional_checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 3, "{prim}");
+        for c in checks {
+            assert!(c["max_rel_err"].as_f64().unwrap() <= 1e-5, "{prim}: {c}");
+            assert_eq!(c["batch"], 0, "{prim}: {c}");
         }
         for f in ["config.json", "results.json", "phases.csv", "summary.txt"] {
             assert!(t.0.join(&out).join(f).is_file(), "{f}");

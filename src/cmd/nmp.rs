@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use nmpsim_kernels::{
-    EmbeddingTable, Optimizer, OptimizerState, Pooling, gather_reduce, tensor_cast,
+    EmbeddingTable, Optimizer, OptimizerState, Pooling, casted_gather_reduce, gather_reduce,
+    scatter_update, tensor_cast,
 };
 use nmpsim_nmp::{
     BatchReport, CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams,
@@ -291,16 +292,31 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let mut checks = Vec::new();
     for &placement in &placements {
         let layout = Layout::new(placement, &shapes, layout_params.clone())?;
+        // With --check: the pool holds real tables, and the kernels keep
+        // their own copies (tables and optimizer state), updated as the
+        // pool's are, to check the pool's results against.
+        let mut reference: Vec<(EmbeddingTable, OptimizerState)> = Vec::new();
         let mut pool = if a.check {
             let mut p = Pool::new(layout);
             for (t, s) in shapes.iter().enumerate() {
                 let table = EmbeddingTable::seeded(s.rows, s.dim, a.seed ^ (t as u64 + 1))?;
+                let state = OptimizerState::new(&optimizer, s.rows, s.dim)?;
                 p.load_table(t, &table)?;
-                p.load_state(t, &OptimizerState::new(&optimizer, s.rows, s.dim)?)?;
+                p.load_state(t, &state)?;
+                reference.push((table, state));
             }
             p
         } else {
             Pool::without_data(layout)
+        };
+        // The largest relative error of `got` against `want`.
+        let worst_of = |got: &[f32], want: &[f32]| -> f32 {
+            if got.len() != want.len() {
+                return f32::INFINITY;
+            }
+            got.iter()
+                .zip(want)
+                .fold(0.0f32, |m, (g, w)| m.max((g - w).abs() / (1.0 + w.abs())))
         };
         for (bi, batch) in batches.iter().enumerate() {
             let mut run_phase = |pool: &mut Pool,
@@ -339,23 +355,19 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         let mut worst = 0.0f32;
                         for (t, i) in gathers.iter().enumerate() {
                             let got = pool.execute(i)?.expect("gather returns data");
-                            let table = EmbeddingTable::seeded(
-                                shapes[t].rows,
-                                a.dim,
-                                a.seed ^ (t as u64 + 1),
-                            )?;
-                            let (want, _) = gather_reduce(&table, &batch.tables[t], Pooling::Sum)?;
-                            for (g, w) in got.iter().zip(&want) {
-                                worst = worst.max((g - w).abs() / (1.0 + w.abs()));
-                            }
+                            let (want, _) =
+                                gather_reduce(&reference[t].0, &batch.tables[t], Pooling::Sum)?;
+                            worst = worst.max(worst_of(&got, &want));
                         }
-                        checks.push((placement, worst));
+                        checks.push((placement, bi as u64, worst));
                     }
                     run_phase(&mut pool, "gather-reduce", true, gathers)?;
                 }
                 Primitive::CastedGatherReduce | Primitive::Scatter => {
                     let mut loads = Vec::new();
                     let mut casts = Vec::new();
+                    // The kernels' coalesced gradients of each table (--check).
+                    let mut want_coalesced = Vec::new();
                     for (t, tb) in batch.tables.iter().enumerate() {
                         let bags = tb.offsets.len() as u32 - 1;
                         let grads = if a.check {
@@ -365,6 +377,9 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             vec![0.0; bags as usize * a.dim]
                         };
                         let (c, _) = tensor_cast(tb, Pooling::Sum)?;
+                        if a.check {
+                            want_coalesced.push(casted_gather_reduce(&c, &grads, a.dim)?.0);
+                        }
                         loads.push(Instruction::LoadGradient {
                             table: t as u32,
                             bags,
@@ -386,6 +401,17 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         a.primitive == Primitive::CastedGatherReduce,
                         casts,
                     )?;
+                    if a.check && a.primitive == Primitive::CastedGatherReduce {
+                        let mut worst = 0.0f32;
+                        for (t, want) in want_coalesced.iter().enumerate() {
+                            let got = pool.read_coalesced(t);
+                            if got.rows != want.rows {
+                                worst = f32::INFINITY;
+                            }
+                            worst = worst.max(worst_of(&got.grads, &want.grads));
+                        }
+                        checks.push((placement, bi as u64, worst));
+                    }
                     if a.primitive == Primitive::Scatter {
                         let scatters = (0..batch.tables.len())
                             .map(|t| Instruction::Scatter {
@@ -394,6 +420,20 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             })
                             .collect();
                         run_phase(&mut pool, "scatter", true, scatters)?;
+                        if a.check {
+                            // The kernels apply the same coalesced gradients;
+                            // the tables and the optimizer state must agree.
+                            let mut worst = 0.0f32;
+                            for (t, want) in want_coalesced.iter().enumerate() {
+                                let (table, state) = &mut reference[t];
+                                scatter_update(table, state, want, &optimizer)?;
+                                let got = pool.read_table(t);
+                                worst = worst.max(worst_of(&got.data, &table.data));
+                                let got = pool.read_state(t, state.values_per_row);
+                                worst = worst.max(worst_of(&got, &state.values));
+                            }
+                            checks.push((placement, bi as u64, worst));
+                        }
                     }
                 }
             }
@@ -401,13 +441,29 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     #[derive(Serialize)]
+    struct Check {
+        placement: Placement,
+        batch: u64,
+        /// The primitive's results against the kernels': gather-reduce
+        /// outputs, coalesced gradients, or updated tables and optimizer state.
+        max_rel_err: f32,
+    }
+    #[derive(Serialize)]
     struct Results<'a> {
         phases: &'a [PhaseReport],
-        functional_check_max_rel_err: Vec<(Placement, f32)>,
+        /// With `--check`: one per placement and batch.
+        functional_checks: Vec<Check>,
     }
     let results = Results {
         phases: &phases,
-        functional_check_max_rel_err: checks.clone(),
+        functional_checks: checks
+            .iter()
+            .map(|&(placement, batch, max_rel_err)| Check {
+                placement,
+                batch,
+                max_rel_err,
+            })
+            .collect(),
     };
     rd.write_results("nmp run", &results)?;
     // One table gives both the header and the values, so the two cannot drift
@@ -504,9 +560,14 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         ));
     }
     text.push_str("(* the primitive asked for; eff = DRAM bytes / compute time, back-pressure included; of peak = eff / (ranks x per-rank peak); mem = DRAM bytes / slowest rank's DRAM time)\n");
-    for (p, e) in &checks {
+    let what = match a.primitive {
+        Primitive::GatherReduce => "outputs",
+        Primitive::CastedGatherReduce => "coalesced gradients",
+        Primitive::Scatter => "updated tables and optimizer state",
+    };
+    for (p, b, e) in &checks {
         text.push_str(&format!(
-            "functional check {p}: max relative difference to the kernels {e:.2e}\n"
+            "functional check {p}, batch {b}: {what}, max relative difference to the kernels {e:.2e}\n"
         ));
     }
     rd.write_summary(&text)?;
@@ -516,7 +577,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         print!("{text}");
         println!("run directory: {}", rd.path().display());
     }
-    let bad = checks.iter().any(|(_, e)| *e > 1e-5);
+    let bad = checks.iter().any(|(_, _, e)| e.is_nan() || *e > 1e-5);
     Ok(if bad {
         ExitCode::from(1)
     } else {
