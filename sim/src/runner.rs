@@ -52,9 +52,17 @@ pub struct DramStats {
     pub reads: u64,
     pub writes: u64,
     pub bytes: u64,
+    /// The requests' bytes over the simulated time: what the front end got.
+    /// Reads merged into a queued read of their address, and reads served
+    /// from the write buffer, count here without using the data bus, so this
+    /// can exceed the peak.
     pub bandwidth_gbps: f64,
+    /// The data bus's bytes over the simulated time: a burst per READ and
+    /// WRITE command issued.
+    #[serde(default)]
+    pub bus_bandwidth_gbps: f64,
     pub peak_bandwidth_gbps: f64,
-    /// bandwidth / peak.
+    /// bus bandwidth / peak: the share of the time the data bus carried data.
     pub bus_utilisation: f64,
     pub read_latency_mean_ns: f64,
     pub read_latency_p50_ns: f64,
@@ -507,6 +515,11 @@ fn assemble(
     } else {
         0.0
     };
+    let bus_bandwidth_gbps = if sim_time_ns > 0.0 {
+        ((n.read_cmds + n.write_cmds) * BURST_BYTES) as f64 / sim_time_ns
+    } else {
+        0.0
+    };
     let energy = EventEnergy::of(config).energy(&n);
     let accesses = n.row_hits + n.row_misses;
     DramStats {
@@ -520,8 +533,9 @@ fn assemble(
         writes,
         bytes,
         bandwidth_gbps,
+        bus_bandwidth_gbps,
         peak_bandwidth_gbps: config.peak_bandwidth_gbps(),
-        bus_utilisation: bandwidth_gbps / config.peak_bandwidth_gbps(),
+        bus_utilisation: bus_bandwidth_gbps / config.peak_bandwidth_gbps(),
         read_latency_mean_ns: lat.mean() * tck,
         read_latency_p50_ns: lat.quantile(0.5) as f64 * tck,
         read_latency_p99_ns: lat.quantile(0.99) as f64 * tck,

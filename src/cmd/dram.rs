@@ -699,6 +699,7 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "writes",
         "bytes",
         "bandwidth_gbps",
+        "bus_bandwidth_gbps",
         "bus_utilisation",
         "read_latency_mean_ns",
         "read_latency_p50_ns",
@@ -731,6 +732,7 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 s.writes.to_string(),
                 s.bytes.to_string(),
                 s.bandwidth_gbps.to_string(),
+                s.bus_bandwidth_gbps.to_string(),
                 s.bus_utilisation.to_string(),
                 s.read_latency_mean_ns.to_string(),
                 s.read_latency_p50_ns.to_string(),
@@ -805,6 +807,9 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
         format!("{:.2}", x.sim_time_ns / 1e3)
     });
     row("bandwidth (GB/s)", &|x| format!("{:.3}", x.bandwidth_gbps));
+    row("bus bandwidth (GB/s)", &|x| {
+        format!("{:.3}", x.bus_bandwidth_gbps)
+    });
     row("  of peak", &|x| {
         format!("{:.1}%", x.bus_utilisation * 100.0)
     });
