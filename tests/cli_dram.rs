@@ -592,3 +592,36 @@ fn a_run_into_an_earlier_runs_directory_leaves_only_its_own_outputs() {
         "mine"
     );
 }
+
+#[test]
+fn a_run_without_reads_has_no_read_latency() {
+    let t = TempDir::new("noreads");
+    let d = &t.0;
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "dramsim3,native",
+            "--requests",
+            "2000",
+            "--write-fraction",
+            "1",
+            "--out",
+            "w",
+            "-q",
+        ],
+    );
+    assert!(out.contains("mean read latency n/a (no reads)"), "{out}");
+    assert!(!out.contains("NaN"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("read latency mean"))
+        .unwrap();
+    assert_eq!(line.matches("n/a").count(), 2, "{line}");
+    let v = read_json(&d.join("w/results.json"));
+    assert!(
+        v["results"]["comparisons"][0]["read_latency_mean_ratio"].is_null(),
+        "{v}"
+    );
+}

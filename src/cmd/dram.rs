@@ -499,7 +499,8 @@ struct Agreement {
     engine: EngineKind,
     reference: EngineKind,
     bandwidth_ratio: f64,
-    read_latency_mean_ratio: f64,
+    /// `None` when either run has no reads.
+    read_latency_mean_ratio: Option<f64>,
     activations_ratio: f64,
     energy_ratio: f64,
 }
@@ -510,7 +511,8 @@ impl Agreement {
             engine: run.engine,
             reference: reference.engine,
             bandwidth_ratio: run.bandwidth_gbps / reference.bandwidth_gbps,
-            read_latency_mean_ratio: run.read_latency_mean_ns / reference.read_latency_mean_ns,
+            read_latency_mean_ratio: (run.reads > 0 && reference.reads > 0)
+                .then(|| run.read_latency_mean_ns / reference.read_latency_mean_ns),
             activations_ratio: run.activations as f64 / reference.activations.max(1) as f64,
             energy_ratio: run.energy.total_pj / reference.energy.total_pj,
         }
@@ -801,6 +803,14 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
         }
         s.push('\n');
     };
+    // A run without reads has no read latency.
+    let latency = |x: &DramStats, ns: f64| {
+        if x.reads == 0 {
+            "n/a".to_string()
+        } else {
+            format!("{ns:.1}")
+        }
+    };
     row("requests (R/W)", &|x| format!("{}/{}", x.reads, x.writes));
     row("cycles", &|x| x.cycles.to_string());
     row("simulated time (us)", &|x| {
@@ -814,13 +824,13 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
         format!("{:.1}%", x.bus_utilisation * 100.0)
     });
     row("read latency mean (ns)", &|x| {
-        format!("{:.1}", x.read_latency_mean_ns)
+        latency(x, x.read_latency_mean_ns)
     });
     row("read latency p50 (ns)", &|x| {
-        format!("{:.1}", x.read_latency_p50_ns)
+        latency(x, x.read_latency_p50_ns)
     });
     row("read latency p99 (ns)", &|x| {
-        format!("{:.1}", x.read_latency_p99_ns)
+        latency(x, x.read_latency_p99_ns)
     });
     row("row hit rate", &|x| {
         format!("{:.1}%", x.row_hit_rate * 100.0)
@@ -861,11 +871,12 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
     for a in &r.comparisons {
         let _ = writeln!(
             s,
-            "{} / {}: bandwidth {:.3}, mean read latency {:.3}, activations {:.3}, energy {:.3}",
+            "{} / {}: bandwidth {:.3}, mean read latency {}, activations {:.3}, energy {:.3}",
             a.engine.name(),
             a.reference.name(),
             a.bandwidth_ratio,
-            a.read_latency_mean_ratio,
+            a.read_latency_mean_ratio
+                .map_or("n/a (no reads)".to_string(), |x| format!("{x:.3}")),
             a.activations_ratio,
             a.energy_ratio
         );
