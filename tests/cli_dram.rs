@@ -625,3 +625,47 @@ fn a_run_without_reads_has_no_read_latency() {
         "{v}"
     );
 }
+
+#[test]
+fn options_of_another_input_are_refused_not_ignored() {
+    let t = TempDir::new("inputs");
+    let d = &t.0;
+    std::fs::write(d.join("a.txt"), "0x40 R\n").unwrap();
+    for (args, want) in [
+        (
+            vec!["--trace", "a.txt", "--requests", "5"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--trace", "a.txt", "--write-fraction", "0.5"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--trace", "a.txt", "--base", "64"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--embedding-trace", "e.nmpt", "--footprint", "4096"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--embedding-trace", "e.nmpt", "--seed", "3"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--stream", "random", "--phase", "update"],
+            "--phase applies to --embedding-trace",
+        ),
+        (vec!["--dim", "8"], "--dim applies to --embedding-trace"),
+        (
+            vec!["--trace", "a.txt", "--max-batches", "1"],
+            "--max-batches applies",
+        ),
+    ] {
+        let mut a = vec!["dram", "--engine", "native", "-q", "--out", "none"];
+        a.extend(args.iter());
+        let err = fails(d, &a);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!d.join("none").exists(), "{args:?}");
+    }
+}

@@ -168,4 +168,11 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!t.0.join("runs").exists(), "{args:?} left a run directory");
     }
+    // A trace file's shape is its own: generator options are refused with it.
+    for flag in ["--rows", "--batch", "--dist"] {
+        let o = nmpsim(&t.0, &["nmp", "run", "--trace", "x.nmpt", flag, "5", "-q"]);
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("cannot be used with"), "{flag}: {err}");
+    }
 }

@@ -82,19 +82,27 @@ struct RunArgs {
     #[arg(long, value_name = "KIND", conflicts_with_all = ["trace", "embedding_trace"])]
     stream: Option<String>,
     /// Requests of a synthetic stream.
-    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    #[arg(long, default_value_t = 100_000, value_name = "N",
+          conflicts_with_all = ["trace", "embedding_trace"])]
     requests: u64,
     /// Fraction of writes in a synthetic stream.
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    #[arg(long, default_value_t = 0.0, value_name = "F",
+          conflicts_with_all = ["trace", "embedding_trace"])]
     write_fraction: f64,
     /// Seed of a synthetic stream.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, default_value_t = 0, value_name = "S",
+          conflicts_with_all = ["trace", "embedding_trace"])]
     seed: u64,
     /// Lowest address of a synthetic stream (or of the embedding tables).
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "BYTES",
+        conflicts_with = "trace"
+    )]
     base: u64,
     /// Bytes a synthetic stream covers [default: capacity - base].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["trace", "embedding_trace"])]
     footprint: Option<u64>,
     /// Address trace file: one `ADDRESS R|W` per line (docs/dram-traces.md).
     #[arg(long, value_name = "FILE", conflicts_with = "embedding_trace")]
@@ -102,12 +110,13 @@ struct RunArgs {
     /// Embedding trace (.nmpt) whose lookups become 64 B row reads.
     #[arg(long, value_name = "FILE")]
     embedding_trace: Option<PathBuf>,
-    /// Embedding dimension (f32 elements per row) for --embedding-trace.
-    #[arg(long, default_value_t = 64, value_name = "D")]
-    dim: usize,
-    /// Embedding pass: forward (gather reads), update (read+write unique rows), both.
-    #[arg(long, default_value = "forward", value_name = "PHASE")]
-    phase: String,
+    /// Embedding dimension (f32 elements per row) for --embedding-trace [default: 64].
+    #[arg(long, value_name = "D")]
+    dim: Option<usize>,
+    /// Embedding pass of --embedding-trace: forward (gather reads), update
+    /// (read+write unique rows), both [default: forward].
+    #[arg(long, value_name = "PHASE")]
+    phase: Option<String>,
     /// Use only the first N batches of the embedding trace.
     #[arg(long, value_name = "N")]
     max_batches: Option<u64>,
@@ -296,10 +305,10 @@ impl SourceConfig {
             return Ok(SourceConfig::AddressTrace { path: p.clone() });
         }
         if let Some(p) = &a.embedding_trace {
-            let phase: EmbeddingPhase = a.phase.parse()?;
+            let phase: EmbeddingPhase = a.phase.as_deref().unwrap_or("forward").parse()?;
             return Ok(SourceConfig::EmbeddingTrace {
                 path: p.clone(),
-                dim: a.dim,
+                dim: a.dim.unwrap_or(64),
                 base: a.base,
                 phase,
                 max_batches: a.max_batches,
@@ -527,6 +536,19 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     }
     if a.window == 0 {
         bail!("invalid parameter `--window`: must be at least 1");
+    }
+    if a.embedding_trace.is_none() {
+        // (Options of an embedding trace, which clap's `requires` does not
+        // enforce beside this command's subcommands.)
+        for (flag, given) in [
+            ("--dim", a.dim.is_some()),
+            ("--phase", a.phase.is_some()),
+            ("--max-batches", a.max_batches.is_some()),
+        ] {
+            if given {
+                bail!("{flag} applies to --embedding-trace only");
+            }
+        }
     }
     if a.max_batches == Some(0) {
         bail!("--max-batches 0: expected at least 1 batch of the embedding trace");

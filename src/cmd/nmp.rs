@@ -60,13 +60,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Samples per batch (profiles).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, conflicts_with = "trace")]
     batch: usize,
     /// Rows of the profile's largest tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "trace")]
     rows: Option<u64>,
     /// Row distribution override: uniform, zipf:ALPHA, dlrm.
-    #[arg(long, value_name = "DIST")]
+    #[arg(long, value_name = "DIST", conflicts_with = "trace")]
     dist: Option<String>,
     /// Trace batches to run.
     #[arg(long, default_value_t = 1)]
