@@ -385,6 +385,9 @@ fn an_interrupted_run_keeps_its_log_and_results() {
     let m = &r["results"]["modes"][0];
     assert_eq!(m["warmup_iterations"], 1);
     assert_eq!(m["iterations"].as_u64().unwrap() as usize, rows - 1 - 1);
+    // And the text says so.
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(summary.starts_with("run interrupted\n"), "{summary}");
 }
 
 #[test]

@@ -550,7 +550,8 @@ struct Recorder {
     timeline_csv: BufWriter<File>,
     eval_csv: BufWriter<File>,
     pb: indicatif::ProgressBar,
-    window: (f64, f64, f64, u64),
+    /// Since the last log line: loss, accuracy, wall ns, modelled ns, iterations.
+    window: (f64, f64, f64, f64, u64),
     epoch: u64,
     /// Iterations `0..warmup` go to `warm` instead of `agg` when there are more.
     warmup: u64,
@@ -670,11 +671,12 @@ impl Observer for Recorder {
         w.0 += r.loss;
         w.1 += r.accuracy;
         w.2 += r.wall_ns;
-        w.3 += 1;
+        w.3 += r.iteration_ns;
+        w.4 += 1;
         self.pb.inc(1);
         let it = r.iteration + 1;
         if it % self.print_every == 0 || it == self.iters {
-            let (l, acc, ns, n) = *w;
+            let (l, acc, ns, modelled, n) = *w;
             let n = n.max(1) as f64;
             let s = format!(
                 "[{m}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
@@ -683,9 +685,9 @@ impl Observer for Recorder {
                 ns / n / 1e6,
                 l / n,
                 100.0 * acc / n,
-                r.iteration_ns / 1e6
+                modelled / n / 1e6
             );
-            self.window = (0.0, 0.0, 0.0, 0);
+            self.window = (0.0, 0.0, 0.0, 0.0, 0);
             self.line(&s)?;
         }
         Ok(())
@@ -1103,7 +1105,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             timeline_csv,
             eval_csv,
             pb: pb.clone(),
-            window: (0.0, 0.0, 0.0, 0),
+            window: (0.0, 0.0, 0.0, 0.0, 0),
             epoch: 0,
             warmup: a.warmup_iters,
             agg: ModeAgg::default(),
@@ -1257,7 +1259,28 @@ fn write_summary(
         })
         .collect();
     rd.write_file("summary.csv", csv_text(&header, &rows).as_bytes())?;
-    let text = report_text(r, summaries, rd.path());
+    let mut text = report_text(r, summaries, rd.path());
+    if status != Status::Completed {
+        // Say so where it is read, not only in the JSON and CSV.
+        let not_run: Vec<String> = r
+            .modes
+            .iter()
+            .filter(|m| !summaries.iter().any(|s| s.mode == **m))
+            .map(|m| m.to_string())
+            .collect();
+        let word = match status {
+            Status::Interrupted => "interrupted",
+            Status::Failed => "failed",
+            Status::DataExhausted => "stopped: the data ran out",
+            Status::Completed => "completed",
+        };
+        let rest = if not_run.is_empty() {
+            String::new()
+        } else {
+            format!("; not run: {}", not_run.join(", "))
+        };
+        text = format!("run {word}{rest}\n{text}");
+    }
     rd.write_summary(&text)?;
     Ok(text)
 }
