@@ -309,15 +309,13 @@ fn bad_configurations_fail_before_training() {
         (
             vec![
                 "--model",
-                "rm1",
-                "--rows",
-                "100",
+                "criteo-kaggle",
                 "--data",
                 "missing.tsv",
                 "--max-ind-range",
                 "10",
             ],
-            "missing.tsv",
+            "--data missing.tsv: No such file",
         ),
     ] {
         let mut a = vec!["train", "--iters", "2", "--batch", "8", "--out", "bad"];
