@@ -141,7 +141,7 @@ impl SystemMode {
             })
     }
 
-    /// The table in ARCHITECTURE.md.
+    /// The table of system modes in docs/dlrm.md.
     pub fn plan(self) -> ModePlan {
         use Place::*;
         match self {
