@@ -33,6 +33,23 @@ pub struct CommandSchema {
 }
 
 impl CommandSchema {
+    /// `path` under `root` as typed (`nmpsim nmp run`).
+    fn spelled(root: &clap::Command, path: &[String]) -> String {
+        std::iter::once(root.get_name())
+            .chain(path.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The names of `cmd`'s subcommands, `help` aside, comma-separated.
+    fn subcommands(cmd: &clap::Command) -> String {
+        cmd.get_subcommands()
+            .map(clap::Command::get_name)
+            .filter(|n| *n != "help")
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Finds `path` (`["nmp", "run"]`) under the CLI's root command.
     pub fn resolve(root: &clap::Command, path: &[String]) -> Result<Self, String> {
         let mut cmd = root;
@@ -40,35 +57,19 @@ impl CommandSchema {
             match cmd.find_subcommand(word) {
                 Some(c) => cmd = c,
                 None => {
-                    let here = std::iter::once(root.get_name())
-                        .chain(path[..i].iter().map(String::as_str))
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    let subs: Vec<&str> = cmd
-                        .get_subcommands()
-                        .map(clap::Command::get_name)
-                        .filter(|n| *n != "help")
-                        .collect();
                     return Err(format!(
-                        "`{here}` has no subcommand '{word}' (expected one of: {})",
-                        subs.join(", ")
+                        "`{}` has no subcommand '{word}' (expected one of: {})",
+                        Self::spelled(root, &path[..i]),
+                        Self::subcommands(cmd)
                     ));
                 }
             }
         }
         if cmd.is_subcommand_required_set() {
-            let subs: Vec<&str> = cmd
-                .get_subcommands()
-                .map(clap::Command::get_name)
-                .filter(|n| *n != "help")
-                .collect();
             return Err(format!(
                 "`{}` needs a subcommand: one of {}",
-                std::iter::once(root.get_name())
-                    .chain(path.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                subs.join(", ")
+                Self::spelled(root, path),
+                Self::subcommands(cmd)
             ));
         }
         let flags = cmd

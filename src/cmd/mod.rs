@@ -11,3 +11,13 @@ pub mod reproduce;
 pub mod sweep;
 pub mod trace;
 pub mod train;
+
+/// Refuses a `--link-gbps` that is not a positive, finite bandwidth (it
+/// divides the link's bytes).
+pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
+    if gbps > 0.0 && gbps.is_finite() {
+        Ok(())
+    } else {
+        anyhow::bail!("--link-gbps {gbps}: expected a positive, finite bandwidth in GB/s")
+    }
+}

@@ -200,12 +200,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     if a.queue == 0 {
         bail!("--queue 0: the core needs at least 1 request in flight");
     }
-    if !(a.link_gbps > 0.0 && a.link_gbps.is_finite()) {
-        bail!(
-            "--link-gbps {}: expected a positive, finite bandwidth in GB/s",
-            a.link_gbps
-        );
-    }
+    crate::cmd::check_link_gbps(a.link_gbps)?;
     let engine: EngineKind = a.engine.parse()?;
     let mut dram = DramConfig::preset(&a.preset)?;
     if let Some(m) = &a.mapping {

@@ -383,12 +383,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     if a.ranks == 0 {
         bail!("--ranks 0: the NMP pool needs at least 1 rank");
     }
-    if !(a.link_gbps > 0.0 && a.link_gbps.is_finite()) {
-        bail!(
-            "--link-gbps {}: expected a positive, finite bandwidth in GB/s",
-            a.link_gbps
-        );
-    }
+    crate::cmd::check_link_gbps(a.link_gbps)?;
     match a.nmp_bandwidth {
         Some(b) if !(b > 0.0 && b.is_finite()) => {
             bail!("--nmp-bandwidth {b}: expected a positive, finite bandwidth in GB/s")
