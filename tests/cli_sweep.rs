@@ -451,3 +451,47 @@ fn help_has_examples() {
     let out = ok(&t.0, &["sweep", "merge", "--help"]);
     assert!(out.contains("Examples:"), "{out}");
 }
+
+/// A spec edit that moves unchanged configs to other indices reuses their
+/// finished runs, and the table equals a fresh sweep of the new spec.
+#[test]
+fn an_edited_spec_reuses_runs_whose_config_moved() {
+    let t = TempDir::new("edit");
+    let d = &t.0;
+    let spec = |windows: &str| {
+        format!(
+            "command = \"dram\"\n[base]\nengine = \"native\"\nrequests = 3000\n[axes]\nwindow = [{windows}]\nstream = [\"random\", \"sequential\"]\n"
+        )
+    };
+    std::fs::write(d.join("a.toml"), spec("4, 16")).unwrap();
+    std::fs::write(d.join("b.toml"), spec("4, 8, 16")).unwrap();
+    ok(
+        d,
+        &["sweep", "a.toml", "--out", "s", "--quiet", "--jobs", "1"],
+    );
+    // window 16's two runs move from indices 2-3 to 4-5.
+    let dry = ok(d, &["sweep", "b.toml", "--out", "s", "--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&dry).unwrap();
+    let done: Vec<bool> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["finished"] == "completed")
+        .collect();
+    assert_eq!(done, [true, true, false, false, true, true], "{dry}");
+    let o = nmpsim(d, &["sweep", "b.toml", "--out", "s", "--jobs", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("4 finished, 2 to run"), "{err}");
+    assert_eq!(finished_runs(&d.join("s")), 6, "no run directory left over");
+    ok(
+        d,
+        &[
+            "sweep", "b.toml", "--out", "fresh", "--quiet", "--jobs", "1",
+        ],
+    );
+    assert_eq!(
+        without_columns(&read(&d.join("s/results.csv")), is_timing_column),
+        without_columns(&read(&d.join("fresh/results.csv")), is_timing_column)
+    );
+}

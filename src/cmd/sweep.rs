@@ -271,9 +271,22 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .iter()
         .filter(|r| shard.selects(r.index))
         .collect();
+    // A finished run is found in its own directory or, after a spec edit
+    // gave its config another index, in the directory of its earlier index
+    // (found by its hash), which a sweep then moves to the new name.
+    let earlier = finished_by_hash(&out);
+    let mut adopt: Vec<(PathBuf, PathBuf)> = Vec::new();
     let state: Vec<Option<RunStatus>> = selected
         .iter()
-        .map(|r| layout::finished(&layout::run_dir(&out, r, total), r))
+        .map(|r| {
+            let own = layout::run_dir(&out, r, total);
+            layout::finished(&own, r).or_else(|| {
+                let from = earlier.get(&r.hash)?;
+                let st = layout::finished(from, r)?;
+                adopt.push((from.clone(), own));
+                Some(st)
+            })
+        })
         .collect();
     let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -293,6 +306,15 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
 
     fs::create_dir_all(out.join(RUNS_DIR))
         .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
+    for (from, to) in &adopt {
+        // (A directory under the new name holds no finished run: an attempt
+        // that was killed.)
+        if to.exists() {
+            fs::remove_dir_all(to).with_context(|| format!("cannot replace {}", to.display()))?;
+        }
+        fs::rename(from, to)
+            .with_context(|| format!("cannot move {} to {}", from.display(), to.display()))?;
+    }
     let info = SweepInfo {
         spec: spec_path.display().to_string(),
         command: plan.spec.command_str(),
@@ -502,6 +524,32 @@ fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
             out.display()
         );
     }
+}
+
+/// The finished runs in `out/runs` by config hash (a completed one before a
+/// failed one of the same config).
+fn finished_by_hash(out: &Path) -> std::collections::HashMap<String, PathBuf> {
+    let mut found: std::collections::HashMap<String, (Status, PathBuf)> = Default::default();
+    let Ok(dirs) = fs::read_dir(out.join(RUNS_DIR)) else {
+        return Default::default();
+    };
+    for e in dirs.flatten() {
+        let dir = e.path();
+        let Some(st) = fs::read(dir.join(RUN_STATUS))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<RunStatus>(&b).ok())
+        else {
+            continue;
+        };
+        let better = match found.get(&st.hash) {
+            None => true,
+            Some((s, _)) => *s != Status::Completed && st.status == Status::Completed,
+        };
+        if better {
+            found.insert(st.hash, (st.status, dir));
+        }
+    }
+    found.into_iter().map(|(h, (_, d))| (h, d)).collect()
 }
 
 fn write_results<'a>(
