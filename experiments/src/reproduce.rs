@@ -129,10 +129,23 @@ pub struct Item {
 pub struct Inputs {
     pub size: Size,
     pub power: PowerModel,
+    /// `--engine`, when given: the DRAM engine of the pool's simulations
+    /// (each command's own default, DRAMsim3, otherwise).
+    pub engine: Option<String>,
     pub sweeps: BTreeMap<String, Vec<RunResult>>,
 }
 
 impl Inputs {
+    /// The DRAM engine the pool was simulated on, as the notes name it.
+    fn engine_name(&self) -> &str {
+        match self.engine.as_deref() {
+            None | Some("dramsim3") => "DRAMsim3",
+            Some("ramulator") => "Ramulator",
+            Some("native") => "native",
+            Some(other) => other,
+        }
+    }
+
     fn runs(&self, sweep: &str) -> Result<&[RunResult], String> {
         self.sweeps
             .get(sweep)
@@ -912,7 +925,10 @@ fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
             },
         ],
         notes: vec![
-            "Simulated, cycle by cycle: each rank's request stream through its own DRAMsim3 instance (`nmpsim nmp run`), one trace batch of RM1 (10 tables, 80 lookups per bag, dim 64).".into(),
+            format!(
+                "Simulated, cycle by cycle: each rank's request stream through its own {} engine (`nmpsim nmp run`), one trace batch of RM1 (10 tables, 80 lookups per bag, dim 64).",
+                inp.engine_name()
+            ),
             format!(
                 "Batch {} and {} rows per table (the paper: batch 2048; its row count is not given).",
                 quick_full(inp.size, 256, 2048),
@@ -1042,10 +1058,11 @@ fn model_runs(inp: &Inputs) -> Result<Vec<(String, Vec<ModeRun>)>, String> {
 fn training_notes(inp: &Inputs) -> Vec<String> {
     vec![
         format!(
-            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; the first iteration's NMP primitives are simulated cycle by cycle (DRAMsim3, 32 ranks of DDR4-3200, row-interleaved), later ones use that simulated bandwidth (simulated-proxy).",
+            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; the first iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved), later ones use that simulated bandwidth (simulated-proxy).",
             quick_full(inp.size, 512, 2048),
             quick_full(inp.size, "100,000", "1,000,000"),
-            quick_full(inp.size, 4, 8)
+            quick_full(inp.size, 4, 8),
+            inp.engine_name()
         ),
         "CPU primitives are measured on this machine (its CPU, not the paper's Xeon); the MLPs, interaction, casting and transfers are modelled on a V100 roofline (docs/dlrm.md). The paper measured a DGX-1 and emulated the NMP pool on a GPU.".into(),
     ]
@@ -1754,15 +1771,22 @@ fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
 // ---------------------------------------------------------------- report
 
 /// The item's markdown report.
-pub fn markdown(item: &Item, size: Size, out: &Outcome, files: &[String]) -> String {
+pub fn markdown(
+    item: &Item,
+    size: Size,
+    engine: Option<&str>,
+    out: &Outcome,
+    files: &[String],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", item.title);
     let _ = writeln!(s, "Paper: {}.\n", item.paper);
     let _ = writeln!(
         s,
-        "Produced by `nmpsim reproduce {} --{}`.\n",
+        "Produced by `nmpsim reproduce {} --{}{}`.\n",
         item.id,
-        size.as_str()
+        size.as_str(),
+        engine.map_or(String::new(), |e| format!(" --engine {e}"))
     );
     let _ = writeln!(s, "{}", out.table_md);
     if !out.checks.is_empty() {
@@ -1823,6 +1847,7 @@ mod tests {
         Inputs {
             size: Size::Quick,
             power: power(),
+            engine: None,
             sweeps: [(sweep.to_string(), runs)].into_iter().collect(),
         }
     }
@@ -2118,7 +2143,7 @@ mod tests {
             notes: vec!["n".into()],
             ..Default::default()
         };
-        let md = markdown(it, Size::Quick, &out, &["fig6.csv".into()]);
+        let md = markdown(it, Size::Quick, None, &out, &["fig6.csv".into()]);
         assert!(md.contains("nmpsim reproduce fig6 --quick"));
         assert!(md.contains("0 of 1 hold"));
         assert!(md.contains("**no**"));

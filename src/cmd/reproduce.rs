@@ -215,13 +215,39 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
             sweeps.insert(def.name.to_string(), runs);
         }
+        // Runs that did not complete leave their rows out of the item's
+        // table and plots: the item says so, and is not complete.
+        let mut missing: Vec<String> = Vec::new();
+        for (name, runs) in &sweeps {
+            for r in runs.iter().filter(|r| !r.completed) {
+                missing.push(format!("`{name}` run {}: {}", r.index, r.error));
+            }
+        }
         let inputs = Inputs {
             size,
             power: power.clone(),
+            engine: a.engine.clone(),
             sweeps,
         };
         let s = match (it.analyse)(&inputs) {
-            Ok(o) => write_item(&out, it, size, &o)?,
+            Ok(mut o) => {
+                if !missing.is_empty() {
+                    o.notes.insert(
+                        0,
+                        format!(
+                            "**Incomplete**: {} run(s) did not complete, and their rows are missing from the table, the checks and the plots ({}). Re-running the same command runs them again.",
+                            missing.len(),
+                            missing.join("; ")
+                        ),
+                    );
+                }
+                let mut s = write_item(&out, it, size, a.engine.as_deref(), &o)?;
+                if !missing.is_empty() {
+                    s.status = "incomplete".into();
+                    s.error = Some(format!("{} run(s) did not complete", missing.len()));
+                }
+                s
+            }
             Err(e) => {
                 if !a.quiet {
                     eprintln!("{}: cannot analyse: {e}", it.id);
@@ -272,7 +298,13 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     })
 }
 
-fn write_item(out: &Path, it: &Item, size: Size, o: &Outcome) -> Result<ItemSummary> {
+fn write_item(
+    out: &Path,
+    it: &Item,
+    size: Size,
+    engine: Option<&str>,
+    o: &Outcome,
+) -> Result<ItemSummary> {
     let dir = out.join(it.id);
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut files = Vec::new();
@@ -289,7 +321,7 @@ fn write_item(out: &Path, it: &Item, size: Size, o: &Outcome) -> Result<ItemSumm
             }
         }
     }
-    let md = markdown(it, size, o, &files);
+    let md = markdown(it, size, engine, o, &files);
     let md_path = dir.join(format!("{}.md", it.id));
     write_atomic(&md_path, md.as_bytes())?;
     files.push(format!("{}.md", it.id));
@@ -318,9 +350,12 @@ fn write_item(out: &Path, it: &Item, size: Size, o: &Outcome) -> Result<ItemSumm
 }
 
 fn print_item(s: &ItemSummary) {
-    if let Some(e) = &s.error {
-        println!("{:<7} FAILED: {e}", s.item);
+    if s.status == "failed" {
+        println!("{:<7} FAILED: {}", s.item, s.error.as_deref().unwrap_or(""));
         return;
+    }
+    if let Some(e) = &s.error {
+        println!("{:<7} INCOMPLETE: {e}; the item's files say which", s.item);
     }
     println!(
         "{:<7} {} of {} checks hold  ({})",
