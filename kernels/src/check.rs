@@ -209,7 +209,9 @@ pub struct TrafficBreakdown {
     pub coalesce_accumulate: Traffic,
     pub tensor_cast: Traffic,
     pub casted_gather_reduce: Traffic,
+    /// One scatter step with SGD (the check runs two; each moves these bytes).
     pub scatter_sgd: Traffic,
+    /// One scatter step with Adagrad.
     pub scatter_adagrad: Traffic,
 }
 
@@ -410,13 +412,16 @@ pub fn run_check_on(
         for opt in Optimizer::examples() {
             let mut table = input.table.clone();
             let mut state = OptimizerState::new(&opt, rows, dim).map_err(r)?;
-            // Two steps, so that the second sees a non-trivial state.
-            let mut st = Traffic::default();
+            // Two steps, so that the second sees a non-trivial state; the
+            // traffic reported is one step's (both move the same bytes).
+            let mut st = None;
             for _ in 0..2 {
-                st += reference
+                let step = reference
                     .scatter_update(&mut table, &mut state, &co_ref, &opt)
                     .map_err(r)?;
+                st.get_or_insert(step);
             }
+            let st = st.unwrap_or_default();
             match opt {
                 Optimizer::Sgd { .. } => traffic.scatter_sgd += st,
                 Optimizer::Adagrad { .. } => traffic.scatter_adagrad += st,
@@ -701,6 +706,28 @@ mod tests {
         assert_eq!(
             row_rel_err_scaled(&got, &want, &[0.7, 0.1], 1),
             f64::INFINITY
+        );
+    }
+
+    #[test]
+    fn scatter_traffic_is_one_steps() {
+        let config = CheckConfig {
+            tables: 1,
+            batch_size: 64,
+            bag_size: 4,
+            rows: 1000,
+            dim: 16,
+            ..Default::default()
+        };
+        let t = run_check(&config, &[]).unwrap().traffic;
+        let unique = t.unique_rows as usize;
+        assert_eq!(
+            t.scatter_sgd,
+            crate::traffic::scatter_traffic(unique, 16, 0)
+        );
+        assert_eq!(
+            t.scatter_adagrad,
+            crate::traffic::scatter_traffic(unique, 16, 16)
         );
     }
 

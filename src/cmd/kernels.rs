@@ -474,8 +474,8 @@ fn traffic_text(t: &TrafficBreakdown) -> String {
         ("coalesce (accumulate)", t.coalesce_accumulate),
         ("tensor-cast", t.tensor_cast),
         ("casted-gather-reduce", t.casted_gather_reduce),
-        ("scatter-sgd (2 steps)", t.scatter_sgd),
-        ("scatter-adagrad (2 st.)", t.scatter_adagrad),
+        ("scatter-sgd", t.scatter_sgd),
+        ("scatter-adagrad", t.scatter_adagrad),
     ];
     for (name, x) in rows {
         let _ = writeln!(
