@@ -325,6 +325,29 @@ mod tests {
         }
     }
 
+    /// A run's JSON floats reach results.csv as the same doubles (serde_json's
+    /// default float parser may be off by one in the last place).
+    #[test]
+    fn floats_read_back_from_json_are_the_doubles_written() {
+        for x in [
+            1806.0481558179886_f64,
+            1655.3600000000001,
+            0.1 + 0.2,
+            5e-324,
+            1.7976931348623157e308,
+        ] {
+            let text =
+                serde_json::to_string(&serde_json::json!({ "results": { "x": x } })).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let cell = &flatten_metrics(&v)[0].1;
+            assert_eq!(
+                cell.parse::<f64>().unwrap().to_bits(),
+                x.to_bits(),
+                "{x:?} -> {cell}"
+            );
+        }
+    }
+
     #[test]
     fn flattening_unwraps_results_and_indexes_arrays() {
         let v = json!({
