@@ -327,8 +327,13 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         use nmpsim_traces::criteo::{NUM_CATS, NUM_DENSE};
         let (tables, dense) = (p.config.table_rows.len(), p.config.bottom[0]);
         if tables != NUM_CATS || dense != NUM_DENSE {
+            let hint = if tables != NUM_CATS {
+                "use --model criteo-kaggle".to_string()
+            } else {
+                format!("give an --arch-mlp-bot starting at {NUM_DENSE}")
+            };
             bail!(
-                "--data: Criteo data has {NUM_DENSE} dense and {NUM_CATS} categorical features; model `{}` takes {dense} dense features and has {tables} embedding tables (use --model criteo-kaggle, or an --arch-mlp-bot starting at {NUM_DENSE})",
+                "--data: Criteo data has {NUM_DENSE} dense and {NUM_CATS} categorical features; model `{}` takes {dense} dense features and has {tables} embedding tables ({hint})",
                 a.model
             );
         }
