@@ -34,7 +34,7 @@ pub enum TraceCommand {
     Stats(StatsArgs),
     /// Convert Criteo TSV (label, 13 integer, 26 hex categorical fields) to a binary trace.
     #[command(after_help = "Examples:\n  \
-        nmpsim trace convert train.txt -o kaggle.nmpt --batch 2048\n  \
+        nmpsim trace convert train.txt -o kaggle-train.nmpt --batch 2048 --max-ind-range 10000000\n  \
         nmpsim trace convert day_0 -o day0.nmpt --max-ind-range 10000000")]
     Convert(ConvertArgs),
     /// Export a trace as CSV (batch,table,bag,position,row,weight), for inspection.
