@@ -108,20 +108,14 @@ pub fn results_json<R: Serialize>(command: &str, results: &R) -> Result<String> 
     Ok(serde_json::to_string_pretty(&v)?)
 }
 
-/// Writes through a temporary file in the same directory, then renames.
+/// Writes `bytes` to `path` as a [`StreamedFile`]: through a temporary file
+/// beside it, renamed into place once complete.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    let mut f =
-        fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(bytes)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.sync_all().ok();
-    drop(f);
-    fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
-    Ok(())
+    let mut f = StreamedFile::create(path)?;
+    f.writer()
+        .write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.commit()
 }
 
 /// Fails when `output` names the same file as `input` (writing it would
@@ -202,6 +196,10 @@ impl StreamedFile {
             .into_inner()
             .map_err(|e| e.into_error())
             .with_context(what)?;
+        if self.tmp.is_some() {
+            // (Best effort: what reaches the disk before the rename.)
+            f.sync_all().ok();
+        }
         drop(f);
         if let Some(tmp) = self.tmp.take() {
             if let Err(e) = fs::rename(&tmp, &self.path) {

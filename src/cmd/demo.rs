@@ -501,7 +501,7 @@ fn median(v: &[f64]) -> f64 {
 fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer) -> Result<()> {
     let per_row = (dim + opt.state_values_per_row(dim)) as u128 * 4;
     let need: u128 = spec.tables.iter().map(|t| t.rows as u128 * per_row).sum();
-    if let Some(avail) = available_memory_bytes() {
+    if let Some(avail) = crate::cmd::available_memory_bytes() {
         if need > avail as u128 * 8 / 10 {
             bail!(
                 "the tables and optimizer state need {:.1} GB but only {:.1} GB of memory is available; \
@@ -512,14 +512,6 @@ fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `MemAvailable` of `/proc/meminfo`, where there is one.
-pub(crate) fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Median of three copies of a 256 MiB buffer, counting read + write bytes.

@@ -164,7 +164,7 @@ fn check_memory(c: &CheckConfig) -> anyhow::Result<()> {
     let f32s = c.tables as u128 * c.rows as u128 * c.dim as u128 * 2
         + c.batch_size as u128 * c.bag_size as u128 * c.dim as u128;
     let need = f32s * 4;
-    if let Some(avail) = crate::cmd::demo::available_memory_bytes() {
+    if let Some(avail) = crate::cmd::available_memory_bytes() {
         if need > avail as u128 {
             anyhow::bail!(
                 "--tables {} x --rows {} x --dim {} (batch {} x bag {}) need at least {:.1} GB, \

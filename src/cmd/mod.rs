@@ -21,3 +21,11 @@ pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
         anyhow::bail!("--link-gbps {gbps}: expected a positive, finite bandwidth in GB/s")
     }
 }
+
+/// `MemAvailable` of `/proc/meminfo`, where there is one.
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
