@@ -207,3 +207,86 @@ fn unknown_items_are_rejected_with_the_list() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
     }
 }
+
+/// A run that fails leaves its item `incomplete`: exit status 1, the item's
+/// status in `--json`, and a note naming the run in the item's report and in
+/// REPORT.md. Re-running once the cause is gone completes the item.
+#[test]
+fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
+    let t = TempDir::new("incomplete");
+    let out = t.0.join("repro");
+    let out_s = out.to_str().unwrap();
+    let o = nmpsim(
+        &t.0,
+        &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // Run 1's results.json cannot be written where a directory stands.
+    let runs = out.join("sweeps/traffic/runs");
+    let run1 = std::fs::read_dir(&runs)
+        .expect("the sweep's runs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("0001-")
+        })
+        .expect("run 1 of the traffic sweep");
+    std::fs::remove_dir_all(&run1).unwrap();
+    std::fs::create_dir_all(run1.join("results.json/blocker")).unwrap();
+    let o = nmpsim(
+        &t.0,
+        &[
+            "reproduce",
+            "fig6",
+            "--quick",
+            "--quiet",
+            "--json",
+            "--out",
+            out_s,
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json is JSON");
+    let item = &v["results"]["items"][0];
+    assert_eq!(item["item"], "fig6");
+    assert_eq!(item["status"], "incomplete", "{item}");
+    assert_eq!(item["error"], "1 run(s) did not complete", "{item}");
+    for md in [out.join("fig6/fig6.md"), out.join("REPORT.md")] {
+        let text = read(&md);
+        assert!(
+            text.contains("**Incomplete**: 1 run(s) did not complete")
+                && text.contains("`traffic` run 1"),
+            "{}: {text}",
+            md.display()
+        );
+    }
+    // The run that completed still gives its row.
+    let rows = table(&out.join("fig6/fig6.csv"));
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["dist"] == "uniform"),
+        "{rows:?}"
+    );
+
+    std::fs::remove_dir_all(run1.join("results.json")).unwrap();
+    let o = nmpsim(
+        &t.0,
+        &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = read(&out.join("fig6/fig6.md"));
+    assert!(!md.contains("Incomplete"), "{md}");
+    assert!(
+        table(&out.join("fig6/fig6.csv"))
+            .iter()
+            .any(|r| r["dist"] == "zipf:1.05")
+    );
+}
