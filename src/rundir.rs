@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use nmpsim_traces::staged::StagedFile;
 use serde::Serialize;
 
 use crate::build_info::build_info;
@@ -134,89 +135,27 @@ pub fn refuse_same_file(input: &Path, output: &Path, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// A file written in a stream. A regular file (or a new one) is written
-/// through a temporary file beside it and renamed into place by
-/// [`commit`](Self::commit), so a failed write leaves neither a half-written
-/// file nor a stray one, and never touches what was there before. An
-/// existing special file (a device, a pipe) is written directly and never
-/// removed.
-pub struct StreamedFile {
-    path: PathBuf,
-    tmp: Option<PathBuf>,
-    out: Option<std::io::BufWriter<fs::File>>,
-}
+/// A file written in a stream: a [`StagedFile`], so a regular file (or a
+/// new one) is written through a temporary file beside it and renamed into
+/// place by [`commit`](Self::commit). A failed write leaves neither a
+/// half-written file nor a stray one, and never touches what was there
+/// before. An existing special file (a device, a pipe) is written directly
+/// and never removed, and through a link to a file, that file is replaced.
+pub struct StreamedFile(StagedFile);
 
 impl StreamedFile {
     pub fn create(path: &Path) -> Result<Self> {
-        // Through a link to a file, that file is the one replaced.
-        let resolved;
-        let path = match fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_symlink() && path.is_file() => {
-                resolved = fs::canonicalize(path)
-                    .with_context(|| format!("cannot resolve {}", path.display()))?;
-                resolved.as_path()
-            }
-            _ => path,
-        };
-        let special = fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
-        if path.is_dir() {
-            anyhow::bail!("{} is a directory; expected a file path", path.display());
-        }
-        let (target, tmp) = if special {
-            (path.to_path_buf(), None)
-        } else {
-            let mut name = path.file_name().unwrap_or_default().to_os_string();
-            name.push(format!(".{}.tmp", std::process::id()));
-            let tmp = path.with_file_name(name);
-            (tmp.clone(), Some(tmp))
-        };
-        let f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(!special)
-            .open(&target)
-            .with_context(|| format!("cannot create {}", target.display()))?;
-        Ok(StreamedFile {
-            path: path.to_path_buf(),
-            tmp,
-            out: Some(std::io::BufWriter::with_capacity(1 << 16, f)),
-        })
+        Ok(StreamedFile(StagedFile::create(path, 1 << 16)?))
     }
 
     /// Where to write.
     pub fn writer(&mut self) -> &mut std::io::BufWriter<fs::File> {
-        self.out.as_mut().expect("not committed yet")
+        self.0.writer()
     }
 
     /// Flushes and moves the file into place.
-    pub fn commit(mut self) -> Result<()> {
-        let out = self.out.take().expect("committed once");
-        let what = || format!("cannot write {}", self.path.display());
-        let f = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .with_context(what)?;
-        if self.tmp.is_some() {
-            // (Best effort: what reaches the disk before the rename.)
-            f.sync_all().ok();
-        }
-        drop(f);
-        if let Some(tmp) = self.tmp.take() {
-            if let Err(e) = fs::rename(&tmp, &self.path) {
-                let _ = fs::remove_file(&tmp);
-                return Err(e)
-                    .with_context(|| format!("cannot move {} into place", self.path.display()));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for StreamedFile {
-    fn drop(&mut self) {
-        if let Some(tmp) = self.tmp.take() {
-            let _ = fs::remove_file(tmp);
-        }
+    pub fn commit(self) -> Result<()> {
+        Ok(self.0.commit(false)?)
     }
 }
 

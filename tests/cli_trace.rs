@@ -361,3 +361,63 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
         listing()
     );
 }
+
+/// `trace gen -o` and `trace convert -o` write through a link to a file,
+/// into a pipe without replacing it, and never touch a file named like a
+/// temporary of their output (`X.tmp`), even when it is the input.
+#[test]
+fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
+    let t = TempDir::new("trace-outputs");
+    let d = &t.0;
+    let gen_to = |out: &str| {
+        nmpsim(
+            d,
+            &[
+                "trace", "gen", "--tables", "2", "--rows", "50", "--bag", "2", "--batch", "4",
+                "-q", "-o", out,
+            ],
+        )
+    };
+    assert!(gen_to("real.nmpt").status.success());
+    std::os::unix::fs::symlink("real.nmpt", d.join("link.nmpt")).unwrap();
+    std::fs::write(d.join("real.nmpt"), b"old").unwrap();
+    assert!(gen_to("link.nmpt").status.success());
+    let link = std::fs::symlink_metadata(d.join("link.nmpt")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    assert!(std::fs::read(d.join("real.nmpt")).unwrap().len() > 100);
+    ok(d, &["trace", "stats", "link.nmpt"]);
+
+    // A FIFO stays a FIFO: the trace goes into it.
+    let fifo = d.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let path = fifo.clone();
+        let reader = std::thread::spawn(move || std::fs::read(path).unwrap());
+        assert!(gen_to("fifo").status.success());
+        // (Checked before joining: had the FIFO been replaced, the reader
+        // would wait for a writer forever.)
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        let got = reader.join().unwrap();
+        assert_eq!(got, std::fs::read(d.join("real.nmpt")).unwrap());
+    }
+
+    // An input named like the output's old temporary survives the run.
+    let tsv: String = (0..5).map(|i| criteo_line(i % 2, i, "ab") + "\n").collect();
+    std::fs::write(d.join("z.nmpt.tmp"), &tsv).unwrap();
+    ok(
+        d,
+        &[
+            "trace",
+            "convert",
+            "z.nmpt.tmp",
+            "-o",
+            "z.nmpt",
+            "--batch",
+            "4",
+            "-q",
+        ],
+    );
+    assert_eq!(std::fs::read_to_string(d.join("z.nmpt.tmp")).unwrap(), tsv);
+    ok(d, &["trace", "stats", "z.nmpt"]);
+}

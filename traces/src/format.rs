@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::r#gen::GenSpec;
+use crate::staged::{StageError, StageErrorKind, StagedFile};
 use crate::{Batch, TableBatch, TraceError};
 
 /// First eight bytes of every trace.
@@ -265,26 +266,32 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Writes a trace. Output goes to `<path>.tmp` and is renamed over `path` by
-/// [`TraceWriter::finish`]; dropping an unfinished writer deletes the temporary, so
-/// an interrupted run never leaves a complete-looking trace behind.
+/// Writes a trace as a [`StagedFile`]: to a regular file through a temporary
+/// file beside it, moved into place by [`TraceWriter::finish`]; dropping an
+/// unfinished writer deletes the temporary, so an interrupted run never
+/// leaves a complete-looking trace behind. A special file (a pipe, a device)
+/// is written directly, and a link to a file writes that file.
 pub struct TraceWriter {
     path: PathBuf,
-    tmp: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<StagedFile>,
     header: TraceHeader,
     batches: u64,
     stream: crc32fast::Hasher,
     buf: Vec<u8>,
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".tmp");
-    path.with_file_name(name)
+/// A [`StageError`] as a [`TraceError`] naming the file concerned.
+fn stage_err(path: &Path, e: StageError) -> TraceError {
+    match e.kind {
+        StageErrorKind::IsDirectory => format_err(
+            path,
+            "is a directory; expected the path of the trace file to write".into(),
+        ),
+        StageErrorKind::Resolve(io)
+        | StageErrorKind::Create(io)
+        | StageErrorKind::Write(io)
+        | StageErrorKind::Rename(io) => TraceError::io(e.path, io),
+    }
 }
 
 impl TraceWriter {
@@ -300,15 +307,7 @@ impl TraceWriter {
                 ),
             ));
         }
-        if path.is_dir() {
-            return Err(format_err(
-                &path,
-                "is a directory; expected the path of the trace file to write".into(),
-            ));
-        }
-        let tmp = tmp_path(&path);
-        let file = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = StagedFile::create(&path, 1 << 20).map_err(|e| stage_err(&path, e))?;
         let h = header.encode();
         let mut head = Vec::with_capacity(h.len() + 20);
         head.extend_from_slice(&MAGIC);
@@ -316,10 +315,9 @@ impl TraceWriter {
         put_u32(&mut head, h.len() as u32);
         head.extend_from_slice(&h);
         put_u32(&mut head, crc32fast::hash(&h));
-        out.write_all(&head).map_err(|e| TraceError::io(&tmp, e))?;
+        out.write_all(&head).map_err(|e| stage_err(&path, e))?;
         Ok(TraceWriter {
             path,
-            tmp,
             out: Some(out),
             header,
             batches: 0,
@@ -378,7 +376,7 @@ impl TraceWriter {
             .as_mut()
             .ok_or_else(|| format_err(&self.path, "writer already finished".into()))?;
         out.write_all(&self.buf)
-            .map_err(|e| TraceError::io(&self.tmp, e))
+            .map_err(|e| stage_err(&self.path, e))
     }
 
     pub fn batches_written(&self) -> u64 {
@@ -400,27 +398,8 @@ impl TraceWriter {
             .out
             .take()
             .ok_or_else(|| format_err(&self.path, "writer already finished".into()))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| TraceError::io(&self.tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| TraceError::io(&self.tmp, e))?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| {
-            // The trace is complete but cannot take its name: no stray file.
-            let _ = std::fs::remove_file(&self.tmp);
-            TraceError::io(&self.path, e)
-        })?;
+        out.commit(true).map_err(|e| stage_err(&self.path, e))?;
         Ok(self.batches)
-    }
-}
-
-impl Drop for TraceWriter {
-    fn drop(&mut self) {
-        if self.out.take().is_some() {
-            // Unfinished: best effort, the error has already been reported or the
-            // process is unwinding.
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
@@ -440,7 +419,16 @@ impl TraceReader {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
-        let len = file.metadata().map_err(|e| TraceError::io(&path, e))?.len();
+        let meta = file.metadata().map_err(|e| TraceError::io(&path, e))?;
+        if !meta.is_file() {
+            // The reader bounds every length field by the bytes left, so it
+            // needs the file's length: a pipe's is unknown.
+            return Err(format_err(
+                &path,
+                "is not a regular file (a pipe or a device); a binary trace is read from a file: save it to one first".into(),
+            ));
+        }
+        let len = meta.len();
         let mut r = TraceReader {
             path,
             input: BufReader::with_capacity(1 << 20, file),
@@ -541,10 +529,19 @@ impl TraceReader {
         Ok(u32::from_le_bytes(b))
     }
 
-    /// Reads `n` bytes, refusing before allocating if the file cannot hold them.
+    /// Reads `n` bytes (a length read from the file), refusing before
+    /// allocating if the file cannot hold them.
     fn read_vec(&mut self, n: u64, what: &str) -> Result<Vec<u8>, TraceError> {
         if n > self.remaining {
-            return Err(self.truncated(what));
+            // A cut file and a damaged length field look the same here.
+            return Err(format_err(
+                &self.path,
+                format!(
+                    "truncated {} or corrupt: {what} of {n} bytes, but {} bytes are left; either the writer did not finish or a length field is damaged",
+                    self.where_now(),
+                    self.remaining
+                ),
+            ));
         }
         let mut v = vec![0u8; n as usize];
         self.read_exact(&mut v, what)?;
@@ -780,7 +777,7 @@ mod tests {
         let p = d.join("a.nmpt");
         let bs = sample_batches();
         write(&p, &bs);
-        assert!(!tmp_path(&p).exists());
+        assert!(!crate::staged::temporary_path(&p).exists());
         let r = TraceReader::open(&p).unwrap();
         assert_eq!(r.header().metadata, r#"{"x":1}"#);
         assert_eq!(r.header().num_dense, Some(2));
@@ -805,6 +802,44 @@ mod tests {
                 "flip at byte {i} of {} went unnoticed",
                 good.len()
             );
+        }
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// A flip that makes a length field run past the end of the file is
+    /// reported as possibly corrupt, not as a writer that did not finish; a
+    /// pipe is refused by name.
+    #[test]
+    fn damaged_lengths_and_pipes_are_named() {
+        let d = tmpdir("length");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let mut bad = std::fs::read(&p).unwrap();
+        // Bytes 12..16: the header's length.
+        bad[15] ^= 0x80;
+        let q = d.join("b.nmpt");
+        std::fs::write(&q, &bad).unwrap();
+        let e = TraceReader::open(&q)
+            .err()
+            .expect("a damaged header length")
+            .to_string();
+        assert!(
+            e.contains("truncated before the first batch or corrupt")
+                && e.contains("a length field is damaged"),
+            "{e}"
+        );
+        let fifo = d.join("fifo");
+        if std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            // (A writer, so that opening the FIFO for reading returns.)
+            let w = fifo.clone();
+            let writer = std::thread::spawn(move || std::fs::write(w, b"NMPTRACE"));
+            let e = TraceReader::open(&fifo).err().expect("a pipe").to_string();
+            assert!(e.contains("is not a regular file"), "{e}");
+            writer.join().unwrap().ok();
         }
         std::fs::remove_dir_all(d).ok();
     }
@@ -897,7 +932,7 @@ mod tests {
                 .contains("weights present")
         );
         drop(w);
-        assert!(!p.exists() && !tmp_path(&p).exists());
+        assert!(!p.exists() && !crate::staged::temporary_path(&p).exists());
         std::fs::remove_dir_all(d).ok();
     }
 

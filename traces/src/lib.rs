@@ -19,6 +19,7 @@ pub mod format;
 pub mod r#gen;
 pub mod profiles;
 pub mod rng;
+pub mod staged;
 pub mod stats;
 
 pub use batch::{Batch, Pairs, TableBatch};

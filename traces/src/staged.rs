@@ -1,0 +1,278 @@
+//! Output files written in a stream and moved into place once complete.
+//!
+//! A [`StagedFile`] to a regular file (or a new one) is written to a
+//! temporary file beside it, named after the process so that two writers
+//! never share one, and renamed over the file by [`StagedFile::commit`]. A
+//! failed or abandoned write leaves neither a half-written file nor a stray
+//! temporary, and never touches what was there before. Through a symbolic
+//! link to a file, the linked file is the one replaced. An existing special
+//! file (a device such as `/dev/null`, a pipe) is written directly and never
+//! removed or replaced.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Why a [`StagedFile`] could not be created, written or moved into place.
+/// `path` is the file concerned (the temporary file for a failed write).
+#[derive(Debug)]
+pub struct StageError {
+    pub path: PathBuf,
+    pub kind: StageErrorKind,
+}
+
+#[derive(Debug)]
+pub enum StageErrorKind {
+    /// The path names a directory.
+    IsDirectory,
+    /// The link could not be followed.
+    Resolve(std::io::Error),
+    Create(std::io::Error),
+    Write(std::io::Error),
+    /// The complete file could not take its name.
+    Rename(std::io::Error),
+}
+
+impl std::fmt::Display for StageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.path.display();
+        match &self.kind {
+            StageErrorKind::IsDirectory => write!(f, "{p} is a directory; expected a file path"),
+            StageErrorKind::Resolve(e) => write!(f, "cannot resolve {p}: {e}"),
+            StageErrorKind::Create(e) => write!(f, "cannot create {p}: {e}"),
+            StageErrorKind::Write(e) => write!(f, "cannot write {p}: {e}"),
+            StageErrorKind::Rename(e) => write!(f, "cannot move {p} into place: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StageError {}
+
+impl StageError {
+    /// The underlying I/O error, if any.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match &self.kind {
+            StageErrorKind::IsDirectory => None,
+            StageErrorKind::Resolve(e)
+            | StageErrorKind::Create(e)
+            | StageErrorKind::Write(e)
+            | StageErrorKind::Rename(e) => Some(e),
+        }
+    }
+}
+
+/// An output file being written; see the [module documentation](self).
+pub struct StagedFile {
+    /// The file that receives the bytes in the end (a link resolved).
+    path: PathBuf,
+    /// The temporary file written meanwhile, `None` for a special file.
+    tmp: Option<PathBuf>,
+    out: Option<BufWriter<File>>,
+}
+
+/// The temporary file beside `path` that this process writes.
+pub fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.tmp", std::process::id()));
+    path.with_file_name(name)
+}
+
+impl StagedFile {
+    /// Opens `path` for writing with a buffer of `buffer` bytes.
+    pub fn create(path: &Path, buffer: usize) -> Result<Self, StageError> {
+        let fail = |path: &Path, kind| StageError {
+            path: path.to_path_buf(),
+            kind,
+        };
+        let resolved;
+        let path = match fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() && path.is_file() => {
+                resolved =
+                    fs::canonicalize(path).map_err(|e| fail(path, StageErrorKind::Resolve(e)))?;
+                resolved.as_path()
+            }
+            _ => path,
+        };
+        if path.is_dir() {
+            return Err(fail(path, StageErrorKind::IsDirectory));
+        }
+        let special = fs::metadata(path).is_ok_and(|m| !m.is_file());
+        let (target, tmp) = if special {
+            (path.to_path_buf(), None)
+        } else {
+            let tmp = temporary_path(path);
+            (tmp.clone(), Some(tmp))
+        };
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(!special)
+            .open(&target)
+            .map_err(|e| fail(&target, StageErrorKind::Create(e)))?;
+        Ok(StagedFile {
+            path: path.to_path_buf(),
+            tmp,
+            out: Some(BufWriter::with_capacity(buffer, f)),
+        })
+    }
+
+    /// The file that receives the bytes in the end.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where the bytes go until [`commit`](Self::commit): the temporary
+    /// file, or the special file itself.
+    pub fn written_path(&self) -> &Path {
+        self.tmp.as_deref().unwrap_or(&self.path)
+    }
+
+    /// Appends `bytes`.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), StageError> {
+        let r = match self.out.as_mut() {
+            Some(out) => out.write_all(bytes),
+            None => Err(std::io::Error::other("already committed")),
+        };
+        r.map_err(|e| StageError {
+            path: self.written_path().to_path_buf(),
+            kind: StageErrorKind::Write(e),
+        })
+    }
+
+    /// The buffered writer, for code that streams through `std::io::Write`.
+    pub fn writer(&mut self) -> &mut BufWriter<File> {
+        self.out.as_mut().expect("not committed yet")
+    }
+
+    /// Flushes, and moves a temporary file into place. With `sync`, a
+    /// temporary file is synced to the disk first and a failed sync is an
+    /// error; without, the sync is best effort. (A special file is never
+    /// synced: a pipe cannot be.)
+    pub fn commit(mut self, sync: bool) -> Result<(), StageError> {
+        let out = self.out.take().expect("committed once");
+        let written = self.written_path().to_path_buf();
+        let write_err = |e| StageError {
+            path: written.clone(),
+            kind: StageErrorKind::Write(e),
+        };
+        let f = out.into_inner().map_err(|e| write_err(e.into_error()))?;
+        if self.tmp.is_some() {
+            match f.sync_all() {
+                Err(e) if sync => {
+                    drop(f);
+                    return Err(write_err(e));
+                }
+                _ => {}
+            }
+        }
+        drop(f);
+        if let Some(tmp) = self.tmp.take() {
+            if let Err(e) = fs::rename(&tmp, &self.path) {
+                let _ = fs::remove_file(&tmp);
+                return Err(StageError {
+                    path: self.path.clone(),
+                    kind: StageErrorKind::Rename(e),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        // Unfinished (or a failed commit): best effort, the error has been
+        // reported or the process is unwinding.
+        if let Some(tmp) = self.tmp.take() {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nmpsim-staged-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn entries(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_regular_file_is_replaced_only_on_commit() {
+        let d = dir("regular");
+        let p = d.join("out.bin");
+        fs::write(&p, b"old").unwrap();
+        let mut f = StagedFile::create(&p, 16).unwrap();
+        f.write_all(b"new bytes").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(f.written_path(), temporary_path(&p));
+        f.commit(true).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new bytes");
+        assert_eq!(entries(&d), ["out.bin"]);
+
+        // Abandoned: the old file stays, no temporary is left.
+        let mut f = StagedFile::create(&p, 16).unwrap();
+        f.write_all(b"half").unwrap();
+        drop(f);
+        assert_eq!(fs::read(&p).unwrap(), b"new bytes");
+        assert_eq!(entries(&d), ["out.bin"]);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_named_like_the_old_temporary_is_left_alone() {
+        let d = dir("tmpname");
+        let p = d.join("t.nmpt");
+        fs::write(d.join("t.nmpt.tmp"), b"an input").unwrap();
+        let mut f = StagedFile::create(&p, 16).unwrap();
+        f.write_all(b"x").unwrap();
+        f.commit(true).unwrap();
+        assert_eq!(fs::read(d.join("t.nmpt.tmp")).unwrap(), b"an input");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_link_is_written_through_and_a_pipe_is_written_directly() {
+        let d = dir("special");
+        let real = d.join("real.bin");
+        fs::write(&real, b"old").unwrap();
+        let link = d.join("link.bin");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let mut f = StagedFile::create(&link, 16).unwrap();
+        f.write_all(b"through").unwrap();
+        f.commit(true).unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(&real).unwrap(), b"through");
+
+        // /dev/null stays a device: written, never replaced.
+        let null = Path::new("/dev/null");
+        let mut f = StagedFile::create(null, 16).unwrap();
+        assert_eq!(f.written_path(), null);
+        f.write_all(b"gone").unwrap();
+        f.commit(true).unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::metadata(null).unwrap().file_type().is_char_device());
+
+        let e = StagedFile::create(&d, 16).err().expect("a directory");
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
