@@ -13,6 +13,10 @@ use serde::Serialize;
 
 use crate::build_info::build_info;
 
+const CONFIG: &str = "config.json";
+const RESULTS: &str = "results.json";
+const SUMMARY: &str = "summary.txt";
+
 /// An output directory for one run.
 pub struct RunDir {
     path: PathBuf,
@@ -34,7 +38,11 @@ impl RunDir {
         };
         fs::create_dir_all(&path)
             .with_context(|| format!("cannot create run directory {}", path.display()))?;
-        Ok(RunDir { path })
+        let rd = RunDir { path };
+        // An earlier run's own files go, so that the directory describes
+        // this run alone even if it fails before writing its results.
+        rd.remove_earlier(&[CONFIG, RESULTS, SUMMARY])?;
+        Ok(rd)
     }
 
     pub fn path(&self) -> &Path {
@@ -42,19 +50,26 @@ impl RunDir {
     }
 
     /// Removes what an earlier run of the same command left here under the
-    /// names it owns: entries whose name starts with one of `prefixes` (files,
-    /// or directories with what is in them). A run into an existing
-    /// directory then leaves only its own outputs, not a mix of two runs'.
-    pub fn remove_earlier(&self, prefixes: &[&str]) -> Result<()> {
+    /// names it owns: each of `names` is a file name, or, ending in `-`, the
+    /// start of file and directory names (removed with what is in them). A
+    /// run into an existing directory then leaves only its own outputs, not
+    /// a mix of two runs'. ([`create`](Self::create) removes `config.json`,
+    /// `results.json` and `summary.txt` itself.)
+    pub fn remove_earlier(&self, names: &[&str]) -> Result<()> {
         for e in fs::read_dir(&self.path)
             .with_context(|| format!("cannot read {}", self.path.display()))?
         {
             let e = e.with_context(|| format!("cannot read {}", self.path.display()))?;
             let name = e.file_name();
-            if !prefixes
-                .iter()
-                .any(|p| name.to_string_lossy().starts_with(p))
-            {
+            let name = name.to_string_lossy();
+            let owned = |p: &&str| {
+                if p.ends_with('-') {
+                    name.starts_with(*p)
+                } else {
+                    name == *p
+                }
+            };
+            if !names.iter().any(owned) {
                 continue;
             }
             let p = e.path();
@@ -75,12 +90,12 @@ impl RunDir {
             "build": build_info(),
             "config": config,
         });
-        self.write_file("config.json", serde_json::to_string_pretty(&v)?.as_bytes())
+        self.write_file(CONFIG, serde_json::to_string_pretty(&v)?.as_bytes())
     }
 
     /// Writes `results.json`: the results object plus build facts.
     pub fn write_results<R: Serialize>(&self, command: &str, results: &R) -> Result<()> {
-        self.write_file("results.json", results_json(command, results)?.as_bytes())
+        self.write_file(RESULTS, results_json(command, results)?.as_bytes())
     }
 
     /// Writes a tidy CSV (`header` then `rows`, no padding) as `name`.
@@ -90,7 +105,7 @@ impl RunDir {
 
     /// Writes `summary.txt`.
     pub fn write_summary(&self, text: &str) -> Result<()> {
-        self.write_file("summary.txt", text.as_bytes())
+        self.write_file(SUMMARY, text.as_bytes())
     }
 
     /// Atomically writes `name` inside the run directory.

@@ -669,3 +669,101 @@ fn options_of_another_input_are_refused_not_ignored() {
         assert!(!d.join("none").exists(), "{args:?}");
     }
 }
+
+/// An address trace from a pipe is read once, whole, by the one engine; with
+/// two engines it is refused by name, before anything is written.
+#[test]
+fn an_address_trace_from_a_pipe_is_read_whole_once() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let t = TempDir::new("pipe");
+    let d = &t.0;
+    // More than one reader buffer's worth of lines.
+    let text: String = (0..15_000u64)
+        .map(|i| format!("{:#x} R\n", (i * 7919 % 100_000) * 64))
+        .collect();
+    assert!(text.len() > 1 << 17);
+    let run = |engines: &str, out: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(d)
+            .args([
+                "dram",
+                "--engine",
+                engines,
+                "--trace",
+                "/dev/stdin",
+                "--out",
+                out,
+                "-q",
+                "--json",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nmpsim");
+        let mut stdin = child.stdin.take().unwrap();
+        let body = text.clone();
+        // (A refusal exits without reading: the write may then fail.)
+        let feeder = std::thread::spawn(move || stdin.write_all(body.as_bytes()).ok());
+        let o = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        o
+    };
+    let o = run("native", "one");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"]["runs"][0]["reads"], 15_000);
+
+    let o = run("native,dramsim3", "two");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--trace /dev/stdin: not a regular file") && err.contains("2 engines"),
+        "{err}"
+    );
+    assert!(!d.join("two").exists(), "a refused run wrote its directory");
+}
+
+/// A run that fails in a directory an earlier run wrote leaves none of the
+/// earlier run's results beside its own config.
+#[test]
+fn a_failed_rerun_leaves_no_earlier_results_beside_its_config() {
+    let t = TempDir::new("failed-rerun");
+    let d = &t.0;
+    let good: String = (0..3000u64).map(|i| format!("{:#x} R\n", i * 64)).collect();
+    std::fs::write(d.join("a.txt"), &good).unwrap();
+    std::fs::write(d.join("bad.txt"), format!("{good}0x40 X\n")).unwrap();
+    ok(
+        d,
+        &[
+            "dram", "--engine", "native", "--trace", "a.txt", "--out", "r", "-q",
+        ],
+    );
+    for f in ["results.json", "results.csv", "summary.txt", "config.json"] {
+        assert!(d.join("r").join(f).is_file(), "{f}");
+    }
+    std::fs::write(d.join("r/notes.txt"), "mine").unwrap();
+    let err = fails(
+        d,
+        &[
+            "dram", "--engine", "native", "--trace", "bad.txt", "--out", "r", "-q",
+        ],
+    );
+    assert!(
+        err.contains("bad.txt") && err.contains("line 3001"),
+        "{err}"
+    );
+    for f in ["results.json", "results.csv", "summary.txt"] {
+        assert!(
+            !d.join("r").join(f).exists(),
+            "the earlier run's {f} is still there"
+        );
+    }
+    let config = read_json(&d.join("r/config.json"));
+    assert_eq!(config["config"]["source"]["path"], "bad.txt");
+    assert_eq!(
+        std::fs::read_to_string(d.join("r/notes.txt")).unwrap(),
+        "mine"
+    );
+}

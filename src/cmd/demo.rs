@@ -191,6 +191,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     };
     check_memory(&spec, a.dim, &optimizer)?;
     let rundir = RunDir::create(a.out.as_deref(), "demo")?;
+    rundir.remove_earlier(&["primitives.csv", "trace-stats.json"])?;
     rundir.write_config("demo", &config)?;
 
     let weighted = a.pooling == Pooling::WeightedSum;

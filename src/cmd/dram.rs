@@ -554,10 +554,23 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         bail!("--max-batches 0: expected at least 1 batch of the embedding trace");
     }
     let source = SourceConfig::from_args(&a)?;
+    if let SourceConfig::AddressTrace { path } = &source {
+        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        if !regular && engines.len() > 1 {
+            bail!(
+                "--trace {}: not a regular file (a pipe?), so it can be read only once, and each of the {} engines reads the whole trace; save it to a file first, or run one engine",
+                path.display(),
+                engines.len()
+            );
+        }
+    }
     // Open once up front and read the first request, so that a missing or
     // empty input, or a bad first line, fails before anything is written.
-    match source.open(&cfg)?.0.next() {
-        Some(Ok(_)) => {}
+    // The first engine goes on with that same stream (a pipe can be read
+    // only once); the others open the source again.
+    let (mut opened, first_len) = source.open(&cfg)?;
+    let mut first_source: Option<(BoxedSource, Option<u64>)> = match opened.next() {
+        Some(Ok(op)) => Some((Box::new(std::iter::once(Ok(op)).chain(opened)), first_len)),
         Some(Err(e)) => return Err(e.into()),
         None => match &source {
             SourceConfig::AddressTrace { path } => bail!(
@@ -569,9 +582,9 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
             }
             SourceConfig::Stream(_) => bail!("the synthetic stream has no requests"),
         },
-    }
+    };
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
-    rd.remove_earlier(&["engine-", "jedec-"])?;
+    rd.remove_earlier(&["engine-", "jedec-", "results.csv"])?;
     let mut opts = RunOptions {
         window: a.window,
         keep_command_traces: a.keep_command_traces,
@@ -591,7 +604,10 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     let mut runs = Vec::new();
     let mut timing_checks = Vec::new();
     for &engine in &engines {
-        let (src, len) = source.open(&cfg)?;
+        let (src, len) = match first_source.take() {
+            Some(opened) => opened,
+            None => source.open(&cfg)?,
+        };
         let work_dir = rd.path().join(format!("engine-{}", engine.name()));
         opts.work_dir = Some(work_dir.clone());
         let pb = match len {
@@ -1014,7 +1030,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
     }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
-    rd.remove_earlier(&["engine-"])?;
+    rd.remove_earlier(&["engine-", "bench.csv"])?;
     rd.write_config(
         "dram bench",
         &serde_json::json!({

@@ -257,6 +257,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         max_unique: max_lookups,
     };
     let rd = RunDir::create(a.out.as_deref(), "nmp")?;
+    rd.remove_earlier(&["phases.csv"])?;
     rd.write_config(
         "nmp run",
         &NmpConfig {

@@ -355,6 +355,7 @@ fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
 
 fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -> Result<PathBuf> {
     let rd = RunDir::create(Some(dir), "trace-stats")?;
+    rd.remove_earlier(&["tables.csv", "cdf.csv"])?;
     rd.write_config("trace stats", config)?;
     rd.write_results("trace stats", stats)?;
     let header = [
