@@ -139,3 +139,12 @@ fn out_writes_a_run_directory_of_what_was_printed() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `kernels bench --reps 0` is refused by clap, not turned into 1.
+#[test]
+fn bench_refuses_zero_reps() {
+    let o = nmpsim(&["kernels", "bench", "--reps", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("'--reps <REPS>'"), "{err}");
+}

@@ -678,9 +678,9 @@ impl EmbeddingLayout {
         }
         let too_big = || {
             SimError::param(
-                "dim",
+                "dim / base",
                 format!(
-                    "{dim}: the {} tables do not fit in a 64-bit address space from base {base:#x}",
+                    "dim {dim} from base {base:#x}: the {} tables do not fit in the 64-bit address space",
                     table_rows.len()
                 ),
             )
@@ -1449,6 +1449,12 @@ mod tests {
             Err(SimError::Param { ref name, .. }) if name == "dim"
         ));
         assert!(EmbeddingLayout::new(&[u64::MAX / 2], 64, 0).is_err());
+        // A base near the top names the base beside the dim.
+        let e = EmbeddingLayout::new(&[26], 16, u64::MAX - 615).unwrap_err();
+        assert!(
+            e.to_string().contains("dim / base") && e.to_string().contains("from base 0x"),
+            "{e}"
+        );
     }
 
     /// Two tables (5 and 3 rows), two batches.

@@ -86,9 +86,9 @@ pub struct BenchArgs {
     /// Embedding dimension (f32 elements per row).
     #[arg(long, default_value_t = 64)]
     dim: usize,
-    /// Timed repetitions; the median is reported.
-    #[arg(long, default_value_t = 20)]
-    reps: usize,
+    /// Timed repetitions (at least 1); the median is reported.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    reps: u64,
     /// Row distribution: uniform, zipf:ALPHA, zipf:ALPHA:noscatter, dlrm.
     #[arg(long = "dist", default_value = "uniform")]
     distribution: String,
@@ -362,7 +362,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         batch_size: a.batch_size,
         bag_size: a.bag_size,
         dim: a.dim,
-        reps: a.reps,
+        reps: a.reps as usize,
         distribution,
         seed: a.seed,
     };
