@@ -767,3 +767,35 @@ fn a_failed_rerun_leaves_no_earlier_results_beside_its_config() {
         "mine"
     );
 }
+
+/// A window beyond any controller, and a directory given as a trace, are
+/// refused by flag.
+#[test]
+fn absurd_windows_and_directories_are_refused_by_flag() {
+    let t = TempDir::new("absurd");
+    let d = &t.0;
+    std::fs::create_dir(d.join("adir")).unwrap();
+    let err = fails(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "native",
+            "--requests",
+            "200",
+            "--window",
+            "18446744073709551615",
+        ],
+    );
+    assert!(
+        err.contains("'--window <N>'") && err.contains("expected 1 to 1048576"),
+        "{err}"
+    );
+    let err = fails(d, &["dram", "--trace", "adir"]);
+    assert!(err.contains("--trace adir: is a directory"), "{err}");
+    let err = fails(d, &["dram", "--embedding-trace", "adir"]);
+    assert!(
+        err.contains("adir: is a directory; expected a trace file"),
+        "{err}"
+    );
+}

@@ -421,3 +421,43 @@ fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
     assert_eq!(std::fs::read_to_string(d.join("z.nmpt.tmp")).unwrap(), tsv);
     ok(d, &["trace", "stats", "z.nmpt"]);
 }
+
+/// Sizes beyond what a trace can hold are refused by flag before anything
+/// is allocated for them.
+#[test]
+fn absurd_sizes_are_refused_by_flag() {
+    let t = TempDir::new("absurd");
+    let d = &t.0;
+    std::fs::write(d.join("s.tsv"), criteo_line(1, 0, "ab") + "\n").unwrap();
+    let huge = "18446744073709551615";
+    for (args, want) in [
+        (
+            vec![
+                "trace", "gen", "--rows", "10", "--tables", huge, "-o", "x.nmpt",
+            ],
+            "'--tables <N>'",
+        ),
+        (
+            vec!["trace", "stats", "--profile", "rm1", "--tables", huge],
+            "'--tables <N>'",
+        ),
+        (
+            vec!["trace", "convert", "s.tsv", "-o", "c.nmpt", "--batch", huge],
+            "--batch: invalid parameter `batch_size`",
+        ),
+        (
+            vec!["trace", "criteo-sample", "--rows", huge, "-o", "c.tsv"],
+            "--rows 18446744073709551615: expected at most",
+        ),
+        (
+            vec!["trace", "gen", "--rows", "10", "-o", "no/such/dir/x.nmpt"],
+            "no/such/dir/x.nmpt: No such file",
+        ),
+    ] {
+        let o = nmpsim(d, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
+    }
+}

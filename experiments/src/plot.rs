@@ -577,10 +577,15 @@ fn trim_exp(s: &str) -> String {
 /// step's precision.
 fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
     let span = hi - lo;
-    if span <= 0.0 || !span.is_finite() {
+    if span <= 0.0 || !(lo.is_finite() && hi.is_finite()) {
         return vec![(lo, format_value(lo))];
     }
-    let raw = span / target.max(1) as f64;
+    // (A span beyond f64's range, as from -1e308 to 1e308, in halves.)
+    let raw = if span.is_finite() {
+        span / target.max(1) as f64
+    } else {
+        (hi / 2.0 - lo / 2.0) / target.max(1) as f64 * 2.0
+    };
     let mag = 10f64.powf(raw.log10().floor());
     let f = raw / mag;
     let nice = if f <= 1.0 {
@@ -687,6 +692,10 @@ fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
     };
     let (a, b) = (axis.to(lo), axis.to(hi));
     let span = b - a;
+    if !span.is_finite() && a.is_finite() && b.is_finite() {
+        // Data spanning more than f64's range: no room around it.
+        return (a, b);
+    }
     if span <= 0.0 {
         let pad = if axis.log {
             0.3
@@ -737,7 +746,8 @@ impl Ranged for TickedAxis {
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
         let (a, b) = self.range;
-        let f = (value - a) / (b - a);
+        // (In halves, so that a range wider than f64's still maps.)
+        let f = (value / 2.0 - a / 2.0) / (b / 2.0 - a / 2.0);
         limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
     }
 
@@ -1509,6 +1519,24 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 .to_string()
                 .contains("numeric x")
         );
+    }
+
+    #[test]
+    fn data_wider_than_f64s_range_still_spread_over_the_axis() {
+        let axis = Axis { log: false };
+        let (a, b) = padded(axis, -1e308, 1e308, false);
+        assert_eq!((a, b), (-1e308, 1e308));
+        let t = linear_ticks(a, b, 5);
+        assert!(t.len() >= 3, "{t:?}");
+        assert!(t.iter().all(|x| x.0.is_finite() && x.0 >= a && x.0 <= b));
+        let ticked = TickedAxis {
+            range: (a, b),
+            ticks: t,
+            labels: true,
+        };
+        assert_eq!(ticked.map(&-1e308, (0, 100)), 0);
+        assert_eq!(ticked.map(&5.0, (0, 100)), 50);
+        assert_eq!(ticked.map(&1e308, (0, 100)), 100);
     }
 
     #[test]

@@ -269,11 +269,20 @@ where
     )
 }
 
+/// The most requests a run may keep in flight ([`RunOptions::window`]).
+pub const MAX_WINDOW: usize = 1 << 20;
+
 fn check_options(opts: &RunOptions) -> Result<(), SimError> {
     if opts.window == 0 || opts.issue_per_cycle == 0 {
         return Err(SimError::param(
             "window / issue_per_cycle",
             "must be at least 1",
+        ));
+    }
+    if opts.window > MAX_WINDOW {
+        return Err(SimError::param(
+            "window",
+            format!("{}: at most {MAX_WINDOW} requests in flight", opts.window),
         ));
     }
     Ok(())

@@ -44,7 +44,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub bag: Option<u32>,
     /// Number of tables (default: the profile's).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::tables_arg)]
     pub tables: Option<usize>,
     /// Index distribution for every table (uniform, zipf:ALPHA, dlrm); default: the profile's.
     #[arg(long)]
@@ -234,7 +234,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     pb.set_message("batches");
 
     // Per batch, seconds per primitive; traffic per primitive for one batch (the last).
-    let mut times: Vec<[f64; PRIMITIVES.len()]> = Vec::with_capacity(a.batches);
+    let mut times: Vec<[f64; PRIMITIVES.len()]> = Vec::with_capacity(a.batches.min(1 << 16));
     let mut traffic = vec![Traffic::default(); PRIMITIVES.len()];
     let mut max_rel_err = 0.0f64;
     let mut same_rows = true;

@@ -121,7 +121,7 @@ struct RunArgs {
     #[arg(long, value_name = "N")]
     max_batches: Option<u64>,
     /// Most requests in flight at once (the front end's outstanding-request limit).
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = crate::cmd::window_arg)]
     window: usize,
     /// Run directory [default: runs/dram-<time>-<pid>].
     #[arg(long, value_name = "DIR")]
@@ -555,6 +555,12 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     }
     let source = SourceConfig::from_args(&a)?;
     if let SourceConfig::AddressTrace { path } = &source {
+        if path.is_dir() {
+            bail!(
+                "--trace {}: is a directory; expected an address trace file",
+                path.display()
+            );
+        }
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
         if !regular && engines.len() > 1 {
             bail!(

@@ -72,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "cuda")]
     backend: String,
     /// Number of embedding tables.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 8)]
     tables: usize,
     /// Rows per table.
     #[arg(long, default_value_t = 4_000_000)]
@@ -106,7 +106,7 @@ pub struct BenchArgs {
 #[derive(Args)]
 pub struct Workload {
     /// Number of embedding tables.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 4)]
     tables: usize,
     /// Samples (bags) per batch.
     #[arg(long = "batch", default_value_t = 1024)]

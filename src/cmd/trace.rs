@@ -68,6 +68,13 @@ fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
     if a.samples == 0 || a.rows == 0 {
         anyhow::bail!("--samples and --rows must be at least 1");
     }
+    if a.rows > u64::from(u32::MAX) {
+        anyhow::bail!(
+            "--rows {}: expected at most {} (row ids are u32)",
+            a.rows,
+            u32::MAX
+        );
+    }
     let spec = nmpsim_traces::profile(
         "criteo-kaggle",
         &ProfileOverrides {
@@ -78,10 +85,10 @@ fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
         },
     )?;
     let mut data = nmpsim_dlrm::TeacherData::new(spec, 13, a.seed)?;
-    let f = std::fs::File::create(&a.output)
-        .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    nmpsim_dlrm::data::write_criteo_tsv(&mut data, a.samples, &mut w)?;
+    let mut out = crate::rundir::StreamedFile::create(&a.output).context("-o")?;
+    nmpsim_dlrm::data::write_criteo_tsv(&mut data, a.samples, out.writer())
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    out.commit()?;
     eprintln!(
         "wrote {} samples to {} (categorical values below {}: pass --max-ind-range {} to train on it)",
         a.samples,
@@ -99,7 +106,7 @@ pub struct SpecArgs {
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Number of tables (without a profile: default 1; with one: keep/cycle its tables).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = crate::cmd::tables_arg, value_name = "N")]
     tables: Option<usize>,
     /// Rows per table (required without a profile; with one: largest tables set, others capped).
     #[arg(long, value_name = "R")]
@@ -437,7 +444,7 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
         &a.input,
         opts.clone(),
     )?;
-    let batcher = CriteoBatcher::new(reader, a.batch)?;
+    let batcher = CriteoBatcher::new(reader, a.batch).context("--batch")?;
     let meta = serde_json::json!({
         "source": "criteo-tsv",
         "input": &a.input,

@@ -237,6 +237,16 @@ impl<R: BufRead> CriteoBatcher<R> {
         if batch_size == 0 {
             return Err(TraceError::param("batch_size", "0; expected at least 1"));
         }
+        // One lookup per bag: the bags' offsets are u32.
+        if batch_size as u64 >= u64::from(u32::MAX) {
+            return Err(TraceError::param(
+                "batch_size",
+                format!(
+                    "{batch_size} samples; expected fewer than {} (the bags' offsets are u32)",
+                    u32::MAX
+                ),
+            ));
+        }
         Ok(CriteoBatcher { reader, batch_size })
     }
 
@@ -255,9 +265,12 @@ impl<R: BufRead> Iterator for CriteoBatcher<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let b = self.batch_size;
-        let mut labels = Vec::with_capacity(b);
-        let mut dense = Vec::with_capacity(b * NUM_DENSE);
-        let mut cols: Vec<Vec<u32>> = (0..NUM_CATS).map(|_| Vec::with_capacity(b)).collect();
+        // (Room for a usual batch up front; a larger one grows as the samples
+        // come, so a batch size beyond the file costs nothing.)
+        let room = b.min(1 << 16);
+        let mut labels = Vec::with_capacity(room);
+        let mut dense = Vec::with_capacity(room * NUM_DENSE);
+        let mut cols: Vec<Vec<u32>> = (0..NUM_CATS).map(|_| Vec::with_capacity(room)).collect();
         for s in self.reader.by_ref().take(b) {
             let s = match s {
                 Ok(s) => s,

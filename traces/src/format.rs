@@ -420,6 +420,12 @@ impl TraceReader {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
         let meta = file.metadata().map_err(|e| TraceError::io(&path, e))?;
+        if meta.is_dir() {
+            return Err(format_err(
+                &path,
+                "is a directory; expected a trace file".into(),
+            ));
+        }
         if !meta.is_file() {
             // The reader bounds every length field by the bytes left, so it
             // needs the file's length: a pipe's is unknown.

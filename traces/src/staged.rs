@@ -108,7 +108,8 @@ impl StagedFile {
             .create(true)
             .truncate(!special)
             .open(&target)
-            .map_err(|e| fail(&target, StageErrorKind::Create(e)))?;
+            // (Named by the file asked for, not its temporary.)
+            .map_err(|e| fail(path, StageErrorKind::Create(e)))?;
         Ok(StagedFile {
             path: path.to_path_buf(),
             tmp,
