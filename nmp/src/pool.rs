@@ -383,15 +383,33 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 if let Some((_, a)) = row_state {
                     w.requests.push(MemOp::write(a & !(SLICE_BYTES - 1)));
                 }
-                // Row-wise state needs the row's sum of squares across its
-                // slices: each slice's rank passes a running sum on (4 B).
-                if width == StateWidth::PerRow && layout.tables[t].slices() > 1 {
-                    w.link_out_bytes += 4 * coal.len() as u64;
+                if width == StateWidth::PerRow {
+                    let ranks: Vec<u32> = layout.row_pieces(t, row).map(|p| p.rank).collect();
+                    w.link_out_bytes += row_wise_exchange_bytes(&ranks, rank);
                 }
             }
         }
     }
     w
+}
+
+/// Bytes `rank` sends over the host link for the row-wise Adagrad update of
+/// one row whose slices live on `ranks` (in slice order). The update needs
+/// the row's sum of squares, and the row's state lives with slice 0. The
+/// running sum passes from slice to slice in element order and then back to
+/// slice 0's rank: each hop to a slice on another rank costs the sender 4 B.
+/// Slice 0's rank then sends the row's step (4 B) for the row's other ranks.
+/// A row whose slices are all on one rank exchanges nothing.
+fn row_wise_exchange_bytes(ranks: &[u32], rank: u32) -> u64 {
+    if ranks.iter().all(|&k| k == ranks[0]) {
+        return 0;
+    }
+    let n = ranks.len();
+    let hops = (0..n)
+        .filter(|&s| ranks[s] == rank && ranks[(s + 1) % n] != rank)
+        .count() as u64;
+    let step = u64::from(ranks[0] == rank);
+    4 * (hops + step)
 }
 
 /// Per-rank memory images with real data, plus the buffers' bookkeeping.
