@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::NmpError;
 use crate::isa::Instruction;
-use crate::placement::{Layout, Piece, Placement, SLICE_BYTES, StateWidth};
+use crate::placement::{Layout, Piece, Placement, SLICE_BYTES, SLICE_VALUES, StateWidth};
 
 /// What a rank's core does for one instruction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -265,7 +265,6 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
     let Some(region) = layout.regions[t][rank as usize].as_ref() else {
         return w;
     };
-    let my_slices = region.slices.len() as u64;
     let rd = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::read(p.addr));
     let wr = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::write(p.addr));
     match instr {
@@ -279,12 +278,24 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 }
             }
             let bags = offsets.len() as u64 - 1;
-            // Each rank returns its slices of every bag; row-interleaved ranks
-            // return partial sums of whole rows.
-            w.link_out_bytes = bags * my_slices * SLICE_BYTES.min(dim * 4);
-            if layout.placement == Placement::RowInterleaved {
-                w.link_out_bytes = bags * dim * 4;
-            }
+            w.link_out_bytes = if layout.placement == Placement::RowInterleaved {
+                // A rank that looked up rows of the table returns partial
+                // sums of whole rows for every bag; one that did not, nothing.
+                if w.requests.is_empty() {
+                    0
+                } else {
+                    bags * dim * 4
+                }
+            } else {
+                // Each rank returns the values of its slices of every bag (a
+                // row's last slice may hold fewer than 16).
+                let held: u64 = region
+                    .slices
+                    .iter()
+                    .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
+                    .sum();
+                bags * held
+            };
         }
         Instruction::LoadGradient { bags, .. } => {
             for b in 0..*bags as u64 {

@@ -274,7 +274,6 @@ pub fn run_batch(
     let ranks = pool.layout().ranks() as usize;
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
     let mut link_in_bytes = 0u64;
-    let mut result_bytes = 0u64;
     for instr in batch {
         let works = pool.work(instr)?;
         pool.execute(instr)?;
@@ -283,10 +282,6 @@ pub fn run_batch(
             acc.requests.extend(w.requests);
             acc.alu_slices += w.alu_slices;
             acc.link_out_bytes += w.link_out_bytes;
-        }
-        if let Instruction::GatherReduce { offsets, .. } = instr {
-            let dim = pool.layout().tables[instr.table() as usize].dim as u64;
-            result_bytes += (offsets.len() as u64 - 1) * dim * 4;
         }
     }
     let cfg = &params.dram;
@@ -359,11 +354,9 @@ pub fn run_batch(
             0.0
         };
     }
-    let link_out_bytes: u64 = per_rank
-        .iter()
-        .map(|w| w.link_out_bytes)
-        .sum::<u64>()
-        .max(result_bytes);
+    // What the ranks send: results, partial sums and row-wise exchanges. A
+    // rank that did nothing of an instruction sends nothing for it.
+    let link_out_bytes: u64 = per_rank.iter().map(|w| w.link_out_bytes).sum();
     // What is still buffered when the slowest rank finishes.
     let tail_bytes: u64 = per_rank
         .iter()
