@@ -193,6 +193,9 @@ pub struct RankReport {
     pub time_ns: f64,
     /// time / the batch's compute time.
     pub busy_fraction: f64,
+    /// Bytes the rank's DRAM moved (READ and WRITE bursts) over its DRAM
+    /// time: at most the rank's peak, and over all ranks consistent with the
+    /// batch's `dram_read_bytes + dram_write_bytes`.
     pub dram_bandwidth_gbps: f64,
     pub dram_energy_pj: f64,
     pub row_hit_rate: f64,
@@ -338,7 +341,15 @@ pub fn run_batch(
             output_stall_ns: drain_ns,
             time_ns,
             busy_fraction: 0.0,
-            dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| s.bandwidth_gbps),
+            // The bytes the DRAM moved (bursts issued), as the batch counts
+            // them, not the requests' bytes: merged reads move nothing.
+            dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| {
+                if s.sim_time_ns > 0.0 {
+                    (s.read_cmds + s.write_cmds) as f64 * SLICE_BYTES as f64 / s.sim_time_ns
+                } else {
+                    0.0
+                }
+            }),
             dram_energy_pj: s.as_ref().map_or(0.0, |s| s.energy.total_pj),
             row_hit_rate: s.as_ref().map_or(0.0, |s| s.row_hit_rate),
         });
