@@ -158,6 +158,10 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
             ["--link-gbps=-25", "--batches=1"],
             "--link-gbps -25: expected a positive",
         ),
+        (
+            ["--link-gbps", "1e-320"],
+            "--link-gbps 1e-320: expected a positive, finite bandwidth in GB/s, at least 1e-6",
+        ),
         (["--queue", "0"], "--queue 0"),
     ] {
         let mut a = vec!["nmp", "run", "--batch", "8", "-q"];

@@ -114,6 +114,11 @@ impl Default for EnergyParams {
     }
 }
 
+/// The slowest host link (GB/s, 1 kB/s) and ALU clock (GHz) a run accepts:
+/// the model divides bytes and cycles by them, and slower ones (a subnormal
+/// 1e-320, say) make times infinite.
+pub const MIN_RATE: f64 = 1e-6;
+
 /// Everything the timed pool needs besides the layout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolParams {
@@ -129,12 +134,12 @@ impl PoolParams {
     /// names the field (`link.bandwidth_gbps`) and what it must be.
     pub fn validate(&self) -> Result<(), NmpError> {
         let positive = |name: &str, x: f64| {
-            if x > 0.0 && x.is_finite() {
+            if x >= MIN_RATE && x.is_finite() {
                 Ok(())
             } else {
                 Err(NmpError::param(
                     name,
-                    format!("{x}; expected a positive, finite number"),
+                    format!("{x:?}; expected a positive, finite number of at least {MIN_RATE:e}"),
                 ))
             }
         };

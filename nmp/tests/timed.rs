@@ -144,6 +144,14 @@ fn parameters_that_would_give_inf_or_nan_are_refused_by_name() {
             Box::new(|p| p.link.bandwidth_gbps = f64::INFINITY),
         ),
         (
+            "link.bandwidth_gbps",
+            Box::new(|p| p.link.bandwidth_gbps = 1e-320),
+        ),
+        (
+            "core.alu_clock_ghz",
+            Box::new(|p| p.core.alu_clock_ghz = 1e-300),
+        ),
+        (
             "link.latency_ns",
             Box::new(|p| p.link.latency_ns = f64::NAN),
         ),
