@@ -180,3 +180,34 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
         assert!(err.contains("cannot be used with"), "{flag}: {err}");
     }
 }
+
+/// Writes a trace of `batches` to `path`.
+fn write_trace(path: &std::path::Path, batches: &[nmpsim_traces::Batch]) {
+    let header = nmpsim_traces::TraceHeader::for_batch(&batches[0], "");
+    let mut w = nmpsim_traces::TraceWriter::create(path, header).unwrap();
+    for b in batches {
+        w.write_batch(b).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn a_trace_without_tables_is_a_clear_error() {
+    let t = TempDir::new("zero");
+    let empty = nmpsim_traces::Batch {
+        tables: vec![],
+        dense: None,
+        num_dense: 0,
+        labels: None,
+    };
+    write_trace(&t.0.join("zero.nmpt"), &[empty]);
+    let o = nmpsim(&t.0, &["nmp", "run", "--trace", "zero.nmpt", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("trace zero.nmpt") && err.contains("no embedding tables"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!t.0.join("runs").exists(), "left a run directory");
+}

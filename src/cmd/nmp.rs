@@ -228,7 +228,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let (source, generated, batches) = batches_of(&a)?;
     let batches: Vec<Batch> = batches.collect::<Result<_>>()?;
     if batches.is_empty() {
-        bail!("the trace holds no batches");
+        bail!("{source}: holds no batches");
+    }
+    if batches[0].tables.is_empty() {
+        bail!("{source}: holds no embedding tables; the pool needs at least one");
     }
     let shapes: Vec<TableShape> = batches[0]
         .tables
