@@ -211,3 +211,36 @@ fn a_trace_without_tables_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!t.0.join("runs").exists(), "left a run directory");
 }
+
+#[test]
+fn a_queue_beyond_the_input_buffer_is_refused() {
+    let t = TempDir::new("queue");
+    for q in ["65", "128", "1000"] {
+        let o = nmpsim(&t.0, &["nmp", "run", "--batch", "8", "--queue", q, "-q"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{q}: {err}");
+        assert!(
+            err.contains(&format!("--queue {q}"))
+                && err.contains("at most 64")
+                && err.contains("input buffer"),
+            "{q}: {err}"
+        );
+        assert!(
+            !t.0.join("runs").exists(),
+            "--queue {q} left a run directory"
+        );
+    }
+    // 64, the input buffer's slices, runs.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
+            "--queue", "64", "--json", "--out", "q64",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The help says so.
+    let o = nmpsim(&t.0, &["nmp", "run", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("1 to 64"), "{help}");
+}

@@ -12,7 +12,7 @@ use nmpsim_kernels::{
 };
 use nmpsim_nmp::{
     BatchReport, CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams,
-    Placement, Pool, PoolParams, StateWidth, TableShape, run_batch,
+    Placement, Pool, PoolParams, StateWidth, TableShape, placement::SLICE_BYTES, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
 use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
@@ -104,7 +104,8 @@ pub struct RunArgs {
     /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
     #[arg(long, default_value = "dramsim3")]
     engine: String,
-    /// Core: requests in flight per rank.
+    /// Core: requests in flight per rank, 1 to 64 (the core's 4 KiB input
+    /// buffer holds 64 slices of 64 B).
     #[arg(long, default_value_t = 32)]
     queue: usize,
     /// Host link bandwidth in GB/s.
@@ -200,6 +201,15 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     if a.queue == 0 {
         bail!("--queue 0: the core needs at least 1 request in flight");
     }
+    let core = CoreParams::default();
+    let max_queue = core.input_buffer_bytes / SLICE_BYTES;
+    if a.queue as u64 > max_queue {
+        bail!(
+            "--queue {}: at most {max_queue}; the core's {} B input buffer holds {max_queue} slices of {SLICE_BYTES} B, so no more requests can be in flight",
+            a.queue,
+            core.input_buffer_bytes
+        );
+    }
     crate::cmd::check_link_gbps(a.link_gbps)?;
     let engine: EngineKind = a.engine.parse()?;
     let mut dram = DramConfig::preset(&a.preset)?;
@@ -217,7 +227,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         dram: dram.clone(),
         core: CoreParams {
             request_queue: a.queue,
-            ..CoreParams::default()
+            ..core
         },
         link: LinkParams {
             bandwidth_gbps: a.link_gbps,
