@@ -244,3 +244,92 @@ fn a_queue_beyond_the_input_buffer_is_refused() {
     let help = String::from_utf8_lossy(&o.stdout);
     assert!(help.contains("1 to 64"), "{help}");
 }
+
+#[test]
+fn a_weighted_trace_pools_with_its_weights() {
+    let t = TempDir::new("weighted");
+    let bags = 8usize;
+    let tables: Vec<nmpsim_traces::TableBatch> = (0..2u32)
+        .map(|table| {
+            let mut offsets = vec![0u32];
+            let mut indices = Vec::new();
+            for b in 0..bags as u32 {
+                for i in 0..(b % 4 + 1) {
+                    indices.push((b * 37 + i * 101 + table * 7) % 500);
+                }
+                offsets.push(indices.len() as u32);
+            }
+            // Table 0 is weighted, table 1 is not.
+            let weights =
+                (table == 0).then(|| (0..indices.len()).map(|i| 0.5 + i as f32 / 8.0).collect());
+            nmpsim_traces::TableBatch {
+                num_rows: 500,
+                offsets,
+                indices,
+                weights,
+            }
+        })
+        .collect();
+    // What the gather-reduce instructions put on the link: the weights of
+    // table 0 travel with its indices (docs/nmp-isa.md).
+    let gather_in: u64 = tables
+        .iter()
+        .map(|tb| {
+            let n = tb.indices.len() as u64;
+            16 + (4 + 4 * (bags as u64 + 1))
+                + (4 + 4 * n)
+                + tb.weights.as_ref().map_or(0, |_| 4 + 4 * n)
+        })
+        .sum();
+    let batch = nmpsim_traces::Batch {
+        tables,
+        dense: None,
+        num_dense: 0,
+        labels: None,
+    };
+    write_trace(&t.0.join("w.nmpt"), &[batch]);
+    for prim in ["gather-reduce", "casted-gather-reduce", "scatter"] {
+        let o = nmpsim(
+            &t.0,
+            &[
+                "nmp",
+                "run",
+                "--trace",
+                "w.nmpt",
+                "--ranks",
+                "3",
+                "--dim",
+                "20",
+                "--engine",
+                "native",
+                "--placement",
+                "all",
+                "--primitive",
+                prim,
+                "--optimizer",
+                "adagrad",
+                "--check",
+                "--json",
+                "--out",
+                prim,
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "{prim}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        // The pool's weighted sums against the kernels' weighted reference.
+        let checks = v["results"]["functional_checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 3, "{prim}");
+        for c in checks {
+            assert!(c["max_rel_err"].as_f64().unwrap() <= 1e-5, "{prim}: {c}");
+        }
+        if prim == "gather-reduce" {
+            for p in v["results"]["phases"].as_array().unwrap() {
+                assert_eq!(p["report"]["link_in_bytes"], gather_in, "{p}");
+            }
+        }
+    }
+}

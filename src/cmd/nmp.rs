@@ -15,7 +15,9 @@ use nmpsim_nmp::{
     Placement, Pool, PoolParams, StateWidth, TableShape, placement::SLICE_BYTES, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
-use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
+use nmpsim_traces::{
+    Batch, Distribution, GenSpec, Generator, ProfileOverrides, TableBatch, TraceReader,
+};
 use serde::Serialize;
 
 use crate::cmd::demo::parse_optimizer;
@@ -194,6 +196,17 @@ fn batches_of(a: &RunArgs) -> Result<(String, Option<GenSpec>, Batches)> {
     ))
 }
 
+/// How a table's bags pool: a weighted sum where the trace carries
+/// per-lookup weights for the table, a sum otherwise. The weights travel
+/// with the indices (gather-reduce) and scale the casted gradients.
+fn pooling_of(tb: &TableBatch) -> Pooling {
+    if tb.weights.is_some() {
+        Pooling::WeightedSum
+    } else {
+        Pooling::Sum
+    }
+}
+
 fn run_pool(a: RunArgs) -> Result<ExitCode> {
     if a.batches == 0 || a.dim == 0 || a.ranks == 0 {
         bail!("--batches, --dim and --ranks must be at least 1");
@@ -351,10 +364,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                 .enumerate()
                 .map(|(t, tb)| Instruction::GatherReduce {
                     table: t as u32,
-                    pooling: Pooling::Sum,
+                    pooling: pooling_of(tb),
                     offsets: tb.offsets.clone(),
                     indices: tb.indices.clone(),
-                    weights: None,
+                    weights: tb.weights.clone(),
                 })
                 .collect();
             match a.primitive {
@@ -363,8 +376,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         let mut worst = 0.0f32;
                         for (t, i) in gathers.iter().enumerate() {
                             let got = pool.execute(i)?.expect("gather returns data");
-                            let (want, _) =
-                                gather_reduce(&reference[t].0, &batch.tables[t], Pooling::Sum)?;
+                            let tb = &batch.tables[t];
+                            let (want, _) = gather_reduce(&reference[t].0, tb, pooling_of(tb))?;
                             worst = worst.max(worst_of(&got, &want));
                         }
                         checks.push((placement, bi as u64, worst));
@@ -384,7 +397,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         } else {
                             vec![0.0; bags as usize * a.dim]
                         };
-                        let (c, _) = tensor_cast(tb, Pooling::Sum)?;
+                        let (c, _) = tensor_cast(tb, pooling_of(tb))?;
                         if a.check {
                             want_coalesced.push(casted_gather_reduce(&c, &grads, a.dim)?.0);
                         }
