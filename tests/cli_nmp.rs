@@ -158,6 +158,10 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
             ["--link-gbps=-25", "--batches=1"],
             "--link-gbps -25: expected a positive",
         ),
+        (
+            ["--link-gbps", "1e-320"],
+            "--link-gbps 1e-320: expected a positive, finite bandwidth in GB/s, at least 1e-6",
+        ),
         (["--queue", "0"], "--queue 0"),
     ] {
         let mut a = vec!["nmp", "run", "--batch", "8", "-q"];
@@ -174,5 +178,158 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
         assert_eq!(o.status.code(), Some(2), "{flag}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("cannot be used with"), "{flag}: {err}");
+    }
+}
+
+/// Writes a trace of `batches` to `path`.
+fn write_trace(path: &std::path::Path, batches: &[nmpsim_traces::Batch]) {
+    let header = nmpsim_traces::TraceHeader::for_batch(&batches[0], "");
+    let mut w = nmpsim_traces::TraceWriter::create(path, header).unwrap();
+    for b in batches {
+        w.write_batch(b).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn a_trace_without_tables_is_a_clear_error() {
+    let t = TempDir::new("zero");
+    let empty = nmpsim_traces::Batch {
+        tables: vec![],
+        dense: None,
+        num_dense: 0,
+        labels: None,
+    };
+    write_trace(&t.0.join("zero.nmpt"), &[empty]);
+    let o = nmpsim(&t.0, &["nmp", "run", "--trace", "zero.nmpt", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("trace zero.nmpt") && err.contains("no embedding tables"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!t.0.join("runs").exists(), "left a run directory");
+}
+
+#[test]
+fn a_queue_beyond_the_input_buffer_is_refused() {
+    let t = TempDir::new("queue");
+    for q in ["65", "128", "1000"] {
+        let o = nmpsim(&t.0, &["nmp", "run", "--batch", "8", "--queue", q, "-q"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{q}: {err}");
+        assert!(
+            err.contains(&format!("--queue {q}"))
+                && err.contains("at most 64")
+                && err.contains("input buffer"),
+            "{q}: {err}"
+        );
+        assert!(
+            !t.0.join("runs").exists(),
+            "--queue {q} left a run directory"
+        );
+    }
+    // 64, the input buffer's slices, runs.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
+            "--queue", "64", "--json", "--out", "q64",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The help says so.
+    let o = nmpsim(&t.0, &["nmp", "run", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("1 to 64"), "{help}");
+}
+
+#[test]
+fn a_weighted_trace_pools_with_its_weights() {
+    let t = TempDir::new("weighted");
+    let bags = 8usize;
+    let tables: Vec<nmpsim_traces::TableBatch> = (0..2u32)
+        .map(|table| {
+            let mut offsets = vec![0u32];
+            let mut indices = Vec::new();
+            for b in 0..bags as u32 {
+                for i in 0..(b % 4 + 1) {
+                    indices.push((b * 37 + i * 101 + table * 7) % 500);
+                }
+                offsets.push(indices.len() as u32);
+            }
+            // Table 0 is weighted, table 1 is not.
+            let weights =
+                (table == 0).then(|| (0..indices.len()).map(|i| 0.5 + i as f32 / 8.0).collect());
+            nmpsim_traces::TableBatch {
+                num_rows: 500,
+                offsets,
+                indices,
+                weights,
+            }
+        })
+        .collect();
+    // What the gather-reduce instructions put on the link: the weights of
+    // table 0 travel with its indices (docs/nmp-isa.md).
+    let gather_in: u64 = tables
+        .iter()
+        .map(|tb| {
+            let n = tb.indices.len() as u64;
+            16 + (4 + 4 * (bags as u64 + 1))
+                + (4 + 4 * n)
+                + tb.weights.as_ref().map_or(0, |_| 4 + 4 * n)
+        })
+        .sum();
+    let batch = nmpsim_traces::Batch {
+        tables,
+        dense: None,
+        num_dense: 0,
+        labels: None,
+    };
+    write_trace(&t.0.join("w.nmpt"), &[batch]);
+    for prim in ["gather-reduce", "casted-gather-reduce", "scatter"] {
+        let o = nmpsim(
+            &t.0,
+            &[
+                "nmp",
+                "run",
+                "--trace",
+                "w.nmpt",
+                "--ranks",
+                "3",
+                "--dim",
+                "20",
+                "--engine",
+                "native",
+                "--placement",
+                "all",
+                "--primitive",
+                prim,
+                "--optimizer",
+                "adagrad",
+                "--check",
+                "--json",
+                "--out",
+                prim,
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "{prim}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        // The pool's weighted sums against the kernels' weighted reference.
+        let checks = v["results"]["functional_checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 3, "{prim}");
+        for c in checks {
+            assert!(c["max_rel_err"].as_f64().unwrap() <= 1e-5, "{prim}: {c}");
+        }
+        if prim == "gather-reduce" {
+            for p in v["results"]["phases"].as_array().unwrap() {
+                assert_eq!(p["report"]["link_in_bytes"], gather_in, "{p}");
+            }
+        }
     }
 }

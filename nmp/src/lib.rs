@@ -24,6 +24,6 @@ pub mod pool;
 pub use pool::{Pool, RankWork, rank_work, validate};
 pub mod timing;
 pub use timing::{
-    BatchReport, CoreParams, EnergyParams, LinkParams, PoolEnergy, PoolParams, RankReport,
-    run_batch,
+    BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy, PoolParams,
+    RankReport, run_batch,
 };

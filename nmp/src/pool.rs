@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::NmpError;
 use crate::isa::Instruction;
-use crate::placement::{Layout, Piece, Placement, SLICE_BYTES, StateWidth};
+use crate::placement::{Layout, Piece, Placement, SLICE_BYTES, SLICE_VALUES, StateWidth};
 
 /// What a rank's core does for one instruction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -265,7 +265,6 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
     let Some(region) = layout.regions[t][rank as usize].as_ref() else {
         return w;
     };
-    let my_slices = region.slices.len() as u64;
     let rd = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::read(p.addr));
     let wr = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::write(p.addr));
     match instr {
@@ -279,12 +278,24 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 }
             }
             let bags = offsets.len() as u64 - 1;
-            // Each rank returns its slices of every bag; row-interleaved ranks
-            // return partial sums of whole rows.
-            w.link_out_bytes = bags * my_slices * SLICE_BYTES.min(dim * 4);
-            if layout.placement == Placement::RowInterleaved {
-                w.link_out_bytes = bags * dim * 4;
-            }
+            w.link_out_bytes = if layout.placement == Placement::RowInterleaved {
+                // A rank that looked up rows of the table returns partial
+                // sums of whole rows for every bag; one that did not, nothing.
+                if w.requests.is_empty() {
+                    0
+                } else {
+                    bags * dim * 4
+                }
+            } else {
+                // Each rank returns the values of its slices of every bag (a
+                // row's last slice may hold fewer than 16).
+                let held: u64 = region
+                    .slices
+                    .iter()
+                    .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
+                    .sum();
+                bags * held
+            };
         }
         Instruction::LoadGradient { bags, .. } => {
             for b in 0..*bags as u64 {
@@ -383,15 +394,33 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 if let Some((_, a)) = row_state {
                     w.requests.push(MemOp::write(a & !(SLICE_BYTES - 1)));
                 }
-                // Row-wise state needs the row's sum of squares across its
-                // slices: each slice's rank passes a running sum on (4 B).
-                if width == StateWidth::PerRow && layout.tables[t].slices() > 1 {
-                    w.link_out_bytes += 4 * coal.len() as u64;
+                if width == StateWidth::PerRow {
+                    let ranks: Vec<u32> = layout.row_pieces(t, row).map(|p| p.rank).collect();
+                    w.link_out_bytes += row_wise_exchange_bytes(&ranks, rank);
                 }
             }
         }
     }
     w
+}
+
+/// Bytes `rank` sends over the host link for the row-wise Adagrad update of
+/// one row whose slices live on `ranks` (in slice order). The update needs
+/// the row's sum of squares, and the row's state lives with slice 0. The
+/// running sum passes from slice to slice in element order and then back to
+/// slice 0's rank: each hop to a slice on another rank costs the sender 4 B.
+/// Slice 0's rank then sends the row's step (4 B) for the row's other ranks.
+/// A row whose slices are all on one rank exchanges nothing.
+fn row_wise_exchange_bytes(ranks: &[u32], rank: u32) -> u64 {
+    if ranks.iter().all(|&k| k == ranks[0]) {
+        return 0;
+    }
+    let n = ranks.len();
+    let hops = (0..n)
+        .filter(|&s| ranks[s] == rank && ranks[(s + 1) % n] != rank)
+        .count() as u64;
+    let step = u64::from(ranks[0] == rank);
+    4 * (hops + step)
 }
 
 /// Per-rank memory images with real data, plus the buffers' bookkeeping.

@@ -114,6 +114,11 @@ impl Default for EnergyParams {
     }
 }
 
+/// The slowest host link (GB/s, 1 kB/s) and ALU clock (GHz) a run accepts:
+/// the model divides bytes and cycles by them, and slower ones (a subnormal
+/// 1e-320, say) make times infinite.
+pub const MIN_RATE: f64 = 1e-6;
+
 /// Everything the timed pool needs besides the layout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolParams {
@@ -129,12 +134,12 @@ impl PoolParams {
     /// names the field (`link.bandwidth_gbps`) and what it must be.
     pub fn validate(&self) -> Result<(), NmpError> {
         let positive = |name: &str, x: f64| {
-            if x > 0.0 && x.is_finite() {
+            if x >= MIN_RATE && x.is_finite() {
                 Ok(())
             } else {
                 Err(NmpError::param(
                     name,
-                    format!("{x}; expected a positive, finite number"),
+                    format!("{x:?}; expected a positive, finite number of at least {MIN_RATE:e}"),
                 ))
             }
         };
@@ -193,6 +198,9 @@ pub struct RankReport {
     pub time_ns: f64,
     /// time / the batch's compute time.
     pub busy_fraction: f64,
+    /// Bytes the rank's DRAM moved (READ and WRITE bursts) over its DRAM
+    /// time: at most the rank's peak, and over all ranks consistent with the
+    /// batch's `dram_read_bytes + dram_write_bytes`.
     pub dram_bandwidth_gbps: f64,
     pub dram_energy_pj: f64,
     pub row_hit_rate: f64,
@@ -274,7 +282,6 @@ pub fn run_batch(
     let ranks = pool.layout().ranks() as usize;
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
     let mut link_in_bytes = 0u64;
-    let mut result_bytes = 0u64;
     for instr in batch {
         let works = pool.work(instr)?;
         pool.execute(instr)?;
@@ -283,10 +290,6 @@ pub fn run_batch(
             acc.requests.extend(w.requests);
             acc.alu_slices += w.alu_slices;
             acc.link_out_bytes += w.link_out_bytes;
-        }
-        if let Instruction::GatherReduce { offsets, .. } = instr {
-            let dim = pool.layout().tables[instr.table() as usize].dim as u64;
-            result_bytes += (offsets.len() as u64 - 1) * dim * 4;
         }
     }
     let cfg = &params.dram;
@@ -343,7 +346,15 @@ pub fn run_batch(
             output_stall_ns: drain_ns,
             time_ns,
             busy_fraction: 0.0,
-            dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| s.bandwidth_gbps),
+            // The bytes the DRAM moved (bursts issued), as the batch counts
+            // them, not the requests' bytes: merged reads move nothing.
+            dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| {
+                if s.sim_time_ns > 0.0 {
+                    (s.read_cmds + s.write_cmds) as f64 * SLICE_BYTES as f64 / s.sim_time_ns
+                } else {
+                    0.0
+                }
+            }),
             dram_energy_pj: s.as_ref().map_or(0.0, |s| s.energy.total_pj),
             row_hit_rate: s.as_ref().map_or(0.0, |s| s.row_hit_rate),
         });
@@ -359,11 +370,9 @@ pub fn run_batch(
             0.0
         };
     }
-    let link_out_bytes: u64 = per_rank
-        .iter()
-        .map(|w| w.link_out_bytes)
-        .sum::<u64>()
-        .max(result_bytes);
+    // What the ranks send: results, partial sums and row-wise exchanges. A
+    // rank that did nothing of an instruction sends nothing for it.
+    let link_out_bytes: u64 = per_rank.iter().map(|w| w.link_out_bytes).sum();
     // What is still buffered when the slowest rank finishes.
     let tail_bytes: u64 = per_rank
         .iter()

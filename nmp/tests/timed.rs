@@ -144,6 +144,14 @@ fn parameters_that_would_give_inf_or_nan_are_refused_by_name() {
             Box::new(|p| p.link.bandwidth_gbps = f64::INFINITY),
         ),
         (
+            "link.bandwidth_gbps",
+            Box::new(|p| p.link.bandwidth_gbps = 1e-320),
+        ),
+        (
+            "core.alu_clock_ghz",
+            Box::new(|p| p.core.alu_clock_ghz = 1e-300),
+        ),
+        (
             "link.latency_ns",
             Box::new(|p| p.link.latency_ns = f64::NAN),
         ),
@@ -173,4 +181,63 @@ fn parameters_that_would_give_inf_or_nan_are_refused_by_name() {
     let mut pl = pool(Placement::TablePerRank, 1, 1, 1000);
     let r = run_batch(&mut pl, &batch, &params(EngineKind::Native)).unwrap();
     assert!(r.time_ns.is_finite() && r.time_ns > 0.0);
+}
+
+#[test]
+fn per_rank_dram_bandwidth_is_the_dram_s_bytes_within_the_rank_s_peak() {
+    // A row-wise Adagrad scatter reads each 64 B line of row state once per
+    // row it holds; the controllers merge those reads, so the requests'
+    // bandwidth exceeds what the DRAM moved.
+    let dim = 64;
+    let rows = 2000u64;
+    let optimizer = nmpsim_kernels::Optimizer::RowWiseAdagrad { lr: 0.1, eps: 1e-8 };
+    let p = params(EngineKind::Native);
+    for placement in Placement::ALL {
+        let mut pl = Pool::without_data(
+            Layout::new(
+                placement,
+                &[TableShape { rows, dim }; 2],
+                LayoutParams {
+                    ranks: 8,
+                    rank_capacity_bytes: 8 << 30,
+                    state_values_per_row: StateWidth::PerRow,
+                    max_bags: 64,
+                    max_unique: rows,
+                },
+            )
+            .unwrap(),
+        );
+        let coal: Vec<u32> = (0..rows as u32).step_by(2).collect();
+        let loads: Vec<Instruction> = (0..2)
+            .map(|t| Instruction::LoadCoalesced {
+                table: t,
+                rows: coal.clone(),
+                grads: vec![0.0; coal.len() * dim],
+            })
+            .collect();
+        run_batch(&mut pl, &loads, &p).unwrap();
+        let scatters: Vec<Instruction> = (0..2)
+            .map(|t| Instruction::Scatter {
+                table: t,
+                optimizer,
+            })
+            .collect();
+        let r = run_batch(&mut pl, &scatters, &p).unwrap();
+        let peak = p.dram.peak_bandwidth_gbps();
+        let mut moved = 0.0;
+        for k in &r.per_rank {
+            assert!(
+                k.dram_bandwidth_gbps <= peak + 1e-9,
+                "{placement}: rank {} at {} GB/s, peak {peak}",
+                k.rank,
+                k.dram_bandwidth_gbps
+            );
+            moved += k.dram_bandwidth_gbps * k.dram_time_ns;
+        }
+        let want = (r.dram_read_bytes + r.dram_write_bytes) as f64;
+        assert!(
+            (moved - want).abs() <= 1e-6 * want,
+            "{placement}: per-rank bandwidths x times give {moved} B, the batch {want} B"
+        );
+    }
 }

@@ -12,13 +12,23 @@ pub mod sweep;
 pub mod trace;
 pub mod train;
 
-/// Refuses a `--link-gbps` that is not a positive, finite bandwidth (it
-/// divides the link's bytes).
+/// Refuses a `--link-gbps` that is not a positive, finite bandwidth of at
+/// least [`nmpsim_nmp::MIN_RATE`] GB/s: it divides the link's bytes, and a
+/// slower link (a subnormal such as 1e-320) makes the times infinite.
 pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
-    if gbps > 0.0 && gbps.is_finite() {
+    let min = nmpsim_nmp::MIN_RATE;
+    if gbps >= min && gbps.is_finite() {
         Ok(())
     } else {
-        anyhow::bail!("--link-gbps {gbps}: expected a positive, finite bandwidth in GB/s")
+        // Very small or large values in exponent form, as they were given.
+        let shown = if gbps != 0.0 && gbps.is_finite() && !(1e-4..1e16).contains(&gbps.abs()) {
+            format!("{gbps:e}")
+        } else {
+            format!("{gbps}")
+        };
+        anyhow::bail!(
+            "--link-gbps {shown}: expected a positive, finite bandwidth in GB/s, at least {min:e} (1 kB/s)"
+        )
     }
 }
 
@@ -58,4 +68,25 @@ pub fn available_memory_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn link_bandwidths_that_make_times_infinite_are_refused() {
+        for (gbps, shown) in [
+            (0.0, "--link-gbps 0:"),
+            (-25.0, "--link-gbps -25:"),
+            (1e-320, "--link-gbps 1e-320:"),
+            (5e-7, "--link-gbps 5e-7:"),
+            (f64::INFINITY, "--link-gbps inf:"),
+            (f64::NAN, "--link-gbps NaN:"),
+        ] {
+            let e = super::check_link_gbps(gbps).unwrap_err().to_string();
+            assert!(e.starts_with(shown) && e.contains("at least 1e-6"), "{e}");
+        }
+        for gbps in [1e-6, 0.5, 25.0, 1e6] {
+            super::check_link_gbps(gbps).unwrap();
+        }
+    }
 }

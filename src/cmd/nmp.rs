@@ -12,10 +12,12 @@ use nmpsim_kernels::{
 };
 use nmpsim_nmp::{
     BatchReport, CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams,
-    Placement, Pool, PoolParams, StateWidth, TableShape, run_batch,
+    Placement, Pool, PoolParams, StateWidth, TableShape, placement::SLICE_BYTES, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
-use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
+use nmpsim_traces::{
+    Batch, Distribution, GenSpec, Generator, ProfileOverrides, TableBatch, TraceReader,
+};
 use serde::Serialize;
 
 use crate::cmd::demo::parse_optimizer;
@@ -104,7 +106,8 @@ pub struct RunArgs {
     /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
     #[arg(long, default_value = "dramsim3")]
     engine: String,
-    /// Core: requests in flight per rank.
+    /// Core: requests in flight per rank, 1 to 64 (the core's 4 KiB input
+    /// buffer holds 64 slices of 64 B).
     #[arg(long, default_value_t = 32)]
     queue: usize,
     /// Host link bandwidth in GB/s.
@@ -193,12 +196,32 @@ fn batches_of(a: &RunArgs) -> Result<(String, Option<GenSpec>, Batches)> {
     ))
 }
 
+/// How a table's bags pool: a weighted sum where the trace carries
+/// per-lookup weights for the table, a sum otherwise. The weights travel
+/// with the indices (gather-reduce) and scale the casted gradients.
+fn pooling_of(tb: &TableBatch) -> Pooling {
+    if tb.weights.is_some() {
+        Pooling::WeightedSum
+    } else {
+        Pooling::Sum
+    }
+}
+
 fn run_pool(a: RunArgs) -> Result<ExitCode> {
     if a.batches == 0 || a.dim == 0 || a.ranks == 0 {
         bail!("--batches, --dim and --ranks must be at least 1");
     }
     if a.queue == 0 {
         bail!("--queue 0: the core needs at least 1 request in flight");
+    }
+    let core = CoreParams::default();
+    let max_queue = core.input_buffer_bytes / SLICE_BYTES;
+    if a.queue as u64 > max_queue {
+        bail!(
+            "--queue {}: at most {max_queue}; the core's {} B input buffer holds {max_queue} slices of {SLICE_BYTES} B, so no more requests can be in flight",
+            a.queue,
+            core.input_buffer_bytes
+        );
     }
     crate::cmd::check_link_gbps(a.link_gbps)?;
     let engine: EngineKind = a.engine.parse()?;
@@ -217,7 +240,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         dram: dram.clone(),
         core: CoreParams {
             request_queue: a.queue,
-            ..CoreParams::default()
+            ..core
         },
         link: LinkParams {
             bandwidth_gbps: a.link_gbps,
@@ -228,7 +251,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let (source, generated, batches) = batches_of(&a)?;
     let batches: Vec<Batch> = batches.collect::<Result<_>>()?;
     if batches.is_empty() {
-        bail!("the trace holds no batches");
+        bail!("{source}: holds no batches");
+    }
+    if batches[0].tables.is_empty() {
+        bail!("{source}: holds no embedding tables; the pool needs at least one");
     }
     let shapes: Vec<TableShape> = batches[0]
         .tables
@@ -339,10 +365,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                 .enumerate()
                 .map(|(t, tb)| Instruction::GatherReduce {
                     table: t as u32,
-                    pooling: Pooling::Sum,
+                    pooling: pooling_of(tb),
                     offsets: tb.offsets.clone(),
                     indices: tb.indices.clone(),
-                    weights: None,
+                    weights: tb.weights.clone(),
                 })
                 .collect();
             match a.primitive {
@@ -351,8 +377,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         let mut worst = 0.0f32;
                         for (t, i) in gathers.iter().enumerate() {
                             let got = pool.execute(i)?.expect("gather returns data");
-                            let (want, _) =
-                                gather_reduce(&reference[t].0, &batch.tables[t], Pooling::Sum)?;
+                            let tb = &batch.tables[t];
+                            let (want, _) = gather_reduce(&reference[t].0, tb, pooling_of(tb))?;
                             worst = worst.max(worst_of(&got, &want));
                         }
                         checks.push((placement, bi as u64, worst));
@@ -372,7 +398,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         } else {
                             vec![0.0; bags as usize * a.dim]
                         };
-                        let (c, _) = tensor_cast(tb, Pooling::Sum)?;
+                        let (c, _) = tensor_cast(tb, pooling_of(tb))?;
                         if a.check {
                             want_coalesced.push(casted_gather_reduce(&c, &grads, a.dim)?.0);
                         }

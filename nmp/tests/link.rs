@@ -1,0 +1,196 @@
+//! What each rank sends to the host link (`docs/nmp-isa.md`, "Host-link
+//! bytes"), instruction by instruction and through the timed pool.
+
+use nmpsim_kernels::{Optimizer, Pooling};
+use nmpsim_nmp::{
+    Instruction, Layout, LayoutParams, Placement, Pool, PoolParams, StateWidth, TableShape,
+    rank_work, run_batch,
+};
+use nmpsim_sim::{DramConfig, EngineKind};
+
+fn layout(placement: Placement, ranks: u32, shapes: &[TableShape], state: StateWidth) -> Layout {
+    Layout::new(
+        placement,
+        shapes,
+        LayoutParams {
+            ranks,
+            rank_capacity_bytes: 1 << 30,
+            state_values_per_row: state,
+            max_bags: 64,
+            max_unique: 1024,
+        },
+    )
+    .unwrap()
+}
+
+fn link_out(l: &Layout, instr: &Instruction, coal: &[u32]) -> Vec<u64> {
+    (0..l.ranks())
+        .map(|k| rank_work(l, instr, k, coal).link_out_bytes)
+        .collect()
+}
+
+fn gather(table: u32, offsets: Vec<u32>, indices: Vec<u32>) -> Instruction {
+    Instruction::GatherReduce {
+        table,
+        pooling: Pooling::Sum,
+        offsets,
+        indices,
+        weights: None,
+    }
+}
+
+#[test]
+fn row_wise_adagrad_exchanges_only_between_the_ranks_of_a_row() {
+    let scatter = Instruction::Scatter {
+        table: 0,
+        optimizer: Optimizer::RowWiseAdagrad { lr: 0.1, eps: 1e-8 },
+    };
+    let coal: Vec<u32> = vec![1, 5, 17, 40, 99];
+    let n = coal.len() as u64;
+    // (placement, ranks, dim, bytes each rank sends per coalesced row)
+    let cases: &[(Placement, u32, usize, &[u64])] = &[
+        // A row on one rank exchanges nothing.
+        (Placement::VectorSliced, 1, 64, &[0]),
+        (Placement::RowInterleaved, 8, 64, &[0; 8]),
+        (Placement::TablePerRank, 8, 64, &[0; 8]),
+        (Placement::RowInterleaved, 1, 20, &[0]),
+        // Slices 0..3 on ranks 0,1,0,1: every hop of the ring crosses ranks;
+        // rank 0 (slice 0, the state) also sends the step.
+        (Placement::VectorSliced, 2, 64, &[12, 8]),
+        // Ranks 0,1,2,0: the last hop stays on rank 0.
+        (Placement::VectorSliced, 3, 64, &[8, 4, 4]),
+        // Four slices on four of eight ranks.
+        (Placement::VectorSliced, 8, 64, &[8, 4, 4, 4, 0, 0, 0, 0]),
+        // Two slices (dim 20) on two of eight ranks.
+        (Placement::VectorSliced, 8, 20, &[8, 4, 0, 0, 0, 0, 0, 0]),
+    ];
+    for &(placement, ranks, dim, per_row) in cases {
+        let l = layout(
+            placement,
+            ranks,
+            &[TableShape { rows: 100, dim }],
+            StateWidth::PerRow,
+        );
+        let want: Vec<u64> = per_row.iter().map(|b| b * n).collect();
+        assert_eq!(
+            link_out(&l, &scatter, &coal),
+            want,
+            "{placement}, {ranks} ranks, dim {dim}"
+        );
+    }
+    // Other optimizers exchange nothing whatever the placement.
+    for optimizer in [
+        Optimizer::Sgd { lr: 0.1 },
+        Optimizer::Adagrad {
+            lr: 0.1,
+            eps: 1e-8,
+            initial_accumulator: 0.0,
+        },
+    ] {
+        let state = StateWidth::of(&optimizer);
+        let l = layout(
+            Placement::VectorSliced,
+            2,
+            &[TableShape { rows: 100, dim: 64 }],
+            state,
+        );
+        let s = Instruction::Scatter {
+            table: 0,
+            optimizer,
+        };
+        assert_eq!(link_out(&l, &s, &coal), vec![0, 0], "{}", optimizer.name());
+    }
+}
+
+#[test]
+fn gather_reduce_returns_each_slice_s_bytes_whatever_the_dim() {
+    let offsets = vec![0u32, 2, 3, 6];
+    let indices = vec![0u32, 9, 3, 3, 7, 1];
+    let bags = 3u64;
+    for dim in [8usize, 16, 20, 33, 64, 100] {
+        for placement in [Placement::VectorSliced, Placement::TablePerRank] {
+            for ranks in [1u32, 3, 8] {
+                // Table 1 under test, so placements offset it.
+                let shapes = [
+                    TableShape { rows: 7, dim: 24 },
+                    TableShape { rows: 10, dim },
+                ];
+                let l = layout(placement, ranks, &shapes, StateWidth::None);
+                let g = gather(1, offsets.clone(), indices.clone());
+                let per_rank = link_out(&l, &g, &[]);
+                assert_eq!(
+                    per_rank.iter().sum::<u64>(),
+                    bags * dim as u64 * 4,
+                    "{placement}, {ranks} ranks, dim {dim}: {per_rank:?}"
+                );
+                // Each rank returns exactly the values it holds of each bag.
+                for (k, &b) in per_rank.iter().enumerate() {
+                    let held: u64 = l.regions[1][k].as_ref().map_or(0, |r| {
+                        r.slices
+                            .iter()
+                            .map(|&s| (dim - s as usize * 16).min(16) as u64 * 4)
+                            .sum()
+                    });
+                    assert_eq!(b, bags * held, "{placement}, rank {k}, dim {dim}");
+                }
+            }
+        }
+    }
+}
+
+fn params() -> PoolParams {
+    PoolParams {
+        engine: EngineKind::Native,
+        dram: DramConfig::preset("DDR4-3200-x8").unwrap(),
+        core: Default::default(),
+        link: Default::default(),
+        energy: Default::default(),
+    }
+}
+
+#[test]
+fn row_interleaved_ranks_without_lookups_return_nothing() {
+    // Rows 0, 4, 8, … of table 0 all live on rank 0 of 4.
+    let l = layout(
+        Placement::RowInterleaved,
+        4,
+        &[TableShape { rows: 100, dim: 64 }],
+        StateWidth::None,
+    );
+    let g = gather(0, vec![0, 5, 10], vec![0, 4, 8, 12, 16, 20, 24, 28, 32, 36]);
+    assert_eq!(link_out(&l, &g, &[]), vec![512, 0, 0, 0]);
+    let p = params();
+    let r = run_batch(&mut Pool::without_data(l.clone()), &[g], &p).unwrap();
+    assert_eq!(r.active_ranks, 1);
+    assert_eq!(r.link_out_bytes, 2 * 64 * 4);
+    // Only the active rank's partial sums are buffered at the end.
+    let want = 512.0 / p.link.bandwidth_gbps + p.link.latency_ns;
+    assert!(
+        (r.link_out_ns - want).abs() < 1e-9,
+        "{} ns, expected {want}",
+        r.link_out_ns
+    );
+    // Two bags over two ranks: each returns partial sums of every bag.
+    let g = gather(0, vec![0, 1, 2], vec![0, 1]);
+    assert_eq!(link_out(&l, &g, &[]), vec![512, 512, 0, 0]);
+    // A rank with lookups of one table only returns that table's sums.
+    let l = layout(
+        Placement::RowInterleaved,
+        4,
+        &[TableShape { rows: 100, dim: 64 }; 2],
+        StateWidth::None,
+    );
+    let batch = [
+        gather(0, vec![0, 1, 2], vec![0, 4]),
+        gather(1, vec![0, 1, 2], vec![0, 4]),
+    ];
+    let per_rank: Vec<Vec<u64>> = batch.iter().map(|g| link_out(&l, g, &[])).collect();
+    assert_eq!(per_rank, vec![vec![512, 0, 0, 0], vec![0, 512, 0, 0]]);
+    let r = run_batch(&mut Pool::without_data(l.clone()), &batch, &p).unwrap();
+    assert_eq!(r.link_out_bytes, 1024);
+    assert_eq!(r.active_ranks, 2);
+    // Empty bags: no rank looked anything up, nothing comes back.
+    let empty = gather(0, vec![0, 0, 0], vec![]);
+    let r = run_batch(&mut Pool::without_data(l), &[empty], &p).unwrap();
+    assert_eq!((r.link_out_bytes, r.link_out_ns), (0, 0.0));
+}
