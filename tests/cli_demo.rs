@@ -111,6 +111,22 @@ fn demo_rejects_bad_arguments_clearly() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--lr NaN"), "{e}");
     assert!(!out.exists(), "a run directory was left");
+    // So does a negative one, in `demo` and `nmp run` as in `train`.
+    for cmd in [&["demo"][..], &["nmp", "run"][..]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .args(cmd)
+            .args(["--lr=-1", "-q", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains("--lr -1: expected a non-negative"),
+            "{cmd:?}: {e}"
+        );
+        assert!(!out.exists(), "{cmd:?}: a run directory was left");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

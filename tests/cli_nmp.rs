@@ -333,3 +333,58 @@ fn a_weighted_trace_pools_with_its_weights() {
         }
     }
 }
+
+/// What cannot run (a placement that does not fit, a --check the memory
+/// cannot hold) is refused before the run directory exists.
+#[test]
+fn runs_that_cannot_fit_leave_no_run_directory() {
+    let t = TempDir::new("nofit");
+    let d = &t.0;
+    for (args, want) in [
+        (
+            &[
+                "--rows",
+                "100000000",
+                "--ranks",
+                "2",
+                "--placement",
+                "table-per-rank",
+            ][..],
+            "does not fit",
+        ),
+        (
+            &[
+                "--rows",
+                "120000000",
+                "--dim",
+                "1024",
+                "--ranks",
+                "1024",
+                "--placement",
+                "vector-sliced",
+                "--check",
+            ][..],
+            "leave out --check",
+        ),
+    ] {
+        let mut a = vec![
+            "nmp",
+            "run",
+            "--profile",
+            "rm1",
+            "--batch",
+            "4",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "r",
+        ];
+        a.extend(args);
+        let o = nmpsim(d, &a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!d.join("r").exists(), "{args:?}: a run directory was left");
+    }
+}

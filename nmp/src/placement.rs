@@ -88,6 +88,12 @@ impl TableShape {
     }
 }
 
+/// The most ranks a pool may have.
+pub const MAX_RANKS: u32 = 1 << 16;
+
+/// The most values an embedding row may have (a 4 MiB row, 65,536 slices).
+pub const MAX_DIM: usize = 1 << 20;
+
 /// Sizes of the buffers a layout reserves besides the tables.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayoutParams {
@@ -178,8 +184,11 @@ impl Layout {
         params: LayoutParams,
     ) -> Result<Self, NmpError> {
         let r = params.ranks;
-        if r == 0 {
-            return Err(NmpError::param("ranks", "must be at least 1"));
+        if r == 0 || r > MAX_RANKS {
+            return Err(NmpError::param(
+                "ranks",
+                format!("{r}: expected 1 to {MAX_RANKS} ranks"),
+            ));
         }
         if tables.is_empty() {
             return Err(NmpError::param(
@@ -192,6 +201,15 @@ impl Layout {
                 return Err(NmpError::param(
                     format!("tables[{t}]"),
                     format!("needs rows >= 1 and dim >= 1, found {} x {}", s.rows, s.dim),
+                ));
+            }
+            if s.dim > MAX_DIM {
+                return Err(NmpError::param(
+                    "dim",
+                    format!(
+                        "{}: expected at most {MAX_DIM} values per row (table {t})",
+                        s.dim
+                    ),
                 ));
             }
         }
@@ -471,6 +489,24 @@ mod tests {
         let inter = Layout::new(Placement::RowInterleaved, &tables, params(32)).unwrap();
         assert!(inter.used_bytes.iter().all(|&b| b > 0));
         assert_eq!(inter.locate(3, 100, 0), (7, 3));
+    }
+
+    /// Sizes no pool could hold are refused by name before anything is
+    /// allocated per rank (a `dim` beyond u32 slices once wrapped).
+    #[test]
+    fn absurd_ranks_and_dims_are_refused_by_name() {
+        let t = [TableShape { rows: 10, dim: 16 }];
+        for placement in Placement::ALL {
+            let e = Layout::new(placement, &t, params(MAX_RANKS + 1)).unwrap_err();
+            assert!(e.to_string().contains("`ranks`"), "{e}");
+            assert!(Layout::new(placement, &t, params(MAX_RANKS)).is_ok());
+            let wide = [TableShape {
+                rows: 10,
+                dim: 16 << 32,
+            }];
+            let e = Layout::new(placement, &wide, params(2)).unwrap_err();
+            assert!(e.to_string().contains("`dim`"), "{e}");
+        }
     }
 
     #[test]

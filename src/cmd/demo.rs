@@ -159,6 +159,10 @@ pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
         ),
     };
     o.validate().with_context(|| format!("--lr {lr}"))?;
+    // (As `train` does: a negative rate climbs the loss.)
+    if lr < 0.0 {
+        bail!("--lr {lr}: expected a non-negative learning rate");
+    }
     Ok(o)
 }
 
@@ -502,17 +506,11 @@ fn median(v: &[f64]) -> f64 {
 fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer) -> Result<()> {
     let per_row = (dim + opt.state_values_per_row(dim)) as u128 * 4;
     let need: u128 = spec.tables.iter().map(|t| t.rows as u128 * per_row).sum();
-    if let Some(avail) = crate::cmd::available_memory_bytes() {
-        if need > avail as u128 * 8 / 10 {
-            bail!(
-                "the tables and optimizer state need {:.1} GB but only {:.1} GB of memory is available; \
-                 lower --rows, --tables or --dim",
-                need as f64 / 1e9,
-                avail as f64 / 1e9
-            );
-        }
-    }
-    Ok(())
+    crate::cmd::check_memory(
+        need,
+        "the tables and optimizer state",
+        "--rows, --tables or --dim",
+    )
 }
 
 /// Median of three copies of a 256 MiB buffer, counting read + write bytes.

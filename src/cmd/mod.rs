@@ -62,6 +62,22 @@ pub fn window_arg(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Refuses a run whose `need` bytes (`what` they hold) exceed 80% of the
+/// memory available, naming the flags that lower it (`lower`), instead of
+/// leaving the out-of-memory killer to end it.
+pub fn check_memory(need: u128, what: &str, lower: &str) -> anyhow::Result<()> {
+    if let Some(avail) = available_memory_bytes() {
+        if need > avail as u128 * 8 / 10 {
+            anyhow::bail!(
+                "{what} need {:.1} GB but only {:.1} GB of memory is available; lower {lower}",
+                need as f64 / 1e9,
+                avail as f64 / 1e9
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `MemAvailable` of `/proc/meminfo`, where there is one.
 pub fn available_memory_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -282,6 +282,20 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         max_bags,
         max_unique: max_lookups,
     };
+    // Every placement must fit, and with --check the memory hold the pool's
+    // tables and state and the kernels' copies, before the run directory.
+    for &placement in &placements {
+        Layout::new(placement, &shapes, layout_params.clone())?;
+    }
+    if a.check {
+        let per_row = (a.dim + optimizer.state_values_per_row(a.dim)) as u128 * 4;
+        let rows: u128 = shapes.iter().map(|s| s.rows as u128).sum();
+        crate::cmd::check_memory(
+            2 * rows * per_row,
+            "--check: the pool's tables and optimizer state and the reference copies",
+            "--rows, --tables or --dim, or leave out --check",
+        )?;
+    }
     let rd = RunDir::create(a.out.as_deref(), "nmp")?;
     rd.remove_earlier(&["phases.csv"])?;
     rd.write_config(
@@ -331,15 +345,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         } else {
             Pool::without_data(layout)
         };
-        // The largest relative error of `got` against `want`.
-        let worst_of = |got: &[f32], want: &[f32]| -> f32 {
-            if got.len() != want.len() {
-                return f32::INFINITY;
-            }
-            got.iter()
-                .zip(want)
-                .fold(0.0f32, |m, (g, w)| m.max((g - w).abs() / (1.0 + w.abs())))
-        };
+        let worst_of = worst_rel_err;
         for (bi, batch) in batches.iter().enumerate() {
             let mut run_phase = |pool: &mut Pool,
                                  phase: &'static str,
@@ -605,4 +611,40 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The largest relative error of `got` against `want`, `|g - w| / (1 + |w|)`.
+/// A NaN or an infinity where the reference has another value is an
+/// infinite error (`f32::max` alone would drop a NaN), and so are lengths
+/// that differ.
+fn worst_rel_err(got: &[f32], want: &[f32]) -> f32 {
+    if got.len() != want.len() {
+        return f32::INFINITY;
+    }
+    got.iter().zip(want).fold(0.0f32, |m, (&g, &w)| {
+        let e = if g.to_bits() == w.to_bits() {
+            0.0
+        } else {
+            (g - w).abs() / (1.0 + w.abs())
+        };
+        m.max(if e.is_nan() { f32::INFINITY } else { e })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worst_rel_err;
+
+    #[test]
+    fn a_nan_or_infinity_the_reference_lacks_is_an_infinite_error() {
+        assert_eq!(worst_rel_err(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+        assert_eq!(worst_rel_err(&[1.0, 3.0], &[1.0, 1.0]), 1.0);
+        assert_eq!(worst_rel_err(&[f32::NAN, 2.0], &[1.0, 2.0]), f32::INFINITY);
+        assert_eq!(worst_rel_err(&[1.0, f32::NAN], &[1.0, 2.0]), f32::INFINITY);
+        assert_eq!(worst_rel_err(&[f32::INFINITY], &[1.0]), f32::INFINITY);
+        assert_eq!(worst_rel_err(&[1.0], &[f32::NAN]), f32::INFINITY);
+        // The same value, infinities included, is no error.
+        assert_eq!(worst_rel_err(&[f32::INFINITY], &[f32::INFINITY]), 0.0);
+        assert_eq!(worst_rel_err(&[1.0], &[1.0, 2.0]), f32::INFINITY);
+    }
 }
