@@ -539,3 +539,50 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
         without_columns(&read(&d.join("fresh/results.csv")), is_timing_column)
     );
 }
+
+/// `sweep merge` of sweeps whose specs give different columns is refused,
+/// whatever the order of the directories; specs that differ only in comments
+/// merge to the same bytes in any order.
+#[test]
+fn merge_refuses_different_columns_and_is_order_independent() {
+    let t = TempDir::new("merge-metrics");
+    let d = &t.0;
+    let spec = |metrics: &str| {
+        format!(
+            "command = \"dram\"\n{metrics}[base]\nengine = \"native\"\nrequests = 2000\n[axes]\nwindow = [4, 8]\n"
+        )
+    };
+    std::fs::write(d.join("one.toml"), spec("")).unwrap();
+    std::fs::write(
+        d.join("two.toml"),
+        spec("metrics = [\"runs.*.bandwidth_gbps\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("three.toml"), format!("# a comment\n{}", spec(""))).unwrap();
+    for (s, out, shard) in [
+        ("one.toml", "sw1", "1/2"),
+        ("two.toml", "sw2", "2/2"),
+        ("three.toml", "sw3", "2/2"),
+    ] {
+        ok(d, &["sweep", s, "--out", out, "--shard", shard, "--quiet"]);
+    }
+    for (out, a, b) in [("mA", "sw1", "sw2"), ("mB", "sw2", "sw1")] {
+        let err = rejected(d, &["sweep", "merge", out, a, b]);
+        assert!(
+            err.contains(&format!("{b} and {a} keep different metrics")),
+            "{err}"
+        );
+        assert!(err.contains("runs.*.bandwidth_gbps"), "{err}");
+        assert!(!d.join(out).join("results.csv").exists());
+    }
+    ok(d, &["sweep", "merge", "mC", "sw1", "sw3"]);
+    ok(d, &["sweep", "merge", "mD", "sw3", "sw1"]);
+    for f in ["results.csv", "spec.toml", "sweep.json"] {
+        assert_eq!(
+            read(&d.join("mC").join(f)),
+            read(&d.join("mD").join(f)),
+            "{f}"
+        );
+    }
+    assert_eq!(read(&d.join("mC/results.csv")).lines().count(), 3);
+}

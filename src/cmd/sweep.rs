@@ -796,16 +796,61 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             );
         }
     }
-    let spec_path = m.dirs[0].join(SPEC_COPY);
-    let text = fs::read_to_string(&spec_path)
-        .with_context(|| format!("cannot read {}", spec_path.display()))?;
-    let spec = Spec::parse(&text, &spec_path.display().to_string()).map_err(|e| anyhow!("{e}"))?;
+    // The spec decides the table's columns beyond the plan: its `metrics`
+    // filter and the names of its parameter columns. Sweeps that differ there
+    // are refused, so the merge is the same in any order of the DIRs.
+    let mut specs: Vec<(String, Spec)> = Vec::new();
+    for d in &m.dirs {
+        let spec_path = d.join(SPEC_COPY);
+        let text = fs::read_to_string(&spec_path)
+            .with_context(|| format!("cannot read {}", spec_path.display()))?;
+        let spec =
+            Spec::parse(&text, &spec_path.display().to_string()).map_err(|e| anyhow!("{e}"))?;
+        specs.push((text, spec));
+    }
+    let columns = |s: &Spec| s.param_columns().join(", ");
+    for (d, (_, s)) in m.dirs.iter().zip(&specs).skip(1) {
+        let s0 = &specs[0].1;
+        if s.metrics != s0.metrics {
+            let show = |s: &Spec| {
+                if s.metrics.is_empty() {
+                    "none (every metric)".to_string()
+                } else {
+                    format!("{:?}", s.metrics)
+                }
+            };
+            bail!(
+                "{} and {} keep different metrics ({} vs {}): results.csv has one set of metric columns; give both specs (spec.toml in each) the same `metrics` and merge again",
+                d.display(),
+                m.dirs[0].display(),
+                show(s),
+                show(s0)
+            );
+        }
+        if columns(s) != columns(s0) {
+            bail!(
+                "{} and {} name their parameter columns differently ({} vs {}): results.csv has one set of columns; sweep both with the same spec",
+                d.display(),
+                m.dirs[0].display(),
+                columns(s),
+                columns(s0)
+            );
+        }
+    }
+    // Specs that differ only in what leaves the table alone (comments, the
+    // description, the spec's file name): OUT gets the spec.toml and sweep.json
+    // of the DIR whose spec.toml sorts first.
+    let pick = (0..specs.len())
+        .min_by(|&a, &b| (&specs[a].0, &infos[a].spec).cmp(&(&specs[b].0, &infos[b].spec)))
+        .expect("at least one DIR");
+    let (text, spec) = specs.swap_remove(pick);
+    let spec_path = m.dirs[pick].join(SPEC_COPY);
     let runs = expand(&spec);
     if plan_hash(&runs) != first.plan_hash {
         bail!(
             "{} does not expand to the runs recorded in {}",
             spec_path.display(),
-            m.dirs[0].join(SWEEP_INFO).display()
+            m.dirs[pick].join(SWEEP_INFO).display()
         );
     }
     let total = runs.len();
@@ -864,7 +909,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     write_atomic(&m.out.join(SPEC_COPY), text.as_bytes())?;
     let info = SweepInfo {
         shard: Shard::ALL.to_string(),
-        ..first.clone()
+        ..infos[pick].clone()
     };
     write_atomic(
         &m.out.join(SWEEP_INFO),
