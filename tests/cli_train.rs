@@ -483,3 +483,47 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
     );
     assert_eq!(csv.matches("mode,iteration").count(), 1, "{csv}");
 }
+
+/// The synthetic test set is drawn apart from the training data: with one
+/// row per table and a frozen model, the test loss is not that of the
+/// training batches.
+#[test]
+fn the_test_set_is_not_the_training_data() {
+    let t = TempDir::new("testset");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--rows",
+            "1",
+            "--lr",
+            "0",
+            "--iters",
+            "2",
+            "--batch",
+            "64",
+            "--test-batches",
+            "2",
+            "--json",
+            "--out",
+            "r",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let eval = v["results"]["modes"][0]["final_eval"]["loss"]
+        .as_f64()
+        .expect("eval loss");
+    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
+    let losses: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(losses.len(), 2);
+    let train = (losses[0] + losses[1]) / 2.0;
+    assert!(
+        (eval - train).abs() > 1e-4,
+        "test loss {eval} vs training loss {train}"
+    );
+}
