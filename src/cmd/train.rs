@@ -117,7 +117,7 @@ pub struct TrainArgs {
     /// Evaluate every N iterations (0: at the end only).
     #[arg(long, default_value_t = 0)]
     test_freq: u64,
-    /// Print a log line every N iterations.
+    /// Print a log line every N iterations, and after the last (0: no per-iteration lines).
     #[arg(long, default_value_t = 10)]
     print_freq: u64,
     /// Iterations at the start of each mode left out of the summary's per-iteration
@@ -318,6 +318,9 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         interaction,
         weighted: a.weighted,
     };
+    if a.rows == Some(0) {
+        bail!("--rows 0: every embedding table needs at least 1 row");
+    }
     let mut p = preset(&a.model, &o)?;
     if a.weighted && a.data.is_some() {
         bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
@@ -369,7 +372,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             decay_start_step: a.lr_decay_start,
             decay_steps: a.lr_decay_steps,
         },
-        print_every: a.print_freq.max(1),
+        print_every: a.print_freq,
         test_every: a.test_freq,
     };
     train.validate()?;
@@ -637,11 +640,12 @@ impl Observer for Recorder {
         }
         writeln!(
             self.iter_csv,
-            "{m},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            "{m},{},{},{},{},{},{:.6},{:.6},{:.6}",
             r.iteration,
             r.batch_size,
             r.loss,
             r.accuracy,
+            // Shortest round trip: a decayed rate (down to its 1e-7 floor) keeps its digits.
             r.lr,
             r.wall_ns / 1e6,
             r.iteration_ns / 1e6,
@@ -675,7 +679,7 @@ impl Observer for Recorder {
         w.4 += 1;
         self.pb.inc(1);
         let it = r.iteration + 1;
-        if it % self.print_every == 0 || it == self.iters {
+        if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
             let (l, acc, ns, modelled, n) = *w;
             let n = n.max(1) as f64;
             let s = format!(
