@@ -282,6 +282,21 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
         "link_gbps",
         "equally long",
     );
+    // Two runs of one configuration: one finished run would stand for both.
+    spec_error(
+        "dup",
+        "command = \"train\"\nmetrics = [\"modes.*.final_loss\"]\n[base]\nmodel = \"tiny\"\niters = 2\n[axes]\nlr = [0.1, 0.1]\n",
+        7,
+        "lr",
+        "value \"0.1\" is listed twice",
+    );
+    spec_error(
+        "dupzip",
+        "command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 1]\nbatch = [64, 128,\n  64]\n",
+        3,
+        "ranks",
+        "point 3 (ranks=1, batch=64) repeats point 1",
+    );
     spec_error(
         "reserved",
         "command = \"train\"\n[base]\niters = 1\njson = true\n",
@@ -484,6 +499,35 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
     assert!(o.status.success(), "{err}");
     assert!(err.contains("4 finished, 2 to run"), "{err}");
     assert_eq!(finished_runs(&d.join("s")), 6, "no run directory left over");
+    // The moved runs' run.json is that of their new index and directory.
+    for (new, old) in [("0004-", "0002-"), ("0005-", "0003-")] {
+        let rd = std::fs::read_dir(d.join("s/runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(new))
+            .expect("moved run");
+        let cfg: serde_json::Value = serde_json::from_str(&read(&rd.join("run.json"))).unwrap();
+        assert_eq!(cfg["index"].as_u64(), new[..4].parse().ok(), "{cfg}");
+        let name = rd.file_name().unwrap().to_string_lossy().into_owned();
+        let argv: Vec<&str> = cfg["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(
+            argv.iter()
+                .any(|a| a.starts_with("--out=") && a.ends_with(&name)),
+            "{cfg}"
+        );
+        let from = cfg["moved_from"].as_str().expect("moved_from");
+        assert!(from.contains(&format!("runs/{old}")), "{cfg}");
+    }
+    // Nothing left to run: the start line still says how many would run at once.
+    let o = nmpsim(d, &["sweep", "b.toml", "--out", "s", "--jobs", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("6 finished, 0 to run, 2 at a time"), "{err}");
     ok(
         d,
         &[
@@ -494,4 +538,51 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
         without_columns(&read(&d.join("s/results.csv")), is_timing_column),
         without_columns(&read(&d.join("fresh/results.csv")), is_timing_column)
     );
+}
+
+/// `sweep merge` of sweeps whose specs give different columns is refused,
+/// whatever the order of the directories; specs that differ only in comments
+/// merge to the same bytes in any order.
+#[test]
+fn merge_refuses_different_columns_and_is_order_independent() {
+    let t = TempDir::new("merge-metrics");
+    let d = &t.0;
+    let spec = |metrics: &str| {
+        format!(
+            "command = \"dram\"\n{metrics}[base]\nengine = \"native\"\nrequests = 2000\n[axes]\nwindow = [4, 8]\n"
+        )
+    };
+    std::fs::write(d.join("one.toml"), spec("")).unwrap();
+    std::fs::write(
+        d.join("two.toml"),
+        spec("metrics = [\"runs.*.bandwidth_gbps\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("three.toml"), format!("# a comment\n{}", spec(""))).unwrap();
+    for (s, out, shard) in [
+        ("one.toml", "sw1", "1/2"),
+        ("two.toml", "sw2", "2/2"),
+        ("three.toml", "sw3", "2/2"),
+    ] {
+        ok(d, &["sweep", s, "--out", out, "--shard", shard, "--quiet"]);
+    }
+    for (out, a, b) in [("mA", "sw1", "sw2"), ("mB", "sw2", "sw1")] {
+        let err = rejected(d, &["sweep", "merge", out, a, b]);
+        assert!(
+            err.contains(&format!("{b} and {a} keep different metrics")),
+            "{err}"
+        );
+        assert!(err.contains("runs.*.bandwidth_gbps"), "{err}");
+        assert!(!d.join(out).join("results.csv").exists());
+    }
+    ok(d, &["sweep", "merge", "mC", "sw1", "sw3"]);
+    ok(d, &["sweep", "merge", "mD", "sw3", "sw1"]);
+    for f in ["results.csv", "spec.toml", "sweep.json"] {
+        assert_eq!(
+            read(&d.join("mC").join(f)),
+            read(&d.join("mD").join(f)),
+            "{f}"
+        );
+    }
+    assert_eq!(read(&d.join("mC/results.csv")).lines().count(), 3);
 }

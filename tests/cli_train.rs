@@ -297,6 +297,8 @@ fn bad_configurations_fail_before_training() {
         (vec!["--gpu", "k80"], "unknown GPU preset `k80`"),
         (vec!["--dense-optimizer", "lamb"], "unknown dense optimizer"),
         (vec!["--ranks", "0"], "--ranks 0"),
+        (vec!["--rows", "0"], "--rows 0: every embedding table needs"),
+        (vec!["--model", "rm1", "--rows", "0"], "--rows 0"),
         (
             vec!["--link-gbps", "0"],
             "--link-gbps 0: expected a positive",
@@ -482,4 +484,91 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         "{csv}"
     );
     assert_eq!(csv.matches("mode,iteration").count(), 1, "{csv}");
+}
+
+/// `--print-freq 0` prints no per-iteration lines; iterations.csv keeps a
+/// decayed learning rate's digits down to its 1e-7 floor.
+#[test]
+fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
+    let t = TempDir::new("freq");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--iters",
+            "4",
+            "--batch",
+            "64",
+            "--lr-decay-steps",
+            "2",
+            "--print-freq",
+            "0",
+            "--test-batches",
+            "1",
+            "--out",
+            "r",
+        ],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    assert!(!s.contains("Finished training"), "{s}");
+    assert!(s.contains("Testing at - 4/4"), "{s}");
+    let log = std::fs::read_to_string(t.0.join("r/train.log")).unwrap();
+    assert!(!log.contains("Finished training"), "{log}");
+    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
+    let lr: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lr.len(), 4, "{csv}");
+    assert!(lr.iter().all(|&x| x > 0.0), "{csv}");
+    assert!(
+        lr.iter().any(|&x| (x - 1e-7).abs() < 1e-12),
+        "the floor is written as itself: {csv}"
+    );
+}
+
+/// The synthetic test set is drawn apart from the training data: with one
+/// row per table and a frozen model, the test loss is not that of the
+/// training batches.
+#[test]
+fn the_test_set_is_not_the_training_data() {
+    let t = TempDir::new("testset");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--rows",
+            "1",
+            "--lr",
+            "0",
+            "--iters",
+            "2",
+            "--batch",
+            "64",
+            "--test-batches",
+            "2",
+            "--json",
+            "--out",
+            "r",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let eval = v["results"]["modes"][0]["final_eval"]["loss"]
+        .as_f64()
+        .expect("eval loss");
+    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
+    let losses: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(losses.len(), 2);
+    let train = (losses[0] + losses[1]) / 2.0;
+    assert!(
+        (eval - train).abs() > 1e-4,
+        "test loss {eval} vs training loss {train}"
+    );
 }

@@ -2,7 +2,9 @@
 //! measurable: index batches from a `traces` generator, dense features drawn
 //! uniformly in [0, 1), and labels drawn from a fixed logistic teacher whose
 //! logit is a linear function of the dense features plus a per-row score for
-//! every lookup.
+//! every lookup. The teacher comes from one seed, the samples (indices, dense
+//! features, label draws) from the generator's: two streams of one teacher,
+//! such as a training and a test set, differ only in their samples.
 
 use nmpsim_kernels::table::SplitMix64;
 use nmpsim_traces::{Batch, GenSpec, Generator};
@@ -27,17 +29,26 @@ fn row_score(seed: u64, table: usize, row: u32) -> f32 {
 }
 
 impl TeacherData {
+    /// Batches of `spec` labelled by the teacher of `seed`. The samples
+    /// (the indices, the dense features and the label draws) follow
+    /// `spec.seed`; the teacher (dense weights, row scores) follows `seed`.
     pub fn new(spec: GenSpec, num_dense: usize, seed: u64) -> Result<Self, DlrmError> {
         let mut rng = SplitMix64::new(seed ^ 0xde05e);
         let dense_w = (0..num_dense).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+        let samples = SplitMix64::new(spec.seed ^ 0x1abe1);
         Ok(TeacherData {
             generator: Generator::new(spec)?,
             num_dense,
             seed,
             dense_w,
             sharpness: 4.0,
-            rng: SplitMix64::new(seed ^ 0x1abe1),
+            rng: samples,
         })
+    }
+
+    /// The teacher's weight of each dense feature.
+    pub fn dense_weights(&self) -> &[f32] {
+        &self.dense_w
     }
 
     /// The teacher's logit for sample `b` of `batch`.
@@ -129,4 +140,61 @@ pub fn write_criteo_tsv(
         left -= b;
     }
     out.flush().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PresetOverrides, preset};
+
+    fn stream(stream_seed: u64, teacher_seed: u64) -> TeacherData {
+        let p = preset("tiny", &PresetOverrides::default()).unwrap();
+        let mut spec = p.data;
+        spec.batch_size = 64;
+        spec.seed = stream_seed;
+        TeacherData::new(spec, p.config.bottom[0], teacher_seed).unwrap()
+    }
+
+    /// A test set drawn on another stream seed shares the teacher but none of
+    /// the samples: not the dense features, not the label draws.
+    #[test]
+    fn a_separate_stream_has_its_own_samples_and_the_same_teacher() {
+        let mut train = stream(1, 1);
+        let mut test = stream(1 ^ 0x07e5_75e7, 1);
+        let (a, b) = (train.next_batch(), test.next_batch());
+        assert_ne!(a.dense, b.dense, "dense features of the first batches");
+        assert_eq!(train.dense_weights(), test.dense_weights());
+        for i in 0..a.batch_size() {
+            assert_eq!(train.teacher_logit(&a, i), test.teacher_logit(&a, i));
+            assert_eq!(train.teacher_logit(&b, i), test.teacher_logit(&b, i));
+        }
+        // Indices with one row per table: only the dense features and the
+        // label draws tell the streams apart, and they do.
+        let one_row = |stream_seed| {
+            let p = preset(
+                "tiny",
+                &PresetOverrides {
+                    rows: Some(1),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let mut spec = p.data;
+            spec.batch_size = 256;
+            spec.seed = stream_seed;
+            TeacherData::new(spec, p.config.bottom[0], 1)
+                .unwrap()
+                .next_batch()
+        };
+        let (a, b) = (one_row(1), one_row(1 ^ 0x07e5_75e7));
+        assert_eq!(a.tables[0].indices, b.tables[0].indices);
+        assert_ne!(a.dense, b.dense);
+        assert_ne!(a.labels, b.labels);
+        // The same seeds give the same stream; another teacher another one.
+        assert_eq!(
+            stream(1, 1).next_batch().dense,
+            stream(1, 1).next_batch().dense
+        );
+        assert_ne!(stream(1, 2).dense_weights(), stream(1, 1).dense_weights());
+    }
 }

@@ -150,8 +150,10 @@ pub fn preset(name: &str, o: &PresetOverrides) -> Result<Preset, DlrmError> {
         }
         if let Some(r) = o.rows {
             for t in &mut data.tables {
-                t.rows = t.rows.min(r).max(1);
+                t.rows = t.rows.min(r);
             }
+            // As the profiles of the other presets check theirs: 0 rows is refused.
+            nmpsim_traces::Generator::new(data.clone())?;
         }
     }
     if o.weighted {
@@ -237,5 +239,29 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("bottom MLP output width 32"), "{e}");
+    }
+
+    #[test]
+    fn zero_rows_are_refused_by_every_preset() {
+        let zero = PresetOverrides {
+            rows: Some(0),
+            ..Default::default()
+        };
+        for n in ["tiny", "rm1"] {
+            let e = preset(n, &zero).unwrap_err().to_string();
+            assert!(
+                e.contains("tables[0].rows") && e.contains("0 rows"),
+                "{n}: {e}"
+            );
+        }
+        let one = preset(
+            "tiny",
+            &PresetOverrides {
+                rows: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(one.config.table_rows, vec![1, 1, 1]);
     }
 }

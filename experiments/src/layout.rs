@@ -16,6 +16,7 @@
 //! A run is finished when its `status.json` exists and holds the hash of the
 //! run's resolved config; only then is it reused on resume or merged.
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -72,8 +73,14 @@ pub struct RunConfig {
     pub params: Vec<(String, String)>,
     /// Every flag and its value as passed, in spec order.
     pub flags: Vec<(String, String)>,
-    /// The complete argument vector after the program name.
+    /// The complete argument vector after the program name (its `--out` is
+    /// this directory).
     pub argv: Vec<String>,
+    /// When a spec edit gave the run's configuration another index, the
+    /// directory it ran in (under its earlier name); the fields above are
+    /// rewritten for the new index and directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 /// `sweep.json`.
@@ -121,6 +128,99 @@ pub fn load_row(run_dir: &Path, run: &Run) -> Option<Row> {
         wall_s: Some(st.wall_s),
         metrics,
     })
+}
+
+/// A finished run to move to its new directory name: a spec edit gave its
+/// configuration another index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adopt {
+    /// The run's index in the edited spec.
+    pub index: usize,
+    pub from: PathBuf,
+    pub to: PathBuf,
+}
+
+/// What a sweep into `sweep_dir` resumes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// For each selected run, in order: its finished status, if any.
+    pub state: Vec<Option<RunStatus>>,
+    /// Finished runs found under another name, to move to their own.
+    pub adopt: Vec<Adopt>,
+}
+
+/// Finds the finished runs of `selected` (runs of the plan `runs`) in
+/// `sweep_dir`: each in its own directory or, after a spec edit gave its
+/// configuration another index, in a directory of the same config hash
+/// (completed before failed, then by name). A directory that is already the
+/// finished directory of a run of the plan is never taken for another, and
+/// none is taken twice.
+pub fn resume(sweep_dir: &Path, runs: &[Run], selected: &[&Run]) -> Resume {
+    let total = runs.len();
+    let mut taken: HashSet<PathBuf> = runs
+        .iter()
+        .filter_map(|r| {
+            let d = run_dir(sweep_dir, r, total);
+            finished(&d, r).map(|_| d)
+        })
+        .collect();
+    let earlier = finished_by_hash(sweep_dir);
+    let mut adopt = Vec::new();
+    let state = selected
+        .iter()
+        .map(|r| {
+            let own = run_dir(sweep_dir, r, total);
+            if let Some(st) = finished(&own, r) {
+                return Some(st);
+            }
+            for from in earlier.get(&r.hash).into_iter().flatten() {
+                if taken.contains(from) {
+                    continue;
+                }
+                let Some(st) = finished(from, r) else {
+                    continue;
+                };
+                taken.insert(from.clone());
+                adopt.push(Adopt {
+                    index: r.index,
+                    from: from.clone(),
+                    to: own,
+                });
+                return Some(st);
+            }
+            None
+        })
+        .collect();
+    Resume { state, adopt }
+}
+
+/// The run directories under `sweep_dir/runs` with a status, by config hash:
+/// completed ones first, then by name.
+fn finished_by_hash(sweep_dir: &Path) -> HashMap<String, Vec<PathBuf>> {
+    let mut found: HashMap<String, Vec<(bool, PathBuf)>> = HashMap::new();
+    let Ok(dirs) = fs::read_dir(sweep_dir.join(RUNS_DIR)) else {
+        return HashMap::new();
+    };
+    for e in dirs.flatten() {
+        let dir = e.path();
+        let Some(st) = fs::read(dir.join(RUN_STATUS))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<RunStatus>(&b).ok())
+        else {
+            continue;
+        };
+        found
+            .entry(st.hash)
+            .or_default()
+            .push((st.status != Status::Completed, dir));
+    }
+    found
+        .into_iter()
+        .map(|(h, mut v)| {
+            v.sort();
+            (h, v.into_iter().map(|(_, d)| d).collect())
+        })
+        .collect()
 }
 
 /// Among sweep directories (shards), the one holding `run` finished, preferring
@@ -223,6 +323,55 @@ mod tests {
         );
         fs::remove_dir_all(&a).ok();
         fs::remove_dir_all(&b).ok();
+    }
+
+    #[test]
+    fn resume_adopts_a_moved_run_but_never_another_runs_directory() {
+        let d = temp("resume");
+        let runs = expand(
+            &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
+        );
+        let all: Vec<&Run> = runs.iter().collect();
+        // Run 1 finished earlier as run 0 of another spec (old name), run 0
+        // is not finished.
+        let old = d
+            .join(RUNS_DIR)
+            .join(format!("0000-{}", &runs[1].hash[..8]));
+        write_status(&old, &runs[1].hash, Status::Completed);
+        let r = resume(&d, &runs, &all);
+        assert_eq!(r.state[0], None);
+        assert_eq!(
+            r.state[1].as_ref().map(|s| s.status),
+            Some(Status::Completed)
+        );
+        assert_eq!(
+            r.adopt,
+            vec![Adopt {
+                index: 1,
+                from: old.clone(),
+                to: run_dir(&d, &runs[1], 2)
+            }]
+        );
+        fs::remove_dir_all(&d).ok();
+
+        // Two runs of one configuration (a spec check refuses them, this is
+        // the last line of defence): the finished one keeps its directory,
+        // the other is not finished and adopts nothing.
+        let d = temp("resume-same");
+        let mut twin = runs[0].clone();
+        twin.index = 1;
+        let same = vec![runs[0].clone(), twin];
+        let all: Vec<&Run> = same.iter().collect();
+        write_status(&run_dir(&d, &same[0], 2), &same[0].hash, Status::Completed);
+        let r = resume(&d, &same, &all);
+        assert!(r.state[0].is_some());
+        assert_eq!(r.state[1], None);
+        assert!(r.adopt.is_empty(), "{:?}", r.adopt);
+        // Also when only the other run is selected (another shard).
+        let r = resume(&d, &same, &all[1..]);
+        assert_eq!(r.state, vec![None]);
+        assert!(r.adopt.is_empty(), "{:?}", r.adopt);
+        fs::remove_dir_all(&d).ok();
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub mod spec;
 
 pub use error::{SpecError, SpecErrors};
 pub use expand::{Run, expand, plan_hash};
-pub use layout::{RunConfig, RunStatus, Status, SweepInfo, load_row};
+pub use layout::{Adopt, Resume, RunConfig, RunStatus, Status, SweepInfo, load_row, resume};
 pub use results::{Row, flatten_metrics, is_timing_column, results_csv, without_columns};
 pub use schema::{CommandSchema, check_runs, check_spec};
 pub use shard::Shard;

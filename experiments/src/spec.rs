@@ -418,6 +418,7 @@ impl Spec {
         }
         spec.check_zips(&mut cx);
         spec.check_keys(&mut cx);
+        spec.check_repeats(&mut cx);
         (Some(spec), SpecErrors(cx.errors))
     }
 
@@ -438,6 +439,67 @@ impl Spec {
                             first.values.len(),
                             e.key,
                             e.values.len()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A value twice in one axis (or a `[[zip]]` point twice in its group)
+    /// would give two runs of the same configuration: the same hash, so one
+    /// finished run would stand for both. Values are compared as the flag
+    /// receives them (`1` and `"1"` are the same value).
+    fn check_repeats(&self, cx: &mut Ctx<'_>) {
+        let single = self
+            .axes
+            .iter()
+            .map(|e| (e, "[axes]"))
+            .chain(self.seeds.iter().map(|e| (e, "[repeat]")));
+        for (e, section) in single {
+            for (k, v) in e.values.iter().enumerate() {
+                let r = v.value.render();
+                if let Some(first) = e.values[..k].iter().find(|w| w.value.render() == r) {
+                    cx.err(
+                        Some(v.line),
+                        Some(&e.key),
+                        format!(
+                            "{section}: value {r:?} is listed twice (first on line {}): two runs would have the same configuration; list each value once",
+                            first.line
+                        ),
+                    );
+                }
+            }
+        }
+        for z in &self.zips {
+            let Some(head) = z.entries.first() else {
+                continue;
+            };
+            let n = z.entries.iter().map(|e| e.values.len()).min().unwrap_or(0);
+            let point = |j: usize| -> Vec<String> {
+                z.entries
+                    .iter()
+                    .map(|e| e.values[j].value.render())
+                    .collect()
+            };
+            for k in 0..n {
+                let pk = point(k);
+                if let Some(j) = (0..k).find(|&j| point(j) == pk) {
+                    let shown: Vec<String> = z
+                        .entries
+                        .iter()
+                        .zip(&pk)
+                        .map(|(e, v)| format!("{}={v}", e.key))
+                        .collect();
+                    cx.err(
+                        Some(head.values[k].line),
+                        Some(&head.key),
+                        format!(
+                            "[[zip]]: point {} ({}) repeats point {} (line {}): two runs would have the same configuration; list each point once",
+                            k + 1,
+                            shown.join(", "),
+                            j + 1,
+                            head.values[j].line
                         ),
                     );
                 }
@@ -565,6 +627,60 @@ mod tests {
         let e = errs("command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 4]\nlink-gbps = [25, 50]\n");
         assert_eq!(e[0].line, Some(4));
         assert!(e[0].message.contains("3 values"), "{}", e[0]);
+    }
+
+    #[test]
+    fn a_value_twice_in_an_axis_is_rejected() {
+        let e = errs("command = \"train\"\n[axes]\nlr = [0.1,\n  0.1]\n");
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].line, Some(4));
+        assert_eq!(e[0].key.as_deref(), Some("lr"));
+        assert!(
+            e[0].message
+                .contains("\"0.1\" is listed twice (first on line 3)"),
+            "{}",
+            e[0]
+        );
+        assert!(
+            e[0].to_string().starts_with("t.toml:4: key 'lr': [axes]"),
+            "{}",
+            e[0]
+        );
+        // The value as the flag gets it: 1 and "1" are one value.
+        let e = errs("command = \"dram\"\n[axes]\nwindow = [1, 2, \"1\"]\n");
+        assert!(e[0].message.contains("\"1\" is listed twice"), "{}", e[0]);
+        let e = errs("command = \"dram\"\n[repeat]\nseeds = [1, 2, 2]\n");
+        assert!(
+            e[0].message.starts_with("[repeat]: value \"2\""),
+            "{}",
+            e[0]
+        );
+        // Distinct values are fine, also equal values in different axes.
+        Spec::parse(
+            "command = \"dram\"\n[axes]\nwindow = [1, 2]\nseed = [1, 2]\n",
+            "t.toml",
+        )
+        .expect("valid");
+    }
+
+    #[test]
+    fn a_zip_point_twice_is_rejected() {
+        let e = errs("command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 1]\nbatch = [64, 64, 64]\n");
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].line, Some(3));
+        assert_eq!(e[0].key.as_deref(), Some("ranks"));
+        assert!(
+            e[0].message
+                .contains("point 3 (ranks=1, batch=64) repeats point 1"),
+            "{}",
+            e[0]
+        );
+        // A value may repeat within one list of a group when the points differ.
+        Spec::parse(
+            "command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 1]\nbatch = [64, 64, 128]\n",
+            "t.toml",
+        )
+        .expect("valid");
     }
 
     #[test]

@@ -18,8 +18,8 @@ use nmpsim_experiments::layout::{
     SWEEP_INFO,
 };
 use nmpsim_experiments::{
-    CONFIRM_ABOVE_RUNS, CommandSchema, Row, Run, RunConfig, RunStatus, Shard, Spec, SpecError,
-    Status, SweepInfo, check_runs, check_spec, expand, plan_hash, results_csv,
+    Adopt, CONFIRM_ABOVE_RUNS, CommandSchema, Resume, Row, Run, RunConfig, RunStatus, Shard, Spec,
+    SpecError, Status, SweepInfo, check_runs, check_spec, expand, plan_hash, results_csv,
 };
 use serde::Serialize;
 
@@ -274,20 +274,7 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     // A finished run is found in its own directory or, after a spec edit
     // gave its config another index, in the directory of its earlier index
     // (found by its hash), which a sweep then moves to the new name.
-    let earlier = finished_by_hash(&out);
-    let mut adopt: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let state: Vec<Option<RunStatus>> = selected
-        .iter()
-        .map(|r| {
-            let own = layout::run_dir(&out, r, total);
-            layout::finished(&own, r).or_else(|| {
-                let from = earlier.get(&r.hash)?;
-                let st = layout::finished(from, r)?;
-                adopt.push((from.clone(), own));
-                Some(st)
-            })
-        })
-        .collect();
+    let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
     let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -306,7 +293,7 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
 
     fs::create_dir_all(out.join(RUNS_DIR))
         .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
-    for (from, to) in &adopt {
+    for Adopt { index, from, to } in &adopt {
         // (A directory under the new name holds no finished run: an attempt
         // that was killed.)
         if to.exists() {
@@ -314,6 +301,14 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         }
         fs::rename(from, to)
             .with_context(|| format!("cannot move {} to {}", from.display(), to.display()))?;
+        // run.json describes the run as the edited spec has it: its new index
+        // and directory (the command's own files name where it ran).
+        let mut config = run_config(&plan.schema, &plan.runs[*index], to);
+        config.moved_from = Some(from.display().to_string());
+        write_atomic(
+            &to.join(RUN_CONFIG),
+            serde_json::to_string_pretty(&config)?.as_bytes(),
+        )?;
     }
     let info = SweepInfo {
         spec: spec_path.display().to_string(),
@@ -360,7 +355,11 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             out.display(),
             skipped,
             todo.len(),
-            jobs.min(todo.len()).max(1)
+            if todo.is_empty() {
+                jobs
+            } else {
+                jobs.min(todo.len())
+            }
         );
     }
 
@@ -526,32 +525,6 @@ fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
     }
 }
 
-/// The finished runs in `out/runs` by config hash (a completed one before a
-/// failed one of the same config).
-fn finished_by_hash(out: &Path) -> std::collections::HashMap<String, PathBuf> {
-    let mut found: std::collections::HashMap<String, (Status, PathBuf)> = Default::default();
-    let Ok(dirs) = fs::read_dir(out.join(RUNS_DIR)) else {
-        return Default::default();
-    };
-    for e in dirs.flatten() {
-        let dir = e.path();
-        let Some(st) = fs::read(dir.join(RUN_STATUS))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<RunStatus>(&b).ok())
-        else {
-            continue;
-        };
-        let better = match found.get(&st.hash) {
-            None => true,
-            Some((s, _)) => *s != Status::Completed && st.status == Status::Completed,
-        };
-        if better {
-            found.insert(st.hash, (st.status, dir));
-        }
-    }
-    found.into_iter().map(|(h, (_, d))| (h, d)).collect()
-}
-
 fn write_results<'a>(
     out: &Path,
     spec: &Spec,
@@ -566,16 +539,11 @@ fn write_results<'a>(
     Ok(path)
 }
 
-/// Runs one child process and records it in `rd`. Errors are about the sweep
-/// directory (cannot write); a failing run is a recorded result, not an error.
-fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<()> {
-    fs::create_dir_all(rd).with_context(|| format!("cannot create {}", rd.display()))?;
-    // A stale status (a failed earlier attempt) must not outlive this attempt
-    // if it is interrupted.
-    let _ = fs::remove_file(rd.join(RUN_STATUS));
+/// `run.json` of `run` in the run directory `rd`.
+fn run_config(schema: &CommandSchema, run: &Run, rd: &Path) -> RunConfig {
     let mut argv = schema.argv(&run.config);
     argv.extend(schema.sweep_flags(&rd.display().to_string()));
-    let config = RunConfig {
+    RunConfig {
         index: run.index,
         hash: run.hash.clone(),
         command: run.command.clone(),
@@ -585,8 +553,20 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
             .iter()
             .map(|(k, v)| (k.clone(), v.render()))
             .collect(),
-        argv: argv.clone(),
-    };
+        argv,
+        moved_from: None,
+    }
+}
+
+/// Runs one child process and records it in `rd`. Errors are about the sweep
+/// directory (cannot write); a failing run is a recorded result, not an error.
+fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<()> {
+    fs::create_dir_all(rd).with_context(|| format!("cannot create {}", rd.display()))?;
+    // A stale status (a failed earlier attempt) must not outlive this attempt
+    // if it is interrupted.
+    let _ = fs::remove_file(rd.join(RUN_STATUS));
+    let config = run_config(schema, run, rd);
+    let argv = config.argv.clone();
     write_atomic(
         &rd.join(RUN_CONFIG),
         serde_json::to_string_pretty(&config)?.as_bytes(),
@@ -816,16 +796,61 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             );
         }
     }
-    let spec_path = m.dirs[0].join(SPEC_COPY);
-    let text = fs::read_to_string(&spec_path)
-        .with_context(|| format!("cannot read {}", spec_path.display()))?;
-    let spec = Spec::parse(&text, &spec_path.display().to_string()).map_err(|e| anyhow!("{e}"))?;
+    // The spec decides the table's columns beyond the plan: its `metrics`
+    // filter and the names of its parameter columns. Sweeps that differ there
+    // are refused, so the merge is the same in any order of the DIRs.
+    let mut specs: Vec<(String, Spec)> = Vec::new();
+    for d in &m.dirs {
+        let spec_path = d.join(SPEC_COPY);
+        let text = fs::read_to_string(&spec_path)
+            .with_context(|| format!("cannot read {}", spec_path.display()))?;
+        let spec =
+            Spec::parse(&text, &spec_path.display().to_string()).map_err(|e| anyhow!("{e}"))?;
+        specs.push((text, spec));
+    }
+    let columns = |s: &Spec| s.param_columns().join(", ");
+    for (d, (_, s)) in m.dirs.iter().zip(&specs).skip(1) {
+        let s0 = &specs[0].1;
+        if s.metrics != s0.metrics {
+            let show = |s: &Spec| {
+                if s.metrics.is_empty() {
+                    "none (every metric)".to_string()
+                } else {
+                    format!("{:?}", s.metrics)
+                }
+            };
+            bail!(
+                "{} and {} keep different metrics ({} vs {}): results.csv has one set of metric columns; give both specs (spec.toml in each) the same `metrics` and merge again",
+                d.display(),
+                m.dirs[0].display(),
+                show(s),
+                show(s0)
+            );
+        }
+        if columns(s) != columns(s0) {
+            bail!(
+                "{} and {} name their parameter columns differently ({} vs {}): results.csv has one set of columns; sweep both with the same spec",
+                d.display(),
+                m.dirs[0].display(),
+                columns(s),
+                columns(s0)
+            );
+        }
+    }
+    // Specs that differ only in what leaves the table alone (comments, the
+    // description, the spec's file name): OUT gets the spec.toml and sweep.json
+    // of the DIR whose spec.toml sorts first.
+    let pick = (0..specs.len())
+        .min_by(|&a, &b| (&specs[a].0, &infos[a].spec).cmp(&(&specs[b].0, &infos[b].spec)))
+        .expect("at least one DIR");
+    let (text, spec) = specs.swap_remove(pick);
+    let spec_path = m.dirs[pick].join(SPEC_COPY);
     let runs = expand(&spec);
     if plan_hash(&runs) != first.plan_hash {
         bail!(
             "{} does not expand to the runs recorded in {}",
             spec_path.display(),
-            m.dirs[0].join(SWEEP_INFO).display()
+            m.dirs[pick].join(SWEEP_INFO).display()
         );
     }
     let total = runs.len();
@@ -884,7 +909,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     write_atomic(&m.out.join(SPEC_COPY), text.as_bytes())?;
     let info = SweepInfo {
         shard: Shard::ALL.to_string(),
-        ..first.clone()
+        ..infos[pick].clone()
     };
     write_atomic(
         &m.out.join(SWEEP_INFO),

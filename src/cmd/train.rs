@@ -117,7 +117,7 @@ pub struct TrainArgs {
     /// Evaluate every N iterations (0: at the end only).
     #[arg(long, default_value_t = 0)]
     test_freq: u64,
-    /// Print a log line every N iterations.
+    /// Print a log line every N iterations, and after the last (0: no per-iteration lines).
     #[arg(long, default_value_t = 10)]
     print_freq: u64,
     /// Iterations at the start of each mode left out of the summary's per-iteration
@@ -318,6 +318,9 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         interaction,
         weighted: a.weighted,
     };
+    if a.rows == Some(0) {
+        bail!("--rows 0: every embedding table needs at least 1 row");
+    }
     let mut p = preset(&a.model, &o)?;
     if a.weighted && a.data.is_some() {
         bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
@@ -369,7 +372,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             decay_start_step: a.lr_decay_start,
             decay_steps: a.lr_decay_steps,
         },
-        print_every: a.print_freq.max(1),
+        print_every: a.print_freq,
         test_every: a.test_freq,
     };
     train.validate()?;
@@ -637,11 +640,12 @@ impl Observer for Recorder {
         }
         writeln!(
             self.iter_csv,
-            "{m},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            "{m},{},{},{},{},{},{:.6},{:.6},{:.6}",
             r.iteration,
             r.batch_size,
             r.loss,
             r.accuracy,
+            // Shortest round trip: a decayed rate (down to its 1e-7 floor) keeps its digits.
             r.lr,
             r.wall_ns / 1e6,
             r.iteration_ns / 1e6,
@@ -675,7 +679,7 @@ impl Observer for Recorder {
         w.4 += 1;
         self.pb.inc(1);
         let it = r.iteration + 1;
-        if it % self.print_every == 0 || it == self.iters {
+        if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
             let (l, acc, ns, modelled, n) = *w;
             let n = n.max(1) as f64;
             let s = format!(
@@ -778,9 +782,29 @@ struct Breakdown {
     sources: Vec<Source>,
 }
 
+/// Where the run stands when a summary is written: after each mode it is
+/// `running` (the modes left are listed), at the end the run's status.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RunState {
+    Running,
+    Ended(Status),
+}
+
+impl Serialize for RunState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RunState::Running => s.serialize_str("running"),
+            RunState::Ended(st) => st.serialize(s),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Summary<'a> {
-    status: Status,
+    status: RunState,
+    /// The modes of `--mode` without a summary (yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    modes_not_run: Vec<SystemMode>,
     model: &'a str,
     batch: usize,
     gpu: &'a str,
@@ -1154,8 +1178,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         if outcome.is_err() {
             status = Status::Failed;
         }
-        // Results so far reach the disk whatever happens next.
-        write_summary(&rd, &r, &mut summaries, status)?;
+        // Results so far reach the disk whatever happens next: marked as a
+        // run still going, unless this mode failed (the run ends here).
+        let state = if outcome.is_err() {
+            RunState::Ended(Status::Failed)
+        } else {
+            RunState::Running
+        };
+        write_summary(&rd, &r, &mut summaries, state)?;
         let outcome = outcome.with_context(|| {
             format!(
                 "mode {mode}: training failed; the log and the records so far are in {}",
@@ -1170,7 +1200,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         }
     }
     pb.finish_and_clear();
-    let text = write_summary(&rd, &r, &mut summaries, status)?;
+    let text = write_summary(&rd, &r, &mut summaries, RunState::Ended(status))?;
     if a.json {
         let v =
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
@@ -1197,8 +1227,14 @@ fn write_summary(
     rd: &RunDir,
     r: &Resolved,
     summaries: &mut [ModeSummary],
-    status: Status,
+    state: RunState,
 ) -> Result<String> {
+    let not_run: Vec<SystemMode> = r
+        .modes
+        .iter()
+        .filter(|m| !summaries.iter().any(|s| s.mode == **m))
+        .copied()
+        .collect();
     let base = summaries
         .iter()
         .find(|m| m.mode == SystemMode::BaselineCpu)
@@ -1209,7 +1245,8 @@ fn write_summary(
             .map(|b| b / m.modelled_ms_per_iteration);
     }
     let s = Summary {
-        status,
+        status: state,
+        modes_not_run: not_run.clone(),
         model: &r.preset.name,
         batch: r.train.batch,
         gpu: &r.gpu.name,
@@ -1260,27 +1297,106 @@ fn write_summary(
         .collect();
     rd.write_file("summary.csv", csv_text(&header, &rows).as_bytes())?;
     let mut text = report_text(r, summaries, rd.path());
-    if status != Status::Completed {
+    if state != RunState::Ended(Status::Completed) {
         // Say so where it is read, not only in the JSON and CSV.
-        let not_run: Vec<String> = r
-            .modes
-            .iter()
-            .filter(|m| !summaries.iter().any(|s| s.mode == **m))
-            .map(|m| m.to_string())
-            .collect();
-        let word = match status {
-            Status::Interrupted => "interrupted",
-            Status::Failed => "failed",
-            Status::DataExhausted => "stopped: the data ran out",
-            Status::Completed => "completed",
+        let not_run: Vec<String> = not_run.iter().map(|m| m.to_string()).collect();
+        let word = match state {
+            RunState::Running => "in progress (this summary is rewritten after each mode)",
+            RunState::Ended(Status::Interrupted) => "interrupted",
+            RunState::Ended(Status::Failed) => "failed",
+            RunState::Ended(Status::DataExhausted) => "stopped: the data ran out",
+            RunState::Ended(Status::Completed) => "completed",
         };
-        let rest = if not_run.is_empty() {
-            String::new()
-        } else {
-            format!("; not run: {}", not_run.join(", "))
+        let rest = match (not_run.is_empty(), state) {
+            (true, _) => String::new(),
+            (false, RunState::Running) => format!("; not run yet: {}", not_run.join(", ")),
+            (false, _) => format!("; not run: {}", not_run.join(", ")),
         };
         text = format!("run {word}{rest}\n{text}");
     }
     rd.write_summary(&text)?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    fn results(dir: &Path) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+    }
+
+    fn summary_text(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("summary.txt")).unwrap()
+    }
+
+    /// The summary written after a mode of `--mode all` says the run is still
+    /// going and which modes are left: a run killed between modes is not
+    /// taken for a completed one.
+    #[test]
+    fn the_summary_after_a_mode_says_the_run_is_still_going() {
+        let a = Cli::parse_from(["train", "--mode", "all", "--nmp-bandwidth", "100"]).train;
+        let r = resolve(&a).unwrap();
+        let dir = std::env::temp_dir().join(format!("nmpsim-train-summary-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let rd = RunDir::create(Some(&dir), "train").unwrap();
+        let mode = |m| {
+            summarize(
+                m,
+                Status::Completed,
+                Vec::new(),
+                &ModeAgg::default(),
+                0.0,
+                Vec::new(),
+            )
+        };
+        let mut summaries = vec![mode(SystemMode::BaselineCpu)];
+        write_summary(&rd, &r, &mut summaries, RunState::Running).unwrap();
+        let v = results(&dir);
+        assert_eq!(v["results"]["status"], "running");
+        assert_eq!(
+            v["results"]["modes_not_run"],
+            serde_json::json!(["tcast-cpu", "baseline-nmp", "tcast-nmp"])
+        );
+        let text = summary_text(&dir);
+        assert!(
+            text.starts_with("run in progress")
+                && text
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .ends_with("; not run yet: tcast-cpu, baseline-nmp, tcast-nmp"),
+            "{text}"
+        );
+
+        // Stopped there: the modes left were not run.
+        write_summary(
+            &rd,
+            &r,
+            &mut summaries,
+            RunState::Ended(Status::Interrupted),
+        )
+        .unwrap();
+        assert_eq!(results(&dir)["results"]["status"], "interrupted");
+        assert!(
+            summary_text(&dir)
+                .starts_with("run interrupted; not run: tcast-cpu, baseline-nmp, tcast-nmp\n")
+        );
+
+        // Every mode ran: completed, nothing listed.
+        let mut summaries: Vec<ModeSummary> = SystemMode::ALL.iter().map(|&m| mode(m)).collect();
+        write_summary(&rd, &r, &mut summaries, RunState::Ended(Status::Completed)).unwrap();
+        let v = results(&dir);
+        assert_eq!(v["results"]["status"], "completed");
+        assert!(v["results"].get("modes_not_run").is_none(), "{v}");
+        assert!(summary_text(&dir).starts_with("model "));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
