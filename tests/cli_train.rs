@@ -298,6 +298,39 @@ fn bad_configurations_fail_before_training() {
         (vec!["--dense-optimizer", "lamb"], "unknown dense optimizer"),
         (vec!["--ranks", "0"], "--ranks 0"),
         (vec!["--rows", "0"], "--rows 0: every embedding table needs"),
+        (
+            vec!["--rows-scale", "0.5"],
+            "--rows-scale scales the Criteo-Kaggle tables",
+        ),
+        (
+            vec!["--data", "missing.tsv", "--lookups", "3"],
+            "--lookups applies to synthetic data",
+        ),
+        (
+            vec![
+                "--model",
+                "criteo-kaggle",
+                "--data",
+                "x.tsv",
+                "--max-ind-range",
+                "0",
+            ],
+            "--max-ind-range 0",
+        ),
+        (vec!["--lr=-1"], "--lr -1: expected a non-negative"),
+        (vec!["--warmup-iters", "5"], "--warmup-iters 5 leaves none"),
+        (
+            vec!["--test-batches", "18446744073709551615"],
+            "GB of memory is available; lower",
+        ),
+        (
+            vec!["--model", "rm3", "--rows", "4294967295"],
+            "GB of memory is available; lower",
+        ),
+        (
+            vec!["--arch-mlp-bot", "13-18446744073709551615-4"],
+            "GB of memory is available; lower",
+        ),
         (vec!["--model", "rm1", "--rows", "0"], "--rows 0"),
         (
             vec!["--link-gbps", "0"],
@@ -571,4 +604,40 @@ fn the_test_set_is_not_the_training_data() {
         (eval - train).abs() > 1e-4,
         "test loss {eval} vs training loss {train}"
     );
+}
+
+/// A learning rate that makes the loss NaN stops the mode as failed, naming
+/// the iteration, instead of reporting a NaN loss beside an AUC.
+#[test]
+fn a_diverging_run_fails_naming_the_iteration() {
+    let t = TempDir::new("diverge");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--iters",
+            "3",
+            "--batch",
+            "8",
+            "--test-batches",
+            "1",
+            "--lr",
+            "3e38",
+            "-q",
+            "--out",
+            "d",
+        ],
+    );
+    let s = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{s}");
+    assert!(
+        s.contains("training diverged; lower --lr") && s.contains("(learning rate 3e38)"),
+        "{s}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.0.join("d/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["results"]["status"], "failed", "{v}");
 }

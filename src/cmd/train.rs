@@ -13,9 +13,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use nmpsim_dlrm::trainer::system_mode_trainer_with_dense;
 use nmpsim_dlrm::{
-    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmError, EvalRecord, GpuPreset,
-    Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset, PresetOverrides,
-    Source, Stage, Status, SystemMode, TeacherData, TrainConfig, parse_arch, preset,
+    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, EvalRecord,
+    GpuPreset, Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset,
+    PresetOverrides, Source, Stage, Status, SystemMode, TeacherData, TrainConfig, parse_arch,
+    preset,
 };
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
@@ -198,6 +199,10 @@ struct Resolved {
     data: String,
     test_data: String,
     max_lookups_per_table: u64,
+    /// Iterations at the start of each mode left out of the summary.
+    warmup_iters: u64,
+    /// Test batches (`--test-batches`).
+    test_batches: usize,
     /// Where the dense path runs: `cpu` or `cuda`.
     device: String,
     /// The GPU that runs the dense path with `cuda`.
@@ -321,6 +326,32 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     if a.rows == Some(0) {
         bail!("--rows 0: every embedding table needs at least 1 row");
     }
+    // (Options the chosen data would ignore are refused, not dropped.)
+    if a.rows_scale.is_some() && a.model != "criteo-kaggle" {
+        bail!(
+            "--rows-scale scales the Criteo-Kaggle tables; model `{}` takes --rows",
+            a.model
+        );
+    }
+    if a.lookups.is_some() && a.data.is_some() {
+        bail!("--lookups applies to synthetic data; Criteo data has one lookup per table");
+    }
+    if a.max_ind_range == Some(0) {
+        bail!("--max-ind-range 0: every embedding table needs at least 1 row");
+    }
+    if !(a.lr.is_finite() && a.lr >= 0.0) {
+        bail!(
+            "--lr {}: expected a non-negative, finite learning rate",
+            a.lr
+        );
+    }
+    if a.warmup_iters >= a.iters && a.warmup_iters > 1 {
+        bail!(
+            "--warmup-iters {} leaves none of the {} iterations for the summary; expected fewer than --iters",
+            a.warmup_iters,
+            a.iters
+        );
+    }
     let mut p = preset(&a.model, &o)?;
     if a.weighted && a.data.is_some() {
         bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
@@ -422,6 +453,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             .max()
             .unwrap_or(1) as u64
     };
+    check_memory(&p.config, &train, a.test_batches, bag)?;
     let data = match &a.data {
         Some(f) => format!("criteo tsv {}", f.display()),
         None => format!("synthetic {} profile with a planted teacher", p.name),
@@ -440,6 +472,8 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         data,
         test_data,
         max_lookups_per_table: bag * a.batch as u64,
+        warmup_iters: a.warmup_iters,
+        test_batches: a.test_batches,
         device: device.to_string(),
         device_name,
     })
@@ -670,6 +704,20 @@ impl Observer for Recorder {
         }
         self.iter_csv.flush().map_err(io_err)?;
         self.timeline_csv.flush().map_err(io_err)?;
+        if !r.loss.is_finite() {
+            // (Recorded above, then the mode stops: every later loss, the
+            // evaluation and the AUC would be meaningless.)
+            return Err(DlrmError::Config(format!(
+                "the loss is {} at iteration {} (learning rate {}): training diverged; lower --lr",
+                r.loss,
+                r.iteration,
+                if (1e-4..1e6).contains(&r.lr.abs()) {
+                    format!("{}", r.lr)
+                } else {
+                    format!("{:e}", r.lr)
+                }
+            )));
+        }
         self.epoch = r.epoch;
         let w = &mut self.window;
         w.0 += r.loss;
@@ -1063,6 +1111,40 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     }
     let _ = writeln!(o, "\nrun directory: {}", rd.display());
     o
+}
+
+/// Refuses, before anything is allocated, a model and test set the memory
+/// cannot hold: the embedding tables with their optimizer state, the MLPs
+/// with their gradients and optimizer state, and the test batches (kept
+/// whole), counted without overflow.
+fn check_memory(c: &DlrmConfig, t: &TrainConfig, test_batches: usize, bag: u64) -> Result<()> {
+    let state = t.embedding_optimizer.state_values_per_row(c.dim) as u128;
+    let tables: u128 = c
+        .table_rows
+        .iter()
+        .map(|&r| (r as u128).saturating_mul(c.dim as u128 + state))
+        .fold(0, u128::saturating_add);
+    let layers = |w: &[usize]| -> u128 {
+        w.windows(2)
+            .map(|p| (p[0] as u128).saturating_mul(p[1] as u128) + p[1] as u128)
+            .fold(0, u128::saturating_add)
+    };
+    // (Weights, their gradients and up to two optimizer values each.)
+    let mlps = layers(&c.bottom)
+        .saturating_add(layers(&c.top))
+        .saturating_mul(4);
+    let per_sample = (c.table_rows.len() as u128)
+        .saturating_mul(bag as u128 * 2 + 1)
+        .saturating_add(c.bottom[0] as u128 + 1);
+    let test = (test_batches as u128)
+        .saturating_mul(t.batch as u128)
+        .saturating_mul(per_sample);
+    let values = tables.saturating_add(mlps).saturating_add(test);
+    crate::cmd::check_memory(
+        values.saturating_mul(4),
+        "the model (tables, optimizer state, MLPs) and the test set",
+        "--rows, --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches",
+    )
 }
 
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
