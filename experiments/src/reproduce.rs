@@ -629,15 +629,20 @@ fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
     );
     c.log_x = true;
     let mut expand_ratios = Vec::new();
+    let mut row_per_lookup = true;
     let mut shrinking = true;
     let mut by_dist: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for t in &runs {
         let backprop = t.batch * TABLES * DIM_BYTES;
-        let expanded = t.lookups * DIM_BYTES;
+        // What the expand primitive wrote (one gradient row per lookup), as
+        // counted by the kernels, not derived from the lookups.
+        let expanded = t.expand.1;
         let coalesced = t.unique * DIM_BYTES;
         let e = expanded / backprop;
         let co = coalesced / backprop;
         expand_ratios.push(e);
+        // (And exactly one row per lookup.)
+        row_per_lookup &= expanded == t.lookups * DIM_BYTES;
         by_dist
             .entry(t.dist.clone())
             .or_default()
@@ -667,7 +672,7 @@ fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
         }
     }
     c.hlines.push(("expanded (10x)".into(), 10.0));
-    let exact = expand_ratios.iter().all(|e| (e - 10.0).abs() < 1e-9);
+    let exact = row_per_lookup && expand_ratios.iter().all(|e| (e - 10.0).abs() < 1e-9);
     let shrink_desc = by_dist
         .iter()
         .map(|(d, p)| {
@@ -1056,10 +1061,15 @@ fn model_runs(inp: &Inputs) -> Result<Vec<(String, Vec<ModeRun>)>, String> {
 }
 
 fn training_notes(inp: &Inputs) -> Vec<String> {
+    training_notes_at(inp, &quick_full(inp.size, 512, 2048).to_string())
+}
+
+/// [`training_notes`] of runs at `batch` (a size, or words such as "as swept").
+fn training_notes_at(inp: &Inputs, batch: &str) -> Vec<String> {
     vec![
         format!(
             "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; the first iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved), later ones use that simulated bandwidth (simulated-proxy).",
-            quick_full(inp.size, 512, 2048),
+            batch,
             quick_full(inp.size, "100,000", "1,000,000"),
             quick_full(inp.size, 4, 8),
             inp.engine_name()
@@ -1134,6 +1144,7 @@ fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
     ]);
     let mut notes = training_notes(inp);
     notes.push("Casting runs on the GPU beside the forward gather-reduce and is hidden there; it is counted here anyway, as the paper's Figure 12 does.".into());
+    notes.push("The checks are on direction, not size. The NMP gain divides a CPU time measured on this machine (whatever its cores; the paper's was a server Xeon) by the simulated 32-rank pool's time (819.2 GB/s peak): the fewer the measuring CPU's cores, the larger the gain, so its size is not comparable with the paper's 1.3-6.1x.".into());
     Ok(Outcome {
         csv: csv_text(
             &[
@@ -1167,7 +1178,7 @@ fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
                 holds: !cpu_gain.is_empty() && cpu_gain.iter().all(|g| *g > 1.0),
             },
             Check {
-                claim: "on NMP the casted gather-reduce is faster again".into(),
+                claim: "on NMP the casted gather-reduce is faster again (direction)".into(),
                 paper: "1.3-6.1x".into(),
                 ours: range(&nmp_gain),
                 holds: !nmp_gain.is_empty() && nmp_gain.iter().all(|g| *g > 1.0),
@@ -1590,11 +1601,7 @@ fn analyse_fig16(inp: &Inputs) -> Result<Outcome, String> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let mut notes = training_notes(inp);
-    notes[0] = notes[0].replace(
-        &format!("batch {}", quick_full(inp.size, 512, 2048)),
-        "batch as swept",
-    );
+    let notes = training_notes_at(inp, "as swept");
     Ok(Outcome {
         csv,
         charts: vec![("speedup".into(), c)],
@@ -1631,7 +1638,8 @@ fn analyse_fig17(inp: &Inputs) -> Result<Outcome, String> {
         .map(|(x, s)| format!("dim {x}: {s:.1}x"))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut notes = training_notes(inp);
+    // (The batch of `sweeps_dim`.)
+    let mut notes = training_notes_at(inp, &quick_full(inp.size, 256, 2048).to_string());
     notes.push("RM1 with its bottom MLP's last width set to the embedding dimension.".into());
     Ok(Outcome {
         csv,
@@ -1728,7 +1736,10 @@ fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
     ]);
     c.hlines.push(("paper at 25 GB/s: 99%".into(), 0.99));
     let mut notes = training_notes(inp);
-    notes[0] = "`nmpsim train --mode tcast-nmp` per link bandwidth and row placement; the link is modelled (bytes / bandwidth + 1 us per transfer), the pool simulated.".into();
+    notes[0] = format!(
+        "`nmpsim train --mode tcast-nmp` per link bandwidth and row placement; the link is modelled (bytes / bandwidth + 1 us per transfer), the pool simulated ({}).",
+        inp.engine_name()
+    );
     notes.push("Row-interleaved placement (the trainer's default, the fastest for the casted gather-reduce) returns one partial sum per rank holding a bag's rows, so its forward gather-reduce moves up to 32x the pooled bytes over the link; vector-sliced placement (TensorDIMM's) reduces each slice completely on its rank and returns only the pooled vectors. The paper's figure corresponds to the latter.".into());
     Ok(Outcome {
         csv: csv_text(
@@ -1755,14 +1766,14 @@ fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![Check {
-            claim: "25 GB/s reaches nearly the performance of 150 GB/s (best placement)".into(),
+            claim: "25 GB/s reaches nearly the performance of 150 GB/s (best placement, same placement at both; holds at 95% or more)".into(),
             paper: "99%".into(),
             ours: at25
                 .iter()
                 .map(|(m, (r, p))| format!("{}: {:.1}% ({p})", model_label(m), 100.0 * r))
                 .collect::<Vec<_>>()
                 .join(", "),
-            holds: !at25.is_empty() && at25.values().all(|(r, _)| *r >= 0.9),
+            holds: !at25.is_empty() && at25.values().all(|(r, _)| *r >= 0.95),
         }],
         notes,
     })
@@ -1960,6 +1971,16 @@ mod tests {
         ];
         let o = analyse_fig5b(&inputs("traffic-batch", runs)).unwrap();
         assert!(!o.checks[1].holds);
+        // The 10x is what expand wrote: an expand that writes a row too few
+        // (or too many) breaks it.
+        let mut t = traffic(256, 20000);
+        t["expand"]["write_bytes"] = json!(256 * 100 * 256 - 256);
+        let o = analyse_fig5b(&inputs(
+            "traffic-batch",
+            vec![run(&[("batch", "256"), ("dist", "uniform")], t)],
+        ))
+        .unwrap();
+        assert!(!o.checks[0].holds, "{:?}", o.checks);
     }
 
     #[test]
@@ -2089,7 +2110,7 @@ mod tests {
         let runs = vec![
             link_run("row-interleaved", "25", 3.0),
             link_run("row-interleaved", "150", 1.5),
-            link_run("vector-sliced", "25", 2.0),
+            link_run("vector-sliced", "25", 1.95),
             link_run("vector-sliced", "150", 1.9),
         ];
         let o = analyse_link(&inputs("link", runs)).unwrap();
@@ -2104,13 +2125,19 @@ mod tests {
             "{}",
             o.csv
         );
-        // Best placement at 25 GB/s: vector-sliced, 1.9 / 2.0 = 95%.
+        // Best placement at 25 GB/s: vector-sliced, 1.9 / 1.95 = 97.4%.
         assert!(o.checks[0].holds, "{:?}", o.checks);
         assert!(
-            o.checks[0].ours.contains("95.0% (vector-sliced)"),
+            o.checks[0].ours.contains("97.4% (vector-sliced)"),
             "{:?}",
             o.checks
         );
+        // 93% is short of the paper's 99% by more than the 95% the check allows.
+        let runs = vec![
+            link_run("vector-sliced", "25", 2.0),
+            link_run("vector-sliced", "150", 1.86),
+        ];
+        assert!(!analyse_link(&inputs("link", runs)).unwrap().checks[0].holds);
         let runs = vec![
             link_run("row-interleaved", "25", 3.0),
             link_run("row-interleaved", "150", 1.5),
