@@ -791,6 +791,15 @@ fn absurd_windows_and_directories_are_refused_by_flag() {
         err.contains("'--window <N>'") && err.contains("expected 1 to 1048576"),
         "{err}"
     );
+    for cmd in [&["dram"][..], &["dram", "bench"][..]] {
+        let mut a = cmd.to_vec();
+        a.extend(["--engines", "native,native", "--requests", "100"]);
+        if cmd.len() == 1 {
+            a[1] = "--engine";
+        }
+        let err = fails(d, &a);
+        assert!(err.contains("native is named twice"), "{a:?}: {err}");
+    }
     let err = fails(d, &["dram", "--trace", "adir"]);
     assert!(err.contains("--trace adir: is a directory"), "{err}");
     let err = fails(d, &["dram", "--embedding-trace", "adir"]);

@@ -238,14 +238,27 @@ pub fn find_finished(sweep_dirs: &[PathBuf], run: &Run, total: usize) -> Option<
     failed
 }
 
-/// The last non-empty line of a process's stderr: its error, for the table.
-pub fn last_line(stderr: &str) -> String {
-    stderr
+/// The line of a failed run's stderr that says why: its last `error:` line,
+/// else a panic's location and message, else its last non-empty line (a
+/// backtrace note after the panic is not the reason).
+pub fn error_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("")
-        .to_string()
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(l) = lines.iter().rev().find(|l| l.starts_with("error:")) {
+        return l.to_string();
+    }
+    if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
+        return match lines.get(i + 1) {
+            Some(msg) if !msg.starts_with("note:") && !msg.starts_with("stack backtrace") => {
+                format!("{} {msg}", lines[i])
+            }
+            _ => lines[i].to_string(),
+        };
+    }
+    lines.last().unwrap_or(&"").to_string()
 }
 
 #[cfg(test)]
@@ -375,11 +388,28 @@ mod tests {
     }
 
     #[test]
-    fn error_is_the_last_non_empty_line() {
+    fn the_error_line_says_why() {
         assert_eq!(
-            last_line("warn\nerror: no preset 'X'\n\n"),
+            error_line("warn\nerror: no preset 'X'\n\n"),
             "error: no preset 'X'"
         );
-        assert_eq!(last_line(""), "");
+        assert_eq!(error_line(""), "");
+        assert_eq!(error_line("a\nlast words\n"), "last words");
+        // A panic: its place and message, not the backtrace note after it.
+        let panic = "\nthread 'main' panicked at src/x.rs:3:5:\ncapacity overflow\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            error_line(panic),
+            "thread 'main' panicked at src/x.rs:3:5: capacity overflow"
+        );
+        let traced = "thread 'main' panicked at src/x.rs:3:5:\nboom\nstack backtrace:\n   0: f\nnote: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
+        assert_eq!(
+            error_line(traced),
+            "thread 'main' panicked at src/x.rs:3:5: boom"
+        );
+        // An error line after warnings and notes wins.
+        assert_eq!(
+            error_line("error: bad --rows\nnote: see --help\n"),
+            "error: bad --rows"
+        );
     }
 }

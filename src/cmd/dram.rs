@@ -211,9 +211,16 @@ fn engines_of(s: &str) -> Result<Vec<EngineKind>> {
     if s.eq_ignore_ascii_case("all") {
         return Ok(EngineKind::ALL.to_vec());
     }
-    s.split(',')
+    let kinds: Vec<EngineKind> = s
+        .split(',')
         .map(|e| e.trim().parse::<EngineKind>().map_err(anyhow::Error::from))
-        .collect()
+        .collect::<Result<_>>()?;
+    for (i, k) in kinds.iter().enumerate() {
+        if kinds[..i].contains(k) {
+            bail!("--engine {s}: {k} is named twice; name each engine once");
+        }
+    }
+    Ok(kinds)
 }
 
 #[derive(Serialize)]

@@ -595,7 +595,7 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
     let exit_code = status.and_then(|s| s.code());
     let ok = status.is_some_and(|s| s.success());
     let (st, error) = if !ok {
-        let mut e = layout::last_line(&stderr_text);
+        let mut e = layout::error_line(&stderr_text);
         if e.is_empty() {
             e = match (exit_code, status) {
                 (Some(c), _) => format!("exit code {c}"),
