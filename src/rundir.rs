@@ -50,8 +50,9 @@ impl RunDir {
     }
 
     /// Removes what an earlier run of the same command left here under the
-    /// names it owns: each of `names` is a file name, or, ending in `-`, the
-    /// start of file and directory names (removed with what is in them). A
+    /// names it owns: each of `names` is a file name (a directory of that
+    /// name stays), or, ending in `-`, the start of file and directory names
+    /// (removed with what is in them). A
     /// run into an existing directory then leaves only its own outputs, not
     /// a mix of two runs'. ([`create`](Self::create) removes `config.json`,
     /// `results.json` and `summary.txt` itself.)
@@ -62,18 +63,21 @@ impl RunDir {
             let e = e.with_context(|| format!("cannot read {}", self.path.display()))?;
             let name = e.file_name();
             let name = name.to_string_lossy();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            // (A directory under a file's name is not what a run wrote: it
+            // stays, and writing that file then fails, naming it.)
             let owned = |p: &&str| {
                 if p.ends_with('-') {
                     name.starts_with(*p)
                 } else {
-                    name == *p
+                    name == *p && !is_dir
                 }
             };
             if !names.iter().any(owned) {
                 continue;
             }
             let p = e.path();
-            let gone = if e.file_type().is_ok_and(|t| t.is_dir()) {
+            let gone = if is_dir {
                 fs::remove_dir_all(&p)
             } else {
                 fs::remove_file(&p)
