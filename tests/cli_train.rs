@@ -202,6 +202,34 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     assert!(o.status.success(), "{s}");
     // 600 samples, 100 held out: 5 batches per epoch.
     assert!(s.contains("Finished training it 10/12 of epoch 1"), "{s}");
+    // An empty test file is refused, not a run without evaluation.
+    std::fs::write(t.0.join("empty.tsv"), "").unwrap();
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "s.tsv",
+            "--test-data",
+            "empty.tsv",
+            "--max-ind-range",
+            "500",
+            "--batch",
+            "100",
+            "--iters",
+            "2",
+            "--out",
+            "empty",
+        ],
+    );
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(
+        s.contains("--test-data empty.tsv: no samples to test on"),
+        "{s}"
+    );
     // Without hashing, raw 32-bit ids cannot index the tables.
     let o = nmpsim(
         &t.0,

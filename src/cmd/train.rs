@@ -509,7 +509,13 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
                 a.test_batches
             };
             let test: Vec<Batch> = match &a.test_data {
-                Some(t) => open(t)?.take(a.test_batches).collect::<Result<_, _>>()?,
+                Some(t) => {
+                    let v: Vec<Batch> = open(t)?.take(a.test_batches).collect::<Result<_, _>>()?;
+                    if v.is_empty() && a.test_batches > 0 {
+                        bail!("--test-data {}: no samples to test on", t.display());
+                    }
+                    v
+                }
                 None => {
                     let mut v = Vec::new();
                     for _ in 0..a.test_batches {
