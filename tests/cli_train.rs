@@ -545,6 +545,32 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         "{csv}"
     );
     assert_eq!(csv.matches("mode,iteration").count(), 1, "{csv}");
+    // A rerun that fails before its first summary leaves none of the
+    // earlier run's summaries beside its config.
+    assert!(t.0.join("r/summary.csv").is_file());
+    std::fs::write(t.0.join("bad.tsv"), "garbage\n").unwrap();
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "bad.tsv",
+            "--max-ind-range",
+            "100",
+            "--out",
+            "r",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for f in ["summary.csv", "results.json", "summary.txt"] {
+        assert!(
+            !t.0.join("r").join(f).exists(),
+            "an earlier {f} is still there"
+        );
+    }
 }
 
 /// `--print-freq 0` prints no per-iteration lines; iterations.csv keeps a

@@ -43,7 +43,7 @@ pub struct DemoArgs {
     /// Lookups per bag (default: the profile's).
     #[arg(long)]
     pub bag: Option<u32>,
-    /// Number of tables (default: the profile's).
+    /// Number of tables, 1 to 65536 (default: the profile's).
     #[arg(long, value_parser = crate::cmd::tables_arg)]
     pub tables: Option<usize>,
     /// Index distribution for every table (uniform, zipf:ALPHA, dlrm); default: the profile's.

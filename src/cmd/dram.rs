@@ -69,7 +69,7 @@ enum DramSub {
 
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
-    /// Engine: dramsim3, ramulator, native, a comma-separated list, both (the two references) or all (runs each and compares).
+    /// Engine: dramsim3, ramulator, native, a comma-separated list naming each engine once, both (the two references) or all (runs each and compares).
     #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
     engine: String,
     /// DDR4 preset (see `nmpsim dram presets`).
@@ -104,7 +104,7 @@ struct RunArgs {
     /// Bytes a synthetic stream covers [default: capacity - base].
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["trace", "embedding_trace"])]
     footprint: Option<u64>,
-    /// Address trace file: one `ADDRESS R|W` per line (docs/dram-traces.md).
+    /// Address trace file: one `ADDRESS R|W` per line (docs/dram-traces.md). A pipe (`/dev/stdin`) can be read by one engine only.
     #[arg(long, value_name = "FILE", conflicts_with = "embedding_trace")]
     trace: Option<PathBuf>,
     /// Embedding trace (.nmpt) whose lookups become 64 B row reads.
@@ -120,7 +120,7 @@ struct RunArgs {
     /// Use only the first N batches of the embedding trace.
     #[arg(long, value_name = "N")]
     max_batches: Option<u64>,
-    /// Most requests in flight at once (the front end's outstanding-request limit).
+    /// Most requests in flight at once (the front end's outstanding-request limit), 1 to 1048576.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = crate::cmd::window_arg)]
     window: usize,
     /// Run directory [default: runs/dram-<time>-<pid>].
@@ -154,7 +154,7 @@ struct BenchArgs {
     /// DDR4 preset (see `nmpsim dram presets`).
     #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
     preset: String,
-    /// Engines to measure (comma-separated).
+    /// Engines to measure (comma-separated, each once).
     #[arg(long, default_value = "native,dramsim3,ramulator", value_name = "LIST")]
     engines: String,
     /// Measure every engine and stream this many times, the engines taking
@@ -203,7 +203,7 @@ pub fn run(c: DramCommand) -> Result<ExitCode> {
     }
 }
 
-fn engines_of(s: &str) -> Result<Vec<EngineKind>> {
+fn engines_of(s: &str, flag: &str) -> Result<Vec<EngineKind>> {
     if s.eq_ignore_ascii_case("both") {
         // The two reference engines.
         return Ok(vec![EngineKind::Dramsim3, EngineKind::Ramulator]);
@@ -217,7 +217,7 @@ fn engines_of(s: &str) -> Result<Vec<EngineKind>> {
         .collect::<Result<_>>()?;
     for (i, k) in kinds.iter().enumerate() {
         if kinds[..i].contains(k) {
-            bail!("--engine {s}: {k} is named twice; name each engine once");
+            bail!("{flag} {s}: {k} is named twice; name each engine once");
         }
     }
     Ok(kinds)
@@ -536,7 +536,7 @@ impl Agreement {
 }
 
 fn run_sim(a: RunArgs) -> Result<ExitCode> {
-    let engines = engines_of(&a.engine)?;
+    let engines = engines_of(&a.engine, "--engine")?;
     let mut cfg = DramConfig::preset(&a.preset)?;
     if let Some(m) = &a.mapping {
         cfg.mapping = AddressMapping::parse(m)?;
@@ -1036,7 +1036,7 @@ struct BenchRow {
 }
 
 fn bench(b: BenchArgs) -> Result<ExitCode> {
-    let engines = engines_of(&b.engines)?;
+    let engines = engines_of(&b.engines, "--engines")?;
     let cfg = DramConfig::preset(&b.preset)?;
     // Bad sizes fail before the run directory exists.
     for kind in BENCH_STREAMS {

@@ -71,7 +71,7 @@ pub struct BenchArgs {
     /// Backend to time; only `cuda` has kernel timing.
     #[arg(long, default_value = "cuda")]
     backend: String,
-    /// Number of embedding tables.
+    /// Number of embedding tables (1 to 65536).
     #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 8)]
     tables: usize,
     /// Rows per table.
@@ -105,7 +105,7 @@ pub struct BenchArgs {
 
 #[derive(Args)]
 pub struct Workload {
-    /// Number of embedding tables.
+    /// Number of embedding tables (1 to 65536).
     #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 4)]
     tables: usize,
     /// Samples (bags) per batch.

@@ -76,7 +76,7 @@ pub struct RunArgs {
     /// Seed of the generated trace and of the data.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Embedding dimension.
+    /// Embedding dimension (at most 1048576).
     #[arg(long, default_value_t = 64)]
     dim: usize,
     /// The primitive to run: the forward gather-reduce, the casted gradient
@@ -89,7 +89,7 @@ pub struct RunArgs {
     /// Learning rate of the scatter's optimizer.
     #[arg(long, default_value_t = 0.01)]
     lr: f32,
-    /// Number of NMP ranks.
+    /// Number of NMP ranks (1 to 65536).
     #[arg(long, default_value_t = 32)]
     ranks: u32,
     /// DDR4 preset of each rank (see `nmpsim dram presets`).
@@ -113,7 +113,9 @@ pub struct RunArgs {
     /// Host link bandwidth in GB/s.
     #[arg(long, default_value_t = 25.0)]
     link_gbps: f64,
-    /// Hold real table data in the pool and check its results against the kernels.
+    /// Hold real table data in the pool and check its results against the kernels
+    /// (a NaN or infinity the kernels lack counts as an infinite error). Needs memory
+    /// for two copies of the tables and optimizer state; refused up front otherwise.
     #[arg(long)]
     check: bool,
     /// Run directory [default: runs/nmp-<time>-<pid>].
@@ -293,7 +295,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         crate::cmd::check_memory(
             2 * rows * per_row,
             "--check: the pool's tables and optimizer state and the reference copies",
-            "--rows, --tables or --dim, or leave out --check",
+            "--rows or --dim, pick a smaller --profile or --trace, or leave out --check",
         )?;
     }
     let rd = RunDir::create(a.out.as_deref(), "nmp")?;

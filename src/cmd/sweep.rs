@@ -107,7 +107,7 @@ struct MergeArgs {
     /// Directory to write the merged sweep into (not one of the shards).
     #[arg(value_name = "OUT")]
     out: PathBuf,
-    /// Shard directories of the same sweep.
+    /// Shard directories of the same sweep (the same runs, metrics and columns; others are refused).
     #[arg(value_name = "DIR", required = true)]
     dirs: Vec<PathBuf>,
     /// Print a summary JSON on stdout.

@@ -105,7 +105,7 @@ pub struct SpecArgs {
     /// Named profile (see --list-profiles); the other options override it.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
-    /// Number of tables (without a profile: default 1; with one: keep/cycle its tables).
+    /// Number of tables, 1 to 65536 (without a profile: default 1; with one: keep/cycle its tables).
     #[arg(long, value_parser = crate::cmd::tables_arg, value_name = "N")]
     tables: Option<usize>,
     /// Rows per table (required without a profile; with one: largest tables set, others capped).

@@ -61,7 +61,7 @@ pub struct TrainArgs {
     /// Seed of the synthetic data and of the model's initialisation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Base learning rate (dense and embedding optimizers).
+    /// Base learning rate (dense and embedding optimizers): non-negative and finite.
     #[arg(long, default_value_t = 0.1)]
     lr: f32,
     /// Dense optimizer: sgd or adagrad.
@@ -82,13 +82,13 @@ pub struct TrainArgs {
     /// Rows of every RM table (default 1,000,000); cap of the largest Kaggle tables.
     #[arg(long)]
     rows: Option<u64>,
-    /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows).
+    /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows); criteo-kaggle only.
     #[arg(long)]
     rows_scale: Option<f64>,
     /// Embedding dimension.
     #[arg(long)]
     dim: Option<usize>,
-    /// Lookups per bag of every table.
+    /// Lookups per bag of every table (synthetic data only).
     #[arg(long)]
     lookups: Option<u32>,
     /// Bottom MLP, dense features first (`13-512-256-64-16`).
@@ -123,7 +123,8 @@ pub struct TrainArgs {
     print_freq: u64,
     /// Iterations at the start of each mode left out of the summary's per-iteration
     /// figures (they pay for first-touch page faults and buffer growth); they are
-    /// still in iterations.csv and timeline.csv. 0 keeps every iteration.
+    /// still in iterations.csv and timeline.csv. 0 keeps every iteration; more than 1
+    /// must leave some of the --iters.
     #[arg(long, default_value_t = 1)]
     warmup_iters: u64,
     /// GPU preset the dense path (unless --device cuda) and casting are modelled on: v100, a100, h100.
@@ -1149,13 +1150,16 @@ fn check_memory(c: &DlrmConfig, t: &TrainConfig, test_batches: usize, bag: u64) 
     crate::cmd::check_memory(
         values.saturating_mul(4),
         "the model (tables, optimizer state, MLPs) and the test set",
-        "--rows, --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches",
+        "--rows (--rows-scale or --max-ind-range for Criteo-Kaggle), --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches",
     )
 }
 
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let r = resolve(&a)?;
     let rd = RunDir::create(a.out.as_deref(), "train")?;
+    // (The log and the CSVs are created anew below; summary.csv comes only
+    // after a mode, so an earlier run's must go now.)
+    rd.remove_earlier(&["summary.csv"])?;
     rd.write_config("train", &r)?;
     install_sigint();
     let dir = rd.path().to_path_buf();
