@@ -189,17 +189,19 @@ impl AddressMapping {
                 ),
             )
         };
-        if compact.len() != 10 {
+        // (Byte pairs: a multi-byte character is no field, never a panic.)
+        let bytes = compact.as_bytes();
+        if bytes.len() != 10 {
             return Err(err());
         }
         let mut fields = Vec::new();
-        for i in (0..10).step_by(2) {
-            let f = match &compact[i..i + 2] {
-                "ra" => Field::Rank,
-                "bg" => Field::Bankgroup,
-                "ba" => Field::Bank,
-                "ro" => Field::Row,
-                "co" => Field::Column,
+        for pair in bytes.chunks(2) {
+            let f = match pair {
+                b"ra" => Field::Rank,
+                b"bg" => Field::Bankgroup,
+                b"ba" => Field::Bank,
+                b"ro" => Field::Row,
+                b"co" => Field::Column,
                 _ => return Err(err()),
             };
             if fields.contains(&f) {
@@ -690,6 +692,18 @@ mod tests {
         assert_eq!(top.rank, 1);
         assert!(AddressMapping::parse("ro-ra-ba-co-bg").unwrap() == c.mapping);
         assert!(AddressMapping::parse("ro-ro-ba-co-bg").is_err());
+        // A multi-byte character where a field's letters go is refused, not a panic.
+        for bad in [
+            "rorab\u{a9}obg",
+            "\u{a9}\u{a9}\u{a9}\u{a9}\u{a9}",
+            "ro-ra-ba-co-b\u{e9}",
+        ] {
+            let e = AddressMapping::parse(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("expected the five fields"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
