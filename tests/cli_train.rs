@@ -695,3 +695,55 @@ fn a_diverging_run_fails_naming_the_iteration() {
             .unwrap();
     assert_eq!(v["results"]["status"], "failed", "{v}");
 }
+
+/// The pool's results drain over the link while it computes (that time is in
+/// its simulated time), so the forward transfer after it carries only what
+/// the ranks still hold: 4 KiB per rank here, as `nmp run` reports. A fixed
+/// NMP bandwidth models no link, and the whole result follows.
+#[test]
+fn the_forward_transfer_carries_only_what_the_pool_still_holds() {
+    let t = TempDir::new("tail");
+    let transfer = |extra: &[&str], out: &str| -> (f64, u64) {
+        let mut a = vec![
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "baseline-nmp",
+            "--iters",
+            "1",
+            "--batch",
+            "512",
+            "--dim",
+            "64",
+            "--ranks",
+            "4",
+            "--placement",
+            "vector-sliced",
+            "--engine",
+            "native",
+            "--test-batches",
+            "1",
+            "-q",
+            "--out",
+            out,
+        ];
+        a.extend(extra);
+        let o = nmpsim(&t.0, &a);
+        assert!(o.status.success(), "{}", text(&o));
+        let csv = std::fs::read_to_string(t.0.join(out).join("timeline.csv")).unwrap();
+        let row = csv
+            .lines()
+            .find(|l| l.contains("pooled embeddings pool to gpu"))
+            .expect("a forward transfer");
+        let f: Vec<&str> = row.split(',').collect();
+        (f[8].parse().unwrap(), f[9].parse().unwrap())
+    };
+    // 3 tables x 512 bags x one 64 B slice per rank: 98,304 B each, all but
+    // the 4 KiB output buffer drained during compute.
+    let (ns, bytes) = transfer(&[], "sim");
+    assert_eq!(bytes, 4 * 4096);
+    assert!((ns - (16384.0 / 25.0 + 1000.0)).abs() < 0.1, "{ns}");
+    let (_, bytes) = transfer(&["--nmp-bandwidth", "100"], "fixed");
+    assert_eq!(bytes, 512 * 64 * 4 * 3);
+}

@@ -886,7 +886,12 @@ impl SystemModes {
                     time_ns,
                     gather_bytes,
                 );
-                let link = self.pool_link(pooled_bytes)?;
+                // The results (pooled vectors, or a row-interleaved pool's
+                // partial sums) drain over the link while the pool computes,
+                // in its time above; what the ranks still hold follows. A
+                // fixed-bandwidth pool models no link: all of it follows.
+                let out_bytes = pt.link_out_tail_bytes.unwrap_or(pooled_bytes);
+                let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
                     "transfer",
                     "pooled embeddings pool to gpu",
@@ -895,7 +900,7 @@ impl SystemModes {
                     Resource::PoolLink,
                     link.0,
                     link.1,
-                    pooled_bytes,
+                    out_bytes,
                 );
             }
             _ => {

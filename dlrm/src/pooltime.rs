@@ -103,6 +103,12 @@ pub fn sim_wall_s() -> f64 {
 pub struct PoolTime {
     pub time_ns: f64,
     pub source: Source,
+    /// Where the pool's own link model timed the batch (simulated, or a
+    /// proxy of simulated batches): the result bytes still to cross the link
+    /// after `time_ns` (the rest drained during it, and is in `time_ns`).
+    /// `None` for a fixed bandwidth, which models no link: the caller then
+    /// sends the whole result.
+    pub link_out_tail_bytes: Option<u64>,
 }
 
 /// The calibration of one primitive: bytes and simulated time summed over
@@ -114,6 +120,9 @@ pub struct Calibration {
     pub batches: u64,
     /// DRAM bytes the engines moved, for reports.
     pub dram_bytes: u64,
+    /// Result bytes the ranks still held when compute ended, summed.
+    #[serde(default)]
+    pub link_out_tail_bytes: u64,
 }
 
 impl Calibration {
@@ -127,6 +136,10 @@ impl Calibration {
     }
 }
 
+/// What a simulated batch gave: primitive bytes, compute ns, DRAM bytes,
+/// and the link-out tail bytes.
+type Simulated = (u64, f64, u64, u64);
+
 /// Times NMP primitives for one model on one pool.
 pub struct PoolTimer {
     pub setup: NmpSetup,
@@ -135,7 +148,7 @@ pub struct PoolTimer {
     pub calibration: HashMap<String, Calibration>,
     /// Simulated results by (primitive, iteration, fingerprint), so that modes
     /// running on identical data simulate each batch once.
-    cache: HashMap<(String, u64, u64), (u64, f64, u64)>,
+    cache: HashMap<(String, u64, u64), Simulated>,
     /// Host seconds spent simulating.
     pub sim_wall_s: f64,
 }
@@ -205,11 +218,12 @@ impl PoolTimer {
             return Ok(PoolTime {
                 time_ns: bytes as f64 / bw,
                 source: Source::Modelled,
+                link_out_tail_bytes: None,
             });
         }
         if iteration < self.setup.sim_batches {
             let key = (primitive.to_string(), iteration, fingerprint);
-            let (b, ns, dram) = match self.cache.get(&key) {
+            let (b, ns, dram, tail) = match self.cache.get(&key) {
                 Some(&v) => v,
                 None => {
                     let started = Instant::now();
@@ -221,6 +235,7 @@ impl PoolTimer {
                         bytes,
                         report.compute_ns,
                         report.dram_read_bytes + report.dram_write_bytes,
+                        report.link_out_tail_bytes,
                     );
                     self.cache.insert(key, v);
                     v
@@ -231,14 +246,15 @@ impl PoolTimer {
             c.time_ns += ns;
             c.batches += 1;
             c.dram_bytes += dram;
+            c.link_out_tail_bytes += tail;
             return Ok(PoolTime {
                 time_ns: ns,
                 source: Source::Simulated,
+                link_out_tail_bytes: Some(tail),
             });
         }
-        let bw = self
-            .calibration
-            .get(primitive)
+        let cal = self.calibration.get(primitive);
+        let bw = cal
             .map(Calibration::gbps)
             .filter(|&g| g > 0.0)
             .ok_or_else(|| {
@@ -246,9 +262,12 @@ impl PoolTimer {
                     "no simulated batch of `{primitive}` to take the NMP bandwidth from (set sim batches >= 1 or a fixed NMP bandwidth)"
                 ))
             })?;
+        // (The simulated batches' mean tail: at most a buffer per rank.)
+        let tail = cal.map_or(0, |c| c.link_out_tail_bytes / c.batches.max(1));
         Ok(PoolTime {
             time_ns: bytes as f64 / bw,
             source: Source::SimulatedProxy,
+            link_out_tail_bytes: Some(tail),
         })
     }
 }

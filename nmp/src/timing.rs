@@ -234,6 +234,10 @@ pub struct BatchReport {
     pub link_out_ns: f64,
     pub link_in_bytes: u64,
     pub link_out_bytes: u64,
+    /// Of `link_out_bytes`, what the ranks still held in their output buffers
+    /// when compute ended: the bytes `link_out_ns` carries (the rest drained
+    /// during compute, and its time is in `compute_ns`).
+    pub link_out_tail_bytes: u64,
     /// Bytes the cores requested (64 B per request).
     pub request_read_bytes: u64,
     pub request_write_bytes: u64,
@@ -434,6 +438,7 @@ pub fn run_batch(
         link_out_ns,
         link_in_bytes,
         link_out_bytes,
+        link_out_tail_bytes: if link_out_bytes > 0 { tail_bytes } else { 0 },
         request_read_bytes: rd,
         request_write_bytes: wr,
         dram_read_bytes: dram_rd,

@@ -163,6 +163,8 @@ fn row_interleaved_ranks_without_lookups_return_nothing() {
     let r = run_batch(&mut Pool::without_data(l.clone()), &[g], &p).unwrap();
     assert_eq!(r.active_ranks, 1);
     assert_eq!(r.link_out_bytes, 2 * 64 * 4);
+    // All of it fits the output buffer: the whole of it is the tail.
+    assert_eq!(r.link_out_tail_bytes, 512);
     // Only the active rank's partial sums are buffered at the end.
     let want = 512.0 / p.link.bandwidth_gbps + p.link.latency_ns;
     assert!(
@@ -193,4 +195,34 @@ fn row_interleaved_ranks_without_lookups_return_nothing() {
     let empty = gather(0, vec![0, 0, 0], vec![]);
     let r = run_batch(&mut Pool::without_data(l), &[empty], &p).unwrap();
     assert_eq!((r.link_out_bytes, r.link_out_ns), (0, 0.0));
+}
+
+/// Results beyond a rank's output buffer drain while it computes; the tail
+/// (at most a buffer per rank) is what link-out's time carries.
+#[test]
+fn the_link_out_tail_is_what_the_buffers_still_hold() {
+    let shapes = [TableShape { rows: 64, dim: 64 }; 3];
+    let l = layout(Placement::VectorSliced, 4, &shapes, StateWidth::None);
+    let bags = 64u32;
+    let batch: Vec<Instruction> = (0..3)
+        .map(|t| {
+            gather(
+                t,
+                (0..=bags).map(|b| 2 * b).collect(),
+                (0..2 * bags).map(|i| i % 64).collect(),
+            )
+        })
+        .collect();
+    let p = params();
+    let r = run_batch(&mut Pool::without_data(l), &batch, &p).unwrap();
+    // Each rank holds one slice of each table: 3 x 64 x 64 B, beyond its buffer.
+    assert_eq!(r.link_out_bytes, 4 * 3 * 64 * 64);
+    let cap = p.core.output_buffer_bytes;
+    assert_eq!(r.link_out_tail_bytes, 4 * cap);
+    let want = (4 * cap) as f64 / p.link.bandwidth_gbps + p.link.latency_ns;
+    assert!(
+        (r.link_out_ns - want).abs() < 1e-9,
+        "{} ns, expected {want}",
+        r.link_out_ns
+    );
 }

@@ -538,6 +538,9 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         ("load_imbalance", |p| p.report.load_imbalance.to_string()),
         ("link_in_bytes", |p| p.report.link_in_bytes.to_string()),
         ("link_out_bytes", |p| p.report.link_out_bytes.to_string()),
+        ("link_out_tail_bytes", |p| {
+            p.report.link_out_tail_bytes.to_string()
+        }),
         ("energy_dram_pj", |p| p.report.energy.dram_pj.to_string()),
         ("energy_alu_pj", |p| p.report.energy.alu_pj.to_string()),
         ("energy_buffer_pj", |p| {
