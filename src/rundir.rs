@@ -52,10 +52,10 @@ impl RunDir {
     /// Removes what an earlier run of the same command left here under the
     /// names it owns: each of `names` is a file name (a directory of that
     /// name stays), or, ending in `-`, the start of file and directory names
-    /// (removed with what is in them). A
-    /// run into an existing directory then leaves only its own outputs, not
-    /// a mix of two runs'. ([`create`](Self::create) removes `config.json`,
-    /// `results.json` and `summary.txt` itself.)
+    /// (removed with what is in them). A run into an existing directory then
+    /// leaves only its own outputs, not a mix of two runs'.
+    /// ([`create`](Self::create) removes `config.json`, `results.json` and
+    /// `summary.txt` itself.)
     pub fn remove_earlier(&self, names: &[&str]) -> Result<()> {
         for e in fs::read_dir(&self.path)
             .with_context(|| format!("cannot read {}", self.path.display()))?
