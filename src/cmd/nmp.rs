@@ -286,9 +286,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     };
     // Every placement must fit, and with --check the memory hold the pool's
     // tables and state and the kernels' copies, before the run directory.
-    for &placement in &placements {
-        Layout::new(placement, &shapes, layout_params.clone())?;
-    }
+    let layouts = placements
+        .iter()
+        .map(|&p| Layout::new(p, &shapes, layout_params.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
     if a.check {
         let per_row = (a.dim + optimizer.state_values_per_row(a.dim)) as u128 * 4;
         let rows: u128 = shapes.iter().map(|s| s.rows as u128).sum();
@@ -328,8 +329,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     );
     let mut phases = Vec::new();
     let mut checks = Vec::new();
-    for &placement in &placements {
-        let layout = Layout::new(placement, &shapes, layout_params.clone())?;
+    for (&placement, layout) in placements.iter().zip(layouts) {
         // With --check: the pool holds real tables, and the kernels keep
         // their own copies (tables and optimizer state), updated as the
         // pool's are, to check the pool's results against.
@@ -347,7 +347,6 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         } else {
             Pool::without_data(layout)
         };
-        let worst_of = worst_rel_err;
         for (bi, batch) in batches.iter().enumerate() {
             let mut run_phase = |pool: &mut Pool,
                                  phase: &'static str,
@@ -387,7 +386,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             let got = pool.execute(i)?.expect("gather returns data");
                             let tb = &batch.tables[t];
                             let (want, _) = gather_reduce(&reference[t].0, tb, pooling_of(tb))?;
-                            worst = worst.max(worst_of(&got, &want));
+                            worst = worst.max(worst_rel_err(&got, &want));
                         }
                         checks.push((placement, bi as u64, worst));
                     }
@@ -438,7 +437,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             if got.rows != want.rows {
                                 worst = f32::INFINITY;
                             }
-                            worst = worst.max(worst_of(&got.grads, &want.grads));
+                            worst = worst.max(worst_rel_err(&got.grads, &want.grads));
                         }
                         checks.push((placement, bi as u64, worst));
                     }
@@ -458,9 +457,9 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                                 let (table, state) = &mut reference[t];
                                 scatter_update(table, state, want, &optimizer)?;
                                 let got = pool.read_table(t);
-                                worst = worst.max(worst_of(&got.data, &table.data));
+                                worst = worst.max(worst_rel_err(&got.data, &table.data));
                                 let got = pool.read_state(t, state.values_per_row);
-                                worst = worst.max(worst_of(&got, &state.values));
+                                worst = worst.max(worst_rel_err(&got, &state.values));
                             }
                             checks.push((placement, bi as u64, worst));
                         }
