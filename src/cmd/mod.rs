@@ -37,29 +37,27 @@ pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
 /// allocated for it).
 pub const MAX_TABLES: usize = 1 << 16;
 
-/// clap's parser of `--tables`: an integer from 1 to [`MAX_TABLES`].
-pub fn tables_arg(s: &str) -> Result<usize, String> {
+/// A count from 1 to `max` of `what`, for clap's parsers.
+fn count_arg(s: &str, max: usize, what: &str) -> Result<usize, String> {
     let n: usize = s
         .parse()
-        .map_err(|_| format!("expected a whole number of tables, not `{s}`"))?;
-    if n == 0 || n > MAX_TABLES {
-        return Err(format!("{n}: expected 1 to {MAX_TABLES} tables"));
+        .map_err(|_| format!("expected a whole number of {what}, not `{s}`"))?;
+    if n == 0 || n > max {
+        return Err(format!("{n}: expected 1 to {max} {what}"));
     }
     Ok(n)
+}
+
+/// clap's parser of `--tables`: an integer from 1 to [`MAX_TABLES`].
+pub fn tables_arg(s: &str) -> Result<usize, String> {
+    count_arg(s, MAX_TABLES, "tables")
 }
 
 /// clap's parser of a request window (`--window`): 1 to
 /// [`nmpsim_sim::runner::MAX_WINDOW`] requests in flight, far beyond what a
 /// memory controller's queues hold.
 pub fn window_arg(s: &str) -> Result<usize, String> {
-    const MAX: usize = nmpsim_sim::runner::MAX_WINDOW;
-    let n: usize = s
-        .parse()
-        .map_err(|_| format!("expected a whole number of requests, not `{s}`"))?;
-    if n == 0 || n > MAX {
-        return Err(format!("{n}: expected 1 to {MAX} requests in flight"));
-    }
-    Ok(n)
+    count_arg(s, nmpsim_sim::runner::MAX_WINDOW, "requests in flight")
 }
 
 /// Refuses a run whose `need` bytes (`what` they hold) exceed 80% of the
