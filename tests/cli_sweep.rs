@@ -438,6 +438,42 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
 }
 
 #[test]
+fn a_plot_that_cannot_be_drawn_fails_the_sweep_after_writing_results() {
+    let t = TempDir::new("plotfail");
+    let d = &t.0;
+    std::fs::write(
+        d.join("p.toml"),
+        "command = \"dram\"\n[base]\nrequests = 1000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n",
+    )
+    .expect("write spec");
+    let args = [
+        "sweep", "p.toml", "--out", "out", "--jobs", "1", "--plot-x", "preset",
+    ];
+    // Every run completes, but the plot asks for a column results.csv lacks.
+    let mut bad = args.to_vec();
+    bad.extend(["--plot-y", "no_such_column"]);
+    let o = nmpsim(d, &bad);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot plot") && err.contains("no_such_column"),
+        "{err}"
+    );
+    assert!(err.contains("2 completed"), "{err}");
+    assert_eq!(read(&d.join("out/results.csv")).lines().count(), 3);
+    // The same sweep with a column that exists succeeds (runs reused).
+    let mut good = args.to_vec();
+    good.extend(["--plot-y", "runs.0.bandwidth_gbps"]);
+    let o = nmpsim(d, &good);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn example_specs_validate() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs");
     let t = TempDir::new("examples");

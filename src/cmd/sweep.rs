@@ -35,8 +35,8 @@ const EXAMPLES: &str = "Examples:
       --plot-y phases.0.report.effective_bandwidth_gbps --plot-log-x   # + SVG/PNG beside results.csv
 
 Re-running the same command resumes: finished runs (same resolved config hash)
-are kept, the others run. Exit status: 0 all runs completed, 1 some failed,
-2 the spec or arguments were rejected (nothing ran). Spec format, layout and
+are kept, the others run. Exit status: 0 all runs completed, 1 some failed
+(or the --plot-x plot could not be drawn), 2 the spec or arguments were rejected (nothing ran). Spec format, layout and
 Slurm arrays: docs/sweeps.md.";
 
 /// `nmpsim sweep`: run a sweep, or merge shard directories.
@@ -425,9 +425,11 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
         .collect();
     let csv_path = write_results(&out, &plan.spec, all_rows.iter())?;
+    let mut plot_failed = false;
     if let Some(x) = &a.plot_x {
         // results.csv is written whatever happens here: a plot that cannot be
-        // drawn (a misspelt column) is reported, not fatal.
+        // drawn (a misspelt column) is reported, and the exit status says so,
+        // after the summary.
         match plot_results(&csv_path, x, &a.plot_y, &a.plot_group, a.plot_log_x) {
             Ok(files) if !a.quiet => {
                 for f in files {
@@ -435,7 +437,10 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
                 }
             }
             Ok(_) => {}
-            Err(e) => eprintln!("sweep: cannot plot {}: {e:#}", csv_path.display()),
+            Err(e) => {
+                eprintln!("sweep: cannot plot {}: {e:#}", csv_path.display());
+                plot_failed = true;
+            }
         }
     }
     let rows: Vec<&Row> = all_rows.iter().filter(|r| shard.selects(r.index)).collect();
@@ -474,11 +479,13 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     if a.json {
         println!("{}", rundir::results_json("sweep", &summary)?);
     }
-    Ok(if failed > 0 || rows.len() < selected.len() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if failed > 0 || rows.len() < selected.len() || plot_failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// `nmpsim plot` on the sweep's results.csv, with its default file names.
