@@ -260,6 +260,27 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     let o = nmpsim(d, &["trace", "gen", "-o", "x.nmpt"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--profile NAME, or --rows R"));
+
+    // No batches: nothing to write or analyse, so refused, and no file made.
+    for cmd in [
+        vec![
+            "trace",
+            "gen",
+            "--profile",
+            "uniform",
+            "--batches",
+            "0",
+            "-o",
+            "zero.nmpt",
+        ],
+        vec!["trace", "stats", "--profile", "uniform", "--batches", "0"],
+    ] {
+        let o = nmpsim(d, &cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("--batches") && err.contains("0"), "{err}");
+    }
+    assert!(!d.join("zero.nmpt").exists());
 }
 
 #[test]

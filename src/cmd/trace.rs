@@ -191,8 +191,9 @@ impl SpecArgs {
 pub struct GenArgs {
     #[command(flatten)]
     spec: SpecArgs,
-    /// Number of batches to write.
-    #[arg(long, value_name = "K", default_value_t = 1)]
+    /// Number of batches to write (at least 1).
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
     batches: u64,
     /// Output trace file (.nmpt).
     #[arg(
@@ -220,8 +221,9 @@ pub struct StatsArgs {
     file: Option<PathBuf>,
     #[command(flatten)]
     spec: SpecArgs,
-    /// Batches to generate with --profile / --rows.
-    #[arg(long, value_name = "K", default_value_t = 10)]
+    /// Batches to generate with --profile / --rows (at least 1).
+    #[arg(long, value_name = "K", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
     batches: u64,
     /// Print results as JSON instead of a table.
     #[arg(long)]
