@@ -1,7 +1,7 @@
 //! End-to-end tests of `nmpsim train` through the built binary.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -746,4 +746,87 @@ fn the_forward_transfer_carries_only_what_the_pool_still_holds() {
     assert!((ns - (16384.0 / 25.0 + 1000.0)).abs() < 0.1, "{ns}");
     let (_, bytes) = transfer(&["--nmp-bandwidth", "100"], "fixed");
     assert_eq!(bytes, 512 * 64 * 4 * 3);
+}
+
+/// Transfers named `what` in a run's timeline: (time ns, bytes) of each.
+fn transfers(dir: &Path, what: &str) -> Vec<(f64, u64)> {
+    let csv = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+    csv.lines()
+        .filter(|l| l.contains(what))
+        .map(|row| {
+            let f: Vec<&str> = row.split(',').collect();
+            (f[8].parse().unwrap(), f[9].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Row-wise Adagrad's exchanges between the ranks of a row cross the link
+/// after the scatter, as `nmp run` charges them: on 4 vector-sliced ranks a
+/// 64-value row has a slice on each, so each rank sends its hop (4 B) and
+/// slice 0's rank the step (4 B): 20 B per coalesced row. A fixed-bandwidth
+/// pool sends the same; another optimizer exchanges nothing. And a
+/// fixed-bandwidth row-interleaved gather returns a partial sum per bag from
+/// every rank that looked up rows, not one pooled vector.
+#[test]
+fn row_wise_exchanges_and_row_interleaved_partial_sums_cross_the_link() {
+    let t = TempDir::new("exchange");
+    let run = |extra: &[&str], out: &str| -> PathBuf {
+        let mut a = vec![
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "tcast-nmp",
+            "--iters",
+            "1",
+            "--batch",
+            "64",
+            "--dim",
+            "64",
+            "--ranks",
+            "4",
+            "--engine",
+            "native",
+            "--test-batches",
+            "1",
+            "-q",
+            "--out",
+            out,
+        ];
+        a.extend(extra);
+        let o = nmpsim(&t.0, &a);
+        assert!(o.status.success(), "{}", text(&o));
+        t.0.join(out)
+    };
+    let what = "row-wise adagrad exchanges pool to host";
+    let rw = [
+        "--placement",
+        "vector-sliced",
+        "--optimizer",
+        "row-wise-adagrad",
+    ];
+    let sim = transfers(&run(&rw, "sim"), what);
+    assert_eq!(sim.len(), 1, "{sim:?}");
+    let (ns, bytes) = sim[0];
+    assert!(bytes > 0 && bytes % 20 == 0, "{bytes}");
+    // (Under the 4 KiB output buffers: all of it follows the scatter.)
+    assert!((ns - (bytes as f64 / 25.0 + 1000.0)).abs() < 0.1, "{ns}");
+    let mut fixed = rw.to_vec();
+    fixed.extend(["--nmp-bandwidth", "100"]);
+    assert_eq!(transfers(&run(&fixed, "fixed"), what), vec![(ns, bytes)]);
+    let sgd = ["--placement", "vector-sliced", "--optimizer", "sgd"];
+    assert!(transfers(&run(&sgd, "sgd"), what).is_empty());
+
+    let ri = [
+        "--placement",
+        "row-interleaved",
+        "--optimizer",
+        "sgd",
+        "--nmp-bandwidth",
+        "100",
+    ];
+    let fwd = transfers(&run(&ri, "ri"), "pooled embeddings pool to gpu");
+    // 3 tables x 64 bags x 64 values x 4 B from each of the 4 ranks.
+    assert_eq!(fwd.len(), 1);
+    assert_eq!(fwd[0].1, 4 * 3 * 64 * 64 * 4);
 }

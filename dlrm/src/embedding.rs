@@ -422,6 +422,18 @@ impl SystemModes {
         p.time(primitive, iteration, self.fingerprint, bytes, instrs)
     }
 
+    /// Runs `f` on the pool's layout.
+    fn with_pool_layout<R>(
+        &self,
+        f: impl FnOnce(&nmpsim_nmp::Layout) -> R,
+    ) -> Result<R, DlrmError> {
+        let pool = self.env.pool.as_ref().expect("checked in new");
+        let p = pool.lock().map_err(|_| {
+            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
+        })?;
+        Ok(f(p.layout()))
+    }
+
     fn pool_link_ns(&self, bytes: u64) -> f64 {
         let pool = self.env.pool.as_ref().expect("checked in new");
         pool.lock().map(|p| p.setup.link_ns(bytes)).unwrap_or(0.0)
@@ -696,6 +708,32 @@ impl EmbeddingStrategy for SystemModes {
                 time_ns,
                 bytes,
             );
+            // Row-wise Adagrad's exchanges between a row's ranks go through
+            // the host: what the ranks still hold when the scatter ends
+            // follows it (all of it for a fixed-bandwidth pool).
+            let out_bytes = match pt.link_out_tail_bytes {
+                Some(b) => b,
+                None => self.with_pool_layout(|l| {
+                    self.coalesced
+                        .iter()
+                        .enumerate()
+                        .map(|(t, c)| nmpsim_nmp::scatter_link_out_bytes(l, t, &c.rows, &optimizer))
+                        .sum()
+                })?,
+            };
+            if out_bytes > 0 {
+                let link = self.pool_link(out_bytes)?;
+                ctx.timeline.push(
+                    "transfer",
+                    "row-wise adagrad exchanges pool to host",
+                    Stage::BackwardEmbedding,
+                    MAIN,
+                    Resource::PoolLink,
+                    link.0,
+                    link.1,
+                    out_bytes,
+                );
+            }
         } else {
             ctx.timeline.push(
                 "scatter",
@@ -889,8 +927,23 @@ impl SystemModes {
                 // The results (pooled vectors, or a row-interleaved pool's
                 // partial sums) drain over the link while the pool computes,
                 // in its time above; what the ranks still hold follows. A
-                // fixed-bandwidth pool models no link: all of it follows.
-                let out_bytes = pt.link_out_tail_bytes.unwrap_or(pooled_bytes);
+                // fixed-bandwidth pool models no link: all of it follows (a
+                // row-interleaved pool's partial sums from every rank that
+                // looked up rows).
+                let out_bytes = match pt.link_out_tail_bytes {
+                    Some(b) => b,
+                    None => self.with_pool_layout(|l| {
+                        batch
+                            .tables
+                            .iter()
+                            .enumerate()
+                            .map(|(t, tb)| {
+                                let bags = tb.offsets.len().saturating_sub(1) as u64;
+                                nmpsim_nmp::gather_link_out_bytes(l, t, bags, &tb.indices)
+                            })
+                            .sum()
+                    })?,
+                };
                 let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
                     "transfer",

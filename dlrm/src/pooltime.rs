@@ -107,7 +107,8 @@ pub struct PoolTime {
     /// proxy of simulated batches): the result bytes still to cross the link
     /// after `time_ns` (the rest drained during it, and is in `time_ns`).
     /// `None` for a fixed bandwidth, which models no link: the caller then
-    /// sends the whole result.
+    /// sends the whole result (`nmpsim_nmp::gather_link_out_bytes` and
+    /// `scatter_link_out_bytes` on [`PoolTimer::layout`]).
     pub link_out_tail_bytes: Option<u64>,
 }
 
@@ -201,6 +202,11 @@ impl PoolTimer {
             cache: HashMap::new(),
             sim_wall_s: 0.0,
         })
+    }
+
+    /// The pool's layout of the model's tables.
+    pub fn layout(&self) -> &Layout {
+        self.pool.layout()
     }
 
     /// Time of `primitive` at `iteration`, moving `bytes` (the kernels'

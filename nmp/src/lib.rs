@@ -21,7 +21,9 @@ pub use isa::Instruction;
 pub mod placement;
 pub use placement::{Layout, LayoutParams, Piece, Placement, StateWidth, TableShape};
 pub mod pool;
-pub use pool::{Pool, RankWork, rank_work, validate};
+pub use pool::{
+    Pool, RankWork, gather_link_out_bytes, rank_work, scatter_link_out_bytes, validate,
+};
 pub mod timing;
 pub use timing::{
     BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy, PoolParams,

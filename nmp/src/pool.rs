@@ -404,6 +404,65 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
     w
 }
 
+/// Bytes every rank together sends over the host link for a gather-reduce of
+/// `bags` bags looking up `indices` in table `t`: what the ranks' [`RankWork`]
+/// `link_out_bytes` add up to, without building their requests. For a pool
+/// with no link model (a fixed bandwidth), this is the whole result transfer.
+pub fn gather_link_out_bytes(layout: &Layout, t: usize, bags: u64, indices: &[u32]) -> u64 {
+    let dim = layout.tables[t].dim as u64;
+    let ranks = layout.ranks() as usize;
+    if layout.placement == Placement::RowInterleaved {
+        // Each rank that looked up a row returns a partial sum per bag.
+        let mut looked = vec![false; ranks];
+        for &row in indices {
+            for p in layout.row_pieces(t, row as u64) {
+                looked[p.rank as usize] = true;
+            }
+        }
+        let n = (0..ranks)
+            .filter(|&k| looked[k] && layout.regions[t][k].is_some())
+            .count() as u64;
+        n * bags * dim * 4
+    } else {
+        let held: u64 = layout.regions[t]
+            .iter()
+            .flatten()
+            .flat_map(|region| region.slices.iter())
+            .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
+            .sum();
+        bags * held
+    }
+}
+
+/// Bytes every rank together sends over the host link for a scatter of the
+/// coalesced `rows` of table `t` with `optimizer`: the row-wise Adagrad
+/// exchanges (see [`row_wise_exchange_bytes`]); 0 for the other optimizers.
+/// What the ranks' [`RankWork`] `link_out_bytes` add up to.
+pub fn scatter_link_out_bytes(
+    layout: &Layout,
+    t: usize,
+    rows: &[u32],
+    optimizer: &Optimizer,
+) -> u64 {
+    if StateWidth::of(optimizer) != StateWidth::PerRow {
+        return 0;
+    }
+    let mut ranks: Vec<u32> = Vec::with_capacity(layout.tables[t].slices());
+    let mut sum = 0;
+    for &row in rows {
+        ranks.clear();
+        ranks.extend(layout.row_pieces(t, row as u64).map(|p| p.rank));
+        let mut seen: Vec<u32> = ranks.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        sum += seen
+            .iter()
+            .map(|&k| row_wise_exchange_bytes(&ranks, k))
+            .sum::<u64>();
+    }
+    sum
+}
+
 /// Bytes `rank` sends over the host link for the row-wise Adagrad update of
 /// one row whose slices live on `ranks` (in slice order). The update needs
 /// the row's sum of squares, and the row's state lives with slice 0. The

@@ -226,3 +226,71 @@ fn the_link_out_tail_is_what_the_buffers_still_hold() {
         r.link_out_ns
     );
 }
+
+/// A small deterministic generator for the cases below.
+fn lcg(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state >> 33
+}
+
+#[test]
+fn totals_without_requests_equal_the_ranks_link_out_bytes() {
+    let mut seed = 7u64;
+    let optimizers = [
+        Optimizer::Sgd { lr: 0.1 },
+        Optimizer::Adagrad {
+            lr: 0.1,
+            eps: 1e-8,
+            initial_accumulator: 0.0,
+        },
+        Optimizer::RowWiseAdagrad { lr: 0.1, eps: 1e-8 },
+    ];
+    let mut nonzero = (0, 0);
+    for placement in Placement::ALL {
+        for ranks in [1, 2, 3, 5, 8, 32] {
+            for dim in [8, 16, 20, 48, 64, 200] {
+                let shapes = [TableShape { rows: 97, dim }, TableShape { rows: 5, dim }];
+                for (t, rows) in [(0usize, 97u64), (1, 5)] {
+                    let bags = 1 + lcg(&mut seed) % 6;
+                    let lookups = lcg(&mut seed) % 12;
+                    let indices: Vec<u32> = (0..lookups)
+                        .map(|_| (lcg(&mut seed) % rows) as u32)
+                        .collect();
+                    // Bags split the lookups anyhow (some empty).
+                    let mut offsets = vec![0u32];
+                    for b in 1..bags {
+                        offsets.push((lookups * b / bags) as u32);
+                    }
+                    offsets.push(lookups as u32);
+                    let l = layout(placement, ranks, &shapes, StateWidth::PerRow);
+                    let g = gather(t as u32, offsets, indices.clone());
+                    let want: u64 = link_out(&l, &g, &[]).iter().sum();
+                    let got = nmpsim_nmp::gather_link_out_bytes(&l, t, bags, &indices);
+                    assert_eq!(
+                        got, want,
+                        "gather {placement:?} {ranks} ranks dim {dim} t{t}"
+                    );
+                    nonzero.0 += (got > 0) as u32;
+                    let mut coal = indices.clone();
+                    coal.sort_unstable();
+                    coal.dedup();
+                    for opt in &optimizers {
+                        let l = layout(placement, ranks, &shapes, StateWidth::of(opt));
+                        let s = Instruction::Scatter {
+                            table: t as u32,
+                            optimizer: *opt,
+                        };
+                        let want: u64 = link_out(&l, &s, &coal).iter().sum();
+                        let got = nmpsim_nmp::scatter_link_out_bytes(&l, t, &coal, opt);
+                        assert_eq!(got, want, "scatter {opt:?} {placement:?} {ranks} dim {dim}");
+                        nonzero.1 += (got > 0) as u32;
+                    }
+                }
+            }
+        }
+    }
+    // The cases exercise both kinds of traffic.
+    assert!(nonzero.0 > 100 && nonzero.1 > 20, "{nonzero:?}");
+}
