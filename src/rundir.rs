@@ -17,14 +17,53 @@ const CONFIG: &str = "config.json";
 const RESULTS: &str = "results.json";
 const SUMMARY: &str = "summary.txt";
 
+/// Where an earlier finished run's files wait while a new run goes into its
+/// directory: removed when the new run succeeds, kept if it fails.
+pub const PREVIOUS_RUN: &str = "previous-run";
+
 /// An output directory for one run.
 pub struct RunDir {
     path: PathBuf,
+    /// The directory held a finished run (its `results.json`), whose files
+    /// this run's removals set aside in [`PREVIOUS_RUN`] instead.
+    keeps_previous: bool,
+    /// [`finish`](Self::finish) was called: the run succeeded.
+    finished: bool,
+}
+
+/// The command an nmpsim run directory's `config.json` names, with its
+/// words joined by `-` as run directories are named; `None` for no
+/// `config.json`. An existing `config.json` that is not one of nmpsim's is an
+/// error: the directory is not a run directory.
+fn earlier_command(dir: &Path) -> Result<Option<String>> {
+    let p = dir.join(CONFIG);
+    let bytes = match fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", p.display())),
+    };
+    let v: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    match v.as_ref().and_then(|v| {
+        v.get("build")?;
+        v.get("command")?.as_str()
+    }) {
+        Some(c) => Ok(Some(c.replace(' ', "-"))),
+        None => anyhow::bail!(
+            "{} is not an nmpsim run's configuration (no `command` and `build`); name a new directory, or an earlier run's, for --out",
+            p.display()
+        ),
+    }
 }
 
 impl RunDir {
     /// Uses `dir` if given, else `runs/<command>-<unix seconds>-<pid>` under the
     /// current directory. Creates it (and parents).
+    ///
+    /// A directory holding another command's run, or a `config.json` that is
+    /// not nmpsim's, is refused before anything in it changes. A finished
+    /// earlier run of the same command (it has `results.json`) is not
+    /// deleted: the files this run replaces move to [`PREVIOUS_RUN`], which
+    /// goes when this run [finishes](Self::finish) and stays if it fails.
     pub fn create(dir: Option<&Path>, command: &str) -> Result<Self> {
         let path = match dir {
             Some(d) => d.to_path_buf(),
@@ -36,13 +75,54 @@ impl RunDir {
                 PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
             }
         };
+        if let Some(earlier) = earlier_command(&path)? {
+            let this = command.replace(' ', "-");
+            // (`nmp run` names its directories `nmp-...`.)
+            if earlier != this && !(this == "nmp" && earlier == "nmp-run") {
+                anyhow::bail!(
+                    "{} holds a `{}` run; name another directory for this `{}` run (or remove that one)",
+                    path.display(),
+                    earlier.replace('-', " "),
+                    this.replace('-', " ")
+                );
+            }
+        }
         fs::create_dir_all(&path)
             .with_context(|| format!("cannot create run directory {}", path.display()))?;
-        let rd = RunDir { path };
-        // An earlier run's own files go, so that the directory describes
-        // this run alone even if it fails before writing its results.
+        let keeps_previous = path.join(RESULTS).is_file();
+        if keeps_previous {
+            let prev = path.join(PREVIOUS_RUN);
+            if prev.is_dir() {
+                // An older run than the finished one set aside now.
+                fs::remove_dir_all(&prev)
+                    .with_context(|| format!("cannot remove {}", prev.display()))?;
+            }
+            fs::create_dir(&prev).with_context(|| format!("cannot create {}", prev.display()))?;
+        }
+        let rd = RunDir {
+            path,
+            keeps_previous,
+            finished: false,
+        };
+        // An earlier run's own files go (aside, if it finished), so that the
+        // directory describes this run alone even if it fails before writing
+        // its results.
         rd.remove_earlier(&[CONFIG, RESULTS, SUMMARY])?;
         Ok(rd)
+    }
+
+    /// Marks the run as succeeded: an earlier run set aside in
+    /// [`PREVIOUS_RUN`] (by this run, or kept after a failed one) is removed.
+    /// Without it (the command failed), that earlier run stays there, and a
+    /// note says so when the `RunDir` goes.
+    pub fn finish(mut self) -> Result<()> {
+        self.finished = true;
+        let prev = self.path.join(PREVIOUS_RUN);
+        if prev.is_dir() {
+            fs::remove_dir_all(&prev)
+                .with_context(|| format!("cannot remove {}", prev.display()))?;
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -55,7 +135,8 @@ impl RunDir {
     /// (removed with what is in them). A run into an existing directory then
     /// leaves only its own outputs, not a mix of two runs'.
     /// ([`create`](Self::create) removes `config.json`, `results.json` and
-    /// `summary.txt` itself.)
+    /// `summary.txt` itself.) After a finished run, they move to
+    /// [`PREVIOUS_RUN`] instead.
     pub fn remove_earlier(&self, names: &[&str]) -> Result<()> {
         for e in fs::read_dir(&self.path)
             .with_context(|| format!("cannot read {}", self.path.display()))?
@@ -63,6 +144,9 @@ impl RunDir {
             let e = e.with_context(|| format!("cannot read {}", self.path.display()))?;
             let name = e.file_name();
             let name = name.to_string_lossy();
+            if name == PREVIOUS_RUN {
+                continue;
+            }
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             // (A directory under a file's name is not what a run wrote: it
             // stays, and writing that file then fails, naming it.)
@@ -77,6 +161,17 @@ impl RunDir {
                 continue;
             }
             let p = e.path();
+            if self.keeps_previous {
+                let to = self.path.join(PREVIOUS_RUN).join(e.file_name());
+                fs::rename(&p, &to).with_context(|| {
+                    format!(
+                        "cannot move the earlier run's {} to {}",
+                        p.display(),
+                        to.display()
+                    )
+                })?;
+                continue;
+            }
             let gone = if is_dir {
                 fs::remove_dir_all(&p)
             } else {
@@ -115,6 +210,18 @@ impl RunDir {
     /// Atomically writes `name` inside the run directory.
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         write_atomic(&self.path.join(name), bytes)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if !self.finished && self.path.join(PREVIOUS_RUN).is_dir() {
+            eprintln!(
+                "note: the earlier run in {} is kept in {}",
+                self.path.display(),
+                self.path.join(PREVIOUS_RUN).display()
+            );
+        }
     }
 }
 

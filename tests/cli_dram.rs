@@ -725,24 +725,25 @@ fn an_address_trace_from_a_pipe_is_read_whole_once() {
     assert!(!d.join("two").exists(), "a refused run wrote its directory");
 }
 
-/// A run that fails in a directory an earlier run wrote leaves none of the
-/// earlier run's results beside its own config.
+/// A run that fails in a directory an earlier run finished in leaves none of
+/// the earlier run's results beside its own config: they wait in
+/// `previous-run/`, which the next run that succeeds removes.
 #[test]
-fn a_failed_rerun_leaves_no_earlier_results_beside_its_config() {
+fn a_failed_rerun_keeps_the_earlier_run_aside() {
     let t = TempDir::new("failed-rerun");
     let d = &t.0;
     let good: String = (0..3000u64).map(|i| format!("{:#x} R\n", i * 64)).collect();
     std::fs::write(d.join("a.txt"), &good).unwrap();
     std::fs::write(d.join("bad.txt"), format!("{good}0x40 X\n")).unwrap();
-    ok(
-        d,
-        &[
-            "dram", "--engine", "native", "--trace", "a.txt", "--out", "r", "-q",
-        ],
-    );
-    for f in ["results.json", "results.csv", "summary.txt", "config.json"] {
-        assert!(d.join("r").join(f).is_file(), "{f}");
-    }
+    let first = [
+        "dram", "--engine", "native", "--trace", "a.txt", "--out", "r", "-q",
+    ];
+    ok(d, &first);
+    let names = ["results.json", "results.csv", "summary.txt", "config.json"];
+    let earlier: Vec<Vec<u8>> = names
+        .iter()
+        .map(|f| std::fs::read(d.join("r").join(f)).unwrap())
+        .collect();
     std::fs::write(d.join("r/notes.txt"), "mine").unwrap();
     let err = fails(
         d,
@@ -754,10 +755,18 @@ fn a_failed_rerun_leaves_no_earlier_results_beside_its_config() {
         err.contains("bad.txt") && err.contains("line 3001"),
         "{err}"
     );
+    assert!(err.contains("kept in r/previous-run"), "{err}");
     for f in ["results.json", "results.csv", "summary.txt"] {
         assert!(
             !d.join("r").join(f).exists(),
             "the earlier run's {f} is still there"
+        );
+    }
+    for (f, bytes) in names.iter().zip(&earlier) {
+        assert_eq!(
+            &std::fs::read(d.join("r/previous-run").join(f)).unwrap(),
+            bytes,
+            "{f}"
         );
     }
     let config = read_json(&d.join("r/config.json"));
@@ -765,6 +774,25 @@ fn a_failed_rerun_leaves_no_earlier_results_beside_its_config() {
     assert_eq!(
         std::fs::read_to_string(d.join("r/notes.txt")).unwrap(),
         "mine"
+    );
+    // A run that succeeds there replaces both.
+    ok(d, &first);
+    assert!(!d.join("r/previous-run").exists());
+    for f in names {
+        assert!(d.join("r").join(f).is_file(), "{f}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.join("r/notes.txt")).unwrap(),
+        "mine"
+    );
+    // A config.json that is not an nmpsim run's is refused, untouched.
+    std::fs::create_dir(d.join("mine")).unwrap();
+    std::fs::write(d.join("mine/config.json"), "{\"x\": 1}").unwrap();
+    let err = fails(d, &["dram", "--requests", "100", "--out", "mine", "-q"]);
+    assert!(err.contains("not an nmpsim run's configuration"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("mine/config.json")).unwrap(),
+        "{\"x\": 1}"
     );
 }
 

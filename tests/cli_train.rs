@@ -545,9 +545,12 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         "{csv}"
     );
     assert_eq!(csv.matches("mode,iteration").count(), 1, "{csv}");
-    // A rerun that fails before its first summary leaves none of the
-    // earlier run's summaries beside its config.
-    assert!(t.0.join("r/summary.csv").is_file());
+    // A rerun with data that cannot be read fails before the directory is
+    // touched: the earlier run stays whole, its config included.
+    let before: Vec<(String, Vec<u8>)> = ["summary.csv", "results.json", "config.json"]
+        .iter()
+        .map(|f| (f.to_string(), std::fs::read(t.0.join("r").join(f)).unwrap()))
+        .collect();
     std::fs::write(t.0.join("bad.tsv"), "garbage\n").unwrap();
     let o = nmpsim(
         &t.0,
@@ -565,11 +568,39 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         ],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    for f in ["summary.csv", "results.json", "summary.txt"] {
-        assert!(
-            !t.0.join("r").join(f).exists(),
-            "an earlier {f} is still there"
-        );
+    for (f, bytes) in &before {
+        assert_eq!(&std::fs::read(t.0.join("r").join(f)).unwrap(), bytes, "{f}");
+    }
+    assert!(!t.0.join("r/previous-run").exists());
+    // So does an unknown DRAM preset for the pool.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--iters",
+            "2",
+            "--batch",
+            "16",
+            "--mode",
+            "tcast-nmp",
+            "--preset",
+            "bogus",
+            "--out",
+            "r",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("unknown DRAM preset"), "{}", text(&o));
+    for (f, bytes) in &before {
+        assert_eq!(&std::fs::read(t.0.join("r").join(f)).unwrap(), bytes, "{f}");
+    }
+    // Another command's run is not written over.
+    let o = nmpsim(&t.0, &["dram", "--requests", "100", "--out", "r", "-q"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("holds a `train` run"), "{}", text(&o));
+    for (f, bytes) in &before {
+        assert_eq!(&std::fs::read(t.0.join("r").join(f)).unwrap(), bytes, "{f}");
     }
 }
 

@@ -408,6 +408,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     rundir.write_csv("primitives.csv", &header, &rows)?;
     let summary = summary_text(&config, &results, ok, &rundir);
     rundir.write_summary(&summary)?;
+    rundir.finish()?;
     if a.json {
         println!("{}", results_json("demo", &results)?);
     } else {

@@ -719,11 +719,13 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("results.csv", &header, &rows)?;
     let summary = summary_text(&cfg, &source, &results);
     rd.write_summary(&summary)?;
+    let dir = rd.path().to_path_buf();
+    rd.finish()?;
     if a.json {
         println!("{}", rundir::results_json("dram", &results)?);
     } else {
         print!("{summary}");
-        println!("run directory: {}", rd.path().display());
+        println!("run directory: {}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1176,11 +1178,13 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     }
     text.push_str(&bench_ratios(&rows, rounds));
     rd.write_summary(&text)?;
+    let dir = rd.path().to_path_buf();
+    rd.finish()?;
     if b.json {
         println!("{}", rundir::results_json("dram bench", &rows)?);
     } else {
         print!("{text}");
-        println!("run directory: {}", rd.path().display());
+        println!("run directory: {}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

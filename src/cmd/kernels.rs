@@ -452,7 +452,8 @@ fn write_run_dir<C: Serialize, R: Serialize>(
     let rd = crate::rundir::RunDir::create(Some(dir), &command.replace(' ', "-"))?;
     rd.write_config(command, config)?;
     rd.write_results(command, results)?;
-    rd.write_summary(&format!("{summary}\n"))
+    rd.write_summary(&format!("{summary}\n"))?;
+    rd.finish()
 }
 
 fn traffic_text(t: &TrafficBreakdown) -> String {

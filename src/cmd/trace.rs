@@ -429,7 +429,9 @@ fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -
         &cdf,
     )?;
     rd.write_summary(&stats.to_string())?;
-    Ok(rd.path().to_path_buf())
+    let dir = rd.path().to_path_buf();
+    rd.finish()?;
+    Ok(dir)
 }
 
 fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {

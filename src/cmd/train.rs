@@ -525,6 +525,9 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
                             None => break,
                         }
                     }
+                    if v.is_empty() && train.peek().is_none() {
+                        bail!("--data {}: no samples to train on", path.display());
+                    }
                     if train.peek().is_none() {
                         bail!(
                             "{}: holding out {} test batches of {} leaves nothing to train on; pass fewer --test-batches, a smaller --batch, or --test-data",
@@ -1156,6 +1159,28 @@ fn check_memory(c: &DlrmConfig, t: &TrainConfig, test_batches: usize, bag: u64) 
 
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let r = resolve(&a)?;
+    // The pool (its DRAM preset, mapping and layout) and the data are set up
+    // before the run directory is touched, so that a mistake in either fails
+    // with an earlier run there untouched. The first mode takes this data.
+    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
+        let shapes: Vec<(u64, usize)> = r
+            .train
+            .model
+            .table_rows
+            .iter()
+            .map(|&n| (n, r.train.model.dim))
+            .collect();
+        Some(Arc::new(Mutex::new(PoolTimer::new(
+            r.nmp.clone(),
+            &shapes,
+            r.train.batch,
+            r.max_lookups_per_table,
+            &r.train.embedding_optimizer,
+        )?)))
+    } else {
+        None
+    };
+    let mut first_data = Some(open_data(&a, &r)?);
     let rd = RunDir::create(a.out.as_deref(), "train")?;
     // (The log and the CSVs are created anew below; summary.csv comes only
     // after a mode, so an earlier run's must go now.)
@@ -1178,24 +1203,6 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes",
     )?;
     let mut eval_csv = csv_file(&dir, "eval.csv", "mode,iteration,samples,loss,accuracy,auc")?;
-    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
-        let shapes: Vec<(u64, usize)> = r
-            .train
-            .model
-            .table_rows
-            .iter()
-            .map(|&n| (n, r.train.model.dim))
-            .collect();
-        Some(Arc::new(Mutex::new(PoolTimer::new(
-            r.nmp.clone(),
-            &shapes,
-            r.train.batch,
-            r.max_lookups_per_table,
-            &r.train.embedding_optimizer,
-        )?)))
-    } else {
-        None
-    };
     let mut log = Some(log);
     let mut summaries: Vec<ModeSummary> = Vec::new();
     let mut status = Status::Completed;
@@ -1207,7 +1214,10 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             break;
         }
         pb.set_message(mode.as_str().to_string());
-        let (mut data, test) = open_data(&a, &r)?;
+        let (mut data, test) = match first_data.take() {
+            Some(d) => d,
+            None => open_data(&a, &r)?,
+        };
         let mut tr = mode_trainer(&r, mode, pool.clone())?;
         let placement = tr.embedding.placement();
         let dense_flops = tr.dense_model.flops;
@@ -1308,6 +1318,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         writeln!(l, "{text}")?;
         l.flush()?;
     }
+    rd.finish()?;
     Ok(if status == Status::Interrupted {
         ExitCode::from(130)
     } else {
