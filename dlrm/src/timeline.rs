@@ -51,6 +51,14 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// A link carries one transfer at a time: two lanes' transfers on it in
+    /// one stage go one after the other. (A stage's transfers on one link all
+    /// go the same way, so the link is one resource, not one per direction.)
+    /// Processors run the lanes' work side by side.
+    pub fn exclusive(self) -> bool {
+        matches!(self, Resource::HostLink | Resource::PoolLink)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Resource::Cpu => "cpu",
@@ -155,9 +163,49 @@ impl StepTimeline {
         lanes
     }
 
-    /// Time of a stage: its slowest lane.
+    /// Time of a stage: when its last lane ends. Each lane runs its events
+    /// in order; a link ([`Resource::exclusive`]) carries one transfer at a
+    /// time, and of the lanes waiting for it, the one whose transfer can
+    /// start first goes first (the lower lane on a tie). Without two lanes'
+    /// transfers on one link, that is the slowest lane's total.
     pub fn stage_ns(&self, stage: Stage) -> f64 {
-        self.lanes(stage).iter().copied().fold(0.0, f64::max)
+        let mut lanes: [Vec<&Event>; 4] = Default::default();
+        for e in self.events.iter().filter(|e| e.stage == stage) {
+            lanes[(e.lane as usize).min(3)].push(e);
+        }
+        let mut next = [0usize; 4];
+        let mut ready = [0.0f64; 4];
+        // When each link is free: host link, pool link.
+        let mut free = [0.0f64; 2];
+        let link = |r: Resource| match r {
+            Resource::HostLink => Some(0),
+            Resource::PoolLink => Some(1),
+            _ => None,
+        };
+        loop {
+            let mut pick: Option<(f64, usize)> = None;
+            for (l, events) in lanes.iter().enumerate() {
+                let Some(e) = events.get(next[l]) else {
+                    continue;
+                };
+                let start = match link(e.resource) {
+                    Some(k) => ready[l].max(free[k]),
+                    None => ready[l],
+                };
+                if pick.is_none_or(|(s, _)| start < s) {
+                    pick = Some((start, l));
+                }
+            }
+            let Some((start, l)) = pick else { break };
+            let e = lanes[l][next[l]];
+            let end = start + e.time_ns;
+            ready[l] = end;
+            if let Some(k) = link(e.resource) {
+                free[k] = end;
+            }
+            next[l] += 1;
+        }
+        ready.iter().copied().fold(0.0, f64::max)
     }
 
     /// The iteration time: the stages one after another.
@@ -172,18 +220,14 @@ impl StepTimeline {
 
     /// Time hidden by overlap: `sum_ns - iteration_ns`, up to rounding.
     ///
-    /// Summed per stage as the lanes other than the slowest, so that it is
-    /// exactly 0 where nothing overlaps (the difference of the two totals,
-    /// added up in different orders, may leave a rounding residue) and never
-    /// negative.
+    /// Summed per stage as its lanes' totals less the stage's time, so that
+    /// it is exactly 0 where nothing overlaps (the difference of the two
+    /// totals, added up in different orders, may leave a rounding residue)
+    /// and never negative.
     pub fn hidden_ns(&self) -> f64 {
         Stage::ALL
             .iter()
-            .map(|&s| {
-                let lanes = self.lanes(s);
-                let slowest = lanes.iter().copied().fold(0.0, f64::max);
-                lanes.iter().sum::<f64>() - slowest
-            })
+            .map(|&s| (self.lanes(s).iter().sum::<f64>() - self.stage_ns(s)).max(0.0))
             .sum()
     }
 
@@ -261,6 +305,55 @@ mod tests {
         );
         assert_eq!(t.iteration_ns(), 17.0);
         assert_eq!(t.hidden_ns(), 10.0);
+    }
+
+    /// Two lanes' transfers on one link go one after the other; on
+    /// different links, or beside work on a processor, they overlap.
+    #[test]
+    fn a_link_carries_one_transfer_at_a_time() {
+        let ev = |t: &mut StepTimeline, lane, resource, ns| {
+            t.push(
+                "p",
+                "",
+                Stage::ForwardEmbedding,
+                lane,
+                resource,
+                Source::Modelled,
+                ns,
+                0,
+            )
+        };
+        // Lane 0: 3 on the pool link, then 10 on the pool. Lane 1: 1 on the
+        // GPU, then 4 on the pool link, which waits until 3.
+        let mut t = StepTimeline::default();
+        ev(&mut t, MAIN, Resource::PoolLink, 3.0);
+        ev(&mut t, MAIN, Resource::Nmp, 10.0);
+        ev(&mut t, OVERLAP, Resource::Gpu, 1.0);
+        ev(&mut t, OVERLAP, Resource::PoolLink, 4.0);
+        assert_eq!(t.stage_ns(Stage::ForwardEmbedding), 13.0);
+        let mut u = t.clone();
+        ev(&mut u, OVERLAP, Resource::PoolLink, 7.0);
+        // Lane 1's second transfer waits for nothing but its own lane: 14.
+        assert_eq!(u.stage_ns(Stage::ForwardEmbedding), 14.0);
+        // Both lanes on the link at once: 5 then 6 (lane 0 first on the tie).
+        let mut t = StepTimeline::default();
+        ev(&mut t, MAIN, Resource::PoolLink, 5.0);
+        ev(&mut t, OVERLAP, Resource::PoolLink, 6.0);
+        assert_eq!(t.stage_ns(Stage::ForwardEmbedding), 11.0);
+        assert_eq!(t.hidden_ns(), 0.0);
+        // The earlier start goes first: lane 1 is ready at 0, lane 0 at 2.
+        let mut t = StepTimeline::default();
+        ev(&mut t, MAIN, Resource::Cpu, 2.0);
+        ev(&mut t, MAIN, Resource::PoolLink, 5.0);
+        ev(&mut t, OVERLAP, Resource::PoolLink, 6.0);
+        assert_eq!(t.stage_ns(Stage::ForwardEmbedding), 11.0);
+        assert_eq!(t.hidden_ns(), 2.0);
+        // Different links overlap.
+        let mut t = StepTimeline::default();
+        ev(&mut t, MAIN, Resource::PoolLink, 5.0);
+        ev(&mut t, OVERLAP, Resource::HostLink, 6.0);
+        assert_eq!(t.stage_ns(Stage::ForwardEmbedding), 6.0);
+        assert_eq!(t.hidden_ns(), 5.0);
     }
 
     /// Without overlap nothing is hidden, exactly, even where the event
