@@ -436,7 +436,8 @@ pub fn gather_link_out_bytes(layout: &Layout, t: usize, bags: u64, indices: &[u3
 
 /// Bytes every rank together sends over the host link for a scatter of the
 /// coalesced `rows` of table `t` with `optimizer`: the row-wise Adagrad
-/// exchanges (see [`row_wise_exchange_bytes`]); 0 for the other optimizers.
+/// exchanges between the ranks of a row (`docs/nmp-isa.md`, "Host-link
+/// bytes"); 0 for the other optimizers.
 /// What the ranks' [`RankWork`] `link_out_bytes` add up to.
 pub fn scatter_link_out_bytes(
     layout: &Layout,
