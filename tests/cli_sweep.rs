@@ -306,6 +306,30 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
     );
 }
 
+/// The dry run's advice works: after one shard ran into its default
+/// directory, the unsharded dry run is timed from it.
+#[test]
+fn a_shard_times_the_whole_sweep_s_dry_run() {
+    let t = TempDir::new("shardtime");
+    let d = &t.0;
+    std::fs::write(
+        d.join("s.toml"),
+        "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2, 4, 8]\n",
+    )
+    .expect("write spec");
+    let out = ok(d, &["sweep", "s.toml", "--dry-run"]);
+    assert!(out.contains("estimated cost: unknown"), "{out}");
+    assert!(out.contains("--shard 1/4"), "{out}");
+    ok(d, &["sweep", "s.toml", "--shard", "1/4", "-q"]);
+    assert!(d.join("runs/sweep-s-shard-1-of-4").is_dir());
+    let out = ok(d, &["sweep", "s.toml", "--dry-run"]);
+    assert!(
+        out.contains("estimated cost: 4 runs to run x")
+            && out.contains("(of 1 finished runs in runs/sweep-s-shard-1-of-4)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn large_sweeps_need_yes_and_dry_run_lists_them() {
     let t = TempDir::new("large");

@@ -204,6 +204,32 @@ fn load_plan(path: &Path) -> Result<Plan> {
     })
 }
 
+/// Directories beside `out` named `<out>-shard-I-of-N`, in name order: where
+/// the shards of a sweep into `out` go by default.
+fn shard_dirs(out: &Path) -> Vec<PathBuf> {
+    let Some(name) = out.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let prefix = format!("{name}-shard-");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(&parent)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name().to_string_lossy().starts_with(&prefix)
+                        && e.file_type().is_ok_and(|t| t.is_dir())
+                })
+                .map(|e| parent.join(e.file_name()))
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
 fn default_out(spec: &Path, shard: Shard) -> PathBuf {
     let stem = spec
         .file_stem()
@@ -667,7 +693,26 @@ fn dry_run(
     jobs: usize,
 ) -> Result<ExitCode> {
     let total = plan.runs.len();
-    let timed: Vec<f64> = state.iter().flatten().map(|s| s.wall_s).collect();
+    let mut timed: Vec<f64> = state.iter().flatten().map(|s| s.wall_s).collect();
+    // Nothing timed here yet: the runs of this sweep's shards (in the
+    // sibling directories `<OUT>-shard-I-of-N` that sharded runs write by
+    // default) time it as well.
+    let mut from_shards = Vec::new();
+    if timed.is_empty() {
+        let all: Vec<&Run> = plan.runs.iter().collect();
+        for dir in shard_dirs(out) {
+            let found: Vec<f64> = layout::resume(&dir, &plan.runs, &all)
+                .state
+                .iter()
+                .flatten()
+                .map(|s| s.wall_s)
+                .collect();
+            if !found.is_empty() {
+                timed.extend(found);
+                from_shards.push(dir);
+            }
+        }
+    }
     let done = state
         .iter()
         .filter(|s| matches!(s.as_ref().map(|s| s.status), Some(Status::Completed)))
@@ -741,9 +786,21 @@ fn dry_run(
             flags[plan.schema.path.len()..].join(" ")
         );
     }
+    let shards_note = if from_shards.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " in {}",
+            from_shards
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     match (mean, estimate) {
         (Some(m), Some(e)) => println!(
-            "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
+            "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs{shards_note}) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
             timed.len(),
             e / jobs.min(to_run.max(1)) as f64
         ),
