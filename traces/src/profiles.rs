@@ -52,7 +52,7 @@ pub fn criteo_alpha(rows: u64) -> f64 {
 const PROFILES: [ProfileInfo; 9] = [
     ProfileInfo {
         name: "criteo-kaggle",
-        description: "26 tables with the real Criteo Kaggle sizes (3 .. 10.1M rows), 1 lookup/bag, Zipf 1.05 (0.5 under 1000 rows)",
+        description: "26 tables with the real Criteo Kaggle sizes (3 .. 10.1M rows), 1 lookup/bag, Zipf 1.05 (0.5 under 1000 real rows)",
     },
     ProfileInfo {
         name: "amazon-books",
