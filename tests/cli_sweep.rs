@@ -479,6 +479,45 @@ fn a_plot_that_cannot_be_drawn_fails_the_sweep_after_writing_results() {
     );
 }
 
+/// The `runs.0.bandwidth_gbps` cell of `csv`'s line `line`.
+fn bandwidth_cell(csv: &str, line: usize) -> String {
+    let lines: Vec<&str> = csv.lines().collect();
+    let i = lines[0]
+        .split(',')
+        .position(|c| c == "runs.0.bandwidth_gbps")
+        .expect("bandwidth column");
+    lines[line].split(',').nth(i).unwrap_or("").to_string()
+}
+
+const TWO_PRESETS: &str =
+    "[base]\nrequests = 1000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n";
+
+/// A `metrics` pattern that keeps no column is warned about, naming the
+/// nearest metric; the sweep still succeeds.
+#[test]
+fn a_metrics_pattern_matching_nothing_is_warned_about() {
+    let t = TempDir::new("metrics");
+    let d = &t.0;
+    std::fs::write(
+        d.join("m.toml"),
+        format!(
+            "command = \"dram\"\nmetrics = [\"runs.*.bandwidth_gbs\", \"runs.*.bandwidth_gbps\"]\n{TWO_PRESETS}"
+        ),
+    )
+    .expect("write spec");
+    let o = nmpsim(d, &["sweep", "m.toml", "--out", "out", "--quiet"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "a warning only: {err}");
+    assert!(
+        err.contains("warning: m.toml: metrics pattern `runs.*.bandwidth_gbs` matches no metric of any completed run")
+            && err.contains("(did you mean runs.*.bandwidth_gbps?)"),
+        "{err}"
+    );
+    assert!(!err.contains("`runs.*.bandwidth_gbps` matches no"), "{err}");
+    let csv = read(&d.join("out/results.csv"));
+    assert!(bandwidth_cell(&csv, 1).parse::<f64>().is_ok(), "{csv}");
+}
+
 #[test]
 fn example_specs_validate() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs");

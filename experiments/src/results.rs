@@ -186,6 +186,73 @@ pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A `metrics` pattern of the spec that keeps no column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmatchedPattern {
+    pub pattern: String,
+    /// The nearest metric names (or, with array indices as `*`, patterns),
+    /// closest first; empty when nothing is near.
+    pub near: Vec<String>,
+}
+
+/// The `metric_patterns` that match no metric of any completed run in `rows`
+/// (a misspelt pattern silently leaves its columns out of `results.csv`).
+/// Without a completed run nothing is known to be missing: empty.
+pub fn unmatched_metric_patterns(
+    rows: &[Row],
+    metric_patterns: &[String],
+) -> Vec<UnmatchedPattern> {
+    let keys: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.status == "completed")
+        .flat_map(|r| r.metrics.iter().map(|(k, _)| k.as_str()))
+        .collect();
+    if !rows.iter().any(|r| r.status == "completed") {
+        return Vec::new();
+    }
+    // Candidates: every metric name, and each with its array indices as `*`
+    // (`runs.*.bandwidth_gbps`), the form patterns are usually written in.
+    let starred = |k: &str| -> String {
+        k.split('.')
+            .map(|c| {
+                if !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) {
+                    "*"
+                } else {
+                    c
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    let candidates: BTreeSet<String> = keys
+        .iter()
+        .flat_map(|k| [k.to_string(), starred(k)])
+        .collect();
+    metric_patterns
+        .iter()
+        .filter(|p| !keys.iter().any(|k| glob_match(p, k)))
+        .map(|p| {
+            let limit = (p.chars().count() / 4).clamp(2, 6);
+            let mut near: Vec<(usize, &String)> = candidates
+                .iter()
+                .map(|c| (crate::schema::edit_distance(p, c), c))
+                .filter(|&(d, _)| d <= limit)
+                .collect();
+            near.sort();
+            let best = near.first().map(|&(d, _)| d);
+            UnmatchedPattern {
+                pattern: p.clone(),
+                near: near
+                    .into_iter()
+                    .take_while(|&(d, _)| Some(d) == best)
+                    .take(3)
+                    .map(|(_, c)| c.clone())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// The text of `results.csv`. `rows` may come in any order; they are written
 /// in run order. `metric_patterns` (globs) keep only matching metric columns;
 /// empty keeps all.
@@ -578,6 +645,55 @@ mod tests {
         assert!(
             filtered.starts_with("run,batch,seed,status,error,wall_s,phases.2.t,phases.10.t\n")
         );
+    }
+
+    #[test]
+    fn metric_patterns_that_match_nothing_are_listed_with_near_names() {
+        let rows = vec![
+            row(
+                0,
+                &["1"],
+                &[("runs.0.bandwidth_gbps", "9"), ("runs.0.cycles", "7")],
+            ),
+            Row {
+                status: "failed".into(),
+                ..row(1, &["2"], &[("only_in_a_failed_run", "1")])
+            },
+        ];
+        let pats = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let u = unmatched_metric_patterns(
+            &rows,
+            &pats(&[
+                "runs.*.bandwidth_gbs",
+                "runs.*.cycles",
+                "runs.0.cycle",
+                "only_in_a_failed_run",
+                "zzz",
+            ]),
+        );
+        assert_eq!(
+            u,
+            vec![
+                UnmatchedPattern {
+                    pattern: "runs.*.bandwidth_gbs".into(),
+                    near: vec!["runs.*.bandwidth_gbps".into()],
+                },
+                UnmatchedPattern {
+                    pattern: "runs.0.cycle".into(),
+                    near: vec!["runs.0.cycles".into()],
+                },
+                UnmatchedPattern {
+                    pattern: "only_in_a_failed_run".into(),
+                    near: vec![],
+                },
+                UnmatchedPattern {
+                    pattern: "zzz".into(),
+                    near: vec![],
+                },
+            ]
+        );
+        // No completed run: nothing is known to be missing.
+        assert!(unmatched_metric_patterns(&rows[1..], &pats(&["zzz"])).is_empty());
     }
 
     #[test]
