@@ -518,6 +518,39 @@ fn a_metrics_pattern_matching_nothing_is_warned_about() {
     assert!(bandwidth_cell(&csv, 1).parse::<f64>().is_ok(), "{csv}");
 }
 
+/// A completed run whose stdout.json cannot be read runs again on resume
+/// instead of giving blank metrics.
+#[test]
+fn a_completed_run_with_unreadable_output_runs_again() {
+    let t = TempDir::new("unreadable");
+    let d = &t.0;
+    std::fs::write(
+        d.join("u.toml"),
+        format!("command = \"dram\"\n{TWO_PRESETS}"),
+    )
+    .expect("write spec");
+    let args = ["sweep", "u.toml", "--out", "out", "--jobs", "1", "--json"];
+    ok(d, &args);
+    let csv = read(&d.join("out/results.csv"));
+    assert!(bandwidth_cell(&csv, 1).parse::<f64>().is_ok(), "{csv}");
+    let run0 = std::fs::read_dir(d.join("out/runs"))
+        .expect("runs")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("0000-"))
+        .expect("run 0 directory")
+        .path();
+    for lost in ["", "{\"command\":\"dram\",\"resu"] {
+        std::fs::write(run0.join("stdout.json"), lost).expect("damage stdout.json");
+        let out = ok(d, &args);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
+        assert_eq!(v["results"]["skipped"], 1, "only run 1 is reused: {out}");
+        assert_eq!(v["results"]["completed"], 2, "{out}");
+        let again = read(&d.join("out/results.csv"));
+        assert_eq!(again.lines().count(), 3);
+        assert_eq!(bandwidth_cell(&again, 1), bandwidth_cell(&csv, 1));
+    }
+}
+
 #[test]
 fn example_specs_validate() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs");
