@@ -143,6 +143,22 @@ fn plot_errors_are_clear() {
     let err = fails(&["plot", "zero.csv", "--x", "x", "--y", "y", "--log-y"]);
     assert!(err.contains("log y axis needs positive values"), "{err}");
 
+    // Broken quoting names the file, the line and what is wrong, rather than
+    // plotting the rows before it (the open quote swallowed the rest).
+    std::fs::write(dir.0.join("open.csv"), "x,y\n1,2\n2,\"3\n3,4\n4,5\n").unwrap();
+    let err = fails(&["plot", "open.csv", "--x", "x", "--y", "y"]);
+    assert!(
+        err.contains("open.csv: line 3: unterminated quoted field"),
+        "{err}"
+    );
+    std::fs::write(dir.0.join("stray.csv"), "x,y\n1,2\"3\n3,4\n").unwrap();
+    let err = fails(&["plot", "stray.csv", "--x", "x", "--y", "y"]);
+    assert!(
+        err.contains("stray.csv: line 2: field 2: stray quote in the unquoted field"),
+        "{err}"
+    );
+    assert!(!dir.0.join("open-y-vs-x.svg").exists());
+
     // clap's own usage errors also exit 2.
     let err = fails(&["plot", "results.csv", "--x", "batch"]);
     assert!(err.contains("--y"), "{err}");

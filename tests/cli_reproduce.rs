@@ -15,7 +15,7 @@ fn read(p: &Path) -> String {
 
 /// The CSV as a list of column -> value maps.
 fn table(p: &Path) -> Vec<HashMap<String, String>> {
-    let recs = parse_csv(&read(p));
+    let recs = parse_csv(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let (head, rows) = recs.split_first().expect("a header");
     rows.iter()
         .map(|r| head.iter().cloned().zip(r.iter().cloned()).collect())

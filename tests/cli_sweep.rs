@@ -83,7 +83,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
         lines[6].starts_with("0005-")
             && lines[6].contains(",DDR4-3200-x8,strided:4096,completed,,")
     );
-    let expected = without_columns(&whole, is_timing_column);
+    let expected = without_columns(&whole, is_timing_column).unwrap();
     assert_ne!(expected, whole, "timing columns exist and are dropped");
     // The comparison below is not vacuous: the runs differ in their metrics.
     let body: Vec<&str> = expected.lines().skip(1).collect();
@@ -123,7 +123,10 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     );
     assert_eq!(v["results"]["completed"], 6, "{out}");
     let resumed = read(&d.join("resumed/results.csv"));
-    assert_eq!(without_columns(&resumed, is_timing_column), expected);
+    assert_eq!(
+        without_columns(&resumed, is_timing_column).unwrap(),
+        expected
+    );
 
     // Resuming a finished sweep runs nothing and rewrites the same file.
     let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
@@ -152,7 +155,10 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
         &["sweep", "merge", "merged", "shard-1", "shard-2", "shard-3"],
     );
     let merged = read(&d.join("merged/results.csv"));
-    assert_eq!(without_columns(&merged, is_timing_column), expected);
+    assert_eq!(
+        without_columns(&merged, is_timing_column).unwrap(),
+        expected
+    );
     // The table is a function of the run directories: merging again, in
     // another order, gives the very same bytes, timings included.
     ok(
@@ -497,6 +503,78 @@ fn a_plot_that_cannot_be_drawn_fails_the_sweep_after_writing_results() {
     );
 }
 
+/// The `runs.0.bandwidth_gbps` cell of `csv`'s line `line`.
+fn bandwidth_cell(csv: &str, line: usize) -> String {
+    let lines: Vec<&str> = csv.lines().collect();
+    let i = lines[0]
+        .split(',')
+        .position(|c| c == "runs.0.bandwidth_gbps")
+        .expect("bandwidth column");
+    lines[line].split(',').nth(i).unwrap_or("").to_string()
+}
+
+const TWO_PRESETS: &str =
+    "[base]\nrequests = 1000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n";
+
+/// A `metrics` pattern that keeps no column is warned about, naming the
+/// nearest metric; the sweep still succeeds.
+#[test]
+fn a_metrics_pattern_matching_nothing_is_warned_about() {
+    let t = TempDir::new("metrics");
+    let d = &t.0;
+    std::fs::write(
+        d.join("m.toml"),
+        format!(
+            "command = \"dram\"\nmetrics = [\"runs.*.bandwidth_gbs\", \"runs.*.bandwidth_gbps\"]\n{TWO_PRESETS}"
+        ),
+    )
+    .expect("write spec");
+    let o = nmpsim(d, &["sweep", "m.toml", "--out", "out", "--quiet"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "a warning only: {err}");
+    assert!(
+        err.contains("warning: m.toml: metrics pattern `runs.*.bandwidth_gbs` matches no metric of any completed run")
+            && err.contains("(did you mean runs.*.bandwidth_gbps?)"),
+        "{err}"
+    );
+    assert!(!err.contains("`runs.*.bandwidth_gbps` matches no"), "{err}");
+    let csv = read(&d.join("out/results.csv"));
+    assert!(bandwidth_cell(&csv, 1).parse::<f64>().is_ok(), "{csv}");
+}
+
+/// A completed run whose stdout.json cannot be read runs again on resume
+/// instead of giving blank metrics.
+#[test]
+fn a_completed_run_with_unreadable_output_runs_again() {
+    let t = TempDir::new("unreadable");
+    let d = &t.0;
+    std::fs::write(
+        d.join("u.toml"),
+        format!("command = \"dram\"\n{TWO_PRESETS}"),
+    )
+    .expect("write spec");
+    let args = ["sweep", "u.toml", "--out", "out", "--jobs", "1", "--json"];
+    ok(d, &args);
+    let csv = read(&d.join("out/results.csv"));
+    assert!(bandwidth_cell(&csv, 1).parse::<f64>().is_ok(), "{csv}");
+    let run0 = std::fs::read_dir(d.join("out/runs"))
+        .expect("runs")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("0000-"))
+        .expect("run 0 directory")
+        .path();
+    for lost in ["", "{\"command\":\"dram\",\"resu"] {
+        std::fs::write(run0.join("stdout.json"), lost).expect("damage stdout.json");
+        let out = ok(d, &args);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
+        assert_eq!(v["results"]["skipped"], 1, "only run 1 is reused: {out}");
+        assert_eq!(v["results"]["completed"], 2, "{out}");
+        let again = read(&d.join("out/results.csv"));
+        assert_eq!(again.lines().count(), 3);
+        assert_eq!(bandwidth_cell(&again, 1), bandwidth_cell(&csv, 1));
+    }
+}
+
 #[test]
 fn example_specs_validate() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs");
@@ -595,8 +673,8 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
         ],
     );
     assert_eq!(
-        without_columns(&read(&d.join("s/results.csv")), is_timing_column),
-        without_columns(&read(&d.join("fresh/results.csv")), is_timing_column)
+        without_columns(&read(&d.join("s/results.csv")), is_timing_column).unwrap(),
+        without_columns(&read(&d.join("fresh/results.csv")), is_timing_column).unwrap()
     );
 }
 

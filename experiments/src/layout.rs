@@ -14,7 +14,8 @@
 //! ```
 //!
 //! A run is finished when its `status.json` exists and holds the hash of the
-//! run's resolved config; only then is it reused on resume or merged.
+//! run's resolved config (and, when it completed, its `stdout.json` is JSON);
+//! only then is it reused on resume or merged.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -101,11 +102,29 @@ pub fn run_dir(sweep_dir: &Path, run: &Run, total: usize) -> PathBuf {
     sweep_dir.join(RUNS_DIR).join(run.dir_name(total))
 }
 
-/// The run's `status.json`, when present, readable and for this run's config.
+/// The run's `status.json`, when present, readable and for this run's config;
+/// a completed run also needs output its metrics can be read from
+/// ([`output_readable`]), else it counts as not finished and runs again.
 pub fn finished(run_dir: &Path, run: &Run) -> Option<RunStatus> {
     let text = fs::read(run_dir.join(RUN_STATUS)).ok()?;
     let st: RunStatus = serde_json::from_slice(&text).ok()?;
-    (st.hash == run.hash).then_some(st)
+    (st.hash == run.hash && (st.status != Status::Completed || output_readable(run_dir)))
+        .then_some(st)
+}
+
+/// Whether a run's `stdout.json` is JSON, as the sweep requires of a run
+/// passed `--json` (per its `run.json`; a run without a readable `run.json`
+/// is held to it too). An empty or damaged file would give a row of blank
+/// metrics.
+pub fn output_readable(run_dir: &Path) -> bool {
+    let json_wanted = fs::read(run_dir.join(RUN_CONFIG))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<RunConfig>(&b).ok())
+        .is_none_or(|c| c.argv.iter().any(|a| a == "--json"));
+    !json_wanted
+        || fs::read(run_dir.join(RUN_STDOUT))
+            .ok()
+            .is_some_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
 }
 
 /// The `results.csv` row of a finished run, read back from its directory.
@@ -284,6 +303,9 @@ mod tests {
             wall_s: 0.5,
         };
         fs::write(dir.join(RUN_STATUS), serde_json::to_vec(&st).expect("json")).expect("write");
+        if status == Status::Completed {
+            fs::write(dir.join(RUN_STDOUT), "{}").expect("write");
+        }
     }
 
     #[test]
@@ -312,6 +334,36 @@ mod tests {
             vec![("runs.0.cycles".to_string(), "7".to_string())]
         );
         assert_eq!(row.run, runs[0].dir_name(2));
+        // A completed run whose output cannot be read (empty, cut short) is
+        // not finished: it runs again rather than give blank metrics.
+        for bad in ["", "{\"command\":\"dram\",\"res"] {
+            fs::write(rd.join(RUN_STDOUT), bad).expect("write");
+            assert!(finished(&rd, &runs[0]).is_none(), "{bad:?}");
+            assert!(load_row(&rd, &runs[0]).is_none(), "{bad:?}");
+        }
+        fs::remove_file(rd.join(RUN_STDOUT)).expect("remove");
+        assert!(finished(&rd, &runs[0]).is_none(), "no stdout.json");
+        // ... unless the run was not asked for JSON (a command without --json).
+        let config = |argv: &[&str]| RunConfig {
+            index: 0,
+            hash: runs[0].hash.clone(),
+            command: vec!["dram".into()],
+            params: vec![],
+            flags: vec![],
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            moved_from: None,
+        };
+        let write_config = |c: RunConfig| {
+            fs::write(rd.join(RUN_CONFIG), serde_json::to_vec(&c).expect("json")).expect("write")
+        };
+        write_config(config(&["--requests=1", "--json"]));
+        assert!(finished(&rd, &runs[0]).is_none());
+        write_config(config(&["--requests=1"]));
+        assert!(finished(&rd, &runs[0]).is_some());
+        // A failed run is finished whatever its output (a resume retries it).
+        write_config(config(&["--requests=1", "--json"]));
+        write_status(&rd, &runs[0].hash, Status::Failed);
+        assert!(finished(&rd, &runs[0]).is_some());
         fs::remove_dir_all(&d).ok();
     }
 

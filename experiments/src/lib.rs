@@ -36,7 +36,10 @@ pub mod spec;
 pub use error::{SpecError, SpecErrors};
 pub use expand::{Run, expand, plan_hash};
 pub use layout::{Adopt, Resume, RunConfig, RunStatus, Status, SweepInfo, load_row, resume};
-pub use results::{Row, flatten_metrics, is_timing_column, results_csv, without_columns};
+pub use results::{
+    Row, UnmatchedPattern, flatten_metrics, is_timing_column, results_csv,
+    unmatched_metric_patterns, without_columns,
+};
 pub use schema::{CommandSchema, check_runs, check_spec};
 pub use shard::Shard;
 pub use spec::{Scalar, Spec};

@@ -351,6 +351,10 @@ pub fn chart_from_csv_text(
     }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut records = parse_csv_lines(text)
+        .map_err(|e| PlotError::Csv {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?
         .into_iter()
         .filter(|(_, r)| !(r.len() == 1 && r[0].trim().is_empty()));
     let (_, header) = records.next().ok_or_else(|| PlotError::Csv {

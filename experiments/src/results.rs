@@ -186,6 +186,73 @@ pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A `metrics` pattern of the spec that keeps no column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmatchedPattern {
+    pub pattern: String,
+    /// The nearest metric names (or, with array indices as `*`, patterns),
+    /// closest first; empty when nothing is near.
+    pub near: Vec<String>,
+}
+
+/// The `metric_patterns` that match no metric of any completed run in `rows`
+/// (a misspelt pattern silently leaves its columns out of `results.csv`).
+/// Without a completed run nothing is known to be missing: empty.
+pub fn unmatched_metric_patterns(
+    rows: &[Row],
+    metric_patterns: &[String],
+) -> Vec<UnmatchedPattern> {
+    let keys: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.status == "completed")
+        .flat_map(|r| r.metrics.iter().map(|(k, _)| k.as_str()))
+        .collect();
+    if !rows.iter().any(|r| r.status == "completed") {
+        return Vec::new();
+    }
+    // Candidates: every metric name, and each with its array indices as `*`
+    // (`runs.*.bandwidth_gbps`), the form patterns are usually written in.
+    let starred = |k: &str| -> String {
+        k.split('.')
+            .map(|c| {
+                if !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) {
+                    "*"
+                } else {
+                    c
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    let candidates: BTreeSet<String> = keys
+        .iter()
+        .flat_map(|k| [k.to_string(), starred(k)])
+        .collect();
+    metric_patterns
+        .iter()
+        .filter(|p| !keys.iter().any(|k| glob_match(p, k)))
+        .map(|p| {
+            let limit = (p.chars().count() / 4).clamp(2, 6);
+            let mut near: Vec<(usize, &String)> = candidates
+                .iter()
+                .map(|c| (crate::schema::edit_distance(p, c), c))
+                .filter(|&(d, _)| d <= limit)
+                .collect();
+            near.sort();
+            let best = near.first().map(|&(d, _)| d);
+            UnmatchedPattern {
+                pattern: p.clone(),
+                near: near
+                    .into_iter()
+                    .take_while(|&(d, _)| Some(d) == best)
+                    .take(3)
+                    .map(|(_, c)| c.clone())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// The text of `results.csv`. `rows` may come in any order; they are written
 /// in run order. `metric_patterns` (globs) keep only matching metric columns;
 /// empty keeps all.
@@ -241,68 +308,124 @@ pub fn results_csv(param_columns: &[String], rows: &[Row], metric_patterns: &[St
     out
 }
 
+/// CSV text that breaks RFC 4180 quoting, at the (1-based) line named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {what}")]
+pub struct CsvSyntaxError {
+    pub line: usize,
+    pub what: String,
+}
+
 /// Parses CSV text (RFC 4180 quoting) into records.
-pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    parse_csv_lines(text).into_iter().map(|(_, r)| r).collect()
+pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, CsvSyntaxError> {
+    Ok(parse_csv_lines(text)?.into_iter().map(|(_, r)| r).collect())
 }
 
 /// [`parse_csv`], with the (1-based) line each record starts on.
-pub fn parse_csv_lines(text: &str) -> Vec<(usize, Vec<String>)> {
+///
+/// A quote opens a quoted field only at the field's start (after blanks, if
+/// any; blanks after the closing quote are dropped); a quote anywhere
+/// else in an unquoted field, text between a closing quote and the next comma
+/// or line end, and a quoted field still open at the end of the text are
+/// errors (rather than a record that swallows the rest of the file).
+pub fn parse_csv_lines(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvSyntaxError> {
     let mut records = Vec::new();
     let mut record = Vec::new();
     let mut field = String::new();
     let mut quoted = false;
+    // The current field was quoted and its quote is closed.
+    let mut closed = false;
     let mut chars = text.chars().peekable();
     let mut any = false;
-    let (mut line, mut start) = (1, 1);
+    let (mut line, mut start, mut opened) = (1, 1, 1);
+    let err = |line: usize, what: String| Err(CsvSyntaxError { line, what });
     while let Some(c) = chars.next() {
         any = true;
-        if c == '\n' {
-            line += 1;
-        }
         if quoted {
             match c {
                 '"' if chars.peek() == Some(&'"') => {
                     chars.next();
                     field.push('"');
                 }
-                '"' => quoted = false,
+                '"' => {
+                    quoted = false;
+                    closed = true;
+                }
                 _ => field.push(c),
+            }
+            if c == '\n' {
+                line += 1;
             }
             continue;
         }
+        let end_of_field = c == ',' || c == '\n' || (c == '\r' && chars.peek() == Some(&'\n'));
+        if closed && (c == ' ' || c == '\t') {
+            continue;
+        }
+        if closed && !end_of_field {
+            return err(
+                line,
+                format!(
+                    "field {}: `{c}` after the closing quote of a quoted field; expected a comma or the end of the line",
+                    record.len() + 1
+                ),
+            );
+        }
         match c {
-            '"' => quoted = true,
-            ',' => record.push(std::mem::take(&mut field)),
+            '"' if field.trim().is_empty() => {
+                quoted = true;
+                opened = line;
+            }
+            '"' => {
+                return err(
+                    line,
+                    format!(
+                        "field {}: stray quote in the unquoted field `{field}\"...`; a field holding a quote must be quoted whole, its quotes doubled (\"a\"\"b\")",
+                        record.len() + 1
+                    ),
+                );
+            }
+            ',' => {
+                record.push(std::mem::take(&mut field));
+                closed = false;
+            }
             '\r' if chars.peek() == Some(&'\n') => {}
             '\n' => {
+                line += 1;
                 record.push(std::mem::take(&mut field));
                 records.push((start, std::mem::take(&mut record)));
                 start = line;
                 any = false;
+                closed = false;
             }
             _ => field.push(c),
         }
+    }
+    if quoted {
+        return err(
+            opened,
+            "unterminated quoted field: the quote opened on this line is never closed".into(),
+        );
     }
     if any {
         record.push(field);
         records.push((start, record));
     }
-    records
+    Ok(records)
 }
 
 /// `csv` without the columns whose header `drop` selects (e.g.
 /// [`is_timing_column`], to compare two executions of a sweep).
-pub fn without_columns(csv: &str, drop: impl Fn(&str) -> bool) -> String {
-    let records = parse_csv(csv);
+pub fn without_columns(csv: &str, drop: impl Fn(&str) -> bool) -> Result<String, CsvSyntaxError> {
+    let records = parse_csv(csv)?;
     let Some(header) = records.first() else {
-        return String::new();
+        return Ok(String::new());
     };
     let keep: Vec<usize> = (0..header.len()).filter(|&i| !drop(&header[i])).collect();
-    records
+    Ok(records
         .iter()
         .map(|r| csv_line(keep.iter().map(|&i| r.get(i).map_or("", String::as_str))))
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]
@@ -418,7 +541,10 @@ mod tests {
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
         let text = csv_line(["x", "a,b", "q\"", "l\nm", ""]);
-        assert_eq!(parse_csv(&text), vec![vec!["x", "a,b", "q\"", "l\nm", ""]]);
+        assert_eq!(
+            parse_csv(&text).unwrap(),
+            vec![vec!["x", "a,b", "q\"", "l\nm", ""]]
+        );
     }
 
     #[test]
@@ -429,12 +555,53 @@ mod tests {
         ];
         let text = csv_text(&["n", "name"], &rows);
         assert_eq!(text, "n,name\n1,\"a,b\"\n2,\n");
-        assert_eq!(parse_csv(&text)[1], vec!["1", "a,b"]);
+        assert_eq!(parse_csv(&text).unwrap()[1], vec!["1", "a,b"]);
         let lines: Vec<usize> = parse_csv_lines("a,b\n\"x\ny\",1\n\n2,3\n")
+            .unwrap()
             .iter()
             .map(|r| r.0)
             .collect();
         assert_eq!(lines, [1, 2, 4, 5]);
+    }
+
+    /// Broken quoting is an error naming the line, not records that swallow
+    /// the rest of the file or split where they should not.
+    #[test]
+    fn broken_csv_quoting_is_named() {
+        let e = parse_csv_lines("x,y\n1,2\n2,\"3\n3,4\n4,5\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(
+            e.to_string()
+                .starts_with("line 3: unterminated quoted field"),
+            "{e}"
+        );
+        // Quoted line breaks before the open quote count toward its line.
+        let e = parse_csv_lines("a,b\n\"x\ny\",1\n\"open,2\n").unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        let e = parse_csv_lines("x,y\n1,2\"3\n3,4\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.to_string()
+                .contains("field 2: stray quote in the unquoted field `2\"...`"),
+            "{e}"
+        );
+        let e = parse_csv_lines("x,y\n\"1\"2,3\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 2: field 1: `2` after the closing quote"),
+            "{e}"
+        );
+        // Well-formed quoting, blanks around a quoted field, CRLF line ends and
+        // an unterminated last line still read.
+        assert_eq!(
+            parse_csv("x,y\r\n\"a\"\"b\",\"\"\r\n1, \"2\" \n3,4").unwrap(),
+            vec![
+                vec!["x", "y"],
+                vec!["a\"b", ""],
+                vec!["1", " 2"],
+                vec!["3", "4"]
+            ]
+        );
     }
 
     #[test]
@@ -481,8 +648,60 @@ mod tests {
     }
 
     #[test]
+    fn metric_patterns_that_match_nothing_are_listed_with_near_names() {
+        let rows = vec![
+            row(
+                0,
+                &["1"],
+                &[("runs.0.bandwidth_gbps", "9"), ("runs.0.cycles", "7")],
+            ),
+            Row {
+                status: "failed".into(),
+                ..row(1, &["2"], &[("only_in_a_failed_run", "1")])
+            },
+        ];
+        let pats = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let u = unmatched_metric_patterns(
+            &rows,
+            &pats(&[
+                "runs.*.bandwidth_gbs",
+                "runs.*.cycles",
+                "runs.0.cycle",
+                "only_in_a_failed_run",
+                "zzz",
+            ]),
+        );
+        assert_eq!(
+            u,
+            vec![
+                UnmatchedPattern {
+                    pattern: "runs.*.bandwidth_gbs".into(),
+                    near: vec!["runs.*.bandwidth_gbps".into()],
+                },
+                UnmatchedPattern {
+                    pattern: "runs.0.cycle".into(),
+                    near: vec!["runs.0.cycles".into()],
+                },
+                UnmatchedPattern {
+                    pattern: "only_in_a_failed_run".into(),
+                    near: vec![],
+                },
+                UnmatchedPattern {
+                    pattern: "zzz".into(),
+                    near: vec![],
+                },
+            ]
+        );
+        // No completed run: nothing is known to be missing.
+        assert!(unmatched_metric_patterns(&rows[1..], &pats(&["zzz"])).is_empty());
+    }
+
+    #[test]
     fn dropping_timing_columns() {
         let t = "run,wall_s,x,runs.0.sim_cycles_per_s\n0,1.5,\"a,b\",9\n";
-        assert_eq!(without_columns(t, is_timing_column), "run,x\n0,\"a,b\"\n");
+        assert_eq!(
+            without_columns(t, is_timing_column).unwrap(),
+            "run,x\n0,\"a,b\"\n"
+        );
     }
 }

@@ -30,7 +30,8 @@ pub enum NmpError {
     Capacity {
         placement: String,
         rank: u32,
-        need: u64,
+        /// Wider than the capacity: a size past 2^64 bytes is reported as it is.
+        need: u128,
         capacity: u64,
         what: String,
     },

@@ -173,8 +173,9 @@ pub struct Layout {
     first_rank: Vec<u32>,
 }
 
-fn align(x: u64) -> u64 {
-    x.div_ceil(REGION_ALIGN) * REGION_ALIGN
+fn align_wide(x: u128) -> u128 {
+    let a = u128::from(REGION_ALIGN);
+    x.div_ceil(a) * a
 }
 
 impl Layout {
@@ -260,25 +261,29 @@ impl Layout {
                     continue;
                 }
                 let holds_row_state = slices.contains(&0);
-                let line = slices.len() as u64 * SLICE_BYTES;
+                // Sizes in u128: a table of 2^58 rows must be refused as not
+                // fitting, not wrap around to a small size (rows < 2^64 and a
+                // line < 2^23 bytes, so nothing here can overflow u128).
+                let rows = u128::from(local_rows);
+                let line = slices.len() as u128 * u128::from(SLICE_BYTES);
                 let state_bytes = match params.state_values_per_row {
                     StateWidth::None => 0,
-                    StateWidth::PerRow if holds_row_state => local_rows * 4,
+                    StateWidth::PerRow if holds_row_state => rows * 4,
                     StateWidth::PerRow => 0,
-                    StateWidth::PerElement => local_rows * line,
+                    StateWidth::PerElement => rows * line,
                 };
-                let grad_rows = params.max_bags;
-                let coal_rows = params.max_unique.min(s.rows);
-                let mut at = used[k as usize];
+                let grad_rows = u128::from(params.max_bags);
+                let coal_rows = u128::from(params.max_unique.min(s.rows));
+                let mut at = u128::from(used[k as usize]);
                 let weights_base = at;
-                at = align(at + local_rows * line);
+                at = align_wide(at + rows * line);
                 let state_base = at;
-                at = align(at + state_bytes);
+                at = align_wide(at + state_bytes);
                 let grad_base = at;
-                at = align(at + grad_rows * line);
+                at = align_wide(at + grad_rows * line);
                 let coal_base = at;
-                at = align(at + coal_rows * line);
-                if at > params.rank_capacity_bytes {
+                at = align_wide(at + coal_rows * line);
+                if at > u128::from(params.rank_capacity_bytes) {
                     return Err(NmpError::Capacity {
                         placement: placement.name().into(),
                         rank: k,
@@ -290,6 +295,15 @@ impl Layout {
                         ),
                     });
                 }
+                // Every offset is at most `at`, which fits the u64 capacity.
+                let narrow = |x: u128| x as u64;
+                let at = narrow(at);
+                let (weights_base, state_base, grad_base, coal_base) = (
+                    narrow(weights_base),
+                    narrow(state_base),
+                    narrow(grad_base),
+                    narrow(coal_base),
+                );
                 used[k as usize] = at;
                 per_rank.push(Some(Region {
                     slices,
@@ -506,6 +520,36 @@ mod tests {
             }];
             let e = Layout::new(placement, &wide, params(2)).unwrap_err();
             assert!(e.to_string().contains("`dim`"), "{e}");
+        }
+    }
+
+    /// Tables whose size passes 2^64 bytes are refused as not fitting rather
+    /// than wrapping around to a size that fits (2^58 rows x 64 B slices).
+    #[test]
+    fn sizes_past_the_64_bit_range_do_not_fit() {
+        for (placement, rows) in [
+            (Placement::VectorSliced, 1u64 << 58),
+            (Placement::RowInterleaved, 1 << 61),
+            (Placement::TablePerRank, 1 << 58),
+            (Placement::VectorSliced, u64::MAX),
+            (Placement::RowInterleaved, u64::MAX),
+        ] {
+            let mut p = params(4);
+            p.rank_capacity_bytes = 8 << 30;
+            p.state_values_per_row = StateWidth::PerRow;
+            let t = [TableShape { rows, dim: 1 }];
+            let e = Layout::new(placement, &t, p.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("placement {placement}: rank "))
+                    && e.contains("bytes but holds 8589934592")
+                    && e.contains("does not fit"),
+                "{placement} {rows}: {e}"
+            );
+            // Every capacity short of the size is refused likewise.
+            p.rank_capacity_bytes = u64::MAX;
+            assert!(Layout::new(placement, &t, p).is_err(), "{placement} {rows}");
         }
     }
 

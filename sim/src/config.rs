@@ -189,6 +189,19 @@ impl AddressMapping {
                 ),
             )
         };
+        // Separated fields: each one present (`ro--ra`, a leading or a trailing
+        // dash leave one empty, which the compact form would not notice).
+        if s.contains(['-', ':']) {
+            if let Some(i) = s.split(['-', ':']).position(str::is_empty) {
+                return Err(SimError::param(
+                    "mapping",
+                    format!(
+                        "field {} of `{s}` is empty; expected the five fields ro, ra, ba, bg, co each once, separated by single dashes, most significant first (e.g. ro-ra-ba-co-bg)",
+                        i + 1
+                    ),
+                ));
+            }
+        }
         // (Byte pairs: a multi-byte character is no field, never a panic.)
         let bytes = compact.as_bytes();
         if bytes.len() != 10 {
@@ -704,6 +717,25 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+        // An empty field (a doubled, leading or trailing dash) is named by position.
+        for (bad, field) in [
+            ("ro--ra-ba-bg-co", 2),
+            ("-ro-ra-ba-bg-co-", 1),
+            ("ro-ra-ba-bg-co-", 6),
+            ("ro-ra-ba-bg-co:", 6),
+            ("ro-ra-ba-:bg-co", 4),
+            ("-", 1),
+        ] {
+            let e = AddressMapping::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("field {field} of `{bad}` is empty"))
+                    && e.contains("expected the five fields"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(AddressMapping::parse("ro-ra-ba-bg-co").is_ok());
+        assert!(AddressMapping::parse("ro:ra:ba:bg:co").is_ok());
+        assert!(AddressMapping::parse("rorababgco").is_ok());
     }
 
     #[test]

@@ -339,6 +339,9 @@ impl fmt::Debug for AddressTrace {
 
 const ADDR_FORMS: &str = "expected \"ADDRESS R|W\"";
 
+/// The UTF-8 byte order mark, skipped at the start of a text trace.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 impl AddressTrace {
     /// Opens `path` for a memory of `capacity_bytes`.
     pub fn open(path: &Path, capacity_bytes: u64) -> Result<Self, SimError> {
@@ -389,6 +392,13 @@ impl AddressTrace {
         capacity: u64,
         raw: &[u8],
     ) -> Result<Option<MemOp>, SimError> {
+        // A UTF-8 byte order mark (as some editors write) is no part of the
+        // first line's address.
+        let raw = if line == 1 {
+            raw.strip_prefix(UTF8_BOM).unwrap_or(raw)
+        } else {
+            raw
+        };
         match parse_plain(raw) {
             Some((addr, access)) if addr < capacity => Ok(Some(MemOp {
                 addr: align_down(addr),
@@ -1297,6 +1307,17 @@ mod tests {
         );
         assert!(ok_ops("").is_empty());
         assert!(ok_ops("# nothing\n\n").is_empty());
+        // A UTF-8 byte order mark before the first line is skipped (also
+        // before a comment, and on a last line without a newline) ...
+        assert_eq!(
+            ok_ops("\u{feff}0x40 R\n0x80 W\n"),
+            ok_ops("0x40 R\n0x80 W\n")
+        );
+        assert_eq!(ok_ops("\u{feff}# c\n0x40 R"), vec![MemOp::read(0x40)]);
+        assert_eq!(ok_ops("\u{feff}0x40 R"), vec![MemOp::read(0x40)]);
+        // ... but not elsewhere.
+        let e = err_of("0x40 R\n\u{feff}0x80 W\n", CAP);
+        assert!(e.starts_with("trace.txt: line 2: "), "{e}");
     }
 
     #[test]

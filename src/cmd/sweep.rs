@@ -451,6 +451,20 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
         .collect();
     let csv_path = write_results(&out, &plan.spec, all_rows.iter())?;
+    // A misspelt `metrics` pattern keeps no column: say so (also with
+    // --quiet), since results.csv just lacks the columns.
+    for u in nmpsim_experiments::unmatched_metric_patterns(&all_rows, &plan.spec.metrics) {
+        eprintln!(
+            "warning: {}: metrics pattern `{}` matches no metric of any completed run, so results.csv has no column for it{}",
+            spec_path.display(),
+            u.pattern,
+            if u.near.is_empty() {
+                String::new()
+            } else {
+                format!(" (did you mean {}?)", u.near.join(" or "))
+            }
+        );
+    }
     let mut plot_failed = false;
     if let Some(x) = &a.plot_x {
         // results.csv is written whatever happens here: a plot that cannot be

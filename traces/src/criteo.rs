@@ -124,6 +124,11 @@ impl<R: BufRead> CriteoReader<R> {
         if self.buf.last() == Some(&b'\r') {
             self.buf.pop();
         }
+        // A UTF-8 byte order mark (as some editors write) is no part of the
+        // first label.
+        if self.line_no == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+            self.buf.drain(..3);
+        }
         parse_line(&self.buf, &self.opts)
             .map(Some)
             .map_err(|what| self.parse_err(what))
@@ -331,6 +336,18 @@ mod tests {
         assert_eq!(&s[0].dense[..4], &[0.0, 0.0, 0.0, (10f64).ln() as f32]);
         assert_eq!(&s[0].cats[..3], &[0x68fd1e64, 0, 0xffffffff]);
         assert_eq!(s[1].cats, [0; NUM_CATS]);
+        // A UTF-8 byte order mark at the start of the file is skipped.
+        assert_eq!(
+            read(&format!("\u{feff}{text}"), CriteoOptions::default()).unwrap(),
+            s
+        );
+        let e = read(
+            &format!("{}\n\u{feff}{}\n", line("0", &[], &[]), line("1", &[], &[])),
+            CriteoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("test.tsv: line 2: field 0 (label)"), "{e}");
         let h = read(
             &text,
             CriteoOptions {

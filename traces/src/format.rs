@@ -32,6 +32,8 @@ const END_PAYLOAD_BYTES: u32 = 12;
 const TABLE_WEIGHTED: u8 = 1;
 const HAS_DENSE: u8 = 1;
 const HAS_LABELS: u8 = 2;
+/// The most rows a table may have: row ids are u32.
+pub const MAX_TABLE_ROWS: u64 = 1 << 32;
 
 /// What every batch of a trace looks like, plus free-form metadata (the CLI stores
 /// the resolved generator spec or conversion options there as JSON).
@@ -159,12 +161,48 @@ impl TraceHeader {
         c.need(n.checked_mul(9))?;
         let mut table_rows = Vec::with_capacity(n);
         let mut weighted = Vec::with_capacity(n);
-        for _ in 0..n {
-            table_rows.push(c.u64()?);
-            weighted.push(c.u8()? & TABLE_WEIGHTED != 0);
+        for t in 0..n {
+            let rows = c.u64()?;
+            // Row ids are u32: a table has 1 ..= 2^32 rows (`trace convert`
+            // without --max-ind-range writes 2^32).
+            if rows == 0 || rows > MAX_TABLE_ROWS {
+                return Err(format_err(
+                    path,
+                    format!(
+                        "header: table {t}: rows is {rows}; expected 1 ..= 2^32 (row ids are u32)"
+                    ),
+                ));
+            }
+            table_rows.push(rows);
+            let tflags = c.u8()?;
+            if tflags & !TABLE_WEIGHTED != 0 {
+                return Err(format_err(
+                    path,
+                    format!(
+                        "header: table {t}: flags is {tflags:#04x}; expected only bit 0 (weighted), other bits are unknown to version {VERSION}"
+                    ),
+                ));
+            }
+            weighted.push(tflags & TABLE_WEIGHTED != 0);
         }
         let flags = c.u8()?;
+        if flags & !(HAS_DENSE | HAS_LABELS) != 0 {
+            return Err(format_err(
+                path,
+                format!(
+                    "header: flags is {flags:#04x}; expected only bits 0 (dense features) and 1 (labels), other bits are unknown to version {VERSION}"
+                ),
+            ));
+        }
         let num_dense = c.u32()?;
+        if flags & HAS_DENSE == 0 && num_dense != 0 {
+            return Err(format_err(
+                path,
+                format!(
+                    "header: num_dense is {num_dense} but the dense-features flag (bit 0 of flags) is off; expected 0"
+                ),
+            ));
+        }
         let meta_len = c.u32()? as usize;
         let meta = c.take(meta_len)?;
         let metadata = String::from_utf8(meta.to_vec())
@@ -305,6 +343,17 @@ impl TraceWriter {
                     header.weighted.len(),
                     header.table_rows.len()
                 ),
+            ));
+        }
+        if let Some((t, rows)) = header
+            .table_rows
+            .iter()
+            .enumerate()
+            .find(|&(_, &r)| r == 0 || r > MAX_TABLE_ROWS)
+        {
+            return Err(TraceError::param(
+                format!("header.table_rows[{t}]"),
+                format!("{rows}; expected 1 ..= 2^32 (row ids are u32)"),
             ));
         }
         let mut out = StagedFile::create(&path, 1 << 20).map_err(|e| stage_err(&path, e))?;
@@ -883,6 +932,91 @@ mod tests {
                 .to_string()
                 .contains("stray bytes")
         );
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// Header fields the writer never produces are refused by name, even with
+    /// a checksum that matches: row counts outside 1 ..= 2^32, unknown flag
+    /// bits, dense features counted while the flag says there are none.
+    #[test]
+    fn impossible_header_fields_are_named() {
+        let d = tmpdir("fields");
+        let p = d.join("a.nmpt");
+        let mut bs = sample_batches();
+        bs.iter_mut().for_each(|b| {
+            b.dense = None;
+            b.num_dense = 0;
+        });
+        write(&p, &bs);
+        let good = std::fs::read(&p).unwrap();
+        let hlen = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+        // Header offsets: table 0 rows at 4, its flags at 12; table 1 rows at
+        // 13, flags at 21; then flags at 22 and num_dense at 23.
+        let patched = |edit: &dyn Fn(&mut [u8])| {
+            let mut b = good.clone();
+            edit(&mut b[16..16 + hlen]);
+            let crc = crc32fast::hash(&b[16..16 + hlen]);
+            b[16 + hlen..20 + hlen].copy_from_slice(&crc.to_le_bytes());
+            let q = d.join("b.nmpt");
+            std::fs::write(&q, &b).unwrap();
+            q
+        };
+        let rows = |t: usize, v: u64| {
+            move |h: &mut [u8]| h[4 + 9 * t..12 + 9 * t].copy_from_slice(&v.to_le_bytes())
+        };
+        let err = |q: PathBuf| TraceReader::open(&q).err().expect("refused").to_string();
+        for (t, v) in [
+            (0, 0u64),
+            (1, 0),
+            (1, (1 << 32) + 1),
+            (0, 1 << 58),
+            (0, u64::MAX),
+        ] {
+            let q = patched(&rows(t, v));
+            let e = err(q.clone());
+            assert!(
+                e.starts_with(&q.display().to_string())
+                    && e.contains(&format!("table {t}: rows is {v}; expected 1 ..= 2^32")),
+                "{e}"
+            );
+        }
+        // 2^32 rows (every u32 id) is what `trace convert` writes: accepted.
+        let q = patched(&rows(0, 1 << 32));
+        assert_eq!(
+            TraceReader::open(&q).unwrap().header().table_rows[0],
+            1 << 32
+        );
+        assert_eq!(read_all(&q).unwrap().len(), bs.len());
+        let e = err(patched(&|h: &mut [u8]| h[21] = 0x81));
+        assert!(
+            e.contains("table 1: flags is 0x81; expected only bit 0"),
+            "{e}"
+        );
+        let e = err(patched(&|h: &mut [u8]| h[22] = 0x04));
+        assert!(
+            e.contains("header: flags is 0x04; expected only bits 0"),
+            "{e}"
+        );
+        let e = err(patched(&|h: &mut [u8]| {
+            h[23..27].copy_from_slice(&3u32.to_le_bytes())
+        }));
+        assert!(
+            e.contains("num_dense is 3 but the dense-features flag (bit 0 of flags) is off"),
+            "{e}"
+        );
+        // The writer refuses such row counts rather than write what cannot be read.
+        for r in [0, (1 << 32) + 1] {
+            let mut h = TraceHeader::for_batch(&bs[0], "");
+            h.table_rows[1] = r;
+            let e = TraceWriter::create(d.join("c.nmpt"), h)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains("header.table_rows[1]") && e.contains("expected 1 ..= 2^32"),
+                "{e}"
+            );
+        }
         std::fs::remove_dir_all(d).ok();
     }
 
