@@ -416,6 +416,11 @@ impl AddressTrace {
         raw: &[u8],
     ) -> Result<Option<MemOp>, SimError> {
         let err = |what: String| SimError::parse(name, line, what);
+        if line == 1 && raw.starts_with(&nmpsim_traces::format::MAGIC) {
+            return Err(err(
+                "this is a binary embedding trace (.nmpt), not an address trace; replay it with --embedding-trace".into(),
+            ));
+        }
         let text = std::str::from_utf8(raw)
             .map_err(|_| err(format!("{ADDR_FORMS}, found bytes that are not UTF-8")))?;
         let content = match text.find('#') {
@@ -1370,6 +1375,15 @@ mod tests {
         let e = it.next().unwrap().unwrap_err().to_string();
         assert!(e.starts_with("b.txt: line 1:"), "{e}");
         assert!(it.next().is_none());
+        // A binary embedding trace given as an address trace.
+        let mut bin = nmpsim_traces::format::MAGIC.to_vec();
+        bin.extend([0u8, 1, 2, 0xff, b'\n']);
+        let mut it = AddressTrace::from_reader("t.nmpt", Cursor::new(bin), CAP);
+        let e = it.next().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("t.nmpt: line 1:") && e.contains("--embedding-trace"),
+            "{e}"
+        );
     }
 
     #[test]
