@@ -806,7 +806,14 @@ impl EmbeddingRequests {
         max_batches: Option<u64>,
     ) -> Result<Self, SimError> {
         let reader = TraceReader::open(path)?;
-        let layout = EmbeddingLayout::new(&reader.header().table_rows, dim, base)?;
+        let layout =
+            EmbeddingLayout::new(&reader.header().table_rows, dim, base).map_err(|e| match e {
+                SimError::Param { name, what } => SimError::Param {
+                    name,
+                    what: format!("{what} (the tables of {})", path.display()),
+                },
+                e => e,
+            })?;
         let end = base.checked_add(layout.total_bytes);
         if end.is_none_or(|e| e > capacity_bytes) {
             return Err(SimError::AddressOutOfRange {
