@@ -409,9 +409,9 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let summary = summary_text(&config, &results, ok, &rundir);
     rundir.write_summary(&summary)?;
     if a.json {
-        println!("{}", results_json("demo", &results)?);
+        outln!("{}", results_json("demo", &results)?)?;
     } else {
-        print!("{summary}");
+        out!("{summary}")?;
     }
     Ok(if ok {
         ExitCode::SUCCESS

@@ -604,10 +604,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     }
     rd.write_summary(&text)?;
     if a.json {
-        println!("{}", rundir::results_json("nmp run", &results)?);
+        outln!("{}", rundir::results_json("nmp run", &results)?)?;
     } else {
-        print!("{text}");
-        println!("run directory: {}", rd.path().display());
+        out!("{text}")?;
+        outln!("run directory: {}", rd.path().display())?;
     }
     let bad = checks.iter().any(|(_, _, e)| e.is_nan() || *e > 1e-5);
     Ok(if bad {

@@ -477,7 +477,7 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         }
     }
     if a.json {
-        println!("{}", rundir::results_json("sweep", &summary)?);
+        outln!("{}", rundir::results_json("sweep", &summary)?)?;
     }
     Ok(
         if failed > 0 || rows.len() < selected.len() || plot_failed {
@@ -702,14 +702,14 @@ fn dry_run(
             estimated_run_s: estimate,
             runs,
         };
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        outln!("{}", serde_json::to_string_pretty(&d)?)?;
         return Ok(ExitCode::SUCCESS);
     }
 
     let base = plan
         .schema
         .argv(plan.runs.first().map_or(&[][..], |r| &r.config[..base_len]));
-    println!(
+    outln!(
         "sweep {}: {} runs of `nmpsim {}`{} -> {}",
         plan.spec.file,
         selected.len(),
@@ -720,40 +720,40 @@ fn dry_run(
             format!(" (shard {shard}, of {total} in all)")
         },
         out.display()
-    );
+    )?;
     let fixed = &base[plan.schema.path.len()..];
     if !fixed.is_empty() {
-        println!("every run: {}", fixed.join(" "));
+        outln!("every run: {}", fixed.join(" "))?;
     }
     let width = total.saturating_sub(1).to_string().len().max(4);
-    println!("{:>width$}  {:<8}  {:<9}  flags", "run", "hash", "state");
+    outln!("{:>width$}  {:<8}  {:<9}  flags", "run", "hash", "state")?;
     for (r, s) in selected.iter().zip(state) {
         let flags = plan.schema.argv(&r.config[base_len..]);
         let st = s.as_ref().map_or("to run", |s| match s.status {
             Status::Completed => "done",
             Status::Failed => "failed",
         });
-        println!(
+        outln!(
             "{:0width$}  {}  {:<9}  {}",
             r.index,
             &r.hash[..8],
             st,
             flags[plan.schema.path.len()..].join(" ")
-        );
+        )?;
     }
     match (mean, estimate) {
-        (Some(m), Some(e)) => println!(
+        (Some(m), Some(e)) => outln!(
             "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
             timed.len(),
             e / jobs.min(to_run.max(1)) as f64
-        ),
-        _ => println!(
+        )?,
+        _ => outln!(
             "estimated cost: unknown ({to_run} runs to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
             selected.len().clamp(2, 10)
-        ),
+        )?,
     }
     if selected.len() > CONFIRM_ABOVE_RUNS {
-        println!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes");
+        outln!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -956,7 +956,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             failed,
             results_csv: csv.display().to_string(),
         };
-        println!("{}", rundir::results_json("sweep merge", &s)?);
+        outln!("{}", rundir::results_json("sweep merge", &s)?)?;
     }
     Ok(if missing.is_empty() {
         ExitCode::SUCCESS

@@ -1293,20 +1293,22 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     let text = write_summary(&rd, &r, &mut summaries, RunState::Ended(status))?;
-    if a.json {
-        let v =
-            serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        if !a.quiet {
-            // Apart from the log lines above it.
-            println!();
-        }
-        println!("{text}");
-    }
+    // (The log is complete before anything is printed: a stdout that cannot
+    // be written leaves a whole run directory.)
     if let Some(mut l) = log {
         writeln!(l, "{text}")?;
         l.flush()?;
+    }
+    if a.json {
+        let v =
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        if !a.quiet {
+            // Apart from the log lines above it.
+            outln!()?;
+        }
+        outln!("{text}")?;
     }
     Ok(if status == Status::Interrupted {
         ExitCode::from(130)
