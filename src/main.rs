@@ -6,6 +6,7 @@ mod build_info;
 mod out;
 mod cmd;
 mod rundir;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -78,6 +79,7 @@ fn restore_sigpipe() {
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
+    signals::install();
     if let Err(e) = check_cpu() {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);

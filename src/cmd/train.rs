@@ -174,21 +174,6 @@ pub struct TrainArgs {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_sigint() {
-    #[cfg(unix)]
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
-
 /// The resolved run.
 #[derive(Serialize, Clone)]
 struct Resolved {
@@ -1181,7 +1166,8 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     // after a mode, so an earlier run's must go now.)
     rd.remove_earlier(&["summary.csv"])?;
     rd.write_config("train", &r)?;
-    install_sigint();
+    // Ctrl-C stops after the current iteration (SIGTERM ends the run at once).
+    crate::signals::stop_on_sigint(&STOP);
     let dir = rd.path().to_path_buf();
     let log = BufWriter::new(
         File::create(dir.join(LOG))
