@@ -271,17 +271,17 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .iter()
         .filter(|r| shard.selects(r.index))
         .collect();
-    // A finished run is found in its own directory or, after a spec edit
-    // gave its config another index, in the directory of its earlier index
-    // (found by its hash), which a sweep then moves to the new name.
-    let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
     let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
 
+    // A finished run is found in its own directory or, after a spec edit
+    // gave its config another index, in the directory of its earlier index
+    // (found by its hash), which a sweep then moves to the new name.
     if a.dry_run {
+        let Resume { state, .. } = layout::resume(&out, &plan.runs, &selected);
         return dry_run(&a, &plan, &selected, &state, &out, shard, jobs);
     }
     if selected.len() > CONFIRM_ABOVE_RUNS && !a.yes {
@@ -293,6 +293,10 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
 
     fs::create_dir_all(out.join(RUNS_DIR))
         .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
+    // Held until the sweep ends: what is finished is read, and runs are
+    // moved and started, by this sweep alone.
+    let _lock = lock_dir(&out)?;
+    let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
     for Adopt { index, from, to } in &adopt {
         // (A directory under the new name holds no finished run: an attempt
         // that was killed.)
@@ -476,16 +480,21 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             );
         }
     }
+    let missing = selected.len() - rows.len();
+    if missing > 0 {
+        // (Said even with --quiet: it is why the exit status is 1.)
+        eprintln!(
+            "sweep: {missing} runs have no result (interrupted or removed?); re-running the command runs them"
+        );
+    }
     if a.json {
         outln!("{}", rundir::results_json("sweep", &summary)?)?;
     }
-    Ok(
-        if failed > 0 || rows.len() < selected.len() || plot_failed {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    Ok(if failed > 0 || missing > 0 || plot_failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `nmpsim plot` on the sweep's results.csv, with its default file names.
@@ -530,6 +539,38 @@ fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
             out.display()
         );
     }
+}
+
+/// The lock file of a sweep directory: [`lock_dir`].
+const LOCK: &str = "sweep.lock";
+
+/// Takes the lock of the sweep directory `dir` (an exclusive lock on its
+/// `sweep.lock`, released when the returned file is dropped or the process
+/// ends), or fails at once if another sweep (or merge) holds it.
+fn lock_dir(dir: &Path) -> Result<fs::File> {
+    let path = dir.join(LOCK);
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    // (flock, as std's File::try_lock, which is newer than this crate's
+    // rust-version.)
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor that `f` owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(f);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        bail!(
+            "{} is in use by another sweep (lock {})",
+            dir.display(),
+            path.display()
+        );
+    }
+    Err(e).with_context(|| format!("cannot lock {}", path.display()))
 }
 
 fn write_results<'a>(
@@ -881,6 +922,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     }
     fs::create_dir_all(m.out.join(RUNS_DIR))
         .with_context(|| format!("cannot create {}", m.out.display()))?;
+    let _lock = lock_dir(&m.out)?;
     let mut missing = Vec::new();
     // Status files that are there but could not be used, with why.
     let mut unusable = Vec::new();
