@@ -7,12 +7,16 @@
 //! runs as ordinary code, not in a signal handler, so it may lock, allocate
 //! and write files. A command can ask for something else:
 //! [`stop_on_sigint`] turns SIGINT into a flag it checks (train stops after
-//! the current iteration).
+//! the current iteration), and [`before_exit`] runs a last step before the
+//! process ends (sweep writes its results.csv).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+type Hook = Box<dyn FnOnce() + Send>;
+
 static STOP_ON_SIGINT: Mutex<Option<&'static AtomicBool>> = Mutex::new(None);
+static BEFORE_EXIT: Mutex<Option<Hook>> = Mutex::new(None);
 
 /// Takes SIGINT and SIGTERM from now on. Call first thing in `main`, before
 /// any other thread exists (they must all block the signals).
@@ -62,6 +66,10 @@ fn on_signal(sig: libc::c_int) {
             return;
         }
     }
+    let hook = BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(hook) = hook {
+        hook();
+    }
     nmpsim_traces::staged::remove_temporaries();
     // _exit, not exit: the other threads are still running, and exit's
     // clean-up (atexit handlers, the C++ engines' static destructors) would
@@ -74,4 +82,10 @@ fn on_signal(sig: libc::c_int) {
 /// still ends it.
 pub fn stop_on_sigint(flag: &'static AtomicBool) {
     *STOP_ON_SIGINT.lock().unwrap_or_else(|e| e.into_inner()) = Some(flag);
+}
+
+/// Runs `hook` when a signal ends the process, before its temporary files
+/// are removed. (One hook: a later call replaces it.)
+pub fn before_exit(hook: impl FnOnce() + Send + 'static) {
+    *BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
 }

@@ -367,6 +367,31 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         );
     }
 
+    // Ended by SIGINT or SIGTERM: results.csv holds the runs finished so far
+    // (the unfinished ones are run by the same command again).
+    {
+        let (out, spec, runs, quiet) = (out.clone(), plan.spec.clone(), plan.runs.clone(), a.quiet);
+        crate::signals::before_exit(move || {
+            // Never released: the process ends after this write, and the
+            // sweep's own writes wait until then.
+            let one = RESULTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::forget(one);
+            let rows: Vec<Row> = runs
+                .iter()
+                .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
+                .collect();
+            let written = write_results_unlocked(&out, &spec, rows.iter());
+            match written {
+                Ok(p) if !quiet => eprintln!(
+                    "sweep: interrupted; {} finished runs in {}; the same command runs the others",
+                    rows.len(),
+                    p.display()
+                ),
+                Ok(_) => {}
+                Err(e) => eprintln!("sweep: interrupted; cannot write results.csv: {e:#}"),
+            }
+        });
+    }
     let pb = rundir::progress(todo.len() as u64, "sweep", a.quiet || a.json);
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<(usize, Result<()>)>();
@@ -573,7 +598,21 @@ fn lock_dir(dir: &Path) -> Result<fs::File> {
     Err(e).with_context(|| format!("cannot lock {}", path.display()))
 }
 
+/// Held while results.csv is written: the sweep and its SIGINT / SIGTERM
+/// clean-up (another thread) never write it at once.
+static RESULTS_WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn write_results<'a>(
+    out: &Path,
+    spec: &Spec,
+    rows: impl Iterator<Item = &'a Row>,
+) -> Result<PathBuf> {
+    let _one = RESULTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+    write_results_unlocked(out, spec, rows)
+}
+
+/// [`write_results`] by a caller that holds `RESULTS_WRITE`.
+fn write_results_unlocked<'a>(
     out: &Path,
     spec: &Spec,
     rows: impl Iterator<Item = &'a Row>,
@@ -638,6 +677,12 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
     let wall_s = t0.elapsed().as_secs_f64();
     write_atomic(&rd.join(RUN_STDOUT), &stdout)?;
     write_atomic(&rd.join(RUN_STDERR), &stderr)?;
+    // Ended by SIGINT or SIGTERM (Ctrl-C reaches every run of the sweep):
+    // interrupted, not failed. No status, so it is run again, as a run
+    // killed mid-way is.
+    if status.is_some_and(interrupted) {
+        return Ok(());
+    }
 
     let stderr_text = String::from_utf8_lossy(&stderr);
     let exit_code = status.and_then(|s| s.code());
@@ -671,6 +716,13 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
         &rd.join(RUN_STATUS),
         serde_json::to_string_pretty(&status)?.as_bytes(),
     )
+}
+
+/// A process that ended on SIGINT or SIGTERM, by the signal or, having
+/// handled it, with 128 + the signal (nmpsim's 130 and 143).
+fn interrupted(s: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(s.code(), Some(130 | 143)) || matches!(s.signal(), Some(libc::SIGINT | libc::SIGTERM))
 }
 
 /// A run must not outlive the sweep: when the sweep is killed, its children
