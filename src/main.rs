@@ -2,8 +2,11 @@
 //! crates together and prints; all simulation and kernel logic lives in the crates.
 
 mod build_info;
+#[macro_use]
+mod out;
 mod cmd;
 mod rundir;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -76,6 +79,7 @@ fn restore_sigpipe() {
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
+    signals::install();
     if let Err(e) = check_cpu() {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);
@@ -93,8 +97,16 @@ fn main() -> std::process::ExitCode {
         Command::Plot(a) => cmd::plot::run(a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
     };
+    // (What stdout still buffers is written now, not silently dropped at exit.)
+    let result = result.and_then(|code| Ok(out::flush().map(|_| code)?));
     match result {
         Ok(code) => code,
+        // Said without the context added on the way up: the output is what failed.
+        Err(e) if e.downcast_ref::<out::StdoutError>().is_some() => {
+            let e = e.downcast_ref::<out::StdoutError>().expect("checked");
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::from(2)

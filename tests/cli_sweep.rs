@@ -258,6 +258,148 @@ fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {
     assert!(!d.join("out").exists(), "nothing may run or be written");
 }
 
+/// Three runs of about a second each.
+const SLOW_RUNS: &str = r#"command = "dram"
+[base]
+engine = "dramsim3"
+requests = 200000
+[axes]
+stream = ["random", "sequential", "strided:4096"]
+"#;
+
+/// Starts `nmpsim sweep slow.toml --out DIR --jobs 1` in `d` and waits
+/// until its first run has finished.
+fn start_slow_sweep(d: &Path, out: &str) -> std::process::Child {
+    std::fs::write(d.join("slow.toml"), SLOW_RUNS).expect("write spec");
+    let child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(d)
+        .args(["sweep", "slow.toml", "--out", out, "--jobs", "1", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sweep");
+    let t0 = Instant::now();
+    while finished_runs(&d.join(out)) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no run finished in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// A second sweep into a directory that a sweep is running in fails at
+/// once; a run whose directory went meanwhile is named as having no result.
+#[test]
+fn a_busy_sweep_directory_is_refused_and_missing_results_are_said() {
+    let t = TempDir::new("busy");
+    let d = &t.0;
+    let first = start_slow_sweep(d, "sw");
+    let t0 = Instant::now();
+    let err = rejected(d, &["sweep", "slow.toml", "--out", "sw", "--jobs", "1"]);
+    assert!(t0.elapsed() < Duration::from_secs(1), "not at once");
+    assert!(
+        err.contains("error: sw is in use by another sweep (lock sw/sweep.lock)"),
+        "{err}"
+    );
+    // The finished run's directory removed under the running sweep.
+    let runs = d.join("sw/runs");
+    for e in std::fs::read_dir(&runs).unwrap() {
+        let p = e.unwrap().path();
+        if p.join("status.json").exists() {
+            std::fs::remove_dir_all(&p).unwrap();
+            break;
+        }
+    }
+    let o = first.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sweep: 1 runs have no result (interrupted or removed?)"),
+        "{err}"
+    );
+    // The lock went with the sweep.
+    ok(
+        d,
+        &[
+            "sweep",
+            "slow.toml",
+            "--out",
+            "sw",
+            "--jobs",
+            "1",
+            "--quiet",
+        ],
+    );
+}
+
+/// Ctrl-C (SIGINT to the sweep and its runs) or SIGTERM ends a sweep with
+/// 130 or 143 and a results.csv of the runs finished so far; the runs it
+/// cut short are not recorded as failed, and the same command runs them.
+#[test]
+fn an_interrupted_sweep_writes_the_results_so_far() {
+    use std::os::unix::process::CommandExt;
+    let t = TempDir::new("sigint");
+    let d = &t.0;
+    std::fs::write(d.join("slow.toml"), SLOW_RUNS).expect("write spec");
+    for (sig, group, code) in [(libc::SIGINT, true, 130), (libc::SIGTERM, false, 143)] {
+        let out = format!("sw-{sig}");
+        let child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(d)
+            .args(["sweep", "slow.toml", "--out", &out, "--jobs", "1"])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sweep");
+        let t0 = Instant::now();
+        while finished_runs(&d.join(&out)) == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "no run finished in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = child.id() as i32;
+        // SAFETY: a signal to our own child (and, as Ctrl-C does, its group).
+        unsafe {
+            libc::kill(if group { -pid } else { pid }, sig);
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{err}");
+        assert!(err.contains("sweep: interrupted; "), "{err}");
+        let finished = finished_runs(&d.join(&out));
+        assert!(finished < 3, "not interrupted: {err}");
+        let csv = read(&d.join(&out).join("results.csv"));
+        let rows: Vec<&str> = csv.lines().skip(1).collect();
+        assert_eq!(rows.len(), finished, "{csv}");
+        assert!(rows.iter().all(|r| r.contains(",completed,")), "{csv}");
+        // (The sweep's own temporary files: a run's, killed with the sweep,
+        // are its command's.)
+        let tmp = format!(".{pid}.tmp");
+        let left: Vec<_> = walk(&d.join(&out))
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with(&tmp))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    let o = ok(d, &["sweep", "slow.toml", "--out", "sw-2", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&o).expect("summary JSON");
+    assert_eq!(v["results"]["completed"], 3, "{o}");
+}
+
+fn walk(p: &Path) -> Vec<std::path::PathBuf> {
+    let mut v = vec![p.to_path_buf()];
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            v.extend(walk(&e.unwrap().path()));
+        }
+    }
+    v
+}
+
 #[test]
 fn spec_errors_name_file_line_and_key_before_any_run() {
     spec_error(

@@ -482,3 +482,49 @@ fn absurd_sizes_are_refused_by_flag() {
         assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
     }
 }
+
+/// SIGINT or SIGTERM during `trace gen` ends it with 130 or 143 and leaves
+/// no temporary file behind (nor the trace).
+#[test]
+fn an_interrupted_gen_leaves_no_temporary_file() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let t = TempDir::new(&format!("signal-{sig}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(&t.0)
+            .args([
+                "trace",
+                "gen",
+                "--profile",
+                "rm1",
+                "--batch",
+                "2048",
+                "--batches",
+                "100000",
+                "-o",
+                "big.nmpt",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let tmp = t.0.join(format!("big.nmpt.{}.tmp", child.id()));
+        let started = Instant::now();
+        while !tmp.exists() && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(tmp.exists(), "no {}", tmp.display());
+        // SAFETY: a signal to our own child process.
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "signal {sig}: {status:?}");
+        let left: Vec<_> = std::fs::read_dir(&t.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "signal {sig} left {left:?}");
+    }
+}

@@ -451,6 +451,80 @@ fn an_interrupted_run_keeps_its_log_and_results() {
     assert!(summary.starts_with("run interrupted\n"), "{summary}");
 }
 
+/// A killed run (no chance to flush anything) leaves every CSV with its
+/// header, also eval.csv before its first evaluation.
+#[test]
+fn a_killed_run_leaves_every_csv_with_its_header() {
+    let t = TempDir::new("killed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .args([
+            "train",
+            "--batch",
+            "64",
+            "--iters",
+            "100000000",
+            "--print-freq",
+            "20",
+            "--out",
+            "run",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("Finished training it 20/") {
+        line.clear();
+    }
+    assert!(line.contains("Finished training it 20/"), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run = t.0.join("run");
+    for (f, header) in [
+        ("iterations.csv", "mode,iteration,batch_size,"),
+        ("timeline.csv", "mode,iteration,stage,"),
+        ("eval.csv", "mode,iteration,samples,loss,accuracy,auc\n"),
+    ] {
+        let text = std::fs::read_to_string(run.join(f)).unwrap();
+        assert!(text.starts_with(header), "{f}: {text:.200}");
+    }
+}
+
+/// A record that cannot be written (here: past the file size limit, as on a
+/// full disk) fails the run at once, naming the file; it does not train on
+/// with records cut short.
+#[test]
+fn a_failed_write_of_the_records_ends_the_run_naming_the_file() {
+    let t = TempDir::new("efbig");
+    // 16 kB a file: config.json and the summary fit, timeline.csv does not
+    // for long. (SIGXFSZ ignored: the write fails with EFBIG instead.)
+    let o = Command::new("sh")
+        .current_dir(&t.0)
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 32 && trap '' XFSZ && exec '{}' train --iters 200 --out run -q",
+            env!("CARGO_BIN_EXE_nmpsim")
+        ))
+        .output()
+        .expect("spawn");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("training failed")
+            && err.contains("cannot write run/timeline.csv: File too large"),
+        "{err}"
+    );
+    let rows = std::fs::read_to_string(t.0.join("run/iterations.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(rows < 100, "trained on: {rows} rows");
+    let r = json(&t.0.join("run/results.json"));
+    assert_eq!(r["results"]["status"], "failed");
+}
+
 #[test]
 fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
     let t = TempDir::new("warmup");

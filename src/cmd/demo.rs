@@ -410,9 +410,9 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     rundir.write_summary(&summary)?;
     rundir.finish()?;
     if a.json {
-        println!("{}", results_json("demo", &results)?);
+        outln!("{}", results_json("demo", &results)?)?;
     } else {
-        print!("{summary}");
+        out!("{summary}")?;
     }
     Ok(if ok {
         ExitCode::SUCCESS

@@ -180,18 +180,18 @@ pub fn run(c: DramCommand) -> Result<ExitCode> {
         Some(DramSub::Config { engine, preset }) => {
             let cfg = DramConfig::preset(&preset)?;
             match engine.parse::<EngineKind>()? {
-                EngineKind::Dramsim3 => print!("{}", cfg.dramsim3_ini("dramsim3")),
-                EngineKind::Native => print!("{}", nmpsim_sim::native::describe(&cfg)),
+                EngineKind::Dramsim3 => out!("{}", cfg.dramsim3_ini("dramsim3"))?,
+                EngineKind::Native => out!("{}", nmpsim_sim::native::describe(&cfg))?,
                 EngineKind::Ramulator => {
-                    print!("{}", cfg.ramulator_cfg("<run dir>/ramulator-"));
+                    out!("{}", cfg.ramulator_cfg("<run dir>/ramulator-"))?;
                     let d = cfg.ramulator_timing_differences();
                     if !d.is_empty() {
-                        println!(
+                        outln!(
                             "# Ramulator's built-in {} timing departs from JEDEC:",
                             cfg.ramulator_speed()
-                        );
+                        )?;
                         for (p, ours, theirs) in d {
-                            println!("#   {p}: JEDEC {ours} cycles, Ramulator {theirs}");
+                            outln!("#   {p}: JEDEC {ours} cycles, Ramulator {theirs}")?;
                         }
                     }
                 }
@@ -261,15 +261,20 @@ fn presets(json: bool) -> Result<ExitCode> {
         })
         .collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{:<18} {:>9} {:>7} {:>10} {:>13} {:>9}  Ramulator departs from JEDEC",
-        "preset", "capacity", "devices", "peak GB/s", "act-bound GB/s", "row B"
-    );
+        "preset",
+        "capacity",
+        "devices",
+        "peak GB/s",
+        "act-bound GB/s",
+        "row B"
+    )?;
     for r in rows {
-        println!(
+        outln!(
             "{:<18} {:>6} GiB {:>7} {:>10.1} {:>13.2} {:>9}  {}",
             r.name,
             r.capacity_bytes >> 30,
@@ -282,7 +287,7 @@ fn presets(json: bool) -> Result<ExitCode> {
             } else {
                 r.ramulator_timing_differences.join(", ")
             }
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -722,10 +727,10 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     let dir = rd.path().to_path_buf();
     rd.finish()?;
     if a.json {
-        println!("{}", rundir::results_json("dram", &results)?);
+        outln!("{}", rundir::results_json("dram", &results)?)?;
     } else {
-        print!("{summary}");
-        println!("run directory: {}", dir.display());
+        out!("{summary}")?;
+        outln!("run directory: {}", dir.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1181,10 +1186,10 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     let dir = rd.path().to_path_buf();
     rd.finish()?;
     if b.json {
-        println!("{}", rundir::results_json("dram bench", &rows)?);
+        outln!("{}", rundir::results_json("dram bench", &rows)?)?;
     } else {
-        print!("{text}");
-        println!("run directory: {}", dir.display());
+        out!("{text}")?;
+        outln!("run directory: {}", dir.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

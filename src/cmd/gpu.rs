@@ -118,43 +118,43 @@ fn probe() -> Report {
 pub fn run(a: GpuArgs) -> anyhow::Result<ExitCode> {
     let r = probe();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
     } else {
         let found = |b: bool| if b { "found" } else { "not found" };
-        println!(
+        outln!(
             "CUDA support built in: {}",
             if r.cuda_feature { "yes" } else { "no" }
-        );
-        println!("CUDA driver (libcuda.so): {}", found(r.driver));
+        )?;
+        outln!("CUDA driver (libcuda.so): {}", found(r.driver))?;
         match &r.nvrtc {
-            Some(v) => println!("NVRTC (libnvrtc.so.13): found, version {v}"),
-            None => println!("NVRTC (libnvrtc.so.13): not found"),
+            Some(v) => outln!("NVRTC (libnvrtc.so.13): found, version {v}")?,
+            None => outln!("NVRTC (libnvrtc.so.13): not found")?,
         }
-        println!("cuBLAS (libcublas.so.13): {}", found(r.cublas));
+        outln!("cuBLAS (libcublas.so.13): {}", found(r.cublas))?;
         match (&r.device, &r.unavailable) {
-            (Some(d), _) => println!(
+            (Some(d), _) => outln!(
                 "device 0: {}, compute {}, {:.1} GiB ({:.1} GiB free)",
                 d.name,
                 d.compute_capability,
                 d.memory_bytes as f64 / (1u64 << 30) as f64,
                 d.free_bytes as f64 / (1u64 << 30) as f64
-            ),
-            (None, Some(why)) => println!("device 0: none usable: {why}"),
-            (None, None) => println!("device 0: none"),
+            )?,
+            (None, Some(why)) => outln!("device 0: none usable: {why}")?,
+            (None, None) => outln!("device 0: none")?,
         }
         if let Some(arch) = &r.arch {
-            println!("CUDA sources, compiled through NVRTC for {arch}:");
+            outln!("CUDA sources, compiled through NVRTC for {arch}:")?;
             for s in &r.sources {
                 match &s.error {
-                    None => println!("  {:<14} ok, {} kernels", s.name, s.kernels),
-                    Some(e) => println!("  {:<14} FAILED\n{e}", s.name),
+                    None => outln!("  {:<14} ok, {} kernels", s.name, s.kernels)?,
+                    Some(e) => outln!("  {:<14} FAILED\n{e}", s.name)?,
                 }
             }
         } else if r.cuda_feature {
-            println!("CUDA sources: not checked (no NVRTC)");
+            outln!("CUDA sources: not checked (no NVRTC)")?;
         }
         if r.device.is_some() && !r.cublas {
-            println!("note: `train --device cuda` needs cuBLAS on the loader's path");
+            outln!("note: `train --device cuda` needs cuBLAS on the loader's path")?;
         }
     }
     Ok(if r.sources.iter().any(|s| !s.ok) {

@@ -305,12 +305,12 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                 write_run_dir(dir, "kernels check", &config, &report, &text)?;
             }
             if json {
-                println!("{}", crate::rundir::results_json("kernels check", &report)?);
+                outln!("{}", crate::rundir::results_json("kernels check", &report)?)?;
                 if let Some(reason) = &skipped {
                     eprintln!("cuda: skipped ({reason})");
                 }
             } else {
-                println!("{text}");
+                outln!("{text}")?;
             }
             Ok(if report.ok {
                 ExitCode::SUCCESS
@@ -330,12 +330,12 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                 write_run_dir(dir, "kernels traffic", &config, &report.traffic, &text)?;
             }
             if json {
-                println!(
+                outln!(
                     "{}",
                     crate::rundir::results_json("kernels traffic", &report.traffic)?
-                );
+                )?;
             } else {
-                println!("{text}");
+                outln!("{text}")?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -424,9 +424,9 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         write_run_dir(dir, "kernels bench", &config, &r, &o)?;
     }
     if a.json {
-        println!("{}", crate::rundir::results_json("kernels bench", &r)?);
+        outln!("{}", crate::rundir::results_json("kernels bench", &r)?)?;
     } else {
-        println!("{o}");
+        outln!("{o}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -606,10 +606,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let dir = rd.path().to_path_buf();
     rd.finish()?;
     if a.json {
-        println!("{}", rundir::results_json("nmp run", &results)?);
+        outln!("{}", rundir::results_json("nmp run", &results)?)?;
     } else {
-        print!("{text}");
-        println!("run directory: {}", dir.display());
+        out!("{text}")?;
+        outln!("run directory: {}", dir.display())?;
     }
     let bad = checks.iter().any(|(_, _, e)| e.is_nan() || *e > 1e-5);
     Ok(if bad {

@@ -145,7 +145,7 @@ pub fn run(a: PlotArgs) -> Result<ExitCode> {
         );
     }
     for path in files {
-        println!("{}", path.display());
+        outln!("{}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -150,9 +150,9 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 .map(|s| s.name.to_string())
                 .collect();
             if !a.json {
-                println!("{:<7} {}", it.id, it.title);
-                println!("        paper: {}", it.paper);
-                println!("        sweeps: {}", sweeps.join(", "));
+                outln!("{:<7} {}", it.id, it.title)?;
+                outln!("        paper: {}", it.paper)?;
+                outln!("        sweeps: {}", sweeps.join(", "))?;
             }
             list.push(serde_json::json!({
                 "id": it.id,
@@ -163,7 +163,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         }
         if a.json {
             let v = serde_json::json!({ "size": size.as_str(), "items": list });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            outln!("{}", serde_json::to_string_pretty(&v)?)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -265,7 +265,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             }
         };
         if !a.quiet && !a.json {
-            print_item(&s);
+            print_item(&s)?;
         }
         summaries.push(s);
     }
@@ -279,16 +279,16 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         wall_s: started.elapsed().as_secs_f64(),
     };
     if a.json {
-        println!("{}", rundir::results_json("reproduce", &summary)?);
+        outln!("{}", rundir::results_json("reproduce", &summary)?)?;
     } else {
         let held: usize = summary.items.iter().map(|i| i.checks_holding).sum();
         let total: usize = summary.items.iter().map(|i| i.checks).sum();
-        println!(
+        outln!(
             "{} items, {held} of {total} checks hold, in {:.0} s; report: {}",
             summary.items.len(),
             summary.wall_s,
             report.display()
-        );
+        )?;
     }
     let failed = summary.items.iter().any(|i| i.status != "completed");
     Ok(if failed || !sweeps_ok {
@@ -349,30 +349,30 @@ fn write_item(
     })
 }
 
-fn print_item(s: &ItemSummary) {
+fn print_item(s: &ItemSummary) -> Result<(), crate::out::StdoutError> {
     if s.status == "failed" {
-        println!("{:<7} FAILED: {}", s.item, s.error.as_deref().unwrap_or(""));
-        return;
+        return outln!("{:<7} FAILED: {}", s.item, s.error.as_deref().unwrap_or(""));
     }
     if let Some(e) = &s.error {
-        println!("{:<7} INCOMPLETE: {e}; the item's files say which", s.item);
+        outln!("{:<7} INCOMPLETE: {e}; the item's files say which", s.item)?;
     }
-    println!(
+    outln!(
         "{:<7} {} of {} checks hold  ({})",
         s.item,
         s.checks_holding,
         s.checks,
         s.files.first().map(String::as_str).unwrap_or("")
-    );
+    )?;
     for c in &s.claims {
-        println!(
+        outln!(
             "        [{}] {}: paper {}, nmpsim {}",
             if c.holds { "yes" } else { " no" },
             c.claim,
             c.paper,
             c.ours
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// `<out>/REPORT.md`: every item's report present in `out`, in paper order.

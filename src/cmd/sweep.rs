@@ -297,17 +297,17 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .iter()
         .filter(|r| shard.selects(r.index))
         .collect();
-    // A finished run is found in its own directory or, after a spec edit
-    // gave its config another index, in the directory of its earlier index
-    // (found by its hash), which a sweep then moves to the new name.
-    let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
     let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
 
+    // A finished run is found in its own directory or, after a spec edit
+    // gave its config another index, in the directory of its earlier index
+    // (found by its hash), which a sweep then moves to the new name.
     if a.dry_run {
+        let Resume { state, .. } = layout::resume(&out, &plan.runs, &selected);
         return dry_run(&a, &plan, &selected, &state, &out, shard, jobs);
     }
     if selected.len() > CONFIRM_ABOVE_RUNS && !a.yes {
@@ -319,6 +319,10 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
 
     fs::create_dir_all(out.join(RUNS_DIR))
         .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
+    // Held until the sweep ends: what is finished is read, and runs are
+    // moved and started, by this sweep alone.
+    let _lock = lock_dir(&out)?;
+    let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
     for Adopt { index, from, to } in &adopt {
         // (A directory under the new name holds no finished run: an attempt
         // that was killed.)
@@ -389,6 +393,31 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         );
     }
 
+    // Ended by SIGINT or SIGTERM: results.csv holds the runs finished so far
+    // (the unfinished ones are run by the same command again).
+    {
+        let (out, spec, runs, quiet) = (out.clone(), plan.spec.clone(), plan.runs.clone(), a.quiet);
+        crate::signals::before_exit(move || {
+            // Never released: the process ends after this write, and the
+            // sweep's own writes wait until then.
+            let one = RESULTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::forget(one);
+            let rows: Vec<Row> = runs
+                .iter()
+                .filter_map(|r| layout::load_row(&layout::run_dir(&out, r, total), r))
+                .collect();
+            let written = write_results_unlocked(&out, &spec, rows.iter());
+            match written {
+                Ok(p) if !quiet => eprintln!(
+                    "sweep: interrupted; {} finished runs in {}; the same command runs the others",
+                    rows.len(),
+                    p.display()
+                ),
+                Ok(_) => {}
+                Err(e) => eprintln!("sweep: interrupted; cannot write results.csv: {e:#}"),
+            }
+        });
+    }
     let pb = rundir::progress(todo.len() as u64, "sweep", a.quiet || a.json);
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<(usize, Result<()>)>();
@@ -516,16 +545,21 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             );
         }
     }
-    if a.json {
-        println!("{}", rundir::results_json("sweep", &summary)?);
+    let missing = selected.len() - rows.len();
+    if missing > 0 {
+        // (Said even with --quiet: it is why the exit status is 1.)
+        eprintln!(
+            "sweep: {missing} runs have no result (interrupted or removed?); re-running the command runs them"
+        );
     }
-    Ok(
-        if failed > 0 || rows.len() < selected.len() || plot_failed {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    if a.json {
+        outln!("{}", rundir::results_json("sweep", &summary)?)?;
+    }
+    Ok(if failed > 0 || missing > 0 || plot_failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `nmpsim plot` on the sweep's results.csv, with its default file names.
@@ -572,7 +606,53 @@ fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
     }
 }
 
+/// The lock file of a sweep directory: [`lock_dir`].
+const LOCK: &str = "sweep.lock";
+
+/// Takes the lock of the sweep directory `dir` (an exclusive lock on its
+/// `sweep.lock`, released when the returned file is dropped or the process
+/// ends), or fails at once if another sweep (or merge) holds it.
+fn lock_dir(dir: &Path) -> Result<fs::File> {
+    let path = dir.join(LOCK);
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    // (flock, as std's File::try_lock, which is newer than this crate's
+    // rust-version.)
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor that `f` owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(f);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        bail!(
+            "{} is in use by another sweep (lock {})",
+            dir.display(),
+            path.display()
+        );
+    }
+    Err(e).with_context(|| format!("cannot lock {}", path.display()))
+}
+
+/// Held while results.csv is written: the sweep and its SIGINT / SIGTERM
+/// clean-up (another thread) never write it at once.
+static RESULTS_WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn write_results<'a>(
+    out: &Path,
+    spec: &Spec,
+    rows: impl Iterator<Item = &'a Row>,
+) -> Result<PathBuf> {
+    let _one = RESULTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+    write_results_unlocked(out, spec, rows)
+}
+
+/// [`write_results`] by a caller that holds `RESULTS_WRITE`.
+fn write_results_unlocked<'a>(
     out: &Path,
     spec: &Spec,
     rows: impl Iterator<Item = &'a Row>,
@@ -637,6 +717,12 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
     let wall_s = t0.elapsed().as_secs_f64();
     write_atomic(&rd.join(RUN_STDOUT), &stdout)?;
     write_atomic(&rd.join(RUN_STDERR), &stderr)?;
+    // Ended by SIGINT or SIGTERM (Ctrl-C reaches every run of the sweep):
+    // interrupted, not failed. No status, so it is run again, as a run
+    // killed mid-way is.
+    if status.is_some_and(interrupted) {
+        return Ok(());
+    }
 
     let stderr_text = String::from_utf8_lossy(&stderr);
     let exit_code = status.and_then(|s| s.code());
@@ -670,6 +756,13 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
         &rd.join(RUN_STATUS),
         serde_json::to_string_pretty(&status)?.as_bytes(),
     )
+}
+
+/// A process that ended on SIGINT or SIGTERM, by the signal or, having
+/// handled it, with 128 + the signal (nmpsim's 130 and 143).
+fn interrupted(s: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(s.code(), Some(130 | 143)) || matches!(s.signal(), Some(libc::SIGINT | libc::SIGTERM))
 }
 
 /// A run must not outlive the sweep: when the sweep is killed, its children
@@ -761,14 +854,14 @@ fn dry_run(
             estimated_run_s: estimate,
             runs,
         };
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        outln!("{}", serde_json::to_string_pretty(&d)?)?;
         return Ok(ExitCode::SUCCESS);
     }
 
     let base = plan
         .schema
         .argv(plan.runs.first().map_or(&[][..], |r| &r.config[..base_len]));
-    println!(
+    outln!(
         "sweep {}: {} runs of `nmpsim {}`{} -> {}",
         plan.spec.file,
         selected.len(),
@@ -779,26 +872,26 @@ fn dry_run(
             format!(" (shard {shard}, of {total} in all)")
         },
         out.display()
-    );
+    )?;
     let fixed = &base[plan.schema.path.len()..];
     if !fixed.is_empty() {
-        println!("every run: {}", fixed.join(" "));
+        outln!("every run: {}", fixed.join(" "))?;
     }
     let width = total.saturating_sub(1).to_string().len().max(4);
-    println!("{:>width$}  {:<8}  {:<9}  flags", "run", "hash", "state");
+    outln!("{:>width$}  {:<8}  {:<9}  flags", "run", "hash", "state")?;
     for (r, s) in selected.iter().zip(state) {
         let flags = plan.schema.argv(&r.config[base_len..]);
         let st = s.as_ref().map_or("to run", |s| match s.status {
             Status::Completed => "done",
             Status::Failed => "failed",
         });
-        println!(
+        outln!(
             "{:0width$}  {}  {:<9}  {}",
             r.index,
             &r.hash[..8],
             st,
             flags[plan.schema.path.len()..].join(" ")
-        );
+        )?;
     }
     let shards_note = if from_shards.is_empty() {
         String::new()
@@ -813,18 +906,18 @@ fn dry_run(
         )
     };
     match (mean, estimate) {
-        (Some(m), Some(e)) => println!(
+        (Some(m), Some(e)) => outln!(
             "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs{shards_note}) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
             timed.len(),
             e / jobs.min(to_run.max(1)) as f64
-        ),
-        _ => println!(
+        )?,
+        _ => outln!(
             "estimated cost: unknown ({to_run} runs to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
             selected.len().clamp(2, 10)
-        ),
+        )?,
     }
     if selected.len() > CONFIRM_ABOVE_RUNS {
-        println!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes");
+        outln!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -952,6 +1045,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     }
     fs::create_dir_all(m.out.join(RUNS_DIR))
         .with_context(|| format!("cannot create {}", m.out.display()))?;
+    let _lock = lock_dir(&m.out)?;
     let mut missing = Vec::new();
     // Status files that are there but could not be used, with why.
     let mut unusable = Vec::new();
@@ -1027,7 +1121,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             failed,
             results_csv: csv.display().to_string(),
         };
-        println!("{}", rundir::results_json("sweep merge", &s)?);
+        outln!("{}", rundir::results_json("sweep merge", &s)?)?;
     }
     Ok(if missing.is_empty() {
         ExitCode::SUCCESS

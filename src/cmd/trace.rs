@@ -286,7 +286,7 @@ struct GenMeta<'a> {
 fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
     if a.list_profiles {
         for p in list_profiles() {
-            println!("{:<14} {}", p.name, p.description);
+            outln!("{:<14} {}", p.name, p.description)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -348,15 +348,18 @@ fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
             (config, sb.finish())
         }
     };
+    // The run directory first, as every command writes it: a stdout that
+    // cannot be written does not lose it.
+    let written = match &a.out {
+        Some(dir) => Some(write_stats_dir(dir, &config, &stats)?),
+        None => None,
+    };
     if a.json {
-        println!("{}", rundir::results_json("trace stats", &stats)?);
+        outln!("{}", rundir::results_json("trace stats", &stats)?)?;
     } else {
-        print!("{stats}");
-    }
-    if let Some(dir) = &a.out {
-        let written = write_stats_dir(dir, &config, &stats)?;
-        if !a.json {
-            println!("run directory: {}", written.display());
+        out!("{stats}")?;
+        if let Some(written) = written {
+            outln!("run directory: {}", written.display())?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -485,7 +488,12 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
 fn export_cmd(a: ExportArgs) -> Result<ExitCode> {
     let reader = TraceReader::open(&a.file)?;
     if a.csv == Path::new("-") {
-        write_csv(reader, std::io::stdout().lock())?;
+        let mut w = crate::out::Writer::default();
+        let written = write_csv(reader, &mut w);
+        if let Some(e) = w.into_error() {
+            return Err(e.into());
+        }
+        written?;
     } else {
         rundir::refuse_same_file(&a.file, &a.csv, "--csv")?;
         // A half-written CSV would look like a short trace: it takes its

@@ -174,21 +174,6 @@ pub struct TrainArgs {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_sigint() {
-    #[cfg(unix)]
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
-
 /// The resolved run.
 #[derive(Serialize, Clone)]
 struct Resolved {
@@ -592,6 +577,8 @@ struct Recorder {
     iters: u64,
     print_every: u64,
     quiet: bool,
+    /// The run directory, which the files below are in.
+    dir: PathBuf,
     log: BufWriter<File>,
     iter_csv: BufWriter<File>,
     timeline_csv: BufWriter<File>,
@@ -636,13 +623,23 @@ impl Recorder {
         }
         writeln!(self.log, "{s}")
             .and_then(|_| self.log.flush())
-            .map_err(io_err)
+            .map_err(|e| self.io_err(LOG, e))
+    }
+
+    /// A failed write or flush of `name` in the run directory: the mode
+    /// fails at once (records missing or cut mid-line are no results).
+    fn io_err(&self, name: &str, e: std::io::Error) -> DlrmError {
+        DlrmError::Config(format!(
+            "cannot write {}: {e}",
+            self.dir.join(name).display()
+        ))
     }
 }
 
-fn io_err(e: std::io::Error) -> DlrmError {
-    DlrmError::Config(format!("cannot write the run directory: {e}"))
-}
+const LOG: &str = "train.log";
+const ITERATIONS_CSV: &str = "iterations.csv";
+const TIMELINE_CSV: &str = "timeline.csv";
+const EVAL_CSV: &str = "eval.csv";
 
 impl Observer for Recorder {
     fn iteration(&mut self, r: &IterRecord) -> Result<(), DlrmError> {
@@ -695,7 +692,7 @@ impl Observer for Recorder {
             r.iteration_ns / 1e6,
             r.timeline.hidden_ns() / 1e6
         )
-        .map_err(io_err)?;
+        .map_err(|e| self.io_err(ITERATIONS_CSV, e))?;
         for e in &r.timeline.events {
             writeln!(
                 self.timeline_csv,
@@ -710,10 +707,14 @@ impl Observer for Recorder {
                 e.time_ns,
                 e.bytes
             )
-            .map_err(io_err)?;
+            .map_err(|e| self.io_err(TIMELINE_CSV, e))?;
         }
-        self.iter_csv.flush().map_err(io_err)?;
-        self.timeline_csv.flush().map_err(io_err)?;
+        self.iter_csv
+            .flush()
+            .map_err(|e| self.io_err(ITERATIONS_CSV, e))?;
+        self.timeline_csv
+            .flush()
+            .map_err(|e| self.io_err(TIMELINE_CSV, e))?;
         if !r.loss.is_finite() {
             // (Recorded above, then the mode stops: every later loss, the
             // evaluation and the AUC would be meaningless.)
@@ -768,7 +769,7 @@ impl Observer for Recorder {
             e.auc.map_or(String::new(), |a| a.to_string())
         )
         .and_then(|_| self.eval_csv.flush())
-        .map_err(io_err)?;
+        .map_err(|e| self.io_err(EVAL_CSV, e))?;
         self.agg.evals.push(e.clone());
         let s = format!(
             "[{m}] Testing at - {}/{} of epoch {}, loss {:.4}, accuracy {:.3} %, auc {auc}",
@@ -788,11 +789,15 @@ impl Observer for Recorder {
 
 /// A new CSV file of this run (one an earlier run into the same directory
 /// left is replaced, not appended to).
+/// The header is flushed at once: a run killed before its first record
+/// still leaves a file that says what it holds.
 fn csv_file(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>> {
     let p = dir.join(name);
     let f = File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
     let mut w = BufWriter::new(f);
-    writeln!(w, "{header}")?;
+    writeln!(w, "{header}")
+        .and_then(|_| w.flush())
+        .with_context(|| format!("cannot write {}", p.display()))?;
     Ok(w)
 }
 
@@ -1186,23 +1191,24 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     // after a mode, so an earlier run's must go now.)
     rd.remove_earlier(&["summary.csv"])?;
     rd.write_config("train", &r)?;
-    install_sigint();
+    // Ctrl-C stops after the current iteration (SIGTERM ends the run at once).
+    crate::signals::stop_on_sigint(&STOP);
     let dir = rd.path().to_path_buf();
     let log = BufWriter::new(
-        File::create(dir.join("train.log"))
-            .with_context(|| format!("cannot create {}/train.log", dir.display()))?,
+        File::create(dir.join(LOG))
+            .with_context(|| format!("cannot create {}", dir.join(LOG).display()))?,
     );
     let mut iter_csv = csv_file(
         &dir,
-        "iterations.csv",
+        ITERATIONS_CSV,
         "mode,iteration,batch_size,loss,accuracy,lr,wall_ms,modelled_ms,modelled_hidden_ms",
     )?;
     let mut timeline_csv = csv_file(
         &dir,
-        "timeline.csv",
+        TIMELINE_CSV,
         "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes",
     )?;
-    let mut eval_csv = csv_file(&dir, "eval.csv", "mode,iteration,samples,loss,accuracy,auc")?;
+    let mut eval_csv = csv_file(&dir, EVAL_CSV, "mode,iteration,samples,loss,accuracy,auc")?;
     let mut log = Some(log);
     let mut summaries: Vec<ModeSummary> = Vec::new();
     let mut status = Status::Completed;
@@ -1226,6 +1232,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             iters: r.train.iters,
             print_every: r.train.print_every,
             quiet: a.quiet || a.json,
+            dir: dir.clone(),
             log: log.take().expect("log handed back after each mode"),
             iter_csv,
             timeline_csv,
@@ -1287,13 +1294,23 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         } else {
             RunState::Running
         };
-        write_summary(&rd, &r, &mut summaries, state)?;
-        let outcome = outcome.with_context(|| {
-            format!(
-                "mode {mode}: training failed; the log and the records so far are in {}",
-                dir.display()
-            )
-        })?;
+        let written = write_summary(&rd, &r, &mut summaries, state);
+        let outcome = match outcome {
+            Ok(o) => o,
+            // The mode's error is the one to report: a summary that could
+            // not be written either (a full disk) is said after it.
+            Err(e) => {
+                let also = match written {
+                    Ok(_) => String::new(),
+                    Err(w) => format!(" (nor could the summary be written: {w:#})"),
+                };
+                return Err(anyhow::Error::from(e).context(format!(
+                    "mode {mode}: training failed; the log and the records so far are in {}{also}",
+                    dir.display()
+                )));
+            }
+        };
+        written?;
         if outcome.status != Status::Completed {
             status = outcome.status;
             if outcome.status == Status::Interrupted {
@@ -1303,20 +1320,23 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     let text = write_summary(&rd, &r, &mut summaries, RunState::Ended(status))?;
+    // (The log is complete before anything is printed: a stdout that cannot
+    // be written leaves a whole run directory.)
+    if let Some(mut l) = log {
+        writeln!(l, "{text}")
+            .and_then(|_| l.flush())
+            .with_context(|| format!("cannot write {}", dir.join(LOG).display()))?;
+    }
     if a.json {
         let v =
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         if !a.quiet {
             // Apart from the log lines above it.
-            println!();
+            outln!()?;
         }
-        println!("{text}");
-    }
-    if let Some(mut l) = log {
-        writeln!(l, "{text}")?;
-        l.flush()?;
+        outln!("{text}")?;
     }
     rd.finish()?;
     Ok(if status == Status::Interrupted {

@@ -8,10 +8,89 @@
 //! link to a file, the linked file is the one replaced. An existing special
 //! file (a device such as `/dev/null`, a pipe) is written directly and never
 //! removed or replaced.
+//!
+//! The temporary files being written are listed in one registry per
+//! process, so that a process ending on a signal can remove them first
+//! ([`remove_temporaries`]). Creating a staged file also removes the
+//! temporaries of the same file that processes no longer running left
+//! (killed, say): `NAME.PID.tmp` beside `NAME`, PID not a live process (on
+//! Linux, where `/proc` tells).
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The temporary files this process is writing.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn forget(live: &mut Vec<PathBuf>, tmp: &Path) {
+    if let Some(i) = live.iter().position(|p| p == tmp) {
+        live.swap_remove(i);
+    }
+}
+
+/// Removes every temporary file this process is writing, for a process
+/// about to end (on SIGINT or SIGTERM): the registry stays locked, so no
+/// temporary is created or moved into place after this. Returns how many
+/// files were removed.
+pub fn remove_temporaries() -> usize {
+    let live = live();
+    let n = live.iter().filter(|p| fs::remove_file(p).is_ok()).count();
+    // Never unlocked: a StagedFile created or committed from now on waits.
+    std::mem::forget(live);
+    n
+}
+
+/// Removes the temporaries of `path` (`NAME.PID.tmp` beside it) whose
+/// process no longer runs: what a killed writer left. Best effort.
+fn remove_stale_temporaries(path: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let Some(name) = name.to_str() else { return };
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        // (Without /proc, every process would look ended.)
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let me = std::process::id();
+        for e in entries.flatten() {
+            let file = e.file_name();
+            let Some(pid) = file
+                .to_str()
+                .and_then(|f| f.strip_prefix(name))
+                .and_then(|f| f.strip_prefix('.'))
+                .and_then(|f| f.strip_suffix(".tmp"))
+            else {
+                continue;
+            };
+            // (Only the names this code gives: not `+7` or `007`.)
+            let Some(pid) = pid.parse::<u32>().ok().filter(|p| p.to_string() == pid) else {
+                continue;
+            };
+            let running = Path::new("/proc").join(pid.to_string()).exists();
+            if pid != me && !running && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = path;
+}
 
 /// Why a [`StagedFile`] could not be created, written or moved into place.
 /// `path` is the file concerned (the temporary file for a failed write).
@@ -100,9 +179,13 @@ impl StagedFile {
         let (target, tmp) = if special {
             (path.to_path_buf(), None)
         } else {
+            remove_stale_temporaries(path);
             let tmp = temporary_path(path);
             (tmp.clone(), Some(tmp))
         };
+        // (Created and listed under the lock: a signal's clean-up sees
+        // every temporary that exists.)
+        let mut live = live();
         let f = fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -110,6 +193,10 @@ impl StagedFile {
             .open(&target)
             // (Named by the file asked for, not its temporary.)
             .map_err(|e| fail(path, StageErrorKind::Create(e)))?;
+        if let Some(tmp) = &tmp {
+            live.push(tmp.clone());
+        }
+        drop(live);
         Ok(StagedFile {
             path: path.to_path_buf(),
             tmp,
@@ -168,8 +255,14 @@ impl StagedFile {
         }
         drop(f);
         if let Some(tmp) = self.tmp.take() {
-            if let Err(e) = fs::rename(&tmp, &self.path) {
+            let mut live = live();
+            let moved = fs::rename(&tmp, &self.path);
+            if moved.is_err() {
                 let _ = fs::remove_file(&tmp);
+            }
+            forget(&mut live, &tmp);
+            drop(live);
+            if let Err(e) = moved {
                 return Err(StageError {
                     path: self.path.clone(),
                     kind: StageErrorKind::Rename(e),
@@ -185,7 +278,9 @@ impl Drop for StagedFile {
         // Unfinished (or a failed commit): best effort, the error has been
         // reported or the process is unwinding.
         if let Some(tmp) = self.tmp.take() {
-            let _ = fs::remove_file(tmp);
+            let mut live = live();
+            let _ = fs::remove_file(&tmp);
+            forget(&mut live, &tmp);
         }
     }
 }
@@ -230,6 +325,40 @@ mod tests {
         drop(f);
         assert_eq!(fs::read(&p).unwrap(), b"new bytes");
         assert_eq!(entries(&d), ["out.bin"]);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn temporaries_of_ended_writers_go_and_others_stay() {
+        let d = dir("stale");
+        let p = d.join("t.nmpt");
+        // A process that has ended (and been waited for).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let ended = child.id();
+        child.wait().unwrap();
+        let stale = format!("t.nmpt.{ended}.tmp");
+        let kept = [
+            // A running process's (pid 1 always runs).
+            "t.nmpt.1.tmp".to_string(),
+            // Not this file's, or not a name a writer gives.
+            format!("u.nmpt.{ended}.tmp"),
+            format!("t.nmpt.0{ended}.tmp"),
+            format!("t.nmpt.{ended}.tmp.bak"),
+            "t.nmpt.x.tmp".to_string(),
+            "t.nmpt.tmp".to_string(),
+        ];
+        for n in kept.iter().chain([&stale]) {
+            fs::write(d.join(n), b"x").unwrap();
+        }
+        let mut f = StagedFile::create(&p, 16).unwrap();
+        assert!(!d.join(&stale).exists());
+        f.write_all(b"x").unwrap();
+        f.commit(true).unwrap();
+        let mut want: Vec<String> = kept.to_vec();
+        want.push("t.nmpt".to_string());
+        want.sort();
+        assert_eq!(entries(&d), want);
         fs::remove_dir_all(&d).unwrap();
     }
 

@@ -1,0 +1,91 @@
+//! SIGINT and SIGTERM: a process ending on one removes its temporary files
+//! first and exits with 128 + the signal (130, 143).
+//!
+//! [`install`] blocks both signals in every thread (threads started later
+//! inherit the mask; child processes get a clear one, std resets it) and
+//! waits for them on a thread of its own with `sigwait`. The clean-up then
+//! runs as ordinary code, not in a signal handler, so it may lock, allocate
+//! and write files. A command can ask for something else:
+//! [`stop_on_sigint`] turns SIGINT into a flag it checks (train stops after
+//! the current iteration), and [`before_exit`] runs a last step before the
+//! process ends (sweep writes its results.csv).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+static STOP_ON_SIGINT: Mutex<Option<&'static AtomicBool>> = Mutex::new(None);
+static BEFORE_EXIT: Mutex<Option<Hook>> = Mutex::new(None);
+
+/// Takes SIGINT and SIGTERM from now on. Call first thing in `main`, before
+/// any other thread exists (they must all block the signals).
+pub fn install() {
+    #[cfg(unix)]
+    {
+        // SAFETY: plain libc calls on a local sigset_t; the mask is set on
+        // this (the only) thread before the waiting thread is started.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return;
+            }
+            set
+        };
+        let waiter = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                loop {
+                    let mut sig: libc::c_int = 0;
+                    // SAFETY: `set` and `sig` are valid for the call.
+                    if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                        continue;
+                    }
+                    on_signal(sig);
+                }
+            });
+        if waiter.is_err() {
+            // No thread to take them: the default actions again.
+            // SAFETY: as above.
+            unsafe {
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGINT {
+        let stop = *STOP_ON_SIGINT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(flag) = stop {
+            flag.store(true, Ordering::SeqCst);
+            return;
+        }
+    }
+    let hook = BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(hook) = hook {
+        hook();
+    }
+    nmpsim_traces::staged::remove_temporaries();
+    // _exit, not exit: the other threads are still running, and exit's
+    // clean-up (atexit handlers, the C++ engines' static destructors) would
+    // run under them.
+    // SAFETY: ends the process; nothing after it runs.
+    unsafe { libc::_exit(128 + sig) }
+}
+
+/// From now on SIGINT sets `flag` instead of ending the process; SIGTERM
+/// still ends it.
+pub fn stop_on_sigint(flag: &'static AtomicBool) {
+    *STOP_ON_SIGINT.lock().unwrap_or_else(|e| e.into_inner()) = Some(flag);
+}
+
+/// Runs `hook` when a signal ends the process, before its temporary files
+/// are removed. (One hook: a later call replaces it.)
+pub fn before_exit(hook: impl FnOnce() + Send + 'static) {
+    *BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+}

@@ -1,0 +1,169 @@
+//! How every command meets an output it cannot write: a standard output on a
+//! full device, a pipe closed early.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+mod common;
+use common::{TempDir, nmpsim};
+
+/// Runs `nmpsim args` in `dir` with stdout on `/dev/full`.
+fn to_full(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(File::create("/dev/full").expect("open /dev/full"))
+        .output()
+        .expect("spawn nmpsim")
+}
+
+const SPEC: &str = r#"command = "dram"
+[base]
+engine = "native"
+requests = 1000
+[axes]
+stream = ["random", "sequential"]
+"#;
+
+const CSV: &str = "x,y\n1,2\n2,4\n3,8\n";
+
+#[test]
+fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
+    let t = TempDir::new("full");
+    let d = &t.0;
+    std::fs::write(d.join("spec.toml"), SPEC).unwrap();
+    std::fs::write(d.join("r.csv"), CSV).unwrap();
+    let ok = nmpsim(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--profile",
+            "rm1",
+            "--batch",
+            "16",
+            "--batches",
+            "2",
+            "-o",
+            "t.nmpt",
+        ],
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let commands: &[&[&str]] = &[
+        &["dram", "presets"],
+        &[
+            "dram",
+            "--engine",
+            "native",
+            "--requests",
+            "1000",
+            "--out",
+            "dram",
+        ],
+        &[
+            "dram",
+            "--engine",
+            "native",
+            "--requests",
+            "1000",
+            "--json",
+            "--out",
+            "dram-json",
+        ],
+        &[
+            "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
+            "--json", "-q", "--out", "nmp",
+        ],
+        &[
+            "train",
+            "--iters",
+            "2",
+            "--batch",
+            "16",
+            "--json",
+            "-q",
+            "--out",
+            "train-json",
+        ],
+        &["train", "--iters", "2", "--batch", "16", "--out", "train"],
+        &["trace", "stats", "t.nmpt", "--out", "stats"],
+        &["trace", "gen", "--list-profiles"],
+        &["trace", "export", "t.nmpt", "--csv", "-"],
+        &["sweep", "spec.toml", "--out", "sw", "--dry-run"],
+        &["plot", "r.csv", "--x", "x", "--y", "y"],
+        &[
+            "kernels", "check", "--tables", "2", "--batch", "16", "--rows", "1000", "--dim", "8",
+        ],
+        &["gpu"],
+    ];
+    for args in commands {
+        let o = to_full(d, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "nmpsim {args:?}: {err}");
+        assert!(
+            err.contains("error: cannot write to standard output: No space left on device"),
+            "nmpsim {args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "nmpsim {args:?}: {err}");
+    }
+    // The run directories were written whole before anything was printed.
+    for run in ["dram", "dram-json", "nmp", "train", "train-json", "stats"] {
+        for f in ["config.json", "results.json", "summary.txt"] {
+            let p = d.join(run).join(f);
+            assert!(p.is_file(), "{} is missing", p.display());
+        }
+    }
+    let log = std::fs::read_to_string(d.join("train/train.log")).unwrap();
+    assert!(log.contains("run directory:"), "{log}");
+}
+
+#[test]
+fn a_pipe_closed_early_ends_the_command_quietly() {
+    let t = TempDir::new("pipe");
+    let made = nmpsim(
+        &t.0,
+        &[
+            "trace",
+            "gen",
+            "--profile",
+            "rm1",
+            "--batch",
+            "256",
+            "--batches",
+            "2",
+            "-o",
+            "t.nmpt",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // Megabytes of CSV: far more than a pipe holds, so the command is still
+    // writing when the pipe closes.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .args(["trace", "export", "t.nmpt", "--csv", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nmpsim");
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    use std::os::unix::process::ExitStatusExt;
+    const SIGPIPE: i32 = 13;
+    assert_eq!(o.status.signal(), Some(SIGPIPE), "{:?}", o.status);
+}
