@@ -29,6 +29,9 @@ pub struct RunDir {
     keeps_previous: bool,
     /// [`finish`](Self::finish) was called: the run succeeded.
     finished: bool,
+    /// The directory existed without an nmpsim `config.json`: files under
+    /// the names this run writes are someone else's, and are not removed.
+    foreign: bool,
 }
 
 /// The command an nmpsim run directory's `config.json` names, with its
@@ -60,7 +63,9 @@ impl RunDir {
     /// current directory. Creates it (and parents).
     ///
     /// A directory holding another command's run, or a `config.json` that is
-    /// not nmpsim's, is refused before anything in it changes. A finished
+    /// not nmpsim's, is refused before anything in it changes, and so is one
+    /// without a run's `config.json` that holds a file this run would
+    /// replace ([`remove_earlier`](Self::remove_earlier)). A finished
     /// earlier run of the same command (it has `results.json`) is not
     /// deleted: the files this run replaces move to [`PREVIOUS_RUN`], which
     /// goes when this run [finishes](Self::finish) and stays if it fails.
@@ -75,7 +80,9 @@ impl RunDir {
                 PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
             }
         };
-        if let Some(earlier) = earlier_command(&path)? {
+        let earlier = earlier_command(&path)?;
+        let foreign = earlier.is_none() && path.is_dir();
+        if let Some(earlier) = earlier {
             let this = command.replace(' ', "-");
             // (`nmp run` names its directories `nmp-...`.)
             if earlier != this && !(this == "nmp" && earlier == "nmp-run") {
@@ -89,7 +96,7 @@ impl RunDir {
         }
         fs::create_dir_all(&path)
             .with_context(|| format!("cannot create run directory {}", path.display()))?;
-        let keeps_previous = path.join(RESULTS).is_file();
+        let keeps_previous = !foreign && path.join(RESULTS).is_file();
         if keeps_previous {
             let prev = path.join(PREVIOUS_RUN);
             if prev.is_dir() {
@@ -103,6 +110,7 @@ impl RunDir {
             path,
             keeps_previous,
             finished: false,
+            foreign,
         };
         // An earlier run's own files go (aside, if it finished), so that the
         // directory describes this run alone even if it fails before writing
@@ -161,6 +169,13 @@ impl RunDir {
                 continue;
             }
             let p = e.path();
+            if self.foreign {
+                anyhow::bail!(
+                    "{} holds {}, which this run would replace, but no nmpsim run's config.json; name a new directory, or an earlier run's, for --out",
+                    self.path.display(),
+                    name
+                );
+            }
             if self.keeps_previous {
                 let to = self.path.join(PREVIOUS_RUN).join(e.file_name());
                 fs::rename(&p, &to).with_context(|| {

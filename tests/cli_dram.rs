@@ -794,6 +794,19 @@ fn a_failed_rerun_keeps_the_earlier_run_aside() {
         std::fs::read_to_string(d.join("mine/config.json")).unwrap(),
         "{\"x\": 1}"
     );
+    // So is a directory that is no run's but holds a file a run writes.
+    std::fs::create_dir(d.join("proj")).unwrap();
+    std::fs::write(d.join("proj/results.csv"), "mine").unwrap();
+    let err = fails(d, &["dram", "--requests", "100", "--out", "proj", "-q"]);
+    assert!(
+        err.contains("proj holds results.csv") && err.contains("no nmpsim run's config.json"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("proj/results.csv")).unwrap(),
+        "mine"
+    );
+    assert!(!d.join("proj/config.json").exists());
 }
 
 /// A window beyond any controller, and a directory given as a trace, are
