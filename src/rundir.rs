@@ -32,6 +32,48 @@ pub struct RunDir {
     /// The directory existed without an nmpsim `config.json`: files under
     /// the names this run writes are someone else's, and are not removed.
     foreign: bool,
+    /// The directory itself, locked while the run goes (see [`lock_run_dir`]).
+    _lock: fs::File,
+}
+
+/// Takes an exclusive lock on the directory `dir` (flock on the directory
+/// itself: no file is added), released when the returned handle is dropped
+/// or the process ends; fails at once if another run holds it, so two runs
+/// never write one directory at the same time.
+fn lock_run_dir(dir: &Path) -> Result<fs::File> {
+    let f = fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor that `f` owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                anyhow::bail!(
+                    "{} is in use by another nmpsim run; wait for it, or name another directory",
+                    dir.display()
+                );
+            }
+            return Err(e).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+    }
+    Ok(f)
+}
+
+/// Whether `dir` holds a finished run: its `results.json` is there and does
+/// not say the run failed, was interrupted or is still going (a `status`
+/// other than `completed`). A failed or stopped run is not kept aside.
+fn finished_run(dir: &Path) -> bool {
+    let Ok(bytes) = fs::read(dir.join(RESULTS)) else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return false;
+    };
+    match v.get("results").and_then(|r| r.get("status")) {
+        None => true,
+        Some(st) => st.as_str() == Some("completed"),
+    }
 }
 
 /// The command an nmpsim run directory's `config.json` names, with its
@@ -80,6 +122,12 @@ impl RunDir {
                 PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
             }
         };
+        if path.exists() && !path.is_dir() {
+            anyhow::bail!(
+                "{} is not a directory; --out names the run's directory",
+                path.display()
+            );
+        }
         let earlier = earlier_command(&path)?;
         let foreign = earlier.is_none() && path.is_dir();
         if let Some(earlier) = earlier {
@@ -96,7 +144,8 @@ impl RunDir {
         }
         fs::create_dir_all(&path)
             .with_context(|| format!("cannot create run directory {}", path.display()))?;
-        let keeps_previous = !foreign && path.join(RESULTS).is_file();
+        let lock = lock_run_dir(&path)?;
+        let keeps_previous = !foreign && finished_run(&path);
         if keeps_previous {
             let prev = path.join(PREVIOUS_RUN);
             if prev.is_dir() {
@@ -111,7 +160,13 @@ impl RunDir {
             keeps_previous,
             finished: false,
             foreign,
+            _lock: lock,
         };
+        if !foreign {
+            KEPT.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(rd.path.clone());
+        }
         // An earlier run's own files go (aside, if it finished), so that the
         // directory describes this run alone even if it fails before writing
         // its results.
@@ -126,7 +181,8 @@ impl RunDir {
     pub fn finish(mut self) -> Result<()> {
         self.finished = true;
         let prev = self.path.join(PREVIOUS_RUN);
-        if prev.is_dir() {
+        // (In a directory that held no run, `previous-run` is not ours.)
+        if !self.foreign && prev.is_dir() {
             fs::remove_dir_all(&prev)
                 .with_context(|| format!("cannot remove {}", prev.display()))?;
         }
@@ -138,13 +194,15 @@ impl RunDir {
     }
 
     /// Removes what an earlier run of the same command left here under the
-    /// names it owns: each of `names` is a file name (a directory of that
-    /// name stays), or, ending in `-`, the start of file and directory names
-    /// (removed with what is in them). A run into an existing directory then
-    /// leaves only its own outputs, not a mix of two runs'.
-    /// ([`create`](Self::create) removes `config.json`, `results.json` and
-    /// `summary.txt` itself.) After a finished run, they move to
-    /// [`PREVIOUS_RUN`] instead.
+    /// names it owns: each of `names` is a file name, or, ending in `/`, the
+    /// name of a directory (removed with what is in them). A file where a
+    /// directory is named, or the other way round, is not what a run wrote:
+    /// it stays, and writing there then fails, naming it. A run into an
+    /// existing directory then leaves only its own outputs, not a mix of two
+    /// runs'. ([`create`](Self::create) removes `config.json`,
+    /// `results.json` and `summary.txt` itself.) After a finished run, they
+    /// move to [`PREVIOUS_RUN`] instead; in a directory that holds no run
+    /// (no `config.json`), any of them is an error.
     pub fn remove_earlier(&self, names: &[&str]) -> Result<()> {
         for e in fs::read_dir(&self.path)
             .with_context(|| format!("cannot read {}", self.path.display()))?
@@ -158,12 +216,9 @@ impl RunDir {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             // (A directory under a file's name is not what a run wrote: it
             // stays, and writing that file then fails, naming it.)
-            let owned = |p: &&str| {
-                if p.ends_with('-') {
-                    name.starts_with(*p)
-                } else {
-                    name == *p && !is_dir
-                }
+            let owned = |p: &&str| match p.strip_suffix('/') {
+                Some(dir) => name == dir && is_dir,
+                None => name == *p && !is_dir,
             };
             if !names.iter().any(owned) {
                 continue;
@@ -228,14 +283,37 @@ impl RunDir {
     }
 }
 
+/// Run directories of this process whose earlier run waits in
+/// [`PREVIOUS_RUN`] until their run finishes: what a signal that ends the
+/// process notes ([`note_kept_runs`]).
+static KEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn note_kept(dir: &Path) {
+    eprintln!(
+        "note: the earlier run in {} is kept in {}",
+        dir.display(),
+        dir.join(PREVIOUS_RUN).display()
+    );
+}
+
+/// Says, for each run directory of this process still open, that its
+/// earlier run is kept in [`PREVIOUS_RUN`] (a signal ends the process
+/// without dropping them).
+pub fn note_kept_runs() {
+    for dir in KEPT.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        if dir.join(PREVIOUS_RUN).is_dir() {
+            note_kept(dir);
+        }
+    }
+}
+
 impl Drop for RunDir {
     fn drop(&mut self) {
-        if !self.finished && self.path.join(PREVIOUS_RUN).is_dir() {
-            eprintln!(
-                "note: the earlier run in {} is kept in {}",
-                self.path.display(),
-                self.path.join(PREVIOUS_RUN).display()
-            );
+        KEPT.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|d| d != &self.path);
+        if !self.finished && !self.foreign && self.path.join(PREVIOUS_RUN).is_dir() {
+            note_kept(&self.path);
         }
     }
 }

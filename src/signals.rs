@@ -61,8 +61,11 @@ pub fn install() {
 fn on_signal(sig: libc::c_int) {
     if sig == libc::SIGINT {
         let stop = *STOP_ON_SIGINT.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(flag) = stop {
-            flag.store(true, Ordering::SeqCst);
+        // The first Ctrl-C asks the command to stop; a second one ends it.
+        if let Some(flag) = stop
+            && !flag.swap(true, Ordering::SeqCst)
+        {
+            eprintln!("stopping after the current iteration (Ctrl-C again to stop at once)");
             return;
         }
     }
@@ -71,6 +74,7 @@ fn on_signal(sig: libc::c_int) {
         hook();
     }
     nmpsim_traces::staged::remove_temporaries();
+    crate::rundir::note_kept_runs();
     // _exit, not exit: the other threads are still running, and exit's
     // clean-up (atexit handlers, the C++ engines' static destructors) would
     // run under them.

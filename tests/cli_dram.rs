@@ -849,3 +849,94 @@ fn absurd_windows_and_directories_are_refused_by_flag() {
         "{err}"
     );
 }
+
+/// Two failed reruns keep the finished run aside (a failed run is not one to
+/// keep); a user's `previous-run/` in a directory that holds no run, and
+/// user files beside a run's own, are left alone; two runs never share a
+/// directory at once.
+#[test]
+fn earlier_runs_and_user_files_survive_reruns() {
+    let t = TempDir::new("survive");
+    let d = &t.0;
+    let good: String = (0..2000u64).map(|i| format!("{:#x} R\n", i * 64)).collect();
+    std::fs::write(d.join("a.txt"), &good).unwrap();
+    std::fs::write(d.join("bad.txt"), format!("{good}0x40 X\n")).unwrap();
+    let first = [
+        "dram", "--engine", "native", "--trace", "a.txt", "--out", "r", "-q",
+    ];
+    ok(d, &first);
+    let results = std::fs::read(d.join("r/results.json")).unwrap();
+    std::fs::write(d.join("r/engine-notes.txt"), "mine").unwrap();
+    let bad = [
+        "dram", "--engine", "native", "--trace", "bad.txt", "--out", "r", "-q",
+    ];
+    for _ in 0..2 {
+        let err = fails(d, &bad);
+        assert!(err.contains("kept in r/previous-run"), "{err}");
+        assert_eq!(
+            std::fs::read(d.join("r/previous-run/results.json")).unwrap(),
+            results
+        );
+    }
+    ok(d, &first);
+    assert!(!d.join("r/previous-run").exists());
+    assert_eq!(
+        std::fs::read_to_string(d.join("r/engine-notes.txt")).unwrap(),
+        "mine"
+    );
+
+    std::fs::create_dir_all(d.join("u/previous-run")).unwrap();
+    std::fs::write(d.join("u/previous-run/data.txt"), "precious").unwrap();
+    ok(
+        d,
+        &[
+            "dram",
+            "--requests",
+            "100",
+            "--engine",
+            "native",
+            "--out",
+            "u",
+            "-q",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("u/previous-run/data.txt")).unwrap(),
+        "precious"
+    );
+
+    // A file as the directory.
+    let err = fails(d, &["dram", "--requests", "100", "--out", "a.txt", "-q"]);
+    assert!(err.contains("a.txt is not a directory"), "{err}");
+
+    // While one run writes a directory, another is refused.
+    let mut long = std::process::Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(d)
+        .args([
+            "dram",
+            "--engine",
+            "dramsim3",
+            "--requests",
+            "5000000",
+            "--out",
+            "busy",
+            "-q",
+        ])
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !d.join("busy/config.json").exists() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the long run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let err = fails(d, &["dram", "--requests", "100", "--out", "busy", "-q"]);
+    long.kill().unwrap();
+    long.wait().unwrap();
+    assert!(
+        err.contains("busy is in use by another nmpsim run"),
+        "{err}"
+    );
+}

@@ -866,3 +866,46 @@ fn merge_refuses_different_columns_and_is_order_independent() {
     }
     assert_eq!(read(&d.join("mC/results.csv")).lines().count(), 3);
 }
+
+/// A sweep does not write over a directory that is no sweep's but holds
+/// what a sweep writes, nor over a command's run directory.
+#[test]
+fn a_sweep_refuses_a_directory_that_is_no_sweep_s() {
+    let t = TempDir::new("foreign");
+    let d = &t.0;
+    std::fs::write(
+        d.join("s.toml"),
+        "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2]\n",
+    )
+    .expect("write spec");
+    std::fs::create_dir(d.join("mine")).unwrap();
+    std::fs::write(d.join("mine/results.csv"), "my,data\n").unwrap();
+    let err = rejected(d, &["sweep", "s.toml", "--out", "mine"]);
+    assert!(
+        err.contains("mine holds results.csv but is no sweep directory"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("mine/results.csv")).unwrap(),
+        "my,data\n"
+    );
+    assert!(!d.join("mine/runs").exists());
+    ok(
+        d,
+        &[
+            "dram",
+            "--requests",
+            "100",
+            "--engine",
+            "native",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    let err = rejected(d, &["sweep", "s.toml", "--out", "run"]);
+    assert!(err.contains("run holds config.json"), "{err}");
+    // A new directory, and the sweep's own again, are fine.
+    ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
+    ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
+}

@@ -935,3 +935,81 @@ fn row_wise_exchanges_and_row_interleaved_partial_sums_cross_the_link() {
     assert_eq!(fwd.len(), 1);
     assert_eq!(fwd[0].1, 4 * 3 * 64 * 64 * 4);
 }
+
+/// A rerun that fails after writing its own (failed) results, twice, leaves
+/// the earlier finished run in previous-run/: a failed run is not one to
+/// keep. And a directory that holds no run but a file train writes is
+/// refused.
+#[test]
+fn a_finished_run_outlives_failed_reruns() {
+    let t = TempDir::new("outlive");
+    let d = &t.0;
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/criteo-sample.tsv");
+    let tsv = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(d.join("good.tsv"), &tsv).unwrap();
+    // Bad only past the held-out and first batches: the run starts, writes
+    // results after its failed mode, then ends.
+    std::fs::write(d.join("late.tsv"), format!("{tsv}garbage\n")).unwrap();
+    let run = |data: &str, iters: &str| {
+        nmpsim(
+            d,
+            &[
+                "train",
+                "--model",
+                "criteo-kaggle",
+                "--data",
+                data,
+                "--max-ind-range",
+                "1000",
+                "--batch",
+                "128",
+                "--iters",
+                iters,
+                "--test-batches",
+                "1",
+                "--out",
+                "r",
+                "-q",
+            ],
+        )
+    };
+    let o = run("good.tsv", "3");
+    assert!(o.status.success(), "{}", text(&o));
+    let results = std::fs::read(d.join("r/results.json")).unwrap();
+    let iterations = std::fs::read(d.join("r/iterations.csv")).unwrap();
+    for _ in 0..2 {
+        let o = run("late.tsv", "40");
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("kept in r/previous-run"), "{}", text(&o));
+        let failed: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("r/results.json")).unwrap()).unwrap();
+        assert_eq!(failed["results"]["status"], "failed");
+        assert_eq!(
+            std::fs::read(d.join("r/previous-run/results.json")).unwrap(),
+            results
+        );
+        assert_eq!(
+            std::fs::read(d.join("r/previous-run/iterations.csv")).unwrap(),
+            iterations
+        );
+    }
+
+    std::fs::create_dir(d.join("mine")).unwrap();
+    std::fs::write(d.join("mine/iterations.csv"), "mine").unwrap();
+    let o = nmpsim(
+        d,
+        &[
+            "train", "--iters", "2", "--batch", "16", "--out", "mine", "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("mine holds iterations.csv"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("mine/iterations.csv")).unwrap(),
+        "mine"
+    );
+}

@@ -602,7 +602,18 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         },
     };
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
-    rd.remove_earlier(&["engine-", "jedec-", "results.csv"])?;
+    let engine_dirs: Vec<String> = EngineKind::ALL
+        .iter()
+        .flat_map(|e| {
+            [
+                format!("engine-{}/", e.name()),
+                format!("jedec-{}.txt", e.name()),
+            ]
+        })
+        .collect();
+    let mut owned: Vec<&str> = engine_dirs.iter().map(String::as_str).collect();
+    owned.push("results.csv");
+    rd.remove_earlier(&owned)?;
     let mut opts = RunOptions {
         window: a.window,
         keep_command_traces: a.keep_command_traces,
@@ -1050,7 +1061,13 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
     }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
-    rd.remove_earlier(&["engine-", "bench.csv"])?;
+    let engine_dirs: Vec<String> = EngineKind::ALL
+        .iter()
+        .flat_map(|e| BENCH_STREAMS.map(|k| format!("engine-{}-{k}/", e.name())))
+        .collect();
+    let mut owned: Vec<&str> = engine_dirs.iter().map(String::as_str).collect();
+    owned.push("bench.csv");
+    rd.remove_earlier(&owned)?;
     rd.write_config(
         "dram bench",
         &serde_json::json!({

@@ -317,6 +317,7 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
         );
     }
 
+    check_sweep_dir(&out)?;
     fs::create_dir_all(out.join(RUNS_DIR))
         .with_context(|| format!("cannot create sweep directory {}", out.display()))?;
     // Held until the sweep ends: what is finished is read, and runs are
@@ -608,6 +609,32 @@ fn note_changes(out: &Path, info: &SweepInfo, runs: &[Run], quiet: bool) {
 
 /// The lock file of a sweep directory: [`lock_dir`].
 const LOCK: &str = "sweep.lock";
+
+/// Refuses a sweep directory `dir` that exists but is no sweep's (no
+/// `sweep.json`) while it holds something a sweep writes, or is a command's
+/// run directory: a sweep would write over it.
+fn check_sweep_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() || dir.join(SWEEP_INFO).is_file() {
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a directory; --out names the sweep's directory",
+            dir.display()
+        );
+    }
+    // (An empty runs/ is what a sweep killed before its first write leaves.)
+    let runs_empty = fs::read_dir(dir.join(RUNS_DIR)).is_ok_and(|mut d| d.next().is_none());
+    for name in ["config.json", RESULTS_CSV, SPEC_COPY, RUNS_DIR] {
+        if dir.join(name).exists() && !(name == RUNS_DIR && runs_empty) {
+            bail!(
+                "{} holds {name} but is no sweep directory (no {SWEEP_INFO}); name a new directory, or an earlier sweep's, for --out",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
 
 /// Takes the lock of the sweep directory `dir` (an exclusive lock on its
 /// `sweep.lock`, released when the returned file is dropped or the process
@@ -1043,6 +1070,7 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             );
         }
     }
+    check_sweep_dir(&m.out)?;
     fs::create_dir_all(m.out.join(RUNS_DIR))
         .with_context(|| format!("cannot create {}", m.out.display()))?;
     let _lock = lock_dir(&m.out)?;

@@ -79,7 +79,7 @@ pub struct TrainArgs {
     /// Steps over which the learning rate decays (0: no decay).
     #[arg(long, default_value_t = 0)]
     lr_decay_steps: u64,
-    /// Rows of every RM table (default 1,000,000); cap of the largest Kaggle tables.
+    /// Rows of every RM table (default 1,000,000); a cap on the rows of the Kaggle and tiny tables (tiny's are 64, 32, 16).
     #[arg(long)]
     rows: Option<u64>,
     /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows); criteo-kaggle only.
@@ -1187,9 +1187,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     };
     let mut first_data = Some(open_data(&a, &r)?);
     let rd = RunDir::create(a.out.as_deref(), "train")?;
-    // (The log and the CSVs are created anew below; summary.csv comes only
-    // after a mode, so an earlier run's must go now.)
-    rd.remove_earlier(&["summary.csv"])?;
+    // An earlier run's records go (aside, if it finished) before this run's
+    // are created.
+    rd.remove_earlier(&["summary.csv", LOG, ITERATIONS_CSV, TIMELINE_CSV, EVAL_CSV])?;
     rd.write_config("train", &r)?;
     // Ctrl-C stops after the current iteration (SIGTERM ends the run at once).
     crate::signals::stop_on_sigint(&STOP);
@@ -1327,6 +1327,13 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             .and_then(|_| l.flush())
             .with_context(|| format!("cannot write {}", dir.join(LOG).display()))?;
     }
+    if status == Status::Interrupted {
+        // A stopped run does not replace an earlier finished one: that stays
+        // in previous-run/ (and a note says so).
+        drop(rd);
+    } else {
+        rd.finish()?;
+    }
     if a.json {
         let v =
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("results.json"))?)?;
@@ -1338,7 +1345,6 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         }
         outln!("{text}")?;
     }
-    rd.finish()?;
     Ok(if status == Status::Interrupted {
         ExitCode::from(130)
     } else {
