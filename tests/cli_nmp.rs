@@ -388,3 +388,50 @@ fn runs_that_cannot_fit_leave_no_run_directory() {
         assert!(!d.join("r").exists(), "{args:?}: a run directory was left");
     }
 }
+
+/// A row-interleaved pool adds per-rank partial sums: on bags of 200 lookups
+/// of three rows, that reassociation differs from the kernels' order by more
+/// than 1e-5 of the result, but within f32's bound on a 200-term sum, so the
+/// check passes (it once failed this valid run).
+#[test]
+fn row_interleaved_partial_sums_of_hot_rows_pass_the_check() {
+    let t = TempDir::new("hotcheck");
+    let d = &t.0;
+    let o = nmpsim(
+        d,
+        &[
+            "trace", "gen", "--tables", "2", "--rows", "3", "--dist", "uniform", "--bag", "200",
+            "--batch", "1024", "--seed", "4", "-o", "hot.nmpt", "-q",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = nmpsim(
+        d,
+        &[
+            "nmp",
+            "run",
+            "--trace",
+            "hot.nmpt",
+            "--ranks",
+            "8",
+            "--placement",
+            "all",
+            "--dim",
+            "32",
+            "--engine",
+            "native",
+            "--check",
+            "-q",
+            "--out",
+            "nh",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out.matches("functional check").count(), 3, "{out}");
+}
