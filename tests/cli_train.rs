@@ -836,13 +836,9 @@ fn the_forward_transfer_carries_only_what_the_pool_still_holds() {
         a.extend(extra);
         let o = nmpsim(&t.0, &a);
         assert!(o.status.success(), "{}", text(&o));
-        let csv = std::fs::read_to_string(t.0.join(out).join("timeline.csv")).unwrap();
-        let row = csv
-            .lines()
-            .find(|l| l.contains("pooled embeddings pool to gpu"))
-            .expect("a forward transfer");
-        let f: Vec<&str> = row.split(',').collect();
-        (f[8].parse().unwrap(), f[9].parse().unwrap())
+        let found = transfers(&t.0.join(out), "pooled embeddings pool to gpu");
+        assert_eq!(found.len(), 1, "one forward transfer: {found:?}");
+        found[0]
     };
     // 3 tables x 512 bags x one 64 B slice per rank: 98,304 B each, all but
     // the 4 KiB output buffer drained during compute.
