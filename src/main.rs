@@ -84,7 +84,28 @@ fn main() -> std::process::ExitCode {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` go to stdout like any output: one that
+        // cannot be written is an error (clap's own printing ignores it).
+        Err(e) if !e.use_stderr() => {
+            use std::io::IsTerminal;
+            let styled = e.render();
+            let text = if std::io::stdout().is_terminal() {
+                styled.ansi().to_string()
+            } else {
+                styled.to_string()
+            };
+            return match out!("{text}").and_then(|_| out::flush()) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::ExitCode::from(1)
+                }
+            };
+        }
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Trace(c) => cmd::trace::run(c),

@@ -100,6 +100,9 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
             "kernels", "check", "--tables", "2", "--batch", "16", "--rows", "1000", "--dim", "8",
         ],
         &["gpu"],
+        &["--version"],
+        &["--help"],
+        &["dram", "--help"],
     ];
     for args in commands {
         let o = to_full(d, args);
@@ -120,6 +123,21 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     }
     let log = std::fs::read_to_string(d.join("train/train.log")).unwrap();
     assert!(log.contains("run directory:"), "{log}");
+    // Help and version still print, plain when stdout is no terminal.
+    let o = nmpsim(d, &["dram", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("Usage: nmpsim dram") && !help.contains('\u{1b}'),
+        "{help}"
+    );
+    let o = nmpsim(d, &["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("nmpsim "));
+    // A usage error still goes to stderr with status 2.
+    let o = nmpsim(d, &["--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument"));
 }
 
 #[test]
