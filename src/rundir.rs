@@ -36,26 +36,36 @@ pub struct RunDir {
     _lock: fs::File,
 }
 
-/// Takes an exclusive lock on the directory `dir` (flock on the directory
-/// itself: no file is added), released when the returned handle is dropped
-/// or the process ends; fails at once if another run holds it, so two runs
-/// never write one directory at the same time.
-fn lock_run_dir(dir: &Path) -> Result<fs::File> {
-    let f = fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+/// Takes an exclusive lock on `f` (flock, as std's `File::try_lock`, which is
+/// newer than this crate's rust-version), held until `f` is dropped or the
+/// process ends. `Ok(false)`: another process holds it.
+pub fn try_lock(f: &fs::File) -> std::io::Result<bool> {
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
         // SAFETY: flock on a descriptor that `f` owns.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                anyhow::bail!(
-                    "{} is in use by another nmpsim run; wait for it, or name another directory",
-                    dir.display()
-                );
-            }
-            return Err(e).with_context(|| format!("cannot lock {}", dir.display()));
+            return if e.kind() == std::io::ErrorKind::WouldBlock {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
+    }
+    Ok(true)
+}
+
+/// Locks the directory `dir` itself (no file is added) for one run, so two
+/// runs never write one directory at the same time; fails at once if
+/// another run holds it.
+fn lock_run_dir(dir: &Path) -> Result<fs::File> {
+    let f = fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    if !try_lock(&f).with_context(|| format!("cannot lock {}", dir.display()))? {
+        anyhow::bail!(
+            "{} is in use by another nmpsim run; wait for it, or name another directory",
+            dir.display()
+        );
     }
     Ok(f)
 }

@@ -647,22 +647,14 @@ fn lock_dir(dir: &Path) -> Result<fs::File> {
         .write(true)
         .open(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
-    // (flock, as std's File::try_lock, which is newer than this crate's
-    // rust-version.)
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor that `f` owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(f);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::WouldBlock {
+    if !crate::rundir::try_lock(&f).with_context(|| format!("cannot lock {}", path.display()))? {
         bail!(
             "{} is in use by another sweep (lock {})",
             dir.display(),
             path.display()
         );
     }
-    Err(e).with_context(|| format!("cannot lock {}", path.display()))
+    Ok(f)
 }
 
 /// Held while results.csv is written: the sweep and its SIGINT / SIGTERM
