@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::NmpError;
 use crate::isa::Instruction;
-use crate::placement::{Layout, Piece, Placement, SLICE_BYTES, SLICE_VALUES, StateWidth};
+use crate::placement::{Layout, Piece, Placement, Region, SLICE_BYTES, SLICE_VALUES, StateWidth};
 
 /// What a rank's core does for one instruction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -287,14 +287,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                     bags * dim * 4
                 }
             } else {
-                // Each rank returns the values of its slices of every bag (a
-                // row's last slice may hold fewer than 16).
-                let held: u64 = region
-                    .slices
-                    .iter()
-                    .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
-                    .sum();
-                bags * held
+                bags * held_bytes(region, dim)
             };
         }
         Instruction::LoadGradient { bags, .. } => {
@@ -395,8 +388,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                     w.requests.push(MemOp::write(a & !(SLICE_BYTES - 1)));
                 }
                 if width == StateWidth::PerRow {
-                    let ranks: Vec<u32> = layout.row_pieces(t, row).map(|p| p.rank).collect();
-                    w.link_out_bytes += row_wise_exchange_bytes(&ranks, rank);
+                    w.link_out_bytes += row_wise_exchange_bytes(layout, t, row, rank);
                 }
             }
         }
@@ -427,11 +419,21 @@ pub fn gather_link_out_bytes(layout: &Layout, t: usize, bags: u64, indices: &[u3
         let held: u64 = layout.regions[t]
             .iter()
             .flatten()
-            .flat_map(|region| region.slices.iter())
-            .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
+            .map(|region| held_bytes(region, dim))
             .sum();
         bags * held
     }
+}
+
+/// Bytes of one pooled vector that a rank holding `region` of a table of
+/// `dim` values returns: its slices' values (a row's last slice may hold
+/// fewer than 16).
+fn held_bytes(region: &Region, dim: u64) -> u64 {
+    region
+        .slices
+        .iter()
+        .map(|&s| (dim - s as u64 * SLICE_VALUES as u64).min(SLICE_VALUES as u64) * 4)
+        .sum()
 }
 
 /// Bytes every rank together sends over the host link for a scatter of the
@@ -448,38 +450,46 @@ pub fn scatter_link_out_bytes(
     if StateWidth::of(optimizer) != StateWidth::PerRow {
         return 0;
     }
-    let mut ranks: Vec<u32> = Vec::with_capacity(layout.tables[t].slices());
-    let mut sum = 0;
-    for &row in rows {
-        ranks.clear();
-        ranks.extend(layout.row_pieces(t, row as u64).map(|p| p.rank));
-        let mut seen: Vec<u32> = ranks.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        sum += seen
-            .iter()
-            .map(|&k| row_wise_exchange_bytes(&ranks, k))
-            .sum::<u64>();
-    }
-    sum
+    rows.iter()
+        .map(|&row| {
+            // Summed over the row's ranks: every hop that crosses ranks, and
+            // the step, unless the row stays on one rank.
+            let (n, rank_of) = slice_ranks(layout, t, row as u64);
+            let crossings = (0..n)
+                .filter(|&s| rank_of(s) != rank_of((s + 1) % n))
+                .count() as u64;
+            if crossings == 0 {
+                0
+            } else {
+                4 * (crossings + 1)
+            }
+        })
+        .sum()
+}
+
+/// The slices of row `row` of table `t` and the rank of each.
+fn slice_ranks(layout: &Layout, t: usize, row: u64) -> (usize, impl Fn(usize) -> u32 + '_) {
+    (layout.tables[t].slices(), move |s| {
+        layout.locate(t, row, s as u32).0
+    })
 }
 
 /// Bytes `rank` sends over the host link for the row-wise Adagrad update of
-/// one row whose slices live on `ranks` (in slice order). The update needs
-/// the row's sum of squares, and the row's state lives with slice 0. The
-/// running sum passes from slice to slice in element order and then back to
-/// slice 0's rank: each hop to a slice on another rank costs the sender 4 B.
-/// Slice 0's rank then sends the row's step (4 B) for the row's other ranks.
-/// A row whose slices are all on one rank exchanges nothing.
-fn row_wise_exchange_bytes(ranks: &[u32], rank: u32) -> u64 {
-    if ranks.iter().all(|&k| k == ranks[0]) {
+/// row `row` of table `t`. The update needs the row's sum of squares, and the
+/// row's state lives with slice 0. The running sum passes from slice to slice
+/// in element order and then back to slice 0's rank: each hop to a slice on
+/// another rank costs the sender 4 B. Slice 0's rank then sends the row's
+/// step (4 B) for the row's other ranks. A row whose slices are all on one
+/// rank exchanges nothing.
+fn row_wise_exchange_bytes(layout: &Layout, t: usize, row: u64, rank: u32) -> u64 {
+    let (n, rank_of) = slice_ranks(layout, t, row);
+    if (1..n).all(|s| rank_of(s) == rank_of(0)) {
         return 0;
     }
-    let n = ranks.len();
     let hops = (0..n)
-        .filter(|&s| ranks[s] == rank && ranks[(s + 1) % n] != rank)
+        .filter(|&s| rank_of(s) == rank && rank_of((s + 1) % n) != rank)
         .count() as u64;
-    let step = u64::from(ranks[0] == rank);
+    let step = u64::from(rank_of(0) == rank);
     4 * (hops + step)
 }
 
