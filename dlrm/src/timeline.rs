@@ -51,12 +51,17 @@ pub enum Resource {
 }
 
 impl Resource {
-    /// A link carries one transfer at a time: two lanes' transfers on it in
-    /// one stage go one after the other. (A stage's transfers on one link all
-    /// go the same way, so the link is one resource, not one per direction.)
-    /// Processors run the lanes' work side by side.
-    pub fn exclusive(self) -> bool {
-        matches!(self, Resource::HostLink | Resource::PoolLink)
+    /// For a link, its index among the links (host, pool); `None` for a
+    /// processor. A link carries one transfer at a time: two lanes' transfers
+    /// on it in one stage go one after the other. (A stage's transfers on one
+    /// link all go the same way, so the link is one resource, not one per
+    /// direction.) Processors run the lanes' work side by side.
+    pub fn link(self) -> Option<usize> {
+        match self {
+            Resource::HostLink => Some(0),
+            Resource::PoolLink => Some(1),
+            _ => None,
+        }
     }
 
     pub fn as_str(self) -> &'static str {
@@ -164,7 +169,7 @@ impl StepTimeline {
     }
 
     /// Time of a stage: when its last lane ends. Each lane runs its events
-    /// in order; a link ([`Resource::exclusive`]) carries one transfer at a
+    /// in order; a link ([`Resource::link`]) carries one transfer at a
     /// time, and of the lanes waiting for it, the one whose transfer can
     /// start first goes first (the lower lane on a tie). Without two lanes'
     /// transfers on one link, that is the slowest lane's total.
@@ -175,20 +180,15 @@ impl StepTimeline {
         }
         let mut next = [0usize; 4];
         let mut ready = [0.0f64; 4];
-        // When each link is free: host link, pool link.
+        // When each link is free (by `Resource::link`).
         let mut free = [0.0f64; 2];
-        let link = |r: Resource| match r {
-            Resource::HostLink => Some(0),
-            Resource::PoolLink => Some(1),
-            _ => None,
-        };
         loop {
             let mut pick: Option<(f64, usize)> = None;
             for (l, events) in lanes.iter().enumerate() {
                 let Some(e) = events.get(next[l]) else {
                     continue;
                 };
-                let start = match link(e.resource) {
+                let start = match e.resource.link() {
                     Some(k) => ready[l].max(free[k]),
                     None => ready[l],
                 };
@@ -200,7 +200,7 @@ impl StepTimeline {
             let e = lanes[l][next[l]];
             let end = start + e.time_ns;
             ready[l] = end;
-            if let Some(k) = link(e.resource) {
+            if let Some(k) = e.resource.link() {
                 free[k] = end;
             }
             next[l] += 1;
