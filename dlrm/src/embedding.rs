@@ -408,6 +408,15 @@ impl SystemModes {
     }
 
     /// Runs `f` on the shared pool timer.
+    fn with_pool<R>(&self, f: impl FnOnce(&mut PoolTimer) -> R) -> Result<R, DlrmError> {
+        let pool = self.env.pool.as_ref().expect("checked in new");
+        let mut p = pool.lock().map_err(|_| {
+            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
+        })?;
+        Ok(f(&mut p))
+    }
+
+    /// Times `primitive` on the shared pool timer.
     fn pool_time(
         &self,
         primitive: &str,
@@ -415,28 +424,7 @@ impl SystemModes {
         bytes: u64,
         instrs: impl FnOnce() -> Vec<Instruction>,
     ) -> Result<crate::pooltime::PoolTime, DlrmError> {
-        let pool = self.env.pool.as_ref().expect("checked in new");
-        let mut p = pool.lock().map_err(|_| {
-            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-        })?;
-        p.time(primitive, iteration, self.fingerprint, bytes, instrs)
-    }
-
-    /// Runs `f` on the pool's layout.
-    fn with_pool_layout<R>(
-        &self,
-        f: impl FnOnce(&nmpsim_nmp::Layout) -> R,
-    ) -> Result<R, DlrmError> {
-        let pool = self.env.pool.as_ref().expect("checked in new");
-        let p = pool.lock().map_err(|_| {
-            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-        })?;
-        Ok(f(p.layout()))
-    }
-
-    fn pool_link_ns(&self, bytes: u64) -> f64 {
-        let pool = self.env.pool.as_ref().expect("checked in new");
-        pool.lock().map(|p| p.setup.link_ns(bytes)).unwrap_or(0.0)
+        self.with_pool(|p| p.time(primitive, iteration, self.fingerprint, bytes, instrs))?
     }
 
     /// A transfer over the pool link: modelled, or emulated on the pool
@@ -444,19 +432,15 @@ impl SystemModes {
     fn pool_link(&mut self, bytes: u64) -> Result<(Source, f64), DlrmError> {
         #[cfg(feature = "cuda")]
         if let Some(em) = &self.emulation {
-            let (gbps, latency_ns) = {
-                let pool = self.env.pool.as_ref().expect("checked in new");
-                let p = pool.lock().map_err(|_| {
-                    DlrmError::Config(
-                        "the NMP pool timer was poisoned by an earlier failure".into(),
-                    )
-                })?;
-                (p.setup.link_gbps, p.setup.link_latency_us * 1e3)
-            };
+            let (gbps, latency_ns) =
+                self.with_pool(|p| (p.setup.link_gbps, p.setup.link_latency_us * 1e3))?;
             let e = em.lock()?.transfer(bytes, gbps, latency_ns)?;
             return Ok((Source::Emulated, e.emulated_ns));
         }
-        Ok((Source::Modelled, self.pool_link_ns(bytes)))
+        Ok((
+            Source::Modelled,
+            self.with_pool(|p| p.setup.link_ns(bytes))?,
+        ))
     }
 }
 
@@ -713,7 +697,8 @@ impl EmbeddingStrategy for SystemModes {
             // follows it (all of it for a fixed-bandwidth pool).
             let out_bytes = match pt.link_out_tail_bytes {
                 Some(b) => b,
-                None => self.with_pool_layout(|l| {
+                None => self.with_pool(|p| {
+                    let l = p.layout();
                     self.coalesced
                         .iter()
                         .enumerate()
@@ -932,7 +917,8 @@ impl SystemModes {
                 // looked up rows).
                 let out_bytes = match pt.link_out_tail_bytes {
                     Some(b) => b,
-                    None => self.with_pool_layout(|l| {
+                    None => self.with_pool(|p| {
+                        let l = p.layout();
                         batch
                             .tables
                             .iter()
