@@ -624,10 +624,6 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// The largest relative error of `got` against `want`, `|g - w| / (1 + |w|)`.
-/// A NaN or an infinity where the reference has another value is an
-/// infinite error (`f32::max` alone would drop a NaN), and so are lengths
-/// that differ.
 /// Per bag and element, the sum of the absolute values of the terms a
 /// gather-reduce of `tb` adds (weights included, a mean's division too), and
 /// the most terms in one bag: the scale of f32's rounding of those sums.
@@ -661,19 +657,41 @@ fn gather_magnitudes(
     (out, most)
 }
 
+/// The largest relative error of `got` against `want`, `|g - w| / (1 + |w|)`.
+/// A NaN or an infinity where the reference has another value is an
+/// infinite error (`f32::max` alone would drop a NaN), and so are lengths
+/// that differ.
+fn worst_rel_err(got: &[f32], want: &[f32]) -> f32 {
+    worst_err(got, want, |_| 0.0)
+}
+
 /// [`worst_rel_err`] of sums of at most `terms` terms whose magnitudes are
 /// `magnitude`: each element's difference first loses f32's bound on a sum's
 /// rounding in any order (`nmpsim_kernels::check::f32_sum_error_bound`; two
 /// more roundings for a weight's product and a mean's division).
 fn worst_sum_err(got: &[f32], want: &[f32], magnitude: &[f32], terms: usize) -> f32 {
-    if got.len() != want.len() || magnitude.len() != want.len() {
+    if magnitude.len() != want.len() {
         return f32::INFINITY;
     }
     let gamma = nmpsim_kernels::check::f32_sum_error_bound(terms + 2) as f32;
+    // (A slack that is not finite bounds nothing.)
+    worst_err(got, want, |k| {
+        Some(gamma * magnitude[k])
+            .filter(|s| s.is_finite())
+            .unwrap_or(0.0)
+    })
+}
+
+/// The largest `(|g - w| - slack(k)).max(0) / (1 + |w|)` over the elements
+/// `k`; see [`worst_rel_err`] for NaNs, infinities and lengths.
+fn worst_err(got: &[f32], want: &[f32], slack: impl Fn(usize) -> f32) -> f32 {
+    if got.len() != want.len() {
+        return f32::INFINITY;
+    }
     got.iter()
         .zip(want)
-        .zip(magnitude)
-        .fold(0.0f32, |m, ((&g, &w), &a)| {
+        .enumerate()
+        .fold(0.0f32, |m, (k, (&g, &w))| {
             if g.to_bits() == w.to_bits() {
                 return m;
             }
@@ -681,24 +699,8 @@ fn worst_sum_err(got: &[f32], want: &[f32], magnitude: &[f32], terms: usize) -> 
             if d.is_nan() {
                 return f32::INFINITY;
             }
-            // (A slack that is not finite bounds nothing.)
-            let slack = Some(gamma * a).filter(|s| s.is_finite()).unwrap_or(0.0);
-            m.max((d - slack).max(0.0) / (1.0 + w.abs()))
+            m.max((d - slack(k)).max(0.0) / (1.0 + w.abs()))
         })
-}
-
-fn worst_rel_err(got: &[f32], want: &[f32]) -> f32 {
-    if got.len() != want.len() {
-        return f32::INFINITY;
-    }
-    got.iter().zip(want).fold(0.0f32, |m, (&g, &w)| {
-        let e = if g.to_bits() == w.to_bits() {
-            0.0
-        } else {
-            (g - w).abs() / (1.0 + w.abs())
-        };
-        m.max(if e.is_nan() { f32::INFINITY } else { e })
-    })
 }
 
 #[cfg(test)]
