@@ -260,32 +260,11 @@ pub fn f32_sum_error_bound(n: usize) -> f64 {
 /// nothing; for a row looked up hundreds of thousands of times, f32 rounding
 /// of a correct sum no longer reads as a mismatch.
 pub fn sum_rel_err(got: &[f32], want: &[f32], abs_sum: &[f32], n: usize, dim: usize) -> f64 {
-    if got.len() != want.len() || abs_sum.len() != want.len() || dim == 0 {
-        return f64::INFINITY;
-    }
-    if got.iter().zip(want).any(|(a, b)| a.is_nan() != b.is_nan()) {
+    if abs_sum.len() != want.len() {
         return f64::INFINITY;
     }
     let gamma = f32_sum_error_bound(n);
-    let largest = |v: &[f32]| v.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
-    let floor = (0.01 * largest(want)).max(f32::MIN_POSITIVE as f64);
-    let mut worst = 0.0f64;
-    for ((g, w), a) in got
-        .chunks(dim)
-        .zip(want.chunks(dim))
-        .zip(abs_sum.chunks(dim))
-    {
-        let scale = largest(w);
-        let mut diff = 0.0f64;
-        for ((&x, &y), &m) in g.iter().zip(w).zip(a) {
-            if !x.is_nan() {
-                let excess = (x as f64 - y as f64).abs() - gamma * (m as f64).abs();
-                diff = diff.max(excess);
-            }
-        }
-        worst = worst.max(diff / scale.max(floor));
-    }
-    worst
+    row_err(got, want, want, dim, |k| gamma * (abs_sum[k] as f64).abs())
 }
 
 /// [`row_rel_err`] with each row's scale (and the 1% floor) taken over both
@@ -293,6 +272,18 @@ pub fn sum_rel_err(got: &[f32], want: &[f32], abs_sum: &[f32], n: usize, dim: us
 /// `after = before - step`, `terms` is `before`: when the two nearly cancel,
 /// f32 rounding is relative to them, not to the small result.
 pub fn row_rel_err_scaled(got: &[f32], want: &[f32], terms: &[f32], dim: usize) -> f64 {
+    row_err(got, want, terms, dim, |_| 0.0)
+}
+
+/// [`row_rel_err_scaled`] where element `k`'s difference first loses
+/// `slack(k)` (what [`sum_rel_err`] allows a sum's rounding).
+fn row_err(
+    got: &[f32],
+    want: &[f32],
+    terms: &[f32],
+    dim: usize,
+    slack: impl Fn(usize) -> f64,
+) -> f64 {
     if got.len() != want.len() || terms.len() != want.len() || dim == 0 {
         return f64::INFINITY;
     }
@@ -303,15 +294,20 @@ pub fn row_rel_err_scaled(got: &[f32], want: &[f32], terms: &[f32], dim: usize) 
     let global = largest(want).max(largest(terms));
     let floor = (0.01 * global).max(f32::MIN_POSITIVE as f64);
     let mut worst = 0.0f64;
-    for ((g, w), t) in got.chunks(dim).zip(want.chunks(dim)).zip(terms.chunks(dim)) {
+    let rows = got.chunks(dim).zip(want.chunks(dim)).zip(terms.chunks(dim));
+    for (r, ((g, w), t)) in rows.enumerate() {
         let scale = largest(w).max(largest(t));
-        let diff = g.iter().zip(w).fold(0.0f64, |m, (&a, &b)| {
-            if a.is_nan() {
-                m
-            } else {
-                m.max((a as f64 - b as f64).abs())
-            }
-        });
+        let diff = g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .fold(0.0f64, |m, (i, (&a, &b))| {
+                if a.is_nan() {
+                    m
+                } else {
+                    m.max((a as f64 - b as f64).abs() - slack(r * dim + i))
+                }
+            });
         worst = worst.max(diff / scale.max(floor));
     }
     worst
