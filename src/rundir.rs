@@ -188,7 +188,8 @@ impl RunDir {
     /// [`PREVIOUS_RUN`] (by this run, or kept after a failed one) is removed.
     /// Without it (the command failed), that earlier run stays there, and a
     /// note says so when the `RunDir` goes.
-    pub fn finish(mut self) -> Result<()> {
+    /// Returns the directory's path.
+    pub fn finish(mut self) -> Result<PathBuf> {
         self.finished = true;
         let prev = self.path.join(PREVIOUS_RUN);
         // (In a directory that held no run, `previous-run` is not ours.)
@@ -196,7 +197,7 @@ impl RunDir {
             fs::remove_dir_all(&prev)
                 .with_context(|| format!("cannot remove {}", prev.display()))?;
         }
-        Ok(())
+        Ok(self.path.clone())
     }
 
     pub fn path(&self) -> &Path {
@@ -213,7 +214,7 @@ impl RunDir {
     /// `results.json` and `summary.txt` itself.) After a finished run, they
     /// move to [`PREVIOUS_RUN`] instead; in a directory that holds no run
     /// (no `config.json`), any of them is an error.
-    pub fn remove_earlier(&self, names: &[&str]) -> Result<()> {
+    pub fn remove_earlier(&self, names: &[impl AsRef<str>]) -> Result<()> {
         for e in fs::read_dir(&self.path)
             .with_context(|| format!("cannot read {}", self.path.display()))?
         {
@@ -226,11 +227,11 @@ impl RunDir {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             // (A directory under a file's name is not what a run wrote: it
             // stays, and writing that file then fails, naming it.)
-            let owned = |p: &&str| match p.strip_suffix('/') {
+            let owned = |p: &str| match p.strip_suffix('/') {
                 Some(dir) => name == dir && is_dir,
-                None => name == *p && !is_dir,
+                None => name == p && !is_dir,
             };
-            if !names.iter().any(owned) {
+            if !names.iter().any(|p| owned(p.as_ref())) {
                 continue;
             }
             let p = e.path();

@@ -602,7 +602,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
         },
     };
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
-    let engine_dirs: Vec<String> = EngineKind::ALL
+    let mut owned: Vec<String> = EngineKind::ALL
         .iter()
         .flat_map(|e| {
             [
@@ -611,8 +611,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
             ]
         })
         .collect();
-    let mut owned: Vec<&str> = engine_dirs.iter().map(String::as_str).collect();
-    owned.push("results.csv");
+    owned.push("results.csv".into());
     rd.remove_earlier(&owned)?;
     let mut opts = RunOptions {
         window: a.window,
@@ -735,8 +734,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("results.csv", &header, &rows)?;
     let summary = summary_text(&cfg, &source, &results);
     rd.write_summary(&summary)?;
-    let dir = rd.path().to_path_buf();
-    rd.finish()?;
+    let dir = rd.finish()?;
     if a.json {
         outln!("{}", rundir::results_json("dram", &results)?)?;
     } else {
@@ -1061,12 +1059,11 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
     }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
-    let engine_dirs: Vec<String> = EngineKind::ALL
+    let mut owned: Vec<String> = EngineKind::ALL
         .iter()
         .flat_map(|e| BENCH_STREAMS.map(|k| format!("engine-{}-{k}/", e.name())))
         .collect();
-    let mut owned: Vec<&str> = engine_dirs.iter().map(String::as_str).collect();
-    owned.push("bench.csv");
+    owned.push("bench.csv".into());
     rd.remove_earlier(&owned)?;
     rd.write_config(
         "dram bench",
@@ -1200,8 +1197,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     }
     text.push_str(&bench_ratios(&rows, rounds));
     rd.write_summary(&text)?;
-    let dir = rd.path().to_path_buf();
-    rd.finish()?;
+    let dir = rd.finish()?;
     if b.json {
         outln!("{}", rundir::results_json("dram bench", &rows)?)?;
     } else {

@@ -453,7 +453,8 @@ fn write_run_dir<C: Serialize, R: Serialize>(
     rd.write_config(command, config)?;
     rd.write_results(command, results)?;
     rd.write_summary(&format!("{summary}\n"))?;
-    rd.finish()
+    rd.finish()?;
+    Ok(())
 }
 
 fn traffic_text(t: &TrafficBreakdown) -> String {

@@ -608,8 +608,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         ));
     }
     rd.write_summary(&text)?;
-    let dir = rd.path().to_path_buf();
-    rd.finish()?;
+    let dir = rd.finish()?;
     if a.json {
         outln!("{}", rundir::results_json("nmp run", &results)?)?;
     } else {

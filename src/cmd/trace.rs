@@ -432,9 +432,7 @@ fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -
         &cdf,
     )?;
     rd.write_summary(&stats.to_string())?;
-    let dir = rd.path().to_path_buf();
-    rd.finish()?;
-    Ok(dir)
+    rd.finish()
 }
 
 fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
