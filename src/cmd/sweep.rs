@@ -214,7 +214,7 @@ fn shard_dirs(out: &Path) -> Vec<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let prefix = format!("{name}-shard-");
+    let prefix = format!("{name}{SHARD_DIR}");
     let mut dirs: Vec<PathBuf> = fs::read_dir(&parent)
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -230,6 +230,9 @@ fn shard_dirs(out: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// What a shard's default directory adds to the whole sweep's, before `I-of-N`.
+const SHARD_DIR: &str = "-shard-";
+
 fn default_out(spec: &Path, shard: Shard) -> PathBuf {
     let stem = spec
         .file_stem()
@@ -238,7 +241,7 @@ fn default_out(spec: &Path, shard: Shard) -> PathBuf {
     let name = if shard.is_all() {
         format!("sweep-{stem}")
     } else {
-        format!("sweep-{stem}-shard-{}-of-{}", shard.index, shard.count)
+        format!("sweep-{stem}{SHARD_DIR}{}-of-{}", shard.index, shard.count)
     };
     PathBuf::from("runs").join(name)
 }
