@@ -68,12 +68,8 @@ fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
     if a.samples == 0 || a.rows == 0 {
         anyhow::bail!("--samples and --rows must be at least 1");
     }
-    if a.rows > u64::from(u32::MAX) {
-        anyhow::bail!(
-            "--rows {}: expected at most {} (row ids are u32)",
-            a.rows,
-            u32::MAX
-        );
+    if a.rows > nmpsim_traces::format::MAX_TABLE_ROWS {
+        anyhow::bail!("--rows {}: expected at most 2^32 (row ids are u32)", a.rows);
     }
     let spec = nmpsim_traces::profile(
         "criteo-kaggle",

@@ -287,14 +287,10 @@ impl RowSampler {
 
 /// Checks one table spec; `at` is its path in messages (e.g. `tables[3]`).
 fn validate_table(spec: &TableSpec, batch_size: usize, at: &str) -> Result<(), TraceError> {
-    if spec.rows == 0 || spec.rows > u64::from(u32::MAX) {
+    if spec.rows == 0 || spec.rows > crate::format::MAX_TABLE_ROWS {
         return Err(TraceError::param(
             format!("{at}.rows"),
-            format!(
-                "{} rows; expected 1 ..= {} (row ids are u32)",
-                spec.rows,
-                u32::MAX
-            ),
+            format!("{} rows; expected 1 ..= 2^32 (row ids are u32)", spec.rows),
         ));
     }
     if let Distribution::Zipf { alpha, .. } = spec.distribution {
@@ -635,13 +631,28 @@ mod tests {
                 .to_string()
                 .contains("tables[3].rows")
         );
-        spec.tables[3] = table(1 << 32, Distribution::Uniform, 1);
+        spec.tables[3] = table((1 << 32) + 1, Distribution::Uniform, 1);
+        let e = Generator::new(spec.clone()).unwrap_err().to_string();
         assert!(
-            Generator::new(spec.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("tables[3].rows")
+            e.contains("tables[3].rows") && e.contains("expected 1 ..= 2^32"),
+            "{e}"
         );
+        // 2^32 rows, every u32 id, is what the trace reader accepts too.
+        for dist in [
+            Distribution::Uniform,
+            Distribution::Zipf {
+                alpha: 1.05,
+                scatter: true,
+            },
+            Distribution::DlrmRandom,
+        ] {
+            let mut one = spec.clone();
+            one.tables = vec![table(1 << 32, dist.clone(), 4)];
+            let b = Generator::new(one)
+                .unwrap_or_else(|e| panic!("2^32 rows, {dist:?}: {e}"))
+                .next_batch();
+            assert_eq!(b.tables[0].num_rows, 1 << 32);
+        }
         spec.tables[3] = table(5, Distribution::DlrmRandom, 6);
         assert!(
             Generator::new(spec.clone())

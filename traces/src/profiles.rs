@@ -166,13 +166,12 @@ pub fn profile(name: &str, o: &ProfileOverrides) -> Result<GenSpec, TraceError> 
         }
         for t in &mut ts {
             let scaled = (t.rows as f64 * s).round();
-            if scaled > u32::MAX as f64 {
+            if scaled > crate::format::MAX_TABLE_ROWS as f64 {
                 return Err(TraceError::param(
                     "rows_scale",
                     format!(
-                        "{s:e} scales a table of {} rows to {scaled:e}; row ids are u32, so at most {}",
-                        t.rows,
-                        u32::MAX
+                        "{s:e} scales a table of {} rows to {scaled:e}; row ids are u32, so at most 2^32",
+                        t.rows
                     ),
                 ));
             }
