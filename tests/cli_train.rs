@@ -339,6 +339,32 @@ fn bad_configurations_fail_before_training() {
                 "--model",
                 "criteo-kaggle",
                 "--data",
+                "missing.tsv",
+                "--max-ind-range",
+                "10",
+                "--rows",
+                "100",
+            ],
+            "--rows sizes the tables, and --max-ind-range 10 gives every table 10 rows",
+        ),
+        (
+            vec![
+                "--model",
+                "Kaggle",
+                "--data",
+                "missing.tsv",
+                "--max-ind-range",
+                "10",
+                "--rows-scale",
+                "0.5",
+            ],
+            "--rows-scale sizes the tables",
+        ),
+        (
+            vec![
+                "--model",
+                "criteo-kaggle",
+                "--data",
                 "x.tsv",
                 "--max-ind-range",
                 "0",
@@ -389,6 +415,90 @@ fn bad_configurations_fail_before_training() {
         assert!(s.contains(want), "{args:?}: {s}");
         assert!(!s.contains("Finished training"), "{args:?}: {s}");
         assert!(!t.0.join("bad").exists(), "{args:?} left a run directory");
+    }
+}
+
+/// An empty training file is an error before training, with or without
+/// `--test-data`, not a run that "completes" with no iteration.
+#[test]
+fn an_empty_training_file_is_refused() {
+    let t = TempDir::new("empty");
+    std::fs::write(t.0.join("empty.tsv"), "").unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/criteo-sample.tsv");
+    for extra in [vec![], vec!["--test-data", sample]] {
+        let mut a = vec![
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "empty.tsv",
+            "--max-ind-range",
+            "1000",
+            "--batch",
+            "256",
+            "--iters",
+            "4",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "e",
+        ];
+        a.extend(extra.iter());
+        let o = nmpsim(&t.0, &a);
+        let s = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {s}");
+        assert!(
+            s.contains("--data empty.tsv: no samples to train on"),
+            "{extra:?}: {s}"
+        );
+        assert!(!t.0.join("e").exists(), "{extra:?} left a run directory");
+    }
+}
+
+/// `--rows-scale` goes with the Kaggle preset under any name `--model` takes
+/// for it, and `--rows` caps the scaled tables.
+#[test]
+fn kaggle_rows_scale_and_rows_cap_under_every_name() {
+    let t = TempDir::new("kag");
+    for (name, out) in [("kaggle", "a"), ("Criteo-Kaggle", "b")] {
+        let o = nmpsim(
+            &t.0,
+            &[
+                "train",
+                "--model",
+                name,
+                "--rows-scale",
+                "0.001",
+                "--rows",
+                "2000",
+                "--batch",
+                "8",
+                "--iters",
+                "1",
+                "--test-batches",
+                "1",
+                "--engine",
+                "native",
+                "-q",
+                "--out",
+                out,
+            ],
+        );
+        let s = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{name}: {s}");
+        let v = json(&t.0.join(out).join("config.json"));
+        let rows: Vec<u64> = v["config"]["train"]["model"]["table_rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no config.train.model.table_rows in {v}"))
+            .iter()
+            .map(|r| r.as_u64().unwrap())
+            .collect();
+        // Kaggle's largest tables x 0.001 are 10,131 and 8,352 rows: capped at 2,000.
+        assert_eq!(rows[2], 2000, "{name}: {rows:?}");
+        assert_eq!(rows[11], 2000, "{name}: {rows:?}");
+        assert_eq!(rows[0], 1, "{name}: round(1,460 x 0.001) = 1: {rows:?}");
+        assert_eq!(rows.iter().max(), Some(&2000));
     }
 }
 

@@ -32,7 +32,8 @@ pub fn accuracy(scores: &[f32], labels: &[f32]) -> f64 {
     let right = scores
         .iter()
         .zip(labels)
-        .filter(|(s, l)| (**s >= 0.0) == (**l >= 0.5))
+        // (A score that is not a number predicts nothing: never right.)
+        .filter(|(s, l)| !s.is_nan() && (**s >= 0.0) == (**l >= 0.5))
         .count();
     right as f64 / scores.len() as f64
 }
@@ -92,5 +93,10 @@ mod tests {
         assert_eq!(auc(&[0.3; 4], &[0.0, 1.0, 0.0, 1.0]), Some(0.5));
         assert_eq!(auc(&[0.3, 0.2], &[1.0, 1.0]), None);
         assert_eq!(accuracy(&[1.0, -1.0, 2.0], &[1.0, 0.0, 0.0]), 2.0 / 3.0);
+        // A NaN score is wrong whatever the label.
+        assert_eq!(
+            accuracy(&[f32::NAN, f32::NAN, 1.0], &[0.0, 1.0, 1.0]),
+            1.0 / 3.0
+        );
     }
 }

@@ -28,7 +28,8 @@ pub struct Preset {
 /// Adjustments of a preset.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PresetOverrides {
-    /// Rows of every RM table; for Criteo-Kaggle, the cap of the largest.
+    /// Rows of every RM table; for Criteo-Kaggle and tiny, a cap on every
+    /// table's rows (after `rows_scale`).
     pub rows: Option<u64>,
     /// Multiplies the Criteo-Kaggle table sizes.
     pub rows_scale: Option<f64>,
@@ -121,7 +122,7 @@ pub fn preset(name: &str, o: &PresetOverrides) -> Result<Preset, DlrmError> {
             let spec = profile(
                 "criteo-kaggle",
                 &ProfileOverrides {
-                    rows: o.rows,
+                    // (`rows` caps the scaled tables below, as it caps tiny's.)
                     rows_scale: Some(o.rows_scale.unwrap_or(KAGGLE_DEFAULT_SCALE)),
                     bag_size: o.lookups,
                     ..Default::default()
@@ -148,6 +149,8 @@ pub fn preset(name: &str, o: &PresetOverrides) -> Result<Preset, DlrmError> {
                 t.bag_size = BagSize::Fixed { size: l };
             }
         }
+    }
+    if matches!(key.as_str(), "tiny" | "criteo-kaggle" | "kaggle") {
         if let Some(r) = o.rows {
             for t in &mut data.tables {
                 t.rows = t.rows.min(r);
@@ -225,6 +228,32 @@ mod tests {
         .unwrap();
         assert_eq!(k.config.top_arch()[0], 16 + 27 * 26 / 2);
         assert_eq!(k.config.table_rows.iter().sum::<u64>(), 33_762_577);
+        // --rows caps every scaled Kaggle table, and never raises one.
+        let capped = |rows, scale| {
+            preset(
+                "kaggle",
+                &PresetOverrides {
+                    rows: Some(rows),
+                    rows_scale: scale,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+            .config
+            .table_rows
+        };
+        let default_scale = preset("criteo-kaggle", &PresetOverrides::default())
+            .unwrap()
+            .config
+            .table_rows;
+        let c = capped(100_000, None);
+        assert_eq!(c.iter().max(), Some(&100_000));
+        for (c, d) in c.iter().zip(&default_scale) {
+            assert_eq!(*c, (*d).min(100_000));
+        }
+        let c = capped(20_000_000, Some(0.001));
+        assert_eq!(c[2], 10_131, "round(10,131,227 x 0.001), below the cap");
+        assert!(c.iter().all(|&r| r <= 10_131));
         let e = preset("rm9", &PresetOverrides::default())
             .unwrap_err()
             .to_string();

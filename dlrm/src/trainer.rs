@@ -152,9 +152,13 @@ pub struct Trainer {
     pub embedding: Box<dyn EmbeddingStrategy>,
     pub dense: Box<dyn DenseBackend>,
     pub gpu: GpuPreset,
-    /// The dense path's GPU time per iteration (modelled; the timeline uses
-    /// it unless the dense backend measures its own time).
+    /// The dense path's GPU time per iteration of the configured batch size
+    /// (modelled; the timeline uses it unless the dense backend measures its
+    /// own time).
     pub dense_model: DenseModel,
+    /// The same for the last batch of another size (an epoch's partial last
+    /// batch): its size and model.
+    other_batch: Option<(usize, DenseModel)>,
     /// Set to stop after the current iteration.
     pub stop: Arc<AtomicBool>,
     checked: bool,
@@ -172,25 +176,31 @@ impl Trainer {
         gpu: GpuPreset,
     ) -> Result<Self, DlrmError> {
         config.validate()?;
-        let m = &config.model;
-        let dense_model = model_dense(
-            &gpu,
-            &m.bottom,
-            &m.top_arch(),
-            m.table_rows.len(),
-            m.dim,
-            m.interaction == Interaction::Dot,
-            config.batch,
-        );
+        let dense_model = Self::model_dense_at(&config, &gpu, config.batch);
         Ok(Trainer {
             config,
             embedding,
             dense,
             gpu,
             dense_model,
+            other_batch: None,
             stop: Arc::new(AtomicBool::new(false)),
             checked: false,
         })
+    }
+
+    /// The modelled dense path of `config`'s model at batch size `batch`.
+    fn model_dense_at(config: &TrainConfig, gpu: &GpuPreset, batch: usize) -> DenseModel {
+        let m = &config.model;
+        model_dense(
+            gpu,
+            &m.bottom,
+            &m.top_arch(),
+            m.table_rows.len(),
+            m.dim,
+            m.interaction == Interaction::Dot,
+            batch,
+        )
     }
 
     /// Checks a batch against the model before it is used (see
@@ -261,7 +271,19 @@ impl Trainer {
                     );
                 }
             }
-            None => self.push_modelled_dense(&mut timeline),
+            None => {
+                // The model follows the batch's shape: an epoch's last batch
+                // may be smaller than the others.
+                if b != self.config.batch && self.other_batch.as_ref().is_none_or(|(n, _)| *n != b)
+                {
+                    self.other_batch = Some((b, Self::model_dense_at(&self.config, &self.gpu, b)));
+                }
+                let d = match &self.other_batch {
+                    Some((n, d)) if *n == b => d,
+                    _ => &self.dense_model,
+                };
+                Self::push_modelled_dense(d, &mut timeline);
+            }
         }
         let iteration_ns = timeline.iteration_ns();
         Ok(IterRecord {
@@ -279,8 +301,7 @@ impl Trainer {
     }
 
     /// The dense path's events from the GPU roofline model.
-    fn push_modelled_dense(&self, timeline: &mut StepTimeline) {
-        let d = &self.dense_model;
+    fn push_modelled_dense(d: &DenseModel, timeline: &mut StepTimeline) {
         for (what, ns) in [
             ("bottom forward", d.bottom_forward_ns),
             ("top forward", d.top_forward_ns),

@@ -597,3 +597,40 @@ fn gather_instruction_bytes_match_the_encoding() {
         .unwrap();
     assert_eq!(e.bytes, want);
 }
+
+/// The modelled dense path follows each batch's size: an epoch's last,
+/// partial batch is charged as a batch of its own size, not the configured one.
+#[test]
+fn a_partial_batch_gets_the_dense_time_of_its_size() {
+    let (model, spec) = tiny();
+    let gpu = GpuPreset::named("a100").unwrap();
+    let dense_events = |configured: usize, batch: usize| {
+        let cfg = config(model.clone(), configured, 3, 0.05);
+        let mut tr = system_mode_trainer(cfg, SystemMode::BaselineCpu, gpu.clone(), None).unwrap();
+        let mut data = teacher(&spec, batch, 1, model.bottom[0]);
+        let b = data.next_batch();
+        assert_eq!(b.batch_size(), batch);
+        // Twice: the second step reuses what the first computed.
+        let mut out = Vec::new();
+        for it in 0..2 {
+            let rec = tr.step(it, &b).unwrap();
+            out = rec
+                .timeline
+                .events
+                .iter()
+                .filter(|e| e.primitive == "mlp" || e.primitive == "interaction")
+                .map(|e| (e.primitive.to_string(), e.detail.to_string(), e.time_ns))
+                .collect::<Vec<_>>();
+        }
+        out
+    };
+    let partial = dense_events(4096, 40);
+    assert_eq!(partial.len(), 7, "{partial:?}");
+    assert_eq!(partial, dense_events(40, 40));
+    let full = dense_events(4096, 4096);
+    let (p, f): (f64, f64) = (
+        partial.iter().map(|e| e.2).sum(),
+        full.iter().map(|e| e.2).sum(),
+    );
+    assert!(p < f, "40 samples {p} ns, 4096 samples {f} ns");
+}

@@ -70,7 +70,7 @@ pub struct TrainArgs {
     /// Embedding optimizer: sgd, adagrad, row-wise-adagrad, rms-prop.
     #[arg(long, default_value = "sgd")]
     optimizer: String,
-    /// Linear learning-rate warm-up steps.
+    /// Linear learning-rate warm-up steps, as the DLRM reference's scheduler (docs/dlrm.md).
     #[arg(long, default_value_t = 0)]
     lr_warmup_steps: u64,
     /// Step at which the quadratic decay starts.
@@ -79,7 +79,7 @@ pub struct TrainArgs {
     /// Steps over which the learning rate decays (0: no decay).
     #[arg(long, default_value_t = 0)]
     lr_decay_steps: u64,
-    /// Rows of every RM table (default 1,000,000); a cap on the rows of the Kaggle and tiny tables (tiny's are 64, 32, 16).
+    /// Rows of every RM table (default 1,000,000); a cap on the rows of every Kaggle table (after --rows-scale) and tiny table (tiny's are 64, 32, 16).
     #[arg(long)]
     rows: Option<u64>,
     /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows); criteo-kaggle only.
@@ -313,7 +313,11 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         bail!("--rows 0: every embedding table needs at least 1 row");
     }
     // (Options the chosen data would ignore are refused, not dropped.)
-    if a.rows_scale.is_some() && a.model != "criteo-kaggle" {
+    let kaggle = matches!(
+        a.model.to_ascii_lowercase().as_str(),
+        "criteo-kaggle" | "kaggle"
+    );
+    if a.rows_scale.is_some() && !kaggle {
         bail!(
             "--rows-scale scales the Criteo-Kaggle tables; model `{}` takes --rows",
             a.model
@@ -358,6 +362,16 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             );
         }
         if let Some(m) = a.max_ind_range {
+            for (flag, given) in [
+                ("--rows", a.rows.is_some()),
+                ("--rows-scale", a.rows_scale.is_some()),
+            ] {
+                if given {
+                    bail!(
+                        "{flag} sizes the tables, and --max-ind-range {m} gives every table {m} rows; give one of them"
+                    );
+                }
+            }
             // The reader hashes every categorical value into m rows.
             p.config.table_rows = vec![m; p.config.table_rows.len()];
             p.config.validate()?;
@@ -499,6 +513,9 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
                     let v: Vec<Batch> = open(t)?.take(a.test_batches).collect::<Result<_, _>>()?;
                     if v.is_empty() && a.test_batches > 0 {
                         bail!("--test-data {}: no samples to test on", t.display());
+                    }
+                    if train.peek().is_none() {
+                        bail!("--data {}: no samples to train on", path.display());
                     }
                     v
                 }
@@ -885,7 +902,7 @@ fn summarize(
     status: Status,
     placement: Vec<(String, String)>,
     agg: &ModeAgg,
-    dense_flops: f64,
+    dense_flops_per_sample: f64,
     calib: Vec<(String, f64)>,
 ) -> ModeSummary {
     let n = agg.iterations.max(1) as f64;
@@ -927,7 +944,7 @@ fn summarize(
             })
             .collect(),
         dense_gflops: if mlp_ns > 0.0 {
-            dense_flops * n / mlp_ns
+            dense_flops_per_sample * agg.samples as f64 / mlp_ns
         } else {
             0.0
         },
@@ -1226,7 +1243,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         };
         let mut tr = mode_trainer(&r, mode, pool.clone())?;
         let placement = tr.embedding.placement();
-        let dense_flops = tr.dense_model.flops;
+        // (The modelled FLOPs are linear in the batch size; an epoch's last
+        // batch may be smaller.)
+        let dense_flops_per_sample = tr.dense_model.flops / r.train.batch.max(1) as f64;
         let mut rec = Recorder {
             mode,
             iters: r.train.iters,
@@ -1270,7 +1289,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             rec.agg = std::mem::take(&mut rec.warm);
             rec.agg.evals = evals;
         }
-        let mut summary = summarize(mode, mode_status, placement, &rec.agg, dense_flops, calib);
+        let mut summary = summarize(
+            mode,
+            mode_status,
+            placement,
+            &rec.agg,
+            dense_flops_per_sample,
+            calib,
+        );
         summary.warmup_iterations = rec.warm.iterations;
         summaries.push(summary);
         let Recorder {
@@ -1416,7 +1442,10 @@ fn write_summary(
                 format!("{:.4}", m.modelled_hidden_ms_per_iteration),
                 m.speedup_over_baseline_cpu
                     .map_or(String::new(), |s| format!("{s:.4}")),
-                m.final_loss.map_or(String::new(), |l| format!("{l:.6}")),
+                // (Empty for a loss that is not a number, as results.json's null.)
+                m.final_loss
+                    .filter(|l| l.is_finite())
+                    .map_or(String::new(), |l| format!("{l:.6}")),
                 m.final_eval
                     .as_ref()
                     .and_then(|e| e.auc)
