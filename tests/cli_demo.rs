@@ -97,7 +97,7 @@ fn demo_rejects_bad_arguments_clearly() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("GB of memory is available"), "{e}");
+    assert!(e.contains("GB of memory available); lower"), "{e}");
 
     // A learning rate that is not a number stops the run before its directory.
     let dir = tmpdir("nan-lr");

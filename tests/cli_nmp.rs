@@ -435,3 +435,69 @@ fn row_interleaved_partial_sums_of_hot_rows_pass_the_check() {
     );
     assert_eq!(out.matches("functional check").count(), 3, "{out}");
 }
+
+#[test]
+fn batches_beyond_a_trace_run_the_trace_with_a_note() {
+    let t = TempDir::new("short");
+    let spec = nmpsim_traces::profile(
+        "uniform",
+        &nmpsim_traces::ProfileOverrides {
+            batch_size: Some(4),
+            rows: Some(100),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut g = nmpsim_traces::Generator::new(spec).unwrap();
+    let two = [g.next_batch(), g.next_batch()];
+    write_trace(&t.0.join("two.nmpt"), &two);
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--trace",
+            "two.nmpt",
+            "--batches",
+            "5",
+            "--ranks",
+            "2",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "r",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("trace two.nmpt holds 2 batches; running those, not the 5 --batches asks for"),
+        "{err}"
+    );
+    let c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.0.join("r/config.json")).unwrap()).unwrap();
+    assert_eq!(c["config"]["batches"], 2, "{c}");
+    // As many as it holds: no note.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--trace",
+            "two.nmpt",
+            "--batches",
+            "2",
+            "--ranks",
+            "2",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "r2",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+}

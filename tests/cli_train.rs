@@ -375,15 +375,15 @@ fn bad_configurations_fail_before_training() {
         (vec!["--warmup-iters", "5"], "--warmup-iters 5 leaves none"),
         (
             vec!["--test-batches", "18446744073709551615"],
-            "GB of memory is available; lower",
+            "GB of memory available); lower",
         ),
         (
             vec!["--model", "rm3", "--rows", "4294967295"],
-            "GB of memory is available; lower",
+            "GB of memory available); lower",
         ),
         (
             vec!["--arch-mlp-bot", "13-18446744073709551615-4"],
-            "GB of memory is available; lower",
+            "GB of memory available); lower",
         ),
         (vec!["--model", "rm1", "--rows", "0"], "--rows 0"),
         (

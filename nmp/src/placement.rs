@@ -355,10 +355,11 @@ impl Layout {
         let reg = self.regions[t][rank as usize]
             .as_ref()
             .expect("a located rank holds the table");
+        // (Slices are ascending: a search, not a scan, keeps a row's pieces
+        // linear in its slices for any dim.)
         let j = reg
             .slices
-            .iter()
-            .position(|&s| s == slice)
+            .binary_search(&slice)
             .expect("a located rank holds the slice") as u64;
         let dim = self.tables[t].dim;
         let first = slice as usize * SLICE_VALUES;

@@ -24,6 +24,9 @@ pub struct RankWork {
     pub requests: Vec<MemOp>,
     /// 64 B slices through the vector ALU (adds / multiply-adds / updates).
     pub alu_slices: u64,
+    /// The f32 elements those slices carry (16 each, fewer in a row's last
+    /// slice when the dim is not a multiple of 16): one add each.
+    pub alu_values: u64,
     /// Bytes this rank sends to the host link (partial or final results,
     /// row-wise exchanges).
     pub link_out_bytes: u64,
@@ -275,6 +278,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 for p in layout.row_pieces(t, row as u64).filter(|p| p.rank == rank) {
                     rd(&mut w, &p);
                     w.alu_slices += 1;
+                    w.alu_values += p.len as u64;
                 }
             }
             let bags = offsets.len() as u64 - 1;
@@ -318,6 +322,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                             if mine.iter().any(|p| p.slice == g.slice) {
                                 rd(&mut w, &g);
                                 w.alu_slices += 1;
+                                w.alu_values += g.len as u64;
                             }
                         }
                     }
@@ -380,6 +385,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                 for p in &weights {
                     wr(&mut w, p);
                     w.alu_slices += 1;
+                    w.alu_values += p.len as u64;
                 }
                 for p in &states {
                     wr(&mut w, p);

@@ -242,8 +242,9 @@ pub struct BatchReport {
     pub request_read_bytes: u64,
     pub request_write_bytes: u64,
     /// Bytes the DRAM moved: READ and WRITE bursts issued by the engines.
-    /// Lower than requested where a controller merged reads to one line or
-    /// served them from its write queue.
+    /// Lower than requested where a controller merged reads to one line,
+    /// served them from its write queue, or merged a write into a queued
+    /// write to the same line.
     pub dram_read_bytes: u64,
     pub dram_write_bytes: u64,
     /// DRAM bytes over the compute time: the pool's effective memory
@@ -264,11 +265,6 @@ pub struct BatchReport {
     pub dram_requests: u64,
     pub wall_s: f64,
     pub sim_requests_per_s: f64,
-}
-
-fn flops_per_slice() -> f64 {
-    // One add (or multiply-add: two) per f32 lane; count adds.
-    SLICE_VALUES as f64
 }
 
 /// Executes a batch of instructions: validates each, computes it on the
@@ -293,6 +289,7 @@ pub fn run_batch(
         for (acc, w) in per_rank.iter_mut().zip(works) {
             acc.requests.extend(w.requests);
             acc.alu_slices += w.alu_slices;
+            acc.alu_values += w.alu_values;
             acc.link_out_bytes += w.link_out_bytes;
         }
     }
@@ -330,7 +327,9 @@ pub fn run_batch(
     for (k, (w, s)) in per_rank.iter().zip(&sims).enumerate() {
         let alu_ns = w.alu_slices as f64 * lanes_cycles / ghz;
         let dram_ns = s.as_ref().map_or(0.0, |s| s.sim_time_ns);
-        let busy = !w.requests.is_empty() || w.alu_slices > 0;
+        // (A rank that only sends results, the zero sums of empty bags say,
+        // still waits for its output buffer to drain: it is busy too.)
+        let busy = !w.requests.is_empty() || w.alu_slices > 0 || w.link_out_bytes > 0;
         // Back-pressure: results beyond the output buffer must leave over the
         // link before the core can finish.
         let drain_ns = w.link_out_bytes.saturating_sub(out_cap) as f64 / share_gbps;
@@ -419,10 +418,13 @@ pub fn run_batch(
         .iter()
         .map(|r| r.dram_energy_pj + (compute_ns - r.dram_time_ns).max(0.0) * per_ns)
         .sum();
-    let slices: u64 = per_rank.iter().map(|w| w.alu_slices).sum();
+    // One add per element the ALU processes; every byte of a request passes
+    // the input buffer (reads) or leaves the core (writes), and every result
+    // byte the output buffer.
+    let values: u64 = per_rank.iter().map(|w| w.alu_values).sum();
     let e = &params.energy;
-    let alu_pj = slices as f64 * flops_per_slice() * e.alu_pj_per_flop;
-    let buffer_pj = (rd + wr) as f64 * e.buffer_pj_per_byte;
+    let alu_pj = values as f64 * e.alu_pj_per_flop;
+    let buffer_pj = (rd + wr + link_out_bytes) as f64 * e.buffer_pj_per_byte;
     let link_pj = (link_in_bytes + link_out_bytes) as f64 * 8.0 * e.link_pj_per_bit;
     let wall_s = started.elapsed().as_secs_f64();
     Ok(BatchReport {

@@ -241,3 +241,83 @@ fn per_rank_dram_bandwidth_is_the_dram_s_bytes_within_the_rank_s_peak() {
         );
     }
 }
+
+/// A rank that only sends results (the zero sums of empty bags) still waits
+/// for its output buffer to drain: the back-pressure is in its time.
+#[test]
+fn a_rank_that_only_sends_results_drains_them_before_it_finishes() {
+    let p = params(EngineKind::Native);
+    let mut pl = pool(Placement::VectorSliced, 1, 1, 8);
+    let batch = vec![Instruction::GatherReduce {
+        table: 0,
+        pooling: Pooling::Sum,
+        offsets: vec![0; 101],
+        indices: Vec::new(),
+        weights: None,
+    }];
+    let r = run_batch(&mut pl, &batch, &p).unwrap();
+    // 100 bags x 64 values x 4 B, over a 4 KiB buffer at 25 GB/s.
+    assert_eq!(r.link_out_bytes, 25_600);
+    assert_eq!(r.dram_requests, 0);
+    let bw = p.link.bandwidth_gbps;
+    let drain = (25_600 - 4096) as f64 / bw;
+    let alu_latency = p.core.alu_latency_cycles as f64 / p.core.alu_clock_ghz;
+    assert!(
+        (r.compute_ns - (drain + alu_latency)).abs() < 1e-6,
+        "compute {} ns, drain {drain} ns",
+        r.compute_ns
+    );
+    assert_eq!(r.per_rank[0].time_ns, r.compute_ns);
+    assert_eq!(r.active_ranks, 1);
+    // Every byte leaves the link at its bandwidth: during compute or after.
+    assert!(r.compute_ns + r.link_out_ns >= 25_600.0 / bw + p.link.latency_ns);
+}
+
+/// ALU energy is one add per element, not 16 per slice, and the buffers
+/// count the result bytes through the output buffer as well as the requests.
+#[test]
+fn alu_and_buffer_energy_count_elements_and_result_bytes() {
+    let p = params(EngineKind::Native);
+    for dim in [1usize, 20, 64] {
+        let shapes = vec![TableShape { rows: 16, dim }];
+        let mut pl = Pool::without_data(
+            Layout::new(
+                Placement::VectorSliced,
+                &shapes,
+                LayoutParams {
+                    ranks: 1,
+                    rank_capacity_bytes: 8 << 30,
+                    state_values_per_row: StateWidth::None,
+                    max_bags: 64,
+                    max_unique: 64,
+                },
+            )
+            .unwrap(),
+        );
+        // 3 bags of 3 lookups.
+        let batch = vec![Instruction::GatherReduce {
+            table: 0,
+            pooling: Pooling::Sum,
+            offsets: vec![0, 3, 6, 9],
+            indices: vec![0, 1, 2, 3, 4, 5, 6, 7, 8],
+            weights: None,
+        }];
+        let r = run_batch(&mut pl, &batch, &p).unwrap();
+        let e = &p.energy;
+        let adds = 9 * dim;
+        assert!(
+            (r.energy.alu_pj - adds as f64 * e.alu_pj_per_flop).abs() < 1e-9,
+            "dim {dim}: {} pJ for {adds} adds",
+            r.energy.alu_pj
+        );
+        let slices = dim.div_ceil(16) as u64;
+        assert_eq!(r.request_read_bytes, 9 * slices * 64);
+        assert_eq!(r.link_out_bytes, 3 * dim as u64 * 4);
+        let through = r.request_read_bytes + r.request_write_bytes + r.link_out_bytes;
+        assert!(
+            (r.energy.buffer_pj - through as f64 * e.buffer_pj_per_byte).abs() < 1e-9,
+            "dim {dim}: buffer {} pJ for {through} B",
+            r.energy.buffer_pj
+        );
+    }
+}

@@ -67,8 +67,9 @@ pub fn check_memory(need: u128, what: &str, lower: &str) -> anyhow::Result<()> {
     if let Some(avail) = available_memory_bytes() {
         if need > avail as u128 * 8 / 10 {
             anyhow::bail!(
-                "{what} need {:.1} GB but only {:.1} GB of memory is available; lower {lower}",
+                "{what} need {:.1} GB, more than the {:.1} GB a run may take (80% of the {:.1} GB of memory available); lower {lower}",
                 need as f64 / 1e9,
+                avail as f64 * 0.8 / 1e9,
                 avail as f64 / 1e9
             );
         }

@@ -70,7 +70,7 @@ pub struct RunArgs {
     /// Row distribution override: uniform, zipf:ALPHA, dlrm.
     #[arg(long, value_name = "DIST", conflicts_with = "trace")]
     dist: Option<String>,
-    /// Trace batches to run.
+    /// Trace batches to run: the first N of a --trace (all of it, with a note, if it holds fewer).
     #[arg(long, default_value_t = 1)]
     batches: u64,
     /// Seed of the generated trace and of the data.
@@ -254,6 +254,13 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let batches: Vec<Batch> = batches.collect::<Result<_>>()?;
     if batches.is_empty() {
         bail!("{source}: holds no batches");
+    }
+    if (batches.len() as u64) < a.batches {
+        eprintln!(
+            "note: {source} holds {} batches; running those, not the {} --batches asks for",
+            batches.len(),
+            a.batches
+        );
     }
     if batches[0].tables.is_empty() {
         bail!("{source}: holds no embedding tables; the pool needs at least one");
