@@ -624,6 +624,40 @@ fn a_run_without_reads_has_no_read_latency() {
         v["results"]["comparisons"][0]["read_latency_mean_ratio"].is_null(),
         "{v}"
     );
+    // No reads: no latency, null in JSON and empty in CSV, not 0 ns.
+    for run in v["results"]["runs"].as_array().unwrap() {
+        for k in [
+            "read_latency_mean_ns",
+            "read_latency_p50_ns",
+            "read_latency_p99_ns",
+            "read_latency_max_ns",
+        ] {
+            assert!(run[k].is_null(), "{k}: {run}");
+        }
+        assert!(run["row_hit_rate"].is_number(), "writes hit rows: {run}");
+    }
+    let csv = std::fs::read_to_string(d.join("w/results.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{line}");
+        let cell = |name: &str| cells[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(cell("read_latency_mean_ns"), "", "{line}");
+        assert_eq!(cell("read_latency_max_ns"), "", "{line}");
+        // Every statistic of results.json's runs, command counts included.
+        assert_eq!(cell("read_cmds"), "0", "{line}");
+        assert!(cell("write_cmds").parse::<u64>().unwrap() > 0, "{line}");
+        for name in [
+            "precharges",
+            "row_conflicts",
+            "row_hit_rate",
+            "active_rank_cycles",
+            "precharged_rank_cycles",
+        ] {
+            assert!(header.contains(&name), "{name}: {header:?}");
+        }
+    }
 }
 
 #[test]
@@ -939,4 +973,58 @@ fn earlier_runs_and_user_files_survive_reruns() {
         err.contains("busy is in use by another nmpsim run"),
         "{err}"
     );
+}
+
+#[test]
+fn base_and_footprint_take_hex_as_errors_print_them() {
+    let t = TempDir::new("hex");
+    let d = &t.0;
+    let run = |base: &str, fp: &str, out: &str| {
+        ok(
+            d,
+            &[
+                "dram",
+                "--engine",
+                "native",
+                "--stream",
+                "random",
+                "--requests",
+                "500",
+                "--base",
+                base,
+                "--footprint",
+                fp,
+                "--json",
+                "-q",
+                "--out",
+                out,
+            ],
+        );
+        read_json(&d.join(out).join("results.json"))["results"]["runs"][0]["cycles"].clone()
+    };
+    assert_eq!(
+        run("0x1000", "0x100000", "h"),
+        run("4096", "1048576", "dec")
+    );
+    let err = fails(d, &["dram", "--engine", "native", "--base", "0xzz", "-q"]);
+    assert!(
+        err.contains("--base") && err.contains("0x-prefixed hexadecimal byte count, not `0xzz`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_trace_is_named_whatever_the_engines() {
+    let t = TempDir::new("missing");
+    for engines in ["native", "both", "all"] {
+        let err = fails(
+            &t.0,
+            &["dram", "--engine", engines, "--trace", "nonexist.txt", "-q"],
+        );
+        assert!(
+            err.contains("nonexist.txt") && err.contains("No such file"),
+            "{engines}: {err}"
+        );
+        assert!(!err.contains("pipe"), "{engines}: {err}");
+    }
 }

@@ -359,7 +359,7 @@ pub fn run_batch(
                 }
             }),
             dram_energy_pj: s.as_ref().map_or(0.0, |s| s.energy.total_pj),
-            row_hit_rate: s.as_ref().map_or(0.0, |s| s.row_hit_rate),
+            row_hit_rate: s.as_ref().and_then(|s| s.row_hit_rate).unwrap_or(0.0),
         });
     }
     let compute_ns = reports.iter().map(|r| r.time_ns).fold(0.0, f64::max);

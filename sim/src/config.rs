@@ -435,10 +435,18 @@ impl DramConfig {
     }
 
     /// Upper bound in GB/s for 64 B requests that each need their own
-    /// activation, on one rank: the activation rate is limited by tFAW (four per
-    /// window), by tRRD_S (back-to-back across bank groups) and by tRC per bank,
-    /// and refresh blocks the rank for tRFC of every tREFI.
+    /// activation, on the channel: on each rank the activation rate is
+    /// limited by tFAW (four per window), by tRRD_S (back-to-back across bank
+    /// groups) and by tRC per bank, and refresh blocks the rank for tRFC of
+    /// every tREFI ([`Self::rank_activation_bound_gbps`]); these limits are
+    /// per rank, so `ranks` ranks activate that many times as often, up to
+    /// the data bus's peak.
     pub fn activation_bound_gbps(&self) -> f64 {
+        (self.rank_activation_bound_gbps() * self.ranks as f64).min(self.peak_bandwidth_gbps())
+    }
+
+    /// [`Self::activation_bound_gbps`] of one rank alone.
+    pub fn rank_activation_bound_gbps(&self) -> f64 {
         let t = &self.timing;
         let acts_per_cycle = (4.0 / t.tfaw as f64)
             .min(1.0 / t.trrd_s as f64)
@@ -678,6 +686,18 @@ mod tests {
         let b = c.activation_bound_gbps();
         // 4 ACT per 34 cycles of 0.625 ns, less the refresh share: about 11.5 GB/s.
         assert!(b > 11.0 && b < 12.1, "{b}");
+        assert_eq!(b, c.rank_activation_bound_gbps());
+        // Per-rank limits: two ranks activate twice as often, up to the peak.
+        let two = DramConfig::preset("DDR4-2400-x8-2R").unwrap();
+        let one = DramConfig::preset("DDR4-2400-x8").unwrap();
+        assert_eq!(
+            two.rank_activation_bound_gbps(),
+            one.rank_activation_bound_gbps()
+        );
+        let want = (2.0 * one.activation_bound_gbps()).min(two.peak_bandwidth_gbps());
+        assert!((two.activation_bound_gbps() - want).abs() < 1e-12);
+        assert!(two.activation_bound_gbps() > one.activation_bound_gbps());
+        assert!(two.activation_bound_gbps() <= two.peak_bandwidth_gbps());
         assert_eq!(
             DramConfig::preset("DDR4-2400-x4").unwrap().capacity_bytes(),
             16 << 30

@@ -64,14 +64,17 @@ pub struct DramStats {
     pub peak_bandwidth_gbps: f64,
     /// bus bandwidth / peak: the share of the time the data bus carried data.
     pub bus_utilisation: f64,
-    pub read_latency_mean_ns: f64,
-    pub read_latency_p50_ns: f64,
-    pub read_latency_p99_ns: f64,
-    pub read_latency_max_ns: f64,
+    /// Read latency statistics; `None` (null in JSON, empty in CSV) for a
+    /// run with no reads.
+    pub read_latency_mean_ns: Option<f64>,
+    pub read_latency_p50_ns: Option<f64>,
+    pub read_latency_p99_ns: Option<f64>,
+    pub read_latency_max_ns: Option<f64>,
     pub row_hits: u64,
     pub row_misses: u64,
     pub row_conflicts: Option<u64>,
-    pub row_hit_rate: f64,
+    /// Row hits over column commands; `None` for a run that issued none.
+    pub row_hit_rate: Option<f64>,
     pub activations: u64,
     pub precharges: u64,
     pub read_cmds: u64,
@@ -545,18 +548,14 @@ fn assemble(
         bus_bandwidth_gbps,
         peak_bandwidth_gbps: config.peak_bandwidth_gbps(),
         bus_utilisation: bus_bandwidth_gbps / config.peak_bandwidth_gbps(),
-        read_latency_mean_ns: lat.mean() * tck,
-        read_latency_p50_ns: lat.quantile(0.5) as f64 * tck,
-        read_latency_p99_ns: lat.quantile(0.99) as f64 * tck,
-        read_latency_max_ns: lat.max() as f64 * tck,
+        read_latency_mean_ns: (reads > 0).then(|| lat.mean() * tck),
+        read_latency_p50_ns: (reads > 0).then(|| lat.quantile(0.5) as f64 * tck),
+        read_latency_p99_ns: (reads > 0).then(|| lat.quantile(0.99) as f64 * tck),
+        read_latency_max_ns: (reads > 0).then(|| lat.max() as f64 * tck),
         row_hits: n.row_hits,
         row_misses: n.row_misses,
         row_conflicts: n.row_conflicts,
-        row_hit_rate: if accesses > 0 {
-            n.row_hits as f64 / accesses as f64
-        } else {
-            0.0
-        },
+        row_hit_rate: (accesses > 0).then(|| n.row_hits as f64 / accesses as f64),
         activations: n.activates,
         precharges: n.precharges,
         read_cmds: n.read_cmds,

@@ -66,7 +66,7 @@ fn check_stride(stride_bytes: u64) -> Result<(), SimError> {
 }
 
 /// Parses a decimal or `0x`-prefixed hexadecimal `u64`.
-fn parse_u64(s: &str) -> Option<u64> {
+pub fn parse_u64(s: &str) -> Option<u64> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
             u64::from_str_radix(hex, 16).ok()

@@ -215,13 +215,19 @@ impl Row {
         let (d, n, r) = (&self.ds3, &self.nat, &self.ram);
         [
             rel(n.bandwidth_gbps, d.bandwidth_gbps),
-            rel(n.read_latency_mean_ns, d.read_latency_mean_ns),
+            rel(lat(n.read_latency_mean_ns), lat(d.read_latency_mean_ns)),
             rel(n.bandwidth_gbps, r.bandwidth_gbps),
-            rel(n.read_latency_mean_ns, r.read_latency_mean_ns),
+            rel(lat(n.read_latency_mean_ns), lat(r.read_latency_mean_ns)),
             rel(d.bandwidth_gbps, r.bandwidth_gbps),
-            rel(d.read_latency_mean_ns, r.read_latency_mean_ns),
+            rel(lat(d.read_latency_mean_ns), lat(r.read_latency_mean_ns)),
         ]
     }
+}
+
+/// A read latency statistic of a run that has reads (every validation case
+/// does); -1 where it has none, so that two runs without reads compare equal.
+fn lat(x: Option<f64>) -> f64 {
+    x.unwrap_or(-1.0)
 }
 
 fn print_table(rows: &[Row]) {
@@ -246,9 +252,9 @@ fn print_table(rows: &[Row]) {
             row.ds3.bandwidth_gbps,
             row.nat.bandwidth_gbps,
             row.ram.bandwidth_gbps,
-            row.ds3.read_latency_mean_ns,
-            row.nat.read_latency_mean_ns,
-            row.ram.read_latency_mean_ns,
+            lat(row.ds3.read_latency_mean_ns),
+            lat(row.nat.read_latency_mean_ns),
+            lat(row.ram.read_latency_mean_ns),
             e[0] * 100.0,
             e[1] * 100.0,
             e[2] * 100.0,
@@ -936,23 +942,23 @@ fn differing(d: &DramStats, n: &DramStats, reads_only: bool) -> Vec<String> {
     cmp("read_cmds", d.read_cmds as f64, n.read_cmds as f64);
     cmp(
         "read latency mean",
-        d.read_latency_mean_ns,
-        n.read_latency_mean_ns,
+        lat(d.read_latency_mean_ns),
+        lat(n.read_latency_mean_ns),
     );
     cmp(
         "read latency p50",
-        d.read_latency_p50_ns,
-        n.read_latency_p50_ns,
+        lat(d.read_latency_p50_ns),
+        lat(n.read_latency_p50_ns),
     );
     cmp(
         "read latency p99",
-        d.read_latency_p99_ns,
-        n.read_latency_p99_ns,
+        lat(d.read_latency_p99_ns),
+        lat(n.read_latency_p99_ns),
     );
     cmp(
         "read latency max",
-        d.read_latency_max_ns,
-        n.read_latency_max_ns,
+        lat(d.read_latency_max_ns),
+        lat(n.read_latency_max_ns),
     );
     if reads_only {
         return out;

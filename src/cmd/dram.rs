@@ -44,7 +44,7 @@ pub struct DramCommand {
 
 #[derive(Subcommand, Debug)]
 enum DramSub {
-    /// List the DDR4 presets with their capacity, peak and activation-bound bandwidth.
+    /// List the DDR4 presets with their capacity, peak and activation-bound bandwidth (every rank's, at most the peak).
     Presets {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -93,16 +93,17 @@ struct RunArgs {
     #[arg(long, default_value_t = 0, value_name = "S",
           conflicts_with_all = ["trace", "embedding_trace"])]
     seed: u64,
-    /// Lowest address of a synthetic stream (or of the embedding tables).
+    /// Lowest address of a synthetic stream (or of the embedding tables); decimal or 0x hex.
     #[arg(
         long,
         default_value_t = 0,
         value_name = "BYTES",
+        value_parser = bytes_arg,
         conflicts_with = "trace"
     )]
     base: u64,
-    /// Bytes a synthetic stream covers [default: capacity - base].
-    #[arg(long, value_name = "BYTES", conflicts_with_all = ["trace", "embedding_trace"])]
+    /// Bytes a synthetic stream covers, decimal or 0x hex [default: capacity - base].
+    #[arg(long, value_name = "BYTES", value_parser = bytes_arg, conflicts_with_all = ["trace", "embedding_trace"])]
     footprint: Option<u64>,
     /// Address trace file: one `ADDRESS R|W` per line (docs/dram-traces.md). A pipe (`/dev/stdin`) can be read by one engine only.
     #[arg(long, value_name = "FILE", conflicts_with = "embedding_trace")]
@@ -532,8 +533,10 @@ impl Agreement {
             engine: run.engine,
             reference: reference.engine,
             bandwidth_ratio: run.bandwidth_gbps / reference.bandwidth_gbps,
-            read_latency_mean_ratio: (run.reads > 0 && reference.reads > 0)
-                .then(|| run.read_latency_mean_ns / reference.read_latency_mean_ns),
+            read_latency_mean_ratio: run
+                .read_latency_mean_ns
+                .zip(reference.read_latency_mean_ns)
+                .map(|(a, b)| a / b),
             activations_ratio: run.activations as f64 / reference.activations.max(1) as f64,
             energy_ratio: run.energy.total_pj / reference.energy.total_pj,
         }
@@ -573,8 +576,9 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
                 path.display()
             );
         }
-        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        if !regular && engines.len() > 1 {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("--trace {}", path.display()))?;
+        if !meta.is_file() && engines.len() > 1 {
             bail!(
                 "--trace {}: not a regular file (a pipe?), so it can be read only once, and each of the {} engines reads the whole trace; save it to a file first, or run one engine",
                 path.display(),
@@ -759,6 +763,8 @@ fn spinner(what: &str, quiet: bool) -> indicatif::ProgressBar {
 }
 
 fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    // A statistic the run has none of (no reads: no latency) is left empty.
+    let opt = |x: Option<f64>| x.map_or(String::new(), |x| x.to_string());
     let header = vec![
         "engine",
         "preset",
@@ -773,10 +779,18 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "read_latency_mean_ns",
         "read_latency_p50_ns",
         "read_latency_p99_ns",
+        "read_latency_max_ns",
         "row_hits",
         "row_misses",
+        "row_conflicts",
+        "row_hit_rate",
         "activations",
+        "precharges",
+        "read_cmds",
+        "write_cmds",
         "refreshes",
+        "active_rank_cycles",
+        "precharged_rank_cycles",
         "energy_activate_pj",
         "energy_read_pj",
         "energy_write_pj",
@@ -803,13 +817,21 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 s.bandwidth_gbps.to_string(),
                 s.bus_bandwidth_gbps.to_string(),
                 s.bus_utilisation.to_string(),
-                s.read_latency_mean_ns.to_string(),
-                s.read_latency_p50_ns.to_string(),
-                s.read_latency_p99_ns.to_string(),
+                opt(s.read_latency_mean_ns),
+                opt(s.read_latency_p50_ns),
+                opt(s.read_latency_p99_ns),
+                opt(s.read_latency_max_ns),
                 s.row_hits.to_string(),
                 s.row_misses.to_string(),
+                s.row_conflicts.map_or(String::new(), |c| c.to_string()),
+                opt(s.row_hit_rate),
                 s.activations.to_string(),
+                s.precharges.to_string(),
+                s.read_cmds.to_string(),
+                s.write_cmds.to_string(),
                 s.refreshes.to_string(),
+                s.active_rank_cycles.to_string(),
+                s.precharged_rank_cycles.to_string(),
                 s.energy.activate_pj.to_string(),
                 s.energy.read_pj.to_string(),
                 s.energy.write_pj.to_string(),
@@ -871,13 +893,7 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
         s.push('\n');
     };
     // A run without reads has no read latency.
-    let latency = |x: &DramStats, ns: f64| {
-        if x.reads == 0 {
-            "n/a".to_string()
-        } else {
-            format!("{ns:.1}")
-        }
-    };
+    let latency = |ns: Option<f64>| ns.map_or("n/a".to_string(), |ns| format!("{ns:.1}"));
     row("requests (R/W)", &|x| format!("{}/{}", x.reads, x.writes));
     row("cycles", &|x| x.cycles.to_string());
     row("simulated time (us)", &|x| {
@@ -891,16 +907,13 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
         format!("{:.1}%", x.bus_utilisation * 100.0)
     });
     row("read latency mean (ns)", &|x| {
-        latency(x, x.read_latency_mean_ns)
+        latency(x.read_latency_mean_ns)
     });
-    row("read latency p50 (ns)", &|x| {
-        latency(x, x.read_latency_p50_ns)
-    });
-    row("read latency p99 (ns)", &|x| {
-        latency(x, x.read_latency_p99_ns)
-    });
+    row("read latency p50 (ns)", &|x| latency(x.read_latency_p50_ns));
+    row("read latency p99 (ns)", &|x| latency(x.read_latency_p99_ns));
     row("row hit rate", &|x| {
-        format!("{:.1}%", x.row_hit_rate * 100.0)
+        x.row_hit_rate
+            .map_or("n/a".to_string(), |r| format!("{:.1}%", r * 100.0))
     });
     row("activations", &|x| x.activations.to_string());
     row("refreshes", &|x| x.refreshes.to_string());
@@ -1205,6 +1218,14 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         outln!("run directory: {}", dir.display())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// clap's parser of a byte count or address: decimal, or hexadecimal after
+/// `0x` (as errors print addresses, and as `strided:` and traces take them).
+fn bytes_arg(s: &str) -> Result<u64, String> {
+    nmpsim_sim::source::parse_u64(s).ok_or_else(|| {
+        format!("expected a decimal or 0x-prefixed hexadecimal byte count, not `{s}`")
+    })
 }
 
 #[cfg(test)]
