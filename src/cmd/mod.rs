@@ -85,6 +85,12 @@ pub fn available_memory_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// `n` and the noun, singular for one: `plural(1, "batch", "batches")`
+/// is "1 batch".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -103,5 +109,12 @@ mod tests {
         for gbps in [1e-6, 0.5, 25.0, 1e6] {
             super::check_link_gbps(gbps).unwrap();
         }
+    }
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(super::plural(1, "batch", "batches"), "1 batch");
+        assert_eq!(super::plural(0, "batch", "batches"), "0 batches");
+        assert_eq!(super::plural(3, "item", "items"), "3 items");
     }
 }

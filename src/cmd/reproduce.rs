@@ -284,8 +284,8 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         let held: usize = summary.items.iter().map(|i| i.checks_holding).sum();
         let total: usize = summary.items.iter().map(|i| i.checks).sum();
         outln!(
-            "{} items, {held} of {total} checks hold, in {:.0} s; report: {}",
-            summary.items.len(),
+            "{}, {held} of {total} checks hold, in {:.0} s; report: {}",
+            crate::cmd::plural(summary.items.len(), "item", "items"),
             summary.wall_s,
             report.display()
         )?;

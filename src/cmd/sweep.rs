@@ -1116,9 +1116,9 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
         .filter(|r| r.status == Status::Failed.as_str())
         .count();
     eprintln!(
-        "merged {} of {total} runs from {} directories into {} ({failed} failed) -> {}",
+        "merged {} of {total} runs from {} into {} ({failed} failed) -> {}",
         rows.len(),
-        m.dirs.len(),
+        crate::cmd::plural(m.dirs.len(), "directory", "directories"),
         m.out.display(),
         csv.display()
     );

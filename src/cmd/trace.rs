@@ -304,7 +304,11 @@ fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
     pb.finish_and_clear();
     let n = w.finish()?;
     if !a.quiet {
-        eprintln!("wrote {n} batches to {}", out.display());
+        eprintln!(
+            "wrote {} to {}",
+            crate::cmd::plural(n as usize, "batch", "batches"),
+            out.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -474,7 +478,11 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
     }
     let n = w.finish()?;
     if !a.quiet {
-        eprintln!("wrote {n} batches to {}", a.output.display());
+        eprintln!(
+            "wrote {} to {}",
+            crate::cmd::plural(n as usize, "batch", "batches"),
+            a.output.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1035,7 +1035,7 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     );
     let _ = writeln!(
         o,
-        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled; emu: GPU emulation of the pool)"
+        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled; emu: GPU emulation of the pool;\n hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
     );
     let _ = write!(o, "{:<14}", "mode");
     for p in &prims {
