@@ -275,6 +275,48 @@ pub fn row_rel_err_scaled(got: &[f32], want: &[f32], terms: &[f32], dim: usize) 
     row_err(got, want, terms, dim, |_| 0.0)
 }
 
+/// Roundings of a row-wise Adagrad accumulator besides its f32 sum over the
+/// row: each square, the division by `dim`, and the two steps' additions to the
+/// accumulator (the check runs two steps).
+const ROW_WISE_ACCUMULATOR_ROUNDINGS: usize = 4;
+
+/// Row-wise relative error of two steps of row-wise Adagrad against the
+/// reference: weights (`got_w` against `want_w`, scaled by `before_w` as in
+/// [`row_rel_err_scaled`]) and the one accumulator per row (`got_a` against
+/// `want_a`), the larger of the two.
+///
+/// The accumulator adds `mean_k(g_k^2)`, an f32 sum over the row's `dim`
+/// squares (as FBGEMM computes it), where the reference sums in f64. Its terms
+/// are non-negative, so its relative rounding is at most
+/// `gamma = `[`f32_sum_error_bound`]`(dim + 4)` in any order (the squares, the
+/// division and the accumulator's additions are the 4 more roundings): each
+/// accumulator first loses `gamma * want_a`. The step `lr / (sqrt(a) + eps)`
+/// inherits half of that (the square root) plus a few roundings, within
+/// `gamma` again for `dim >= 4`: each weight first loses `gamma` times its
+/// update, `|want_w - before_w|`. Only what exceeds that counts. For a few
+/// tens of elements per row this changes nothing; for a row of 65536 it is the
+/// rounding f32 itself allows the sum.
+pub fn row_wise_adagrad_err(
+    got_w: &[f32],
+    want_w: &[f32],
+    before_w: &[f32],
+    got_a: &[f32],
+    want_a: &[f32],
+    dim: usize,
+) -> f64 {
+    if before_w.len() != want_w.len() {
+        return f64::INFINITY;
+    }
+    let gamma = f32_sum_error_bound(dim.saturating_add(ROW_WISE_ACCUMULATOR_ROUNDINGS));
+    let w = row_err(got_w, want_w, before_w, dim, |k| {
+        gamma * (want_w[k] as f64 - before_w[k] as f64).abs()
+    });
+    let a = row_err(got_a, want_a, want_a, 1, |k| {
+        gamma * (want_a[k] as f64).abs()
+    });
+    w.max(a)
+}
+
 /// [`row_rel_err_scaled`] where element `k`'s difference first loses
 /// `slack(k)` (what [`sum_rel_err`] allows a sum's rounding).
 fn row_err(
@@ -634,15 +676,30 @@ pub fn run_check_on(
                     }
                     Ok(state)
                 });
-                let err = result.map_err(fail).map(|state| {
-                    let w =
-                        row_rel_err_scaled(&table.data, &want_table.data, &input.table.data, dim);
-                    let s = row_rel_err(
+                let err = result.map_err(fail).map(|state| match opt {
+                    // Its accumulator is a sum over the row: f32's bound on it.
+                    Optimizer::RowWiseAdagrad { .. } => row_wise_adagrad_err(
+                        &table.data,
+                        &want_table.data,
+                        &input.table.data,
                         &state.values,
                         &want_state.values,
-                        state.values_per_row.max(1),
-                    );
-                    w.max(s)
+                        dim,
+                    ),
+                    _ => {
+                        let w = row_rel_err_scaled(
+                            &table.data,
+                            &want_table.data,
+                            &input.table.data,
+                            dim,
+                        );
+                        let s = row_rel_err(
+                            &state.values,
+                            &want_state.values,
+                            state.values_per_row.max(1),
+                        );
+                        w.max(s)
+                    }
                 });
                 v.record(&format!("scatter-{}", opt.name()), STEP_TOLERANCE, err, t);
             }
@@ -838,6 +895,147 @@ mod tests {
                 "{failed:?}"
             );
         }
+    }
+
+    /// A 65536-wide row: the CPU kernel sums `mean(g^2)` over the row in f32,
+    /// the reference in f64; the difference is within f32's bound on that sum
+    /// (it once read as a mismatch of 1.1e-5).
+    #[test]
+    fn a_wide_row_wise_adagrad_row_passes_within_f32_s_sum_bound() {
+        let report = run_check(&wide_row_config(), &[&CpuBackend]).unwrap();
+        assert!(report.ok, "{:#?}", report.backends);
+    }
+
+    fn wide_row_config() -> CheckConfig {
+        CheckConfig {
+            tables: 1,
+            batch_size: 3,
+            bag_size: 2,
+            rows: 5,
+            dim: 65536,
+            seed: 1,
+            ..Default::default()
+        }
+    }
+
+    /// The CPU backend, with row-wise Adagrad's accumulators scaled by
+    /// `1 + .0` and every updated weight's step by `1 + .1`.
+    struct RowWiseOff(f32, f32);
+    impl Backend for RowWiseOff {
+        fn name(&self) -> &str {
+            "row-wise-off"
+        }
+        fn gather_reduce(
+            &self,
+            t: &EmbeddingTable,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Vec<f32>, Traffic), KernelError> {
+            CpuBackend.gather_reduce(t, b, p)
+        }
+        fn expand(
+            &self,
+            g: &[f32],
+            dim: usize,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Expanded, Traffic), KernelError> {
+            CpuBackend.expand(g, dim, b, p)
+        }
+        fn coalesce(
+            &self,
+            e: &Expanded,
+            rows: u64,
+        ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+            CpuBackend.coalesce(e, rows)
+        }
+        fn tensor_cast(
+            &self,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Casted, Traffic), KernelError> {
+            CpuBackend.tensor_cast(b, p)
+        }
+        fn casted_gather_reduce(
+            &self,
+            c: &Casted,
+            g: &[f32],
+            dim: usize,
+        ) -> Result<(Coalesced, Traffic), KernelError> {
+            CpuBackend.casted_gather_reduce(c, g, dim)
+        }
+        fn scatter_update(
+            &self,
+            t: &mut EmbeddingTable,
+            s: &mut OptimizerState,
+            g: &Coalesced,
+            o: &Optimizer,
+        ) -> Result<Traffic, KernelError> {
+            let before = t.data.clone();
+            let tr = CpuBackend.scatter_update(t, s, g, o)?;
+            if let Optimizer::RowWiseAdagrad { .. } = o {
+                for &row in &g.rows {
+                    s.values[row as usize] *= 1.0 + self.0;
+                    let r = row as usize * t.dim..(row as usize + 1) * t.dim;
+                    for (w, b) in t.data[r.clone()].iter_mut().zip(&before[r]) {
+                        *w += (*w - b) * self.1;
+                    }
+                }
+            }
+            Ok(tr)
+        }
+    }
+
+    /// Errors beyond f32's bound on the row's sum still fail, in the
+    /// accumulator or in the weights, and nothing else does.
+    #[test]
+    fn wide_row_wise_adagrad_errors_beyond_the_bound_still_count() {
+        let config = wide_row_config();
+        let inputs = check_inputs(&config).unwrap();
+        let failed = |b: RowWiseOff| -> Vec<String> {
+            run_check_on(&config, &inputs, &[&b]).unwrap().backends[0]
+                .primitives
+                .iter()
+                .filter(|p| !p.ok)
+                .map(|p| p.primitive.clone())
+                .collect()
+        };
+        assert!(failed(RowWiseOff(0.0, 0.0)).is_empty());
+        // The bound on a 65540-term sum: 0.39%.
+        let gamma = f32_sum_error_bound(65540);
+        assert!(gamma > 3.9e-3 && gamma < 4.0e-3, "{gamma}");
+        for off in [RowWiseOff(0.01, 0.0), RowWiseOff(0.0, 0.01)] {
+            assert_eq!(failed(off), ["scatter-row-wise-adagrad"]);
+        }
+    }
+
+    #[test]
+    fn row_wise_adagrad_err_allows_the_sum_s_rounding_only() {
+        let gamma = f32_sum_error_bound(100 + ROW_WISE_ACCUMULATOR_ROUNDINGS);
+        let (before, want) = ([1.0f32; 100], [0.9f32; 100]);
+        // The accumulator within its bound, the weights exact: nothing.
+        let a = 2.0 * (1.0 - 0.5 * gamma) as f32;
+        assert_eq!(
+            row_wise_adagrad_err(&want, &want, &before, &[a], &[2.0], 100),
+            0.0
+        );
+        // The accumulator beyond it: the excess.
+        let e = row_wise_adagrad_err(&want, &want, &before, &[2.02], &[2.0], 100);
+        assert!((e - (0.01 - gamma)).abs() < 1e-6, "{e}");
+        // A weight within gamma of its update (0.1): nothing; beyond it counts.
+        let mut got = want;
+        got[7] = 0.9 - (0.05 * gamma) as f32;
+        assert_eq!(
+            row_wise_adagrad_err(&got, &want, &before, &[2.0], &[2.0], 100),
+            0.0
+        );
+        got[7] = 0.9 - 1e-3;
+        let e = row_wise_adagrad_err(&got, &want, &before, &[2.0], &[2.0], 100);
+        assert!(e > 9e-4 - 0.1 * gamma - 1e-7 && e < 1e-3, "{e}");
+        assert_eq!(
+            row_wise_adagrad_err(&got, &want, &before[..99], &[2.0], &[2.0], 100),
+            f64::INFINITY
+        );
     }
 
     #[test]
