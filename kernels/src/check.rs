@@ -6,6 +6,7 @@
 //! holds each of them to the same reference with the same tolerances.
 
 use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
+use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 
 use crate::cast::Casted;
@@ -199,7 +200,7 @@ pub struct BackendCheck {
 }
 
 /// Analytic traffic of each primitive, summed over the tables.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TrafficBreakdown {
     pub lookups: u64,
     pub unique_rows: u64,
@@ -362,29 +363,48 @@ pub struct CheckInput {
     pub grad_out: Vec<f32>,
 }
 
-/// Generates the inputs of `config`, one per table, deterministically.
-pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError> {
+/// Seeds of each table's inputs: (batch, table values, output gradient).
+struct InputSeeds(SplitMix64);
+
+impl InputSeeds {
+    fn new(config: &CheckConfig) -> Self {
+        InputSeeds(SplitMix64::new(config.seed))
+    }
+
+    fn next_table(&mut self) -> [u64; 3] {
+        [self.0.next_u64(), self.0.next_u64(), self.0.next_u64()]
+    }
+}
+
+/// Checks `config` and returns the spec every table's batch is drawn from.
+fn table_spec(config: &CheckConfig) -> Result<TableSpec, KernelError> {
     crate::error::check_dim(config.dim)?;
     if config.tables == 0 {
         return Err(KernelError::invalid("tables", "0; expected at least 1"));
     }
-    let spec = TableSpec {
+    Ok(TableSpec {
         rows: config.rows,
         distribution: config.distribution.clone(),
         bag_size: BagSize::Fixed {
             size: config.bag_size,
         },
         weighted: config.pooling == Pooling::WeightedSum,
-    };
-    let mut seeds = SplitMix64::new(config.seed);
+    })
+}
+
+/// Generates the inputs of `config`, one per table, deterministically.
+pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError> {
+    let spec = table_spec(config)?;
+    let mut seeds = InputSeeds::new(config);
     (0..config.tables)
         .map(|t| {
-            let batch = generate_table_batch(&spec, config.batch_size, seeds.next_u64())
+            let [batch_seed, table_seed, grad_seed] = seeds.next_table();
+            let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
                 .map_err(|e| KernelError::from(e).in_table(t))?;
-            let table = EmbeddingTable::seeded(config.rows, config.dim, seeds.next_u64())
+            let table = EmbeddingTable::seeded(config.rows, config.dim, table_seed)
                 .map_err(|e| e.in_table(t))?;
             let mut grad_out = vec![0.0f32; config.batch_size * config.dim];
-            fill_uniform(&mut grad_out, -1.0, 1.0, seeds.next_u64());
+            fill_uniform(&mut grad_out, -1.0, 1.0, grad_seed);
             Ok(CheckInput {
                 batch,
                 table,
@@ -392,6 +412,58 @@ pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError
             })
         })
         .collect()
+}
+
+/// The analytic traffic of `config`'s workload, as [`run_check`] reports it
+/// in [`CheckReport::traffic`], from each table's generated batch alone (its
+/// lookups, bags and unique rows) and the rows and dim: no table, gradient
+/// or kernel is built or run, so it costs one table's indices at a time,
+/// whatever the table's size.
+pub fn analytic_traffic(config: &CheckConfig) -> Result<TrafficBreakdown, KernelError> {
+    use crate::traffic::{
+        casted_gather_reduce_traffic, coalesce_accumulate_traffic, expand_traffic,
+        gather_reduce_traffic, scatter_traffic, sort_pairs_traffic, tensor_cast_traffic,
+    };
+    let spec = table_spec(config)?;
+    let (dim, pooling) = (config.dim, config.pooling);
+    // Every count is at most a few times lookups x row bytes, summed over
+    // the tables: refused where that could overflow u64.
+    let lookups = config.tables as u128 * config.batch_size as u128 * config.bag_size as u128;
+    if lookups * (dim as u128 + 16) * 16 > u128::from(u64::MAX) {
+        return Err(KernelError::invalid(
+            "dim",
+            format!(
+                "{dim}-wide rows for {lookups} lookups ({} tables x batch {} x bag {}): their byte counts overflow 64 bits",
+                config.tables, config.batch_size, config.bag_size
+            ),
+        ));
+    }
+    let weighted = pooling == Pooling::WeightedSum;
+    let mut seeds = InputSeeds::new(config);
+    let mut t = TrafficBreakdown::default();
+    for table in 0..config.tables {
+        let [batch_seed, ..] = seeds.next_table();
+        let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
+            .map_err(|e| KernelError::from(e).in_table(table))?;
+        let (n, bags, rows) = (batch.num_lookups(), batch.batch_size(), batch.num_rows);
+        let unique = {
+            let mut ids = batch.indices;
+            ids.par_sort_unstable();
+            ids.dedup();
+            ids.len()
+        };
+        t.lookups += n as u64;
+        t.unique_rows += unique as u64;
+        t.gather_reduce += gather_reduce_traffic(n, bags, dim, weighted);
+        t.expand += expand_traffic(n, dim, weighted);
+        t.coalesce_sort += sort_pairs_traffic(n, rows);
+        t.coalesce_accumulate += coalesce_accumulate_traffic(n, unique, dim);
+        t.tensor_cast += tensor_cast_traffic(n, bags, unique, rows, pooling.scaled());
+        t.casted_gather_reduce += casted_gather_reduce_traffic(n, unique, dim, pooling.scaled());
+        t.scatter_sgd += scatter_traffic(unique, dim, 0);
+        t.scatter_adagrad += scatter_traffic(unique, dim, dim);
+    }
+    Ok(t)
 }
 
 /// Accumulates one primitive's verdict over tables.
@@ -1073,6 +1145,72 @@ mod tests {
         assert_eq!(
             t.scatter_adagrad,
             crate::traffic::scatter_traffic(unique, 16, 16)
+        );
+    }
+
+    /// The analytic traffic, from the batches alone, is exactly what a check
+    /// (which runs the reference on real tables) reports.
+    #[test]
+    fn analytic_traffic_equals_the_check_s() {
+        let mut configs = vec![];
+        for pooling in Pooling::ALL {
+            for distribution in [
+                Distribution::Uniform,
+                Distribution::Zipf {
+                    alpha: 1.05,
+                    scatter: true,
+                },
+                Distribution::DlrmRandom,
+            ] {
+                configs.push(CheckConfig {
+                    tables: 3,
+                    batch_size: 96,
+                    bag_size: 7,
+                    rows: 3000,
+                    dim: 24,
+                    distribution,
+                    pooling,
+                    seed: 11,
+                });
+            }
+        }
+        // A table one radix pass cannot sort, and a hot one-row table.
+        configs.push(CheckConfig {
+            rows: 5_000_000,
+            dim: 4,
+            tables: 1,
+            batch_size: 64,
+            bag_size: 3,
+            ..Default::default()
+        });
+        configs.push(CheckConfig {
+            rows: 1,
+            tables: 2,
+            batch_size: 16,
+            bag_size: 5,
+            dim: 8,
+            ..Default::default()
+        });
+        for c in configs {
+            let want = run_check(&c, &[]).unwrap().traffic;
+            let got = analytic_traffic(&c).unwrap();
+            assert_eq!(got, want, "{c:?}");
+            assert!(got.unique_rows > 0 && got.lookups > 0);
+        }
+        let e = analytic_traffic(&CheckConfig {
+            dim: 0,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("dim"), "{e}");
+        let e = analytic_traffic(&CheckConfig {
+            dim: 1 << 50,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("`dim`") && e.to_string().contains("overflow 64 bits"),
+            "{e}"
         );
     }
 
