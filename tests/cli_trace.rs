@@ -537,6 +537,24 @@ fn absurd_sizes_are_refused_by_flag() {
             vec!["trace", "gen", "--rows", "10", "-o", "no/such/dir/x.nmpt"],
             "no/such/dir/x.nmpt: No such file",
         ),
+        // One batch of 24 GB: past a record's 4 GiB (it once aborted on an
+        // allocation failure).
+        (
+            vec![
+                "trace",
+                "gen",
+                "--rows",
+                "10",
+                "--batch",
+                "2000000000",
+                "--bag",
+                "2",
+                "-q",
+                "-o",
+                "huge.nmpt",
+            ],
+            "--batch 2000000000 x --bag 2 lookups over 1 table: one batch record would hold 24000000012 bytes",
+        ),
     ] {
         let o = nmpsim(d, &args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -544,6 +562,7 @@ fn absurd_sizes_are_refused_by_flag() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
     }
+    assert!(!d.join("huge.nmpt").exists());
 }
 
 /// SIGINT or SIGTERM during `trace gen` ends it with 130 or 143 and leaves

@@ -45,6 +45,29 @@ const HAS_LABELS: u8 = 2;
 /// The most rows a table may have: row ids are u32.
 pub const MAX_TABLE_ROWS: u64 = 1 << 32;
 
+/// The most payload bytes one record holds: its length field is a u32.
+pub const MAX_RECORD_PAYLOAD: u64 = u32::MAX as u64;
+
+/// Payload bytes of the batch record of `batch_size` samples whose tables
+/// have `(lookups, weighted)` each, with `num_dense` dense features per sample
+/// and labels when asked (the layout of `docs/trace-format.md`). In u128, so
+/// that any request can be compared with [`MAX_RECORD_PAYLOAD`] (or with the
+/// memory that holds the batch's arrays, which take the same bytes).
+pub fn batch_payload_bytes(
+    batch_size: u64,
+    tables: impl IntoIterator<Item = (u64, bool)>,
+    num_dense: Option<u32>,
+    labels: bool,
+) -> u128 {
+    let b = u128::from(batch_size);
+    let tables: u128 = tables
+        .into_iter()
+        .map(|(n, weighted)| 4 + (b + 1) * 4 + u128::from(n) * if weighted { 8 } else { 4 })
+        .sum();
+    let dense = b * u128::from(num_dense.unwrap_or(0)) * 4;
+    4 + tables + dense + if labels { b * 4 } else { 0 }
+}
+
 /// What every batch of a trace looks like, plus free-form metadata (the CLI stores
 /// the resolved generator spec or conversion options there as JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -414,9 +437,8 @@ impl TraceWriter {
             TraceError::param(
                 "batch",
                 format!(
-                    "{} bytes; a record holds at most {} bytes",
+                    "{} bytes; a record holds at most {MAX_RECORD_PAYLOAD} bytes",
                     buf.len() - 5,
-                    u32::MAX
                 ),
             )
         })?;
@@ -861,6 +883,41 @@ mod tests {
         assert_eq!(r.header().num_dense, Some(2));
         assert_eq!(r.header().weighted, vec![false, true]);
         assert_eq!(read_all(&p).unwrap(), bs);
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// [`batch_payload_bytes`] is what the writer writes, for every shape.
+    #[test]
+    fn payload_bytes_are_the_records() {
+        let d = tmpdir("payload");
+        let p = d.join("a.nmpt");
+        let mut shapes = sample_batches();
+        let mut bare = shapes[0].clone();
+        bare.dense = None;
+        bare.num_dense = 0;
+        bare.labels = None;
+        shapes.push(bare);
+        for b in shapes {
+            write(&p, std::slice::from_ref(&b));
+            let bytes = std::fs::read(&p).unwrap();
+            let (_, recs) = batch_records(&bytes);
+            let tables = b
+                .tables
+                .iter()
+                .map(|t| (t.indices.len() as u64, t.weights.is_some()));
+            let want = batch_payload_bytes(
+                b.batch_size() as u64,
+                tables,
+                b.dense.as_ref().map(|_| b.num_dense as u32),
+                b.labels.is_some(),
+            );
+            assert_eq!(recs[0].len() as u128 - 9, want);
+        }
+        // 2 x 10^9 samples of 2 lookups: past what a record holds.
+        assert!(
+            batch_payload_bytes(2_000_000_000, [(4_000_000_000, false)], None, false)
+                > u128::from(MAX_RECORD_PAYLOAD)
+        );
         std::fs::remove_dir_all(d).ok();
     }
 
