@@ -173,6 +173,20 @@ fn out_writes_a_run_directory_of_what_was_printed() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The default bench's tables, 8 x 4M rows x 64 f32 = 8.192e9 bytes, in
+/// both units (once described as 8 GiB).
+#[test]
+fn bench_help_sizes_the_default_tables_right() {
+    let o = nmpsim(&["kernels", "bench", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert_eq!(8u64 * 4_000_000 * 64 * 4, 8_192_000_000);
+    assert!(
+        help.contains("8.19 GB") && help.contains("(7.63 GiB)") && !help.contains("8 GiB"),
+        "{help}"
+    );
+}
+
 /// `kernels bench --reps 0` is refused by clap, not turned into 1.
 #[test]
 fn bench_refuses_zero_reps() {

@@ -65,8 +65,8 @@ pub enum KernelsCommand {
     /// copy bandwidth.
     ///
     /// The default is RM1-like (80 lookups per bag, batch 2048) with tables
-    /// far larger than the L2 cache: 8 x 4M rows x 64 = 8 GiB of device
-    /// memory. Exits 2 when no GPU can be used (the reason is printed).
+    /// far larger than the L2 cache: 8 x 4M rows x 64 f32 = 8.19 GB
+    /// (7.63 GiB) of device memory. Exits 2 when no GPU can be used (the reason is printed).
     #[command(
         after_help = "Examples:\n  nmpsim kernels bench --backend cuda\n  nmpsim kernels bench --backend cuda --tables 4 --rows 1000000 --dim 128 --reps 50\n  nmpsim kernels bench --backend cuda --json > bench.json"
     )]
