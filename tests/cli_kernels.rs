@@ -77,12 +77,45 @@ fn bad_arguments_fail_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("dim"));
     // Far more than any machine has (16 PB): refused before allocating,
     // not an allocation failure.
-    for sub in ["check", "traffic"] {
-        let out = nmpsim(&["kernels", sub, "--rows", "1000000000", "--dim", "1000000"]);
+    let out = nmpsim(&[
+        "kernels",
+        "check",
+        "--rows",
+        "1000000000",
+        "--dim",
+        "1000000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("of memory is available"), "{err}");
+}
+
+/// `kernels traffic` counts bytes from the batches alone: tables far larger
+/// than memory are answered at once (a 102 GB table was once refused, a 5 GB
+/// one took a minute to build and check), with the counts of the formulas.
+#[test]
+fn traffic_builds_no_table() {
+    let start = std::time::Instant::now();
+    for (rows, dim) in [("200000000", "64"), ("1000000000", "1000000")] {
+        let out = nmpsim(&[
+            "kernels", "traffic", "--json", "--tables", "1", "--rows", rows, "--dim", dim,
+            "--batch", "16", "--bag", "1", "--dist", "uniform",
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{sub}: {err}");
-        assert!(err.contains("of memory is available"), "{sub}: {err}");
+        assert!(out.status.success(), "{rows} x {dim}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &v["results"];
+        let (u, d) = (
+            t["unique_rows"].as_u64().unwrap(),
+            dim.parse::<u64>().unwrap() * 4,
+        );
+        assert!(u > 0 && u <= 16, "{t}");
+        // 16 rows read, 16 indices and 17 offsets; 16 pooled rows written.
+        assert_eq!(t["gather_reduce"]["read_bytes"], 16 * d + 16 * 4 + 17 * 4);
+        assert_eq!(t["gather_reduce"]["write_bytes"], 16 * d);
+        assert_eq!(t["scatter_sgd"]["write_bytes"], u * d);
     }
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
 }
 
 #[test]
@@ -138,6 +171,20 @@ fn out_writes_a_run_directory_of_what_was_printed() {
         assert!(results["results"].is_object(), "{sub}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The default bench's tables, 8 x 4M rows x 64 f32 = 8.192e9 bytes, in
+/// both units (once described as 8 GiB).
+#[test]
+fn bench_help_sizes_the_default_tables_right() {
+    let o = nmpsim(&["kernels", "bench", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert_eq!(8u64 * 4_000_000 * 64 * 4, 8_192_000_000);
+    assert!(
+        help.contains("8.19 GB") && help.contains("(7.63 GiB)") && !help.contains("8 GiB"),
+        "{help}"
+    );
 }
 
 /// `kernels bench --reps 0` is refused by clap, not turned into 1.

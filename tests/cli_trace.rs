@@ -283,6 +283,69 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     assert!(!d.join("zero.nmpt").exists());
 }
 
+/// Two batch records of equal length swapped, or one written twice: each
+/// record's own CRC and the batch count still match, the end record's stream
+/// checksum does not, and `trace stats` / `trace export` refuse the file by name.
+#[test]
+fn swapped_or_duplicated_batch_records_are_refused() {
+    let t = TempDir::new("swap");
+    let d = &t.0;
+    ok(
+        d,
+        &[
+            "trace",
+            "gen",
+            "--rows",
+            "10",
+            "--tables",
+            "2",
+            "--bag",
+            "3",
+            "--batch",
+            "4",
+            "--batches",
+            "2",
+            "--seed",
+            "5",
+            "-q",
+            "-o",
+            "orig.nmpt",
+        ],
+    );
+    let good = std::fs::read(d.join("orig.nmpt")).unwrap();
+    let hlen = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+    let start = 16 + hlen + 4;
+    let rec_len =
+        |at: usize| 9 + u32::from_le_bytes(good[at + 1..at + 5].try_into().unwrap()) as usize;
+    let (r0, r1) = (start..start + rec_len(start), {
+        let at = start + rec_len(start);
+        at..at + rec_len(at)
+    });
+    assert_eq!(r0.len(), r1.len(), "fixed bags: equal record lengths");
+    assert_ne!(good[r0.clone()], good[r1.clone()]);
+    for (name, first, second) in [("swapped.nmpt", &r1, &r0), ("duplicated.nmpt", &r0, &r0)] {
+        let mut bad = good[..start].to_vec();
+        bad.extend_from_slice(&good[first.clone()]);
+        bad.extend_from_slice(&good[second.clone()]);
+        bad.extend_from_slice(&good[r1.end..]);
+        std::fs::write(d.join(name), &bad).unwrap();
+        for cmd in [
+            vec!["trace", "stats", name],
+            vec!["trace", "export", name, "--csv", "-"],
+        ] {
+            let o = nmpsim(d, &cmd);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(
+                err.contains(name)
+                    && err
+                        .contains("checksum over all batch records does not match the end record"),
+                "{cmd:?}: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn outputs_never_destroy_inputs_or_leave_stray_files() {
     let t = TempDir::new("outputs");
@@ -474,6 +537,24 @@ fn absurd_sizes_are_refused_by_flag() {
             vec!["trace", "gen", "--rows", "10", "-o", "no/such/dir/x.nmpt"],
             "no/such/dir/x.nmpt: No such file",
         ),
+        // One batch of 24 GB: past a record's 4 GiB (it once aborted on an
+        // allocation failure).
+        (
+            vec![
+                "trace",
+                "gen",
+                "--rows",
+                "10",
+                "--batch",
+                "2000000000",
+                "--bag",
+                "2",
+                "-q",
+                "-o",
+                "huge.nmpt",
+            ],
+            "--batch 2000000000 x --bag 2 lookups over 1 table: one batch record would hold 24000000012 bytes",
+        ),
     ] {
         let o = nmpsim(d, &args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -481,6 +562,7 @@ fn absurd_sizes_are_refused_by_flag() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
     }
+    assert!(!d.join("huge.nmpt").exists());
 }
 
 /// SIGINT or SIGTERM during `trace gen` ends it with 130 or 143 and leaves

@@ -6,6 +6,7 @@
 //! holds each of them to the same reference with the same tolerances.
 
 use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
+use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 
 use crate::cast::Casted;
@@ -199,7 +200,7 @@ pub struct BackendCheck {
 }
 
 /// Analytic traffic of each primitive, summed over the tables.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TrafficBreakdown {
     pub lookups: u64,
     pub unique_rows: u64,
@@ -275,6 +276,48 @@ pub fn row_rel_err_scaled(got: &[f32], want: &[f32], terms: &[f32], dim: usize) 
     row_err(got, want, terms, dim, |_| 0.0)
 }
 
+/// Roundings of a row-wise Adagrad accumulator besides its f32 sum over the
+/// row: each square, the division by `dim`, and the two steps' additions to the
+/// accumulator (the check runs two steps).
+const ROW_WISE_ACCUMULATOR_ROUNDINGS: usize = 4;
+
+/// Row-wise relative error of two steps of row-wise Adagrad against the
+/// reference: weights (`got_w` against `want_w`, scaled by `before_w` as in
+/// [`row_rel_err_scaled`]) and the one accumulator per row (`got_a` against
+/// `want_a`), the larger of the two.
+///
+/// The accumulator adds `mean_k(g_k^2)`, an f32 sum over the row's `dim`
+/// squares (as FBGEMM computes it), where the reference sums in f64. Its terms
+/// are non-negative, so its relative rounding is at most
+/// `gamma = `[`f32_sum_error_bound`]`(dim + 4)` in any order (the squares, the
+/// division and the accumulator's additions are the 4 more roundings): each
+/// accumulator first loses `gamma * want_a`. The step `lr / (sqrt(a) + eps)`
+/// inherits half of that (the square root) plus a few roundings, within
+/// `gamma` again for `dim >= 4`: each weight first loses `gamma` times its
+/// update, `|want_w - before_w|`. Only what exceeds that counts. For a few
+/// tens of elements per row this changes nothing; for a row of 65536 it is the
+/// rounding f32 itself allows the sum.
+pub fn row_wise_adagrad_err(
+    got_w: &[f32],
+    want_w: &[f32],
+    before_w: &[f32],
+    got_a: &[f32],
+    want_a: &[f32],
+    dim: usize,
+) -> f64 {
+    if before_w.len() != want_w.len() {
+        return f64::INFINITY;
+    }
+    let gamma = f32_sum_error_bound(dim.saturating_add(ROW_WISE_ACCUMULATOR_ROUNDINGS));
+    let w = row_err(got_w, want_w, before_w, dim, |k| {
+        gamma * (want_w[k] as f64 - before_w[k] as f64).abs()
+    });
+    let a = row_err(got_a, want_a, want_a, 1, |k| {
+        gamma * (want_a[k] as f64).abs()
+    });
+    w.max(a)
+}
+
 /// [`row_rel_err_scaled`] where element `k`'s difference first loses
 /// `slack(k)` (what [`sum_rel_err`] allows a sum's rounding).
 fn row_err(
@@ -320,29 +363,48 @@ pub struct CheckInput {
     pub grad_out: Vec<f32>,
 }
 
-/// Generates the inputs of `config`, one per table, deterministically.
-pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError> {
+/// Seeds of each table's inputs: (batch, table values, output gradient).
+struct InputSeeds(SplitMix64);
+
+impl InputSeeds {
+    fn new(config: &CheckConfig) -> Self {
+        InputSeeds(SplitMix64::new(config.seed))
+    }
+
+    fn next_table(&mut self) -> [u64; 3] {
+        [self.0.next_u64(), self.0.next_u64(), self.0.next_u64()]
+    }
+}
+
+/// Checks `config` and returns the spec every table's batch is drawn from.
+fn table_spec(config: &CheckConfig) -> Result<TableSpec, KernelError> {
     crate::error::check_dim(config.dim)?;
     if config.tables == 0 {
         return Err(KernelError::invalid("tables", "0; expected at least 1"));
     }
-    let spec = TableSpec {
+    Ok(TableSpec {
         rows: config.rows,
         distribution: config.distribution.clone(),
         bag_size: BagSize::Fixed {
             size: config.bag_size,
         },
         weighted: config.pooling == Pooling::WeightedSum,
-    };
-    let mut seeds = SplitMix64::new(config.seed);
+    })
+}
+
+/// Generates the inputs of `config`, one per table, deterministically.
+pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError> {
+    let spec = table_spec(config)?;
+    let mut seeds = InputSeeds::new(config);
     (0..config.tables)
         .map(|t| {
-            let batch = generate_table_batch(&spec, config.batch_size, seeds.next_u64())
+            let [batch_seed, table_seed, grad_seed] = seeds.next_table();
+            let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
                 .map_err(|e| KernelError::from(e).in_table(t))?;
-            let table = EmbeddingTable::seeded(config.rows, config.dim, seeds.next_u64())
+            let table = EmbeddingTable::seeded(config.rows, config.dim, table_seed)
                 .map_err(|e| e.in_table(t))?;
             let mut grad_out = vec![0.0f32; config.batch_size * config.dim];
-            fill_uniform(&mut grad_out, -1.0, 1.0, seeds.next_u64());
+            fill_uniform(&mut grad_out, -1.0, 1.0, grad_seed);
             Ok(CheckInput {
                 batch,
                 table,
@@ -350,6 +412,58 @@ pub fn check_inputs(config: &CheckConfig) -> Result<Vec<CheckInput>, KernelError
             })
         })
         .collect()
+}
+
+/// The analytic traffic of `config`'s workload, as [`run_check`] reports it
+/// in [`CheckReport::traffic`], from each table's generated batch alone (its
+/// lookups, bags and unique rows) and the rows and dim: no table, gradient
+/// or kernel is built or run, so it costs one table's indices at a time,
+/// whatever the table's size.
+pub fn analytic_traffic(config: &CheckConfig) -> Result<TrafficBreakdown, KernelError> {
+    use crate::traffic::{
+        casted_gather_reduce_traffic, coalesce_accumulate_traffic, expand_traffic,
+        gather_reduce_traffic, scatter_traffic, sort_pairs_traffic, tensor_cast_traffic,
+    };
+    let spec = table_spec(config)?;
+    let (dim, pooling) = (config.dim, config.pooling);
+    // Every count is at most a few times lookups x row bytes, summed over
+    // the tables: refused where that could overflow u64.
+    let lookups = config.tables as u128 * config.batch_size as u128 * config.bag_size as u128;
+    if lookups * (dim as u128 + 16) * 16 > u128::from(u64::MAX) {
+        return Err(KernelError::invalid(
+            "dim",
+            format!(
+                "{dim}-wide rows for {lookups} lookups ({} tables x batch {} x bag {}): their byte counts overflow 64 bits",
+                config.tables, config.batch_size, config.bag_size
+            ),
+        ));
+    }
+    let weighted = pooling == Pooling::WeightedSum;
+    let mut seeds = InputSeeds::new(config);
+    let mut t = TrafficBreakdown::default();
+    for table in 0..config.tables {
+        let [batch_seed, ..] = seeds.next_table();
+        let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
+            .map_err(|e| KernelError::from(e).in_table(table))?;
+        let (n, bags, rows) = (batch.num_lookups(), batch.batch_size(), batch.num_rows);
+        let unique = {
+            let mut ids = batch.indices;
+            ids.par_sort_unstable();
+            ids.dedup();
+            ids.len()
+        };
+        t.lookups += n as u64;
+        t.unique_rows += unique as u64;
+        t.gather_reduce += gather_reduce_traffic(n, bags, dim, weighted);
+        t.expand += expand_traffic(n, dim, weighted);
+        t.coalesce_sort += sort_pairs_traffic(n, rows);
+        t.coalesce_accumulate += coalesce_accumulate_traffic(n, unique, dim);
+        t.tensor_cast += tensor_cast_traffic(n, bags, unique, rows, pooling.scaled());
+        t.casted_gather_reduce += casted_gather_reduce_traffic(n, unique, dim, pooling.scaled());
+        t.scatter_sgd += scatter_traffic(unique, dim, 0);
+        t.scatter_adagrad += scatter_traffic(unique, dim, dim);
+    }
+    Ok(t)
 }
 
 /// Accumulates one primitive's verdict over tables.
@@ -634,15 +748,30 @@ pub fn run_check_on(
                     }
                     Ok(state)
                 });
-                let err = result.map_err(fail).map(|state| {
-                    let w =
-                        row_rel_err_scaled(&table.data, &want_table.data, &input.table.data, dim);
-                    let s = row_rel_err(
+                let err = result.map_err(fail).map(|state| match opt {
+                    // Its accumulator is a sum over the row: f32's bound on it.
+                    Optimizer::RowWiseAdagrad { .. } => row_wise_adagrad_err(
+                        &table.data,
+                        &want_table.data,
+                        &input.table.data,
                         &state.values,
                         &want_state.values,
-                        state.values_per_row.max(1),
-                    );
-                    w.max(s)
+                        dim,
+                    ),
+                    _ => {
+                        let w = row_rel_err_scaled(
+                            &table.data,
+                            &want_table.data,
+                            &input.table.data,
+                            dim,
+                        );
+                        let s = row_rel_err(
+                            &state.values,
+                            &want_state.values,
+                            state.values_per_row.max(1),
+                        );
+                        w.max(s)
+                    }
                 });
                 v.record(&format!("scatter-{}", opt.name()), STEP_TOLERANCE, err, t);
             }
@@ -840,6 +969,147 @@ mod tests {
         }
     }
 
+    /// A 65536-wide row: the CPU kernel sums `mean(g^2)` over the row in f32,
+    /// the reference in f64; the difference is within f32's bound on that sum
+    /// (it once read as a mismatch of 1.1e-5).
+    #[test]
+    fn a_wide_row_wise_adagrad_row_passes_within_f32_s_sum_bound() {
+        let report = run_check(&wide_row_config(), &[&CpuBackend]).unwrap();
+        assert!(report.ok, "{:#?}", report.backends);
+    }
+
+    fn wide_row_config() -> CheckConfig {
+        CheckConfig {
+            tables: 1,
+            batch_size: 3,
+            bag_size: 2,
+            rows: 5,
+            dim: 65536,
+            seed: 1,
+            ..Default::default()
+        }
+    }
+
+    /// The CPU backend, with row-wise Adagrad's accumulators scaled by
+    /// `1 + .0` and every updated weight's step by `1 + .1`.
+    struct RowWiseOff(f32, f32);
+    impl Backend for RowWiseOff {
+        fn name(&self) -> &str {
+            "row-wise-off"
+        }
+        fn gather_reduce(
+            &self,
+            t: &EmbeddingTable,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Vec<f32>, Traffic), KernelError> {
+            CpuBackend.gather_reduce(t, b, p)
+        }
+        fn expand(
+            &self,
+            g: &[f32],
+            dim: usize,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Expanded, Traffic), KernelError> {
+            CpuBackend.expand(g, dim, b, p)
+        }
+        fn coalesce(
+            &self,
+            e: &Expanded,
+            rows: u64,
+        ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
+            CpuBackend.coalesce(e, rows)
+        }
+        fn tensor_cast(
+            &self,
+            b: &TableBatch,
+            p: Pooling,
+        ) -> Result<(Casted, Traffic), KernelError> {
+            CpuBackend.tensor_cast(b, p)
+        }
+        fn casted_gather_reduce(
+            &self,
+            c: &Casted,
+            g: &[f32],
+            dim: usize,
+        ) -> Result<(Coalesced, Traffic), KernelError> {
+            CpuBackend.casted_gather_reduce(c, g, dim)
+        }
+        fn scatter_update(
+            &self,
+            t: &mut EmbeddingTable,
+            s: &mut OptimizerState,
+            g: &Coalesced,
+            o: &Optimizer,
+        ) -> Result<Traffic, KernelError> {
+            let before = t.data.clone();
+            let tr = CpuBackend.scatter_update(t, s, g, o)?;
+            if let Optimizer::RowWiseAdagrad { .. } = o {
+                for &row in &g.rows {
+                    s.values[row as usize] *= 1.0 + self.0;
+                    let r = row as usize * t.dim..(row as usize + 1) * t.dim;
+                    for (w, b) in t.data[r.clone()].iter_mut().zip(&before[r]) {
+                        *w += (*w - b) * self.1;
+                    }
+                }
+            }
+            Ok(tr)
+        }
+    }
+
+    /// Errors beyond f32's bound on the row's sum still fail, in the
+    /// accumulator or in the weights, and nothing else does.
+    #[test]
+    fn wide_row_wise_adagrad_errors_beyond_the_bound_still_count() {
+        let config = wide_row_config();
+        let inputs = check_inputs(&config).unwrap();
+        let failed = |b: RowWiseOff| -> Vec<String> {
+            run_check_on(&config, &inputs, &[&b]).unwrap().backends[0]
+                .primitives
+                .iter()
+                .filter(|p| !p.ok)
+                .map(|p| p.primitive.clone())
+                .collect()
+        };
+        assert!(failed(RowWiseOff(0.0, 0.0)).is_empty());
+        // The bound on a 65540-term sum: 0.39%.
+        let gamma = f32_sum_error_bound(65540);
+        assert!(gamma > 3.9e-3 && gamma < 4.0e-3, "{gamma}");
+        for off in [RowWiseOff(0.01, 0.0), RowWiseOff(0.0, 0.01)] {
+            assert_eq!(failed(off), ["scatter-row-wise-adagrad"]);
+        }
+    }
+
+    #[test]
+    fn row_wise_adagrad_err_allows_the_sum_s_rounding_only() {
+        let gamma = f32_sum_error_bound(100 + ROW_WISE_ACCUMULATOR_ROUNDINGS);
+        let (before, want) = ([1.0f32; 100], [0.9f32; 100]);
+        // The accumulator within its bound, the weights exact: nothing.
+        let a = 2.0 * (1.0 - 0.5 * gamma) as f32;
+        assert_eq!(
+            row_wise_adagrad_err(&want, &want, &before, &[a], &[2.0], 100),
+            0.0
+        );
+        // The accumulator beyond it: the excess.
+        let e = row_wise_adagrad_err(&want, &want, &before, &[2.02], &[2.0], 100);
+        assert!((e - (0.01 - gamma)).abs() < 1e-6, "{e}");
+        // A weight within gamma of its update (0.1): nothing; beyond it counts.
+        let mut got = want;
+        got[7] = 0.9 - (0.05 * gamma) as f32;
+        assert_eq!(
+            row_wise_adagrad_err(&got, &want, &before, &[2.0], &[2.0], 100),
+            0.0
+        );
+        got[7] = 0.9 - 1e-3;
+        let e = row_wise_adagrad_err(&got, &want, &before, &[2.0], &[2.0], 100);
+        assert!(e > 9e-4 - 0.1 * gamma - 1e-7 && e < 1e-3, "{e}");
+        assert_eq!(
+            row_wise_adagrad_err(&got, &want, &before[..99], &[2.0], &[2.0], 100),
+            f64::INFINITY
+        );
+    }
+
     #[test]
     fn an_update_that_cancels_is_judged_against_its_terms() {
         // after = before - step, with before and step nearly equal: f32
@@ -875,6 +1145,72 @@ mod tests {
         assert_eq!(
             t.scatter_adagrad,
             crate::traffic::scatter_traffic(unique, 16, 16)
+        );
+    }
+
+    /// The analytic traffic, from the batches alone, is exactly what a check
+    /// (which runs the reference on real tables) reports.
+    #[test]
+    fn analytic_traffic_equals_the_check_s() {
+        let mut configs = vec![];
+        for pooling in Pooling::ALL {
+            for distribution in [
+                Distribution::Uniform,
+                Distribution::Zipf {
+                    alpha: 1.05,
+                    scatter: true,
+                },
+                Distribution::DlrmRandom,
+            ] {
+                configs.push(CheckConfig {
+                    tables: 3,
+                    batch_size: 96,
+                    bag_size: 7,
+                    rows: 3000,
+                    dim: 24,
+                    distribution,
+                    pooling,
+                    seed: 11,
+                });
+            }
+        }
+        // A table one radix pass cannot sort, and a hot one-row table.
+        configs.push(CheckConfig {
+            rows: 5_000_000,
+            dim: 4,
+            tables: 1,
+            batch_size: 64,
+            bag_size: 3,
+            ..Default::default()
+        });
+        configs.push(CheckConfig {
+            rows: 1,
+            tables: 2,
+            batch_size: 16,
+            bag_size: 5,
+            dim: 8,
+            ..Default::default()
+        });
+        for c in configs {
+            let want = run_check(&c, &[]).unwrap().traffic;
+            let got = analytic_traffic(&c).unwrap();
+            assert_eq!(got, want, "{c:?}");
+            assert!(got.unique_rows > 0 && got.lookups > 0);
+        }
+        let e = analytic_traffic(&CheckConfig {
+            dim: 0,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("dim"), "{e}");
+        let e = analytic_traffic(&CheckConfig {
+            dim: 1 << 50,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("`dim`") && e.to_string().contains("overflow 64 bits"),
+            "{e}"
         );
     }
 

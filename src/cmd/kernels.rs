@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use nmpsim_kernels::Pooling;
-use nmpsim_kernels::check::{Backend, CheckConfig, CpuBackend, TrafficBreakdown, run_check};
+use nmpsim_kernels::check::{
+    Backend, CheckConfig, CpuBackend, TrafficBreakdown, analytic_traffic, run_check,
+};
 use nmpsim_traces::Distribution;
 use serde::Serialize;
 
@@ -39,6 +41,11 @@ pub enum KernelsCommand {
         out: Option<PathBuf>,
     },
     /// Print the analytic bytes each primitive reads and writes (the paper's Fig. 6 method).
+    ///
+    /// The bytes follow from each table's lookups, bags and unique rows (of a
+    /// batch generated as `kernels check` generates it) and from --rows and
+    /// --dim: no table is built and no kernel runs, so any table size is
+    /// answered at once.
     #[command(
         after_help = "Examples:\n  nmpsim kernels traffic --bag 10 --batch 2048 --dist uniform\n  nmpsim kernels traffic --json\n  nmpsim kernels traffic --bag 80 --out runs/traffic"
     )]
@@ -58,8 +65,8 @@ pub enum KernelsCommand {
     /// copy bandwidth.
     ///
     /// The default is RM1-like (80 lookups per bag, batch 2048) with tables
-    /// far larger than the L2 cache: 8 x 4M rows x 64 = 8 GiB of device
-    /// memory. Exits 2 when no GPU can be used (the reason is printed).
+    /// far larger than the L2 cache: 8 x 4M rows x 64 f32 = 8.19 GB
+    /// (7.63 GiB) of device memory. Exits 2 when no GPU can be used (the reason is printed).
     #[command(
         after_help = "Examples:\n  nmpsim kernels bench --backend cuda\n  nmpsim kernels bench --backend cuda --tables 4 --rows 1000000 --dim 128 --reps 50\n  nmpsim kernels bench --backend cuda --json > bench.json"
     )]
@@ -132,6 +139,8 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The workload as a check config; `check_memory` (what running the
+    /// check on it needs) is the caller's.
     fn config(&self) -> anyhow::Result<CheckConfig> {
         let distribution: Distribution = self
             .distribution
@@ -151,7 +160,6 @@ impl Workload {
             pooling,
             seed: self.seed,
         };
-        check_memory(&config)?;
         Ok(config)
     }
 }
@@ -249,6 +257,7 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             out,
         } => {
             let config = workload.config()?;
+            check_memory(&config)?;
             let (owned, skipped) = match select_backends(&backends)? {
                 Selected::Run(b, skipped) => (b, skipped),
                 Selected::Exit(code) => return Ok(code),
@@ -324,15 +333,30 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             out,
         } => {
             let config = workload.config()?;
-            let report = run_check(&config, &[])?;
-            let text = traffic_text(&report.traffic);
+            // One table's batch at a time: its indices (and weights), and
+            // the sorted copy that counts its unique rows.
+            let words = if config.pooling == Pooling::WeightedSum {
+                3
+            } else {
+                2
+            };
+            crate::cmd::check_memory(
+                config.batch_size as u128 * config.bag_size as u128 * words * 4,
+                &format!(
+                    "--batch {} x --bag {} lookups of one table",
+                    config.batch_size, config.bag_size
+                ),
+                "--batch or --bag",
+            )?;
+            let traffic = analytic_traffic(&config)?;
+            let text = traffic_text(&traffic);
             if let Some(dir) = &out {
-                write_run_dir(dir, "kernels traffic", &config, &report.traffic, &text)?;
+                write_run_dir(dir, "kernels traffic", &config, &traffic, &text)?;
             }
             if json {
                 outln!(
                     "{}",
-                    crate::rundir::results_json("kernels traffic", &report.traffic)?
+                    crate::rundir::results_json("kernels traffic", &traffic)?
                 )?;
             } else {
                 outln!("{text}")?;

@@ -290,6 +290,7 @@ fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
         bail!("give an output file with -o FILE")
     };
     let (name, spec) = a.spec.resolve()?;
+    check_batch_fits(&spec, true)?;
     let meta = serde_json::to_string(&GenMeta {
         source: "generator",
         profile: name.as_deref(),
@@ -313,6 +314,41 @@ fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Refuses, before anything is allocated or created, a spec one of whose
+/// batches cannot be held, naming --batch and --bag: a batch record beyond
+/// the format's limit (`record`: when one is written), or the batch's arrays
+/// (every table's offsets, indices and weights, the bytes of its record) and
+/// the record built from them beyond the memory available, as `kernels
+/// check` measures it.
+fn check_batch_fits(spec: &GenSpec, record: bool) -> Result<()> {
+    use nmpsim_traces::format::{MAX_RECORD_PAYLOAD, batch_payload_bytes};
+    let b = spec.batch_size as u64;
+    let bag = spec
+        .tables
+        .iter()
+        .map(|t| t.bag_size.max())
+        .max()
+        .unwrap_or(0);
+    let tables = spec
+        .tables
+        .iter()
+        .map(|t| (b * u64::from(t.bag_size.max()), t.weighted));
+    let payload = batch_payload_bytes(b, tables, None, false);
+    let shape = format!(
+        "--batch {b} x --bag {bag} lookups over {} table{}",
+        spec.tables.len(),
+        if spec.tables.len() == 1 { "" } else { "s" }
+    );
+    if record && payload > u128::from(MAX_RECORD_PAYLOAD) {
+        bail!(
+            "{shape}: one batch record would hold {payload} bytes ({:.1} GB), but a trace record holds at most {MAX_RECORD_PAYLOAD} bytes (its length is a u32); lower --batch or --bag",
+            payload as f64 / 1e9
+        );
+    }
+    let need = payload * if record { 2 } else { 1 };
+    crate::cmd::check_memory(need, &format!("one batch of {shape}"), "--batch or --bag")
+}
+
 fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
     let (config, stats) = match &a.file {
         Some(path) => {
@@ -331,6 +367,7 @@ fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
         }
         None => {
             let (name, spec) = a.spec.resolve()?;
+            check_batch_fits(&spec, false)?;
             let config = serde_json::json!({
                 "source": "generator",
                 "profile": name,

@@ -8,9 +8,12 @@
 //! ```
 //!
 //! Every record carries a CRC32 of its tag, length and payload; the end record also
-//! holds the batch count and a CRC over all batch records, so truncation at a record
-//! boundary, dropped records and corruption are all detected. Readers stream (one
-//! batch in memory) and never allocate more than the bytes left in the file.
+//! holds the batch count and a CRC over all batch records (in version 2, over their
+//! tags, lengths and payloads in order, so reordered or duplicated records are caught
+//! too), so truncation at a record boundary, dropped records and corruption are all
+//! detected. Readers stream (one batch in memory) and never allocate more than the
+//! bytes left in the file; they also read version 1, whose weaker end record they
+//! verify as version 1 defined it.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -24,8 +27,15 @@ use crate::{Batch, TableBatch, TraceError};
 
 /// First eight bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"NMPTRACE";
-/// The only version this build reads and writes.
-pub const VERSION: u32 = 1;
+/// The version this build writes. It also reads [`VERSION_1`].
+pub const VERSION: u32 = 2;
+/// The first version: the same layout, but its end record's `stream_crc` is a CRC32
+/// over whole batch records, each of which ends with its own CRC32. A CRC over a
+/// message followed by its own CRC always leaves the same residue, so that sum
+/// depends only on the records' count and lengths: it catches a dropped record but
+/// not reordered, duplicated or swapped ones of equal length. Still read, and
+/// verified as it was defined.
+pub const VERSION_1: u32 = 1;
 const TAG_BATCH: u8 = 1;
 const TAG_END: u8 = 2;
 const END_PAYLOAD_BYTES: u32 = 12;
@@ -34,6 +44,29 @@ const HAS_DENSE: u8 = 1;
 const HAS_LABELS: u8 = 2;
 /// The most rows a table may have: row ids are u32.
 pub const MAX_TABLE_ROWS: u64 = 1 << 32;
+
+/// The most payload bytes one record holds: its length field is a u32.
+pub const MAX_RECORD_PAYLOAD: u64 = u32::MAX as u64;
+
+/// Payload bytes of the batch record of `batch_size` samples whose tables
+/// have `(lookups, weighted)` each, with `num_dense` dense features per sample
+/// and labels when asked (the layout of `docs/trace-format.md`). In u128, so
+/// that any request can be compared with [`MAX_RECORD_PAYLOAD`] (or with the
+/// memory that holds the batch's arrays, which take the same bytes).
+pub fn batch_payload_bytes(
+    batch_size: u64,
+    tables: impl IntoIterator<Item = (u64, bool)>,
+    num_dense: Option<u32>,
+    labels: bool,
+) -> u128 {
+    let b = u128::from(batch_size);
+    let tables: u128 = tables
+        .into_iter()
+        .map(|(n, weighted)| 4 + (b + 1) * 4 + u128::from(n) * if weighted { 8 } else { 4 })
+        .sum();
+    let dense = b * u128::from(num_dense.unwrap_or(0)) * 4;
+    4 + tables + dense + if labels { b * 4 } else { 0 }
+}
 
 /// What every batch of a trace looks like, plus free-form metadata (the CLI stores
 /// the resolved generator spec or conversion options there as JSON).
@@ -149,7 +182,7 @@ impl TraceHeader {
         out
     }
 
-    fn decode(bytes: &[u8], path: &Path) -> Result<Self, TraceError> {
+    fn decode(bytes: &[u8], path: &Path, version: u32) -> Result<Self, TraceError> {
         let mut c = Cursor {
             bytes,
             pos: 0,
@@ -179,7 +212,7 @@ impl TraceHeader {
                 return Err(format_err(
                     path,
                     format!(
-                        "header: table {t}: flags is {tflags:#04x}; expected only bit 0 (weighted), other bits are unknown to version {VERSION}"
+                        "header: table {t}: flags is {tflags:#04x}; expected only bit 0 (weighted), other bits are unknown to version {version}"
                     ),
                 ));
             }
@@ -190,7 +223,7 @@ impl TraceHeader {
             return Err(format_err(
                 path,
                 format!(
-                    "header: flags is {flags:#04x}; expected only bits 0 (dense features) and 1 (labels), other bits are unknown to version {VERSION}"
+                    "header: flags is {flags:#04x}; expected only bits 0 (dense features) and 1 (labels), other bits are unknown to version {version}"
                 ),
             ));
         }
@@ -404,16 +437,17 @@ impl TraceWriter {
             TraceError::param(
                 "batch",
                 format!(
-                    "{} bytes; a record holds at most {} bytes",
+                    "{} bytes; a record holds at most {MAX_RECORD_PAYLOAD} bytes",
                     buf.len() - 5,
-                    u32::MAX
                 ),
             )
         })?;
         buf[1..5].copy_from_slice(&len.to_le_bytes());
+        // The stream checksum covers the record without its own CRC: a CRC over
+        // a message and its CRC would be the same for every record of a length.
+        self.stream.update(buf);
         let crc = crc32fast::hash(buf);
         put_u32(buf, crc);
-        self.stream.update(buf);
         self.write_raw()?;
         self.batches += 1;
         Ok(())
@@ -459,6 +493,8 @@ pub struct TraceReader {
     input: BufReader<File>,
     header: TraceHeader,
     remaining: u64,
+    /// The file's format version: [`VERSION`] or [`VERSION_1`].
+    version: u32,
     batches: u64,
     stream: crc32fast::Hasher,
     done: bool,
@@ -495,6 +531,7 @@ impl TraceReader {
                 metadata: String::new(),
             },
             remaining: len,
+            version: VERSION,
             batches: 0,
             stream: crc32fast::Hasher::new(),
             done: false,
@@ -514,14 +551,15 @@ impl TraceReader {
             ));
         }
         let version = r.read_u32("version")?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_1 {
             return Err(format_err(
                 &r.path,
                 format!(
-                    "unsupported trace format version {version}; this build reads version {VERSION}"
+                    "unsupported trace format version {version}; this build reads versions {VERSION_1} and {VERSION}"
                 ),
             ));
         }
+        r.version = version;
         let hlen = r.read_u32("header length")?;
         let h = r.read_vec(u64::from(hlen), "header")?;
         let crc = r.read_u32("header checksum")?;
@@ -531,7 +569,7 @@ impl TraceReader {
                 "header checksum mismatch: the file is corrupt".into(),
             ));
         }
-        r.header = TraceHeader::decode(&h, &r.path)?;
+        r.header = TraceHeader::decode(&h, &r.path, version)?;
         Ok(r)
     }
 
@@ -541,6 +579,11 @@ impl TraceReader {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's format version ([`VERSION`] or the older [`VERSION_1`]).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// Batches read so far.
@@ -629,7 +672,9 @@ impl TraceReader {
             TAG_BATCH => {
                 self.stream.update(&head);
                 self.stream.update(&payload);
-                self.stream.update(&crc.to_le_bytes());
+                if self.version == VERSION_1 {
+                    self.stream.update(&crc.to_le_bytes());
+                }
                 let batch = self.decode_batch(&payload, k)?;
                 self.batches += 1;
                 Ok(Some(batch))
@@ -658,7 +703,7 @@ impl TraceReader {
                 if stream_crc != self.stream.clone().finalize() {
                     return Err(format_err(
                         &self.path,
-                        "checksum over all batch records does not match the end record".into(),
+                        "checksum over all batch records does not match the end record: records were reordered, duplicated or replaced, or the file is corrupt".into(),
                     ));
                 }
                 if self.remaining != 0 {
@@ -838,6 +883,41 @@ mod tests {
         assert_eq!(r.header().num_dense, Some(2));
         assert_eq!(r.header().weighted, vec![false, true]);
         assert_eq!(read_all(&p).unwrap(), bs);
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// [`batch_payload_bytes`] is what the writer writes, for every shape.
+    #[test]
+    fn payload_bytes_are_the_records() {
+        let d = tmpdir("payload");
+        let p = d.join("a.nmpt");
+        let mut shapes = sample_batches();
+        let mut bare = shapes[0].clone();
+        bare.dense = None;
+        bare.num_dense = 0;
+        bare.labels = None;
+        shapes.push(bare);
+        for b in shapes {
+            write(&p, std::slice::from_ref(&b));
+            let bytes = std::fs::read(&p).unwrap();
+            let (_, recs) = batch_records(&bytes);
+            let tables = b
+                .tables
+                .iter()
+                .map(|t| (t.indices.len() as u64, t.weights.is_some()));
+            let want = batch_payload_bytes(
+                b.batch_size() as u64,
+                tables,
+                b.dense.as_ref().map(|_| b.num_dense as u32),
+                b.labels.is_some(),
+            );
+            assert_eq!(recs[0].len() as u128 - 9, want);
+        }
+        // 2 x 10^9 samples of 2 lookups: past what a record holds.
+        assert!(
+            batch_payload_bytes(2_000_000_000, [(4_000_000_000, false)], None, false)
+                > u128::from(MAX_RECORD_PAYLOAD)
+        );
         std::fs::remove_dir_all(d).ok();
     }
 
@@ -1030,14 +1110,118 @@ mod tests {
         std::fs::write(&q, b"hello world, not a trace").unwrap();
         let e = TraceReader::open(&q).err().unwrap().to_string();
         assert!(e.contains("not an nmpsim trace"), "{e}");
-        let mut v2 = good.clone();
-        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-        std::fs::write(&q, &v2).unwrap();
+        let mut v3 = good.clone();
+        v3[8..12].copy_from_slice(&3u32.to_le_bytes());
+        std::fs::write(&q, &v3).unwrap();
         let e = TraceReader::open(&q).err().unwrap().to_string();
         assert!(
-            e.contains("version 2") && e.contains("reads version 1"),
+            e.contains("version 3") && e.contains("reads versions 1 and 2"),
             "{e}"
         );
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// The batch records of `bytes` (a whole trace), each from its tag to its CRC.
+    fn batch_records(bytes: &[u8]) -> (usize, Vec<std::ops::Range<usize>>) {
+        let hlen = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let start = 16 + hlen + 4;
+        let mut at = start;
+        let mut recs = vec![];
+        while bytes[at] == TAG_BATCH {
+            let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+            recs.push(at..at + 9 + len);
+            at += 9 + len;
+        }
+        (start, recs)
+    }
+
+    /// `bytes` with its batch records replaced by those of `order` (indices
+    /// into its records), end record kept as written.
+    fn rearranged(bytes: &[u8], order: &[usize]) -> Vec<u8> {
+        let (start, recs) = batch_records(bytes);
+        let end = recs.last().unwrap().end;
+        let mut out = bytes[..start].to_vec();
+        order
+            .iter()
+            .for_each(|&k| out.extend_from_slice(&bytes[recs[k].clone()]));
+        out.extend_from_slice(&bytes[end..]);
+        out
+    }
+
+    /// Equal-length batch records swapped, duplicated or replaced keep every
+    /// record's own CRC and the batch count: the end record's stream checksum
+    /// refuses them, naming the file.
+    #[test]
+    fn reordered_and_duplicated_records_are_refused() {
+        let d = tmpdir("order");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let good = std::fs::read(&p).unwrap();
+        let (_, recs) = batch_records(&good);
+        assert_eq!(recs.len(), 3);
+        assert!(recs.iter().all(|r| r.len() == recs[0].len()));
+        assert_eq!(rearranged(&good, &[0, 1, 2]), good);
+        let q = d.join("b.nmpt");
+        for order in [
+            [1, 0, 2],
+            [0, 2, 1],
+            [2, 1, 0],
+            [0, 0, 2],
+            [0, 1, 1],
+            [2, 2, 2],
+        ] {
+            std::fs::write(&q, rearranged(&good, &order)).unwrap();
+            let e = read_all(&q).expect_err("rearranged records read as valid");
+            let s = e.to_string();
+            assert!(
+                s.starts_with(&q.display().to_string())
+                    && s.contains("checksum over all batch records does not match the end record")
+                    && s.contains("reordered, duplicated"),
+                "{order:?}: {s}"
+            );
+        }
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// A version-1 file, written by the version-1 writer (`nmpsim trace gen
+    /// --rows 10 --tables 2 --bag 3 --batch 4 --batches 3 --seed 5`), still
+    /// reads, with the batches its spec generates; its end record is still
+    /// checked as version 1 defined it.
+    #[test]
+    fn version_1_files_still_read() {
+        let v1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/v1-gen.nmpt");
+        let r = TraceReader::open(&v1).unwrap();
+        assert_eq!(r.version(), VERSION_1);
+        let meta: serde_json::Value = serde_json::from_str(&r.header().metadata).unwrap();
+        let spec: GenSpec = serde_json::from_value(meta["spec"].clone()).unwrap();
+        let batches = read_all(&v1).unwrap();
+        assert_eq!(batches.len(), 3);
+        let regenerated: Vec<Batch> = crate::Generator::new(spec).unwrap().take(3).collect();
+        assert_eq!(batches, regenerated);
+
+        // Its stream checksum, changed (and the end record's own CRC with it), is refused.
+        let d = tmpdir("v1");
+        let good = std::fs::read(&v1).unwrap();
+        let n = good.len();
+        let mut bad = good.clone();
+        bad[n - 8] ^= 1;
+        let crc = crc32fast::hash(&bad[n - 21..n - 4]);
+        bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        let q = d.join("b.nmpt");
+        std::fs::write(&q, &bad).unwrap();
+        let e = read_all(&q).unwrap_err().to_string();
+        assert!(
+            e.contains("checksum over all batch records does not match"),
+            "{e}"
+        );
+        // A version-2 writer given the same batches writes version 2.
+        let p = d.join("v2.nmpt");
+        let mut w = TraceWriter::create(&p, r.header().clone()).unwrap();
+        batches.iter().for_each(|b| w.write_batch(b).unwrap());
+        w.finish().unwrap();
+        let r2 = TraceReader::open(&p).unwrap();
+        assert_eq!(r2.version(), VERSION);
+        assert_eq!(r2.collect::<Result<Vec<_>, _>>().unwrap(), batches);
         std::fs::remove_dir_all(d).ok();
     }
 

@@ -98,7 +98,8 @@ pub enum BagSize {
 }
 
 impl BagSize {
-    fn max(&self) -> u32 {
+    /// The most lookups a bag may have.
+    pub fn max(&self) -> u32 {
         match *self {
             BagSize::Fixed { size } => size,
             BagSize::Uniform { max, .. } => max,

@@ -288,7 +288,9 @@ impl StatsBuilder {
 }
 
 impl fmt::Display for TraceStats {
-    /// A fixed-width human table, one line per table.
+    /// A fixed-width human table, one line per table. Its shares are
+    /// percentages (the JSON and CSV fields hold them as fractions), as the
+    /// legend under it says.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
@@ -297,7 +299,7 @@ impl fmt::Display for TraceStats {
         )?;
         writeln!(
             f,
-            "{:>5} {:>12} {:>12} {:>12} {:>8} {:>12} {:>9} {:>9} {:>9}",
+            "{:>5} {:>12} {:>12} {:>12} {:>8} {:>12} {:>9} {:>10} {:>11}",
             "table",
             "rows",
             "lookups/b",
@@ -305,13 +307,13 @@ impl fmt::Display for TraceStats {
             "coalesce",
             "distinct",
             "touched%",
-            "top1%acc",
-            "top10%acc"
+            "top1%:acc%",
+            "top10%:acc%"
         )?;
         for t in &self.tables {
             writeln!(
                 f,
-                "{:>5} {:>12} {:>12.1} {:>12.1} {:>8.3} {:>12} {:>9.3} {:>9.3} {:>9.3}",
+                "{:>5} {:>12} {:>12.1} {:>12.1} {:>8.3} {:>12} {:>9.3} {:>10.3} {:>11.3}",
                 t.table,
                 t.rows,
                 t.mean_lookups_per_batch,
@@ -319,11 +321,15 @@ impl fmt::Display for TraceStats {
                 t.coalescing_ratio,
                 t.distinct_rows,
                 100.0 * t.touched_row_share,
-                t.hottest_1pct_rows_access_share,
-                t.hottest_10pct_rows_access_share
+                100.0 * t.hottest_1pct_rows_access_share,
+                100.0 * t.hottest_10pct_rows_access_share
             )?;
         }
-        Ok(())
+        writeln!(
+            f,
+            "touched%: rows looked up at least once, % of the table's rows; \
+             top1%:acc% / top10%:acc%: lookups of the hottest 1% / 10% of the table's rows, % of its lookups"
+        )
     }
 }
 
@@ -403,6 +409,13 @@ mod tests {
                     .windows(2)
                     .all(|w| w[0].access_share <= w[1].access_share)
             );
+            // The table shows every share as a percentage: 3 of 100 rows
+            // touched, 60% and 100% of the lookups on the hottest 1 and 10.
+            let text = s.to_string();
+            let row = text.lines().nth(2).unwrap();
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cols[6..], ["3.000", "60.000", "100.000"], "{text}");
+            assert!(text.contains("top1%:acc%") && text.contains("% of its lookups"));
         }
     }
 

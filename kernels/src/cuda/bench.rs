@@ -77,7 +77,7 @@ pub struct EmbeddingBenchConfig {
 
 impl Default for EmbeddingBenchConfig {
     /// RM1-like (80 lookups per bag, batch 2048) with 8 tables of 4M rows x
-    /// 64 (8 GiB of tables, far beyond any L2 cache).
+    /// 64 (8.19 GB = 7.63 GiB of tables, far beyond any L2 cache).
     fn default() -> Self {
         EmbeddingBenchConfig {
             tables: 8,
