@@ -590,18 +590,7 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
     } else {
         (hi / 2.0 - lo / 2.0) / target.max(1) as f64 * 2.0
     };
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let nice = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    let step = nice * mag;
+    let step = nice_step(raw);
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     let big = lo.abs().max(hi.abs());
@@ -621,53 +610,137 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
         .collect()
 }
 
-/// Ticks of a log axis over [lo, hi] (both positive): powers of two when the
-/// data are powers of two, else 1-2-5 or 1 per decade; linear ticks when the
-/// range is narrower than that gives.
-fn log_ticks(lo: f64, hi: f64, pow2: bool) -> Vec<(f64, String)> {
+/// The 1, 2, 5 or 10 times a power of ten nearest above `raw` (> 0).
+fn nice_step(raw: f64) -> f64 {
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+/// `m`·10^`e`, as exactly as f64 holds it (`3e-1` is 0.3, not 0.30000000000000004).
+fn decimal(m: u32, e: i64) -> f64 {
+    format!("{m}e{e}").parse().unwrap_or(f64::NAN)
+}
+
+/// A log axis over data in [min, max] (both positive): its range in data
+/// units and its ticks. The range reaches out to the ticks next to the data,
+/// so that a tick lies at or below the smallest value and at or above the
+/// largest. The ticks are powers of two when the data are powers of two, else
+/// the finest of 1-2-3-...-9 (at most 6 ticks) and 1-2-5 (at most 10) per
+/// decade, else decades; every k-th power when there are too many; linear
+/// ticks when the data lie between two neighbouring 1-2-3-...-9 ticks.
+fn log_ticks(min: f64, max: f64, pow2: bool) -> ((f64, f64), Vec<(f64, String)>) {
     const MAX: usize = 10;
-    // A padded range of data near the ends of f64 can reach 0 or inf: keep
-    // it finite, so that the decades (or powers of two) below stay a few
-    // hundred (or thousand) at most.
-    let (lo, hi) = (
-        lo.clamp(f64::MIN_POSITIVE, f64::MAX),
-        hi.clamp(f64::MIN_POSITIVE, f64::MAX),
-    );
-    let thin = |v: Vec<f64>| -> Vec<f64> {
-        let every = v.len().div_ceil(MAX).max(1);
-        v.into_iter().step_by(every).collect()
+    const EPS: f64 = 1e-9;
+    // Data near the ends of f64 are kept finite and positive, so that the
+    // decades (or powers of two) stay a few hundred (or thousand) at most.
+    let clamp = |v: f64| v.clamp(f64::MIN_POSITIVE, f64::MAX);
+    let (mut min, mut max) = (clamp(min.min(max)), clamp(max.max(min)));
+    if max <= min * (1.0 + EPS) {
+        // One value: an octave either side.
+        (min, max) = (clamp(min / 2.0), clamp(max * 2.0));
+    }
+    let (below, above) = (min * (1.0 + EPS), max * (1.0 - EPS));
+    // Every k-th power of `base`, from the last at or below min to the first
+    // at or above max, k the smallest that gives at most MAX ticks.
+    let powers = |base: u32| -> Vec<f64> {
+        let pow = |e: i64| {
+            if base == 10 {
+                decimal(1, e)
+            } else {
+                2f64.powi(e as i32)
+            }
+        };
+        let log = |v: f64| v.ln() / f64::from(base).ln();
+        let (mut a, mut b) = (log(min).floor() as i64, log(max).ceil() as i64);
+        while pow(a) > below {
+            a -= 1;
+        }
+        while pow(a + 1) <= below {
+            a += 1;
+        }
+        while pow(b) < above {
+            b += 1;
+        }
+        while pow(b - 1) >= above {
+            b -= 1;
+        }
+        let mut k = 1;
+        let (a, b) = loop {
+            let (a, b) = (a.div_euclid(k) * k, -(-b).div_euclid(k) * k);
+            if (b - a) / k < MAX as i64 {
+                break (a, b);
+            }
+            k += 1;
+        };
+        (0..=(b - a) / k)
+            .map(|i| pow(a + i * k))
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect()
+    };
+    // The values m·10^e for m in `ms` from the last at or below min to the
+    // first at or above max.
+    let mantissas = |ms: &[u32]| -> Vec<f64> {
+        let (a, b) = (
+            min.log10().floor() as i64 - 1,
+            max.log10().ceil() as i64 + 1,
+        );
+        let all: Vec<f64> = (a..=b)
+            .flat_map(|e| ms.iter().map(move |&m| decimal(m, e)))
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        match (
+            all.iter().rposition(|&t| t <= below),
+            all.iter().position(|&t| t >= above),
+        ) {
+            (Some(i), Some(j)) => all[i..=j].to_vec(),
+            _ => Vec::new(),
+        }
     };
     let ticks: Vec<f64> = if pow2 {
-        let (a, b) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
-        thin(
-            (a..=b)
-                .map(|e| 2f64.powi(e))
-                .filter(|v| v.is_finite() && *v > 0.0)
-                .collect(),
-        )
+        powers(2)
+    } else if max / min > 1e5 {
+        // More than five decades: over 10 ticks of 1-2-5.
+        powers(10)
     } else {
-        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
-        let within = |ms: &[f64]| -> Vec<f64> {
+        let fine = mantissas(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let coarse = mantissas(&[1, 2, 5]);
+        if (3..=6).contains(&fine.len()) {
+            fine
+        } else if (3..=MAX).contains(&coarse.len()) {
+            coarse
+        } else if coarse.len() > MAX {
+            powers(10)
+        } else {
+            // Within one 1-2-3-...-9 step: linear ticks, the nearest outside
+            // the data included (steps of at most 2/5 of the span, so the
+            // lowest stays positive).
+            let step = nice_step((max - min) / 5.0);
+            let (a, b) = (
+                (min / step * (1.0 + EPS)).floor() as i64,
+                (max / step * (1.0 - EPS)).ceil() as i64,
+            );
             (a..=b)
-                .flat_map(|e| ms.iter().map(move |m| m * 10f64.powi(e)))
-                .filter(|v| {
-                    v.is_finite() && *v > 0.0 && *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9)
-                })
+                .map(|i| i as f64 * step)
+                .filter(|v| *v > 0.0)
                 .collect()
-        };
-        let mut t = within(&[1.0, 2.0, 5.0]);
-        if t.len() > MAX {
-            t = thin(within(&[1.0]));
         }
-        t
     };
-    if ticks.len() < 2 {
-        return linear_ticks(lo, hi, 6)
-            .into_iter()
-            .filter(|(v, _)| *v > 0.0)
-            .collect();
-    }
-    ticks.into_iter().map(|v| (v, format_value(v))).collect()
+    let lo = ticks.first().map_or(min, |t| t.min(min));
+    let hi = ticks.last().map_or(max, |t| t.max(max));
+    (
+        (lo, hi),
+        ticks.into_iter().map(|v| (v, format_value(v))).collect(),
+    )
 }
 
 fn is_pow2(v: f64) -> bool {
@@ -724,15 +797,30 @@ fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
     (start, end)
 }
 
-fn ticks_for(axis: Axis, range: (f64, f64), pow2: bool, target: usize) -> Vec<(f64, String)> {
-    if axis.log {
-        log_ticks(10f64.powf(range.0), 10f64.powf(range.1), pow2)
-            .into_iter()
-            .map(|(v, l)| (v.log10(), l))
-            .collect()
-    } else {
-        linear_ticks(range.0, range.1, target)
+/// The drawing range (in drawing values: `log10` on a log axis) and the
+/// ticks of an axis over data in [lo, hi]. A linear axis has some room around
+/// the data (and 0 inside it for bars, which grow from it) and about `target`
+/// ticks; a log axis reaches to the ticks next to the data ([`log_ticks`]),
+/// and for bars starts at the lowest, which the bars grow from.
+fn axis_layout(
+    axis: Axis,
+    lo: f64,
+    hi: f64,
+    pow2: bool,
+    bars: bool,
+    target: usize,
+) -> ((f64, f64), Vec<(f64, String)>) {
+    if !axis.log {
+        let range = padded(axis, lo, hi, bars);
+        return (range, linear_ticks(range.0, range.1, target));
     }
+    let ((lo, hi), ticks) = log_ticks(lo, hi, pow2);
+    let (a, b) = (lo.log10(), hi.log10());
+    // Room for the markers of points on the first or last tick.
+    let pad = (b - a) * 0.03;
+    let range = (if bars { a } else { a - pad }, b + pad);
+    let ticks = ticks.into_iter().map(|(v, l)| (v.log10(), l)).collect();
+    (range, ticks)
 }
 
 /// A linear plotters axis over drawing values with our own ticks and their
@@ -1006,11 +1094,12 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
         .collect();
     let (ymin, ymax) = min_max(&all_y);
     let bars = chart.kind == ChartKind::Bars;
-    let y_range = padded(ya, ymin, ymax, bars);
-    let y_ticks = ticks_for(
+    let (y_range, y_ticks) = axis_layout(
         ya,
-        y_range,
+        ymin,
+        ymax,
         all_y.iter().all(|&v| is_pow2(v)),
+        bars,
         (body_h / 70).clamp(4, 10) as usize,
     );
     let cats = if bars { categories(chart) } else { Vec::new() };
@@ -1029,14 +1118,14 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
             .flat_map(|s| s.points.iter().map(|p| x_num(&p.0)))
             .collect();
         let (lo, hi) = min_max(&xs);
-        let range = padded(xa, lo, hi, false);
-        let ticks = ticks_for(
+        axis_layout(
             xa,
-            range,
+            lo,
+            hi,
             xs.iter().all(|&v| is_pow2(v)),
+            false,
             ((body_w - legend_w) / 110).clamp(3, 10) as usize,
-        );
-        (range, ticks)
+        )
     };
 
     // Label areas: wide enough for the widest tick label; category labels
@@ -1130,6 +1219,8 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
                 .map(|(i, c)| (c.as_str(), i))
                 .collect();
             let k = chart.series.len().max(1) as f64;
+            // On a log axis the range starts at its lowest tick, at or
+            // below every value ([`axis_layout`]).
             let (group_w, base) = (0.8, if ya.log { y_range.0 } else { 0.0 });
             let bar_w = group_w / k;
             for (j, s) in chart.series.iter().enumerate() {
@@ -1556,32 +1647,69 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let t = linear_ticks(0.05, 0.42, 4);
         let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
         assert_eq!(labels, ["0.1", "0.2", "0.3", "0.4"]);
-        let t = log_ticks(200.0, 20000.0, true);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        // Log ticks reach out to the tick next to the data at either end.
+        let labels = |min: f64, max: f64, pow2: bool| -> Vec<String> {
+            let ((lo, hi), t) = log_ticks(min, max, pow2);
+            assert!(lo <= min && hi >= max, "{min}..{max}: range {lo}..{hi}");
+            assert_eq!((lo, hi), (t[0].0, t[t.len() - 1].0), "{t:?}");
+            t.into_iter().map(|x| x.1).collect()
+        };
         assert_eq!(
-            labels,
+            labels(256.0, 16384.0, true),
             ["256", "512", "1024", "2048", "4096", "8192", "16384"]
         );
-        // Ranges at the ends of f64 (a padded 1..1e300 reaches inf) give a
-        // few finite ticks, not billions.
-        for (lo, hi, pow2) in [
-            (1.0, f64::INFINITY, false),
-            (0.0, 1e300, false),
-            (1e-320, 1.0, true),
-            (1.0, f64::INFINITY, true),
-        ] {
-            let t = log_ticks(lo, hi, pow2);
-            assert!(!t.is_empty() && t.len() <= 10, "{lo}..{hi}: {}", t.len());
-            assert!(t.iter().all(|(v, _)| v.is_finite() && *v > 0.0), "{t:?}");
-        }
-        let t = log_ticks(0.9, 1100.0, false);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
         assert_eq!(
-            labels,
+            labels(200.0, 20000.0, true),
+            [
+                "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "32768"
+            ]
+        );
+        // Every k-th power of two when there are many, aligned.
+        assert_eq!(
+            labels(1.0, 1048576.0, true),
+            ["1", "8", "64", "512", "4096", "32768", "262144", "2097152"]
+        );
+        // Few ticks of 1-2-3-...-9 when they cover the data, else 1-2-5.
+        assert_eq!(labels(11.5, 27.0, false), ["10", "20", "30"]);
+        assert_eq!(labels(23.6, 100.0, false), ["20", "50", "100"]);
+        assert_eq!(labels(0.31, 0.9, false), ["0.2", "0.5", "1"]);
+        assert_eq!(
+            labels(1.5, 700.0, false),
             ["1", "2", "5", "10", "20", "50", "100", "200", "500", "1000"]
         );
-        // Narrower than a 1-2-5 step: linear ticks.
-        assert!(log_ticks(11.0, 19.0, false).len() >= 2);
+        // Decades past ten 1-2-5 ticks, every k-th past ten decades.
+        assert_eq!(
+            labels(0.9, 1100.0, false),
+            ["0.1", "1", "10", "100", "1000", "10000"]
+        );
+        assert_eq!(
+            labels(3.0, 3e12, false),
+            [
+                "1", "100", "10000", "1000000", "1e8", "1e10", "1e12", "1e14"
+            ]
+        );
+        // Within one step of 1-2-3-...-9: linear ticks, from one at or below
+        // the data to one at or above.
+        assert_eq!(
+            labels(11.0, 19.0, false),
+            ["10", "12", "14", "16", "18", "20"]
+        );
+        assert_eq!(labels(1.012, 1.049, false).first().unwrap(), "1.01");
+        // One value: an octave either side.
+        assert_eq!(labels(10.0, 10.0, false), ["5", "10", "20"]);
+        assert_eq!(labels(256.0, 256.0, true), ["128", "256", "512"]);
+        // Data at the ends of f64 give a few finite ticks, not billions.
+        for (lo, hi, pow2) in [
+            (f64::MIN_POSITIVE, f64::MAX, false),
+            (1e-300, 1e300, false),
+            (5e-324, 1.0, true),
+            (1.0, f64::MAX, true),
+        ] {
+            let (range, t) = log_ticks(lo, hi, pow2);
+            assert!(!t.is_empty() && t.len() <= 10, "{lo}..{hi}: {}", t.len());
+            assert!(t.iter().all(|(v, _)| v.is_finite() && *v > 0.0), "{t:?}");
+            assert!(range.0 > 0.0 && range.1.is_finite(), "{range:?}");
+        }
     }
 
     fn sample_chart(kind: ChartKind) -> Chart {
@@ -1663,6 +1791,100 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             // Palette colours, greys of the grid and anti-aliased text.
             assert!(colours > 10, "{colours} colours");
         }
+    }
+
+    /// The number in `attr="..."` of an SVG element's line.
+    fn svg_attr(line: &str, attr: &str) -> Option<f64> {
+        let start = line.find(&format!(" {attr}=\""))? + attr.len() + 3;
+        line[start..].split('"').next()?.parse().ok()
+    }
+
+    /// The y axis's tick labels of an SVG from [`write_chart`]: (pixel y,
+    /// value), top to bottom. (plotters writes a text's content on the line
+    /// after its `<text ...>`; only the y labels are right-aligned.)
+    fn svg_y_ticks(svg: &str) -> Vec<(f64, f64)> {
+        let lines: Vec<&str> = svg.lines().collect();
+        let mut ticks = lines
+            .windows(2)
+            .filter(|w| w[0].starts_with("<text") && w[0].contains("text-anchor=\"end\""))
+            .map(|w| {
+                let y = svg_attr(w[0], "y").unwrap();
+                (y, w[1].trim().parse::<f64>().expect(w[1]))
+            })
+            .collect::<Vec<_>>();
+        ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ticks
+    }
+
+    #[test]
+    fn log_axes_have_ticks_around_the_data_and_log_bars_start_on_one() {
+        let dir = TempDir::new("logticks");
+        let values = [11.5, 14.0, 27.0];
+        // (Named like the y axis: no legend, whose marker would be a circle too.)
+        let mut series = Series::new("GB/s");
+        for (i, v) in values.iter().enumerate() {
+            series = series.point(i as f64 + 1.0, *v);
+        }
+        let lines = Chart::new("lines", ChartKind::Lines)
+            .labels("x", "GB/s")
+            .log_axes(false, true)
+            .with_series(series);
+        let paths = write_chart(&lines, &dir.0.join("lines")).unwrap();
+        let svg = fs::read_to_string(&paths[0]).unwrap();
+        let ticks = svg_y_ticks(&svg);
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [30.0, 20.0, 10.0], "{ticks:?}");
+        // Every marker lies between the lowest and the highest tick.
+        let (top, bottom) = (ticks[0].0, ticks[ticks.len() - 1].0);
+        let marks: Vec<f64> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle"))
+            .map(|l| svg_attr(l, "cy").unwrap())
+            .collect();
+        assert_eq!(marks.len(), 3, "{svg}");
+        assert!(
+            marks.iter().all(|&y| y > top && y < bottom),
+            "{marks:?} {ticks:?}"
+        );
+
+        let mut bars = Chart::new("bars", ChartKind::Bars)
+            .labels("c", "GB/s")
+            .log_axes(false, true)
+            .with_series(
+                Series::new("GB/s")
+                    .point("a", 23.6)
+                    .point("b", 60.0)
+                    .point("c", 100.0),
+            );
+        let paths = write_chart(&bars, &dir.0.join("bars")).unwrap();
+        let svg = fs::read_to_string(&paths[0]).unwrap();
+        let ticks = svg_y_ticks(&svg);
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [100.0, 50.0, 20.0], "{ticks:?}");
+        let base = ticks[ticks.len() - 1].0;
+        let rects: Vec<(f64, f64)> = svg
+            .lines()
+            .filter(|l| l.starts_with("<rect") && l.contains("#0072B2"))
+            .map(|l| {
+                let y = svg_attr(l, "y").unwrap();
+                (y, y + svg_attr(l, "height").unwrap())
+            })
+            .collect();
+        assert_eq!(rects.len(), 3, "{svg}");
+        // The bars grow from the tick labelled 20, below the smallest value.
+        for (top, bottom) in &rects {
+            assert!(
+                (bottom - base).abs() <= 1.0,
+                "bar ends at {bottom}, tick 20 at {base}"
+            );
+            assert!(top < bottom);
+        }
+        // Pure powers of two keep power-of-two ticks, one at either end.
+        bars.series[0].points = vec![("a".into(), 256.0), ("b".into(), 4096.0)];
+        let paths = write_chart(&bars, &dir.0.join("pow2")).unwrap();
+        let ticks = svg_y_ticks(&fs::read_to_string(&paths[0]).unwrap());
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [4096.0, 2048.0, 1024.0, 512.0, 256.0], "{ticks:?}");
     }
 
     #[test]
