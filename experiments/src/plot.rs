@@ -287,9 +287,12 @@ pub struct CsvChart {
     pub chart: Chart,
     /// Data rows in the file.
     pub rows: usize,
-    /// Rows with an empty x or an empty or non-numeric y (for several y
-    /// columns: in any of them; its other values are still plotted).
-    pub skipped: usize,
+    /// Per y column, in the order given: rows that gave it no point (an
+    /// empty x, or an empty or non-numeric value in that column). A row
+    /// skipped for one y column still gives its points of the others.
+    pub skipped: Vec<usize>,
+    /// Rows skipped for an empty x (counted in every `skipped` too).
+    pub empty_x: usize,
 }
 
 /// Builds a chart from a tidy CSV (as written by `nmpsim sweep`'s
@@ -332,10 +335,13 @@ fn parse_number(s: &str) -> Option<f64> {
 /// errors.
 ///
 /// - Rows whose x is empty, or whose y is empty or not a number (a failed
-///   run's row), are skipped and counted.
+///   run's row), are skipped and counted, per y column.
 /// - When every remaining x value is a number the chart is [`ChartKind::Lines`]
 ///   (points sorted by x) unless `opts.bars`; otherwise [`ChartKind::Bars`]
-///   with categories in first-appearance order.
+///   with categories in first-appearance order. Bars are not aggregated: two
+///   rows of one category in one series are an error naming them (they would
+///   be drawn on top of each other), to be split by a group column.
+/// - A column named by `x`, `ys` or `group` must appear once in the header.
 /// - A group column whose value is a number is shown as `column=value` in the
 ///   series name; several group columns are joined with `, `.
 pub fn chart_from_csv_text(
@@ -363,10 +369,23 @@ pub fn chart_from_csv_text(
     })?;
     let header: Vec<String> = header.into_iter().map(|h| h.trim().to_string()).collect();
     let column = |name: &str| -> Result<usize, PlotError> {
-        header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| missing_column(file, name, &header))
+        let at: Vec<usize> = (0..header.len()).filter(|&i| header[i] == name).collect();
+        match at[..] {
+            [] => Err(missing_column(file, name, &header)),
+            [i] => Ok(i),
+            _ => Err(PlotError::Csv {
+                file: file.to_string(),
+                message: format!(
+                    "the header has {} columns named `{name}` (columns {}): which one to plot \
+                     is ambiguous; rename them apart",
+                    at.len(),
+                    at.iter()
+                        .map(|i| (i + 1).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
     };
     let xi = column(x)?;
     let yis = ys
@@ -378,11 +397,12 @@ pub fn chart_from_csv_text(
         .map(|g| column(g))
         .collect::<Result<Vec<_>, _>>()?;
 
-    // Observations: (x text, y index, group index, y).
+    // Observations: (line, x text, y index, group index, y).
     let mut groups: Vec<String> = Vec::new();
     let mut group_index: HashMap<String, usize> = HashMap::new();
-    let mut obs: Vec<(String, usize, usize, f64)> = Vec::new();
-    let (mut rows, mut skipped) = (0, 0);
+    let mut obs: Vec<(usize, String, usize, usize, f64)> = Vec::new();
+    let (mut rows, mut empty_x) = (0, 0);
+    let mut skipped = vec![0; ys.len()];
     for (line, rec) in records {
         if rec.len() != header.len() {
             return Err(PlotError::Csv {
@@ -398,7 +418,8 @@ pub fn chart_from_csv_text(
         let field = |i: usize| rec.get(i).map_or("", |s| s.trim());
         let xv = field(xi);
         if xv.is_empty() {
-            skipped += 1;
+            empty_x += 1;
+            skipped.iter_mut().for_each(|n| *n += 1);
             continue;
         }
         let label = group
@@ -416,7 +437,6 @@ pub fn chart_from_csv_text(
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let mut incomplete = false;
         for (k, &yi) in yis.iter().enumerate() {
             match parse_number(field(yi)) {
                 Some(y) => {
@@ -424,13 +444,10 @@ pub fn chart_from_csv_text(
                         groups.push(label.clone());
                         groups.len() - 1
                     });
-                    obs.push((xv.to_string(), k, g, y));
+                    obs.push((line, xv.to_string(), k, g, y));
                 }
-                None => incomplete = true,
+                None => skipped[k] += 1,
             }
-        }
-        if incomplete {
-            skipped += 1;
         }
     }
     if obs.is_empty() {
@@ -442,18 +459,64 @@ pub fn chart_from_csv_text(
                 .collect::<Vec<_>>()
                 .join(" or "),
             rows,
-            skipped,
+            skipped: rows,
         });
     }
 
-    let numeric = obs.iter().all(|(xv, ..)| parse_number(xv).is_some());
+    let numeric = obs.iter().all(|(_, xv, ..)| parse_number(xv).is_some());
     let kind = if numeric && !opts.bars {
         ChartKind::Lines
     } else {
         ChartKind::Bars
     };
+    let series_name = |k: usize, g: usize| match (ys.len(), group.is_empty()) {
+        (_, true) => ys[k].clone(),
+        (1, false) => groups[g].clone(),
+        _ => format!("{} ({})", ys[k], groups[g]),
+    };
+    if kind == ChartKind::Bars {
+        // One bar per category and series: rows that share both would be
+        // drawn on top of each other, the tallest hiding the rest.
+        let mut lines: HashMap<(usize, usize, &str), Vec<usize>> = HashMap::new();
+        let mut order = Vec::new();
+        for (line, xv, k, g, _) in &obs {
+            let at = lines.entry((*k, *g, xv.as_str())).or_default();
+            if at.len() == 1 {
+                order.push((*k, *g, xv.as_str()));
+            }
+            at.push(*line);
+        }
+        if let Some(&(k, g, xv)) = order.first() {
+            let at = &lines[&(k, g, xv)];
+            let mut shown = at
+                .iter()
+                .take(4)
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if at.len() > 4 {
+                shown.push_str(", ...");
+            }
+            let more = match order.len() - 1 {
+                0 => String::new(),
+                1 => " (and so has 1 other category)".to_string(),
+                n => format!(" (and so have {n} other categories)"),
+            };
+            return Err(PlotError::Csv {
+                file: file.to_string(),
+                message: format!(
+                    "{} rows (lines {shown}) have {x} = `{xv}` in series `{}`{more}: a bar chart \
+                     draws one bar per category and series, so they would hide each other; \
+                     split them into series with --group COLUMN (the column that tells them \
+                     apart, e.g. --group seed) or filter the table to one row per category",
+                    at.len(),
+                    series_name(k, g),
+                ),
+            });
+        }
+    }
     let mut points: Vec<Vec<Vec<(XValue, f64)>>> = vec![vec![Vec::new(); groups.len()]; ys.len()];
-    for (xv, k, g, y) in obs {
+    for (_, xv, k, g, y) in obs {
         let xval = match kind {
             ChartKind::Lines => XValue::Num(parse_number(&xv).unwrap_or_default()),
             ChartKind::Bars => XValue::Cat(xv),
@@ -469,12 +532,10 @@ pub fn chart_from_csv_text(
             if kind == ChartKind::Lines {
                 pts.sort_by(|a, b| x_num(&a.0).total_cmp(&x_num(&b.0)));
             }
-            let name = match (ys.len(), group.is_empty()) {
-                (_, true) => ys[k].clone(),
-                (1, false) => groups[g].clone(),
-                _ => format!("{} ({})", ys[k], groups[g]),
-            };
-            series.push(Series { name, points: pts });
+            series.push(Series {
+                name: series_name(k, g),
+                points: pts,
+            });
         }
     }
 
@@ -506,6 +567,7 @@ pub fn chart_from_csv_text(
         chart,
         rows,
         skipped,
+        empty_x,
     })
 }
 
@@ -1389,7 +1451,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         )
         .unwrap();
         assert_eq!(c.rows, 6);
-        assert_eq!(c.skipped, 1);
+        assert_eq!((c.skipped, c.empty_x), (vec![1], 0));
         let ch = &c.chart;
         assert_eq!(ch.kind, ChartKind::Lines);
         assert_eq!(ch.title, "sim_gbps vs batch by engine");
@@ -1415,26 +1477,94 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn quoted_fields_and_categorical_x_make_bars_in_first_appearance_order() {
-        let text = "name,gbps\n\"b, second\",2\n\"a \"\"first\"\"\",1\nc,3\n\"b, second\",4\n";
-        let c = from_text(text, "name", &["gbps"], &[], &Default::default()).unwrap();
+        let text =
+            "name,gbps,run\n\"b, second\",2,1\n\"a \"\"first\"\"\",1,1\nc,3,1\n\"b, second\",4,2\n";
+        let c = from_text(text, "name", &["gbps"], &["run"], &Default::default()).unwrap();
         assert_eq!(c.chart.kind, ChartKind::Bars);
-        assert_eq!(c.chart.series.len(), 1);
-        assert_eq!(c.chart.series[0].name, "gbps");
+        assert_eq!(c.chart.series.len(), 2);
+        assert_eq!(c.chart.series[0].name, "run=1");
         let xs: Vec<String> = c.chart.series[0]
             .points
             .iter()
             .map(|p| p.0.label())
             .collect();
-        assert_eq!(xs, ["b, second", "a \"first\"", "c", "b, second"]);
+        assert_eq!(xs, ["b, second", "a \"first\"", "c"]);
+        assert_eq!(c.chart.series[1].points, [(XValue::from("b, second"), 4.0)]);
         assert_eq!(categories(&c.chart), ["b, second", "a \"first\"", "c"]);
         // Numeric x drawn as bars on request: categories keep file order.
         let opts = CsvChartOptions {
             bars: true,
             ..Default::default()
         };
-        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap();
+        let c = from_text(SWEEP, "batch", &["sim_gbps"], &["engine"], &opts).unwrap();
         assert_eq!(c.chart.kind, ChartKind::Bars);
         assert_eq!(categories(&c.chart), ["512", "256", "1024"]);
+    }
+
+    #[test]
+    fn bars_of_one_category_and_series_are_refused_not_stacked() {
+        // Two engines per batch size: without --group engine, the bars of a
+        // batch would be drawn at one place, the taller hiding the other.
+        let opts = CsvChartOptions {
+            bars: true,
+            ..Default::default()
+        };
+        let err = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
+            "{msg}"
+        );
+        assert!(msg.contains("in series `sim_gbps`"), "{msg}");
+        assert!(msg.contains("(and so has 1 other category)"), "{msg}");
+        assert!(msg.contains("--group COLUMN"), "{msg}");
+        // Categorical x, replicates of a category (a sweep's seeds).
+        let mut text = String::from("stream,seed,gbps\n");
+        for (i, stream) in ["random", "sequential"].iter().enumerate() {
+            for seed in 1..=8 {
+                text.push_str(&format!("{stream},{seed},{}\n", i * 10 + seed));
+            }
+        }
+        let msg = from_text(&text, "stream", &["gbps"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("8 rows (lines 2, 3, 4, 5, ...) have stream = `random` in series `gbps`"),
+            "{msg}"
+        );
+        // Per series: with several y columns the same category is one bar of each.
+        let msg = from_text(&text, "stream", &["gbps", "seed"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("in series `gbps`"), "{msg}");
+        // Grouped by what tells them apart, every bar has its own place.
+        let c = from_text(&text, "stream", &["gbps"], &["seed"], &Default::default()).unwrap();
+        assert_eq!(c.chart.series.len(), 8);
+        assert!(c.chart.series.iter().all(|s| s.points.len() == 2));
+        // Line charts join replicates of one x (documented), as before.
+        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &Default::default()).unwrap();
+        assert_eq!(c.chart.series[0].points.len(), 5);
+    }
+
+    #[test]
+    fn an_ambiguous_column_name_is_an_error() {
+        let err = from_text("x,y,y\n1,2,3\n", "x", &["y"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "t.csv: the header has 2 columns named `y` (columns 2, 3): which one to plot is \
+             ambiguous; rename them apart"
+        );
+        for (x, group) in [("y", &[][..]), ("x", &["y"][..])] {
+            let err = from_text("x,y,z,y\n1,2,3,4\n", x, &["z"], group, &Default::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("columns named `y` (columns 2, 4)"), "{err}");
+        }
+        // A repeated name that is not plotted is no matter.
+        let c = from_text("x,y,z,z\n1,2,3,4\n", "x", &["y"], &[], &Default::default());
+        assert!(c.is_ok(), "{c:?}");
     }
 
     #[test]
@@ -1450,9 +1580,15 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["sim_gbps", "wall_s"]);
         assert_eq!(c.chart.y_label, "value");
-        assert_eq!(c.skipped, 1);
-        // The failed row still has a wall_s point.
+        // Counted per y column: the failed row still has a wall_s point.
+        assert_eq!(c.skipped, [1, 0]);
         assert_eq!(c.chart.series[1].points.len(), 6);
+        // A row with an empty x counts for every y column.
+        let text = "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n,5,5\n6,,6\n";
+        let c = from_text(text, "x", &["a", "b"], &[], &Default::default()).unwrap();
+        assert_eq!((c.rows, c.skipped.clone(), c.empty_x), (6, vec![2, 4], 1));
+        let points: Vec<usize> = c.chart.series.iter().map(|s| s.points.len()).collect();
+        assert_eq!(points, [4, 2]);
 
         let c = from_text(
             SWEEP,
