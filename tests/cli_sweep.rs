@@ -477,6 +477,15 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
         "json",
         "set by the sweep",
     );
+    // A flag the run's own parser refuses beside the --out the sweep adds.
+    spec_error(
+        "added",
+        "command = \"reproduce\"\n[base]\nlist = true\n",
+        3,
+        "list",
+        "run 0: the argument '--list' cannot be used with '--out <DIR>' \
+         (every run of a sweep gets --out --json --quiet from the sweep itself)",
+    );
 }
 
 /// The dry run's advice works: after one shard ran into its default
