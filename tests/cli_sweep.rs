@@ -486,6 +486,31 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
         "run 0: the argument '--list' cannot be used with '--out <DIR>' \
          (every run of a sweep gets --out --json --quiet from the sweep itself)",
     );
+    // An unknown [repeat] key is one error, not also one about its value.
+    spec_error(
+        "repeat",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[repeat]\ncount = 3\n",
+        5,
+        "count",
+        "unknown key in [repeat] (expected: seeds = [1, 2, 3])",
+    );
+    let t = TempDir::new("repeat-once");
+    std::fs::write(
+        t.0.join("r.toml"),
+        "command = \"dram\"\n[repeat]\ncount = 3\n",
+    )
+    .unwrap();
+    let err = rejected(&t.0, &["sweep", "r.toml", "--dry-run"]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("expected a list"), "{err}");
+    // A command without flags says so, rather than listing none.
+    spec_error(
+        "noflags",
+        "command = \"dram presets\"\n[axes]\nx = [1, 2]\n",
+        3,
+        "x",
+        "unknown key: `nmpsim dram presets` takes no flags but --json, which the sweep sets itself",
+    );
 }
 
 /// The dry run's advice works: after one shard ran into its default

@@ -238,20 +238,35 @@ pub fn check_spec(spec: &Spec, schema: &CommandSchema) -> Result<(), SpecErrors>
                     ),
                 );
             } else {
-                let hint = schema
-                    .closest(&e.flag)
-                    .map(|f| format!("did you mean '{f}'? "))
-                    .unwrap_or_default();
-                err(
-                    e,
-                    e.line,
+                let flags = schema.flag_list();
+                let message = if flags.is_empty() {
+                    // Nothing to list or suggest.
+                    let own: Vec<String> = schema
+                        .flags
+                        .iter()
+                        .map(|f| format!("--{}", f.long))
+                        .collect();
+                    if own.is_empty() {
+                        format!("unknown key: `{}` takes no flags", schema.display_name())
+                    } else {
+                        format!(
+                            "unknown key: `{}` takes no flags but {}, which the sweep sets itself",
+                            schema.display_name(),
+                            own.join(" and ")
+                        )
+                    }
+                } else {
+                    let hint = schema
+                        .closest(&e.flag)
+                        .map(|f| format!("did you mean '{f}'? "))
+                        .unwrap_or_default();
                     format!(
-                        "unknown key: `{}` has no flag --{} ({hint}its flags: {})",
+                        "unknown key: `{}` has no flag --{} ({hint}its flags: {flags})",
                         schema.display_name(),
                         e.flag,
-                        schema.flag_list()
-                    ),
-                );
+                    )
+                };
+                err(e, e.line, message);
             }
             continue;
         };
@@ -521,6 +536,31 @@ mod tests {
         assert_eq!(e.0.len(), 2, "{e}");
         assert!(e.0[0].message.starts_with("run 0 (trace=a)"), "{e}");
         assert!(e.0[0].line == Some(3) || e.0[0].line == Some(5), "{e}");
+    }
+
+    #[test]
+    fn a_command_without_flags_is_said_to_take_none() {
+        let root = Command::new("tool")
+            .subcommand(Command::new("bare"))
+            .subcommand(
+                Command::new("listing")
+                    .arg(Arg::new("json").long("json").action(ArgAction::SetTrue)),
+            );
+        for (cmd, want) in [
+            ("bare", "unknown key: `tool bare` takes no flags"),
+            (
+                "listing",
+                "unknown key: `tool listing` takes no flags but --json, which the sweep sets itself",
+            ),
+        ] {
+            let s = CommandSchema::resolve(&root, &[cmd.to_string()]).expect("exists");
+            let text = format!("command = \"{cmd}\"\n[axes]\nx = [1, 2]\n");
+            let spec = Spec::parse(&text, "t.toml").expect("shape ok");
+            let e = check_spec(&spec, &s).expect_err("no such flag");
+            assert_eq!(e.0.len(), 1, "{e}");
+            assert_eq!(e.0[0].message, want);
+            assert_eq!((e.0[0].line, e.0[0].key.as_deref()), (Some(3), Some("x")));
+        }
     }
 
     #[test]
