@@ -89,6 +89,8 @@ fn plot_bars_with_title_and_out() {
             "runs.0.bandwidth_gbps",
             "--y",
             "wall_s",
+            "--group",
+            "batch",
             "--title",
             "Engines & <speeds>",
             "--out",
@@ -163,6 +165,96 @@ fn plot_errors_are_clear() {
     let err = fails(&["plot", "results.csv", "--x", "batch"]);
     assert!(err.contains("--y"), "{err}");
     assert!(!dir.0.join("results-error-vs-batch.svg").exists());
+}
+
+#[test]
+fn plot_refuses_bars_that_would_hide_each_other() {
+    let dir = TempDir::new("stacked");
+    // A sweep's table with replicates: 2 streams x 4 seeds.
+    let mut csv = String::from("run,stream,seed,status,error,wall_s,runs.0.bandwidth_gbps\n");
+    for (i, (stream, seed)) in ["random", "sequential"]
+        .iter()
+        .flat_map(|s| (1..=4).map(move |seed| (s, seed)))
+        .enumerate()
+    {
+        csv.push_str(&format!(
+            "{i:04}-aaaaaaaa,{stream},{seed},completed,,0.1,{}\n",
+            10 + i
+        ));
+    }
+    std::fs::write(dir.0.join("results.csv"), csv).unwrap();
+    let args = [
+        "plot",
+        "results.csv",
+        "--x",
+        "stream",
+        "--y",
+        "runs.0.bandwidth_gbps",
+        "--out",
+        "p",
+    ];
+    let o = nmpsim(&dir.0, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "results.csv: 4 rows (lines 2, 3, 4, 5) have stream = `random` in series \
+             `runs.0.bandwidth_gbps` (and so has 1 other category)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("--group COLUMN"), "{err}");
+    assert!(!dir.0.join("p.svg").exists());
+    // Split by seed, each bar has its own place.
+    let mut grouped = args.to_vec();
+    grouped.extend(["--group", "seed"]);
+    let o = nmpsim(&dir.0, &grouped);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = std::fs::read_to_string(dir.0.join("p.svg")).unwrap();
+    // 8 bars and 4 legend swatches, besides the background.
+    let rects = svg.lines().filter(|l| l.starts_with("<rect")).count();
+    assert_eq!(rects, 1 + 8 + 4, "{svg}");
+}
+
+#[test]
+fn plot_counts_skipped_rows_per_y_column() {
+    let dir = TempDir::new("skipped");
+    std::fs::write(
+        dir.0.join("t.csv"),
+        "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n5,5,5\n6,6,6\n",
+    )
+    .unwrap();
+    let o = nmpsim(
+        &dir.0,
+        &["plot", "t.csv", "--x", "x", "--y", "a", "--y", "b"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Every row has its `a` point: only `b` lost rows.
+    assert_eq!(
+        err,
+        "note: skipped 3 of 6 rows for `b`: empty or non-numeric value (failed runs?)\n"
+    );
+    let o = nmpsim(&dir.0, &["plot", "t.csv", "--x", "x", "--y", "b"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err,
+        "note: skipped 3 of 6 rows: empty or non-numeric `b` (failed runs?)\n"
+    );
+}
+
+#[test]
+fn plot_refuses_an_ambiguous_header() {
+    let dir = TempDir::new("duplicate");
+    std::fs::write(dir.0.join("d.csv"), "x,y,y\n1,2,3\n2,3,4\n").unwrap();
+    let o = nmpsim(&dir.0, &["plot", "d.csv", "--x", "x", "--y", "y"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("d.csv: the header has 2 columns named `y` (columns 2, 3)"),
+        "{err}"
+    );
+    assert!(!dir.0.join("d-y-vs-x.svg").exists());
 }
 
 #[test]

@@ -132,6 +132,14 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
     assert_eq!(v["results"]["skipped"], 6, "{out}");
+    // The summary has the fields docs/sweeps.md names, and no others.
+    let fields: Vec<&str> = v["results"]
+        .as_object()
+        .expect("results object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(documented_summary_fields(), sorted(fields), "{out}");
     assert_eq!(read(&d.join("resumed/results.csv")), resumed);
 
     // Three shards, merged.
@@ -244,6 +252,23 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
         err.contains(&format!("{name}: unreadable")),
         "{name}: {err}"
     );
+}
+
+fn sorted(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort_unstable();
+    v
+}
+
+/// The `--json` summary's fields as docs/sweeps.md lists them (the code
+/// spans of its `--json` item, up to the dry run's), sorted.
+fn documented_summary_fields() -> Vec<&'static str> {
+    static DOC: &str = include_str!("../docs/sweeps.md");
+    let start = DOC
+        .find("- `--json` prints a summary")
+        .expect("docs/sweeps.md describes --json");
+    let item = &DOC[start + "- `--json`".len()..];
+    let item = &item[..item.find("`--dry-run`").expect("end of the item")];
+    sorted(item.split('`').skip(1).step_by(2).collect())
 }
 
 fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {
@@ -451,6 +476,40 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
         4,
         "json",
         "set by the sweep",
+    );
+    // A flag the run's own parser refuses beside the --out the sweep adds.
+    spec_error(
+        "added",
+        "command = \"reproduce\"\n[base]\nlist = true\n",
+        3,
+        "list",
+        "run 0: the argument '--list' cannot be used with '--out <DIR>' \
+         (every run of a sweep gets --out --json --quiet from the sweep itself)",
+    );
+    // An unknown [repeat] key is one error, not also one about its value.
+    spec_error(
+        "repeat",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[repeat]\ncount = 3\n",
+        5,
+        "count",
+        "unknown key in [repeat] (expected: seeds = [1, 2, 3])",
+    );
+    let t = TempDir::new("repeat-once");
+    std::fs::write(
+        t.0.join("r.toml"),
+        "command = \"dram\"\n[repeat]\ncount = 3\n",
+    )
+    .unwrap();
+    let err = rejected(&t.0, &["sweep", "r.toml", "--dry-run"]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("expected a list"), "{err}");
+    // A command without flags says so, rather than listing none.
+    spec_error(
+        "noflags",
+        "command = \"dram presets\"\n[axes]\nx = [1, 2]\n",
+        3,
+        "x",
+        "unknown key: `nmpsim dram presets` takes no flags but --json, which the sweep sets itself",
     );
 }
 

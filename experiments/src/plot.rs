@@ -287,9 +287,12 @@ pub struct CsvChart {
     pub chart: Chart,
     /// Data rows in the file.
     pub rows: usize,
-    /// Rows with an empty x or an empty or non-numeric y (for several y
-    /// columns: in any of them; its other values are still plotted).
-    pub skipped: usize,
+    /// Per y column, in the order given: rows that gave it no point (an
+    /// empty x, or an empty or non-numeric value in that column). A row
+    /// skipped for one y column still gives its points of the others.
+    pub skipped: Vec<usize>,
+    /// Rows skipped for an empty x (counted in every `skipped` too).
+    pub empty_x: usize,
 }
 
 /// Builds a chart from a tidy CSV (as written by `nmpsim sweep`'s
@@ -332,10 +335,13 @@ fn parse_number(s: &str) -> Option<f64> {
 /// errors.
 ///
 /// - Rows whose x is empty, or whose y is empty or not a number (a failed
-///   run's row), are skipped and counted.
+///   run's row), are skipped and counted, per y column.
 /// - When every remaining x value is a number the chart is [`ChartKind::Lines`]
 ///   (points sorted by x) unless `opts.bars`; otherwise [`ChartKind::Bars`]
-///   with categories in first-appearance order.
+///   with categories in first-appearance order. Bars are not aggregated: two
+///   rows of one category in one series are an error naming them (they would
+///   be drawn on top of each other), to be split by a group column.
+/// - A column named by `x`, `ys` or `group` must appear once in the header.
 /// - A group column whose value is a number is shown as `column=value` in the
 ///   series name; several group columns are joined with `, `.
 pub fn chart_from_csv_text(
@@ -363,10 +369,23 @@ pub fn chart_from_csv_text(
     })?;
     let header: Vec<String> = header.into_iter().map(|h| h.trim().to_string()).collect();
     let column = |name: &str| -> Result<usize, PlotError> {
-        header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| missing_column(file, name, &header))
+        let at: Vec<usize> = (0..header.len()).filter(|&i| header[i] == name).collect();
+        match at[..] {
+            [] => Err(missing_column(file, name, &header)),
+            [i] => Ok(i),
+            _ => Err(PlotError::Csv {
+                file: file.to_string(),
+                message: format!(
+                    "the header has {} columns named `{name}` (columns {}): which one to plot \
+                     is ambiguous; rename them apart",
+                    at.len(),
+                    at.iter()
+                        .map(|i| (i + 1).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
     };
     let xi = column(x)?;
     let yis = ys
@@ -378,11 +397,12 @@ pub fn chart_from_csv_text(
         .map(|g| column(g))
         .collect::<Result<Vec<_>, _>>()?;
 
-    // Observations: (x text, y index, group index, y).
+    // Observations: (line, x text, y index, group index, y).
     let mut groups: Vec<String> = Vec::new();
     let mut group_index: HashMap<String, usize> = HashMap::new();
-    let mut obs: Vec<(String, usize, usize, f64)> = Vec::new();
-    let (mut rows, mut skipped) = (0, 0);
+    let mut obs: Vec<(usize, String, usize, usize, f64)> = Vec::new();
+    let (mut rows, mut empty_x) = (0, 0);
+    let mut skipped = vec![0; ys.len()];
     for (line, rec) in records {
         if rec.len() != header.len() {
             return Err(PlotError::Csv {
@@ -398,7 +418,8 @@ pub fn chart_from_csv_text(
         let field = |i: usize| rec.get(i).map_or("", |s| s.trim());
         let xv = field(xi);
         if xv.is_empty() {
-            skipped += 1;
+            empty_x += 1;
+            skipped.iter_mut().for_each(|n| *n += 1);
             continue;
         }
         let label = group
@@ -416,7 +437,6 @@ pub fn chart_from_csv_text(
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let mut incomplete = false;
         for (k, &yi) in yis.iter().enumerate() {
             match parse_number(field(yi)) {
                 Some(y) => {
@@ -424,13 +444,10 @@ pub fn chart_from_csv_text(
                         groups.push(label.clone());
                         groups.len() - 1
                     });
-                    obs.push((xv.to_string(), k, g, y));
+                    obs.push((line, xv.to_string(), k, g, y));
                 }
-                None => incomplete = true,
+                None => skipped[k] += 1,
             }
-        }
-        if incomplete {
-            skipped += 1;
         }
     }
     if obs.is_empty() {
@@ -442,18 +459,64 @@ pub fn chart_from_csv_text(
                 .collect::<Vec<_>>()
                 .join(" or "),
             rows,
-            skipped,
+            skipped: rows,
         });
     }
 
-    let numeric = obs.iter().all(|(xv, ..)| parse_number(xv).is_some());
+    let numeric = obs.iter().all(|(_, xv, ..)| parse_number(xv).is_some());
     let kind = if numeric && !opts.bars {
         ChartKind::Lines
     } else {
         ChartKind::Bars
     };
+    let series_name = |k: usize, g: usize| match (ys.len(), group.is_empty()) {
+        (_, true) => ys[k].clone(),
+        (1, false) => groups[g].clone(),
+        _ => format!("{} ({})", ys[k], groups[g]),
+    };
+    if kind == ChartKind::Bars {
+        // One bar per category and series: rows that share both would be
+        // drawn on top of each other, the tallest hiding the rest.
+        let mut lines: HashMap<(usize, usize, &str), Vec<usize>> = HashMap::new();
+        let mut order = Vec::new();
+        for (line, xv, k, g, _) in &obs {
+            let at = lines.entry((*k, *g, xv.as_str())).or_default();
+            if at.len() == 1 {
+                order.push((*k, *g, xv.as_str()));
+            }
+            at.push(*line);
+        }
+        if let Some(&(k, g, xv)) = order.first() {
+            let at = &lines[&(k, g, xv)];
+            let mut shown = at
+                .iter()
+                .take(4)
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if at.len() > 4 {
+                shown.push_str(", ...");
+            }
+            let more = match order.len() - 1 {
+                0 => String::new(),
+                1 => " (and so has 1 other category)".to_string(),
+                n => format!(" (and so have {n} other categories)"),
+            };
+            return Err(PlotError::Csv {
+                file: file.to_string(),
+                message: format!(
+                    "{} rows (lines {shown}) have {x} = `{xv}` in series `{}`{more}: a bar chart \
+                     draws one bar per category and series, so they would hide each other; \
+                     split them into series with --group COLUMN (the column that tells them \
+                     apart, e.g. --group seed) or filter the table to one row per category",
+                    at.len(),
+                    series_name(k, g),
+                ),
+            });
+        }
+    }
     let mut points: Vec<Vec<Vec<(XValue, f64)>>> = vec![vec![Vec::new(); groups.len()]; ys.len()];
-    for (xv, k, g, y) in obs {
+    for (_, xv, k, g, y) in obs {
         let xval = match kind {
             ChartKind::Lines => XValue::Num(parse_number(&xv).unwrap_or_default()),
             ChartKind::Bars => XValue::Cat(xv),
@@ -469,12 +532,10 @@ pub fn chart_from_csv_text(
             if kind == ChartKind::Lines {
                 pts.sort_by(|a, b| x_num(&a.0).total_cmp(&x_num(&b.0)));
             }
-            let name = match (ys.len(), group.is_empty()) {
-                (_, true) => ys[k].clone(),
-                (1, false) => groups[g].clone(),
-                _ => format!("{} ({})", ys[k], groups[g]),
-            };
-            series.push(Series { name, points: pts });
+            series.push(Series {
+                name: series_name(k, g),
+                points: pts,
+            });
         }
     }
 
@@ -506,6 +567,7 @@ pub fn chart_from_csv_text(
         chart,
         rows,
         skipped,
+        empty_x,
     })
 }
 
@@ -590,18 +652,7 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
     } else {
         (hi / 2.0 - lo / 2.0) / target.max(1) as f64 * 2.0
     };
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let nice = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    let step = nice * mag;
+    let step = nice_step(raw);
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     let big = lo.abs().max(hi.abs());
@@ -621,53 +672,137 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
         .collect()
 }
 
-/// Ticks of a log axis over [lo, hi] (both positive): powers of two when the
-/// data are powers of two, else 1-2-5 or 1 per decade; linear ticks when the
-/// range is narrower than that gives.
-fn log_ticks(lo: f64, hi: f64, pow2: bool) -> Vec<(f64, String)> {
+/// The 1, 2, 5 or 10 times a power of ten nearest above `raw` (> 0).
+fn nice_step(raw: f64) -> f64 {
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+/// `m`·10^`e`, as exactly as f64 holds it (`3e-1` is 0.3, not 0.30000000000000004).
+fn decimal(m: u32, e: i64) -> f64 {
+    format!("{m}e{e}").parse().unwrap_or(f64::NAN)
+}
+
+/// A log axis over data in [min, max] (both positive): its range in data
+/// units and its ticks. The range reaches out to the ticks next to the data,
+/// so that a tick lies at or below the smallest value and at or above the
+/// largest. The ticks are powers of two when the data are powers of two, else
+/// the finest of 1-2-3-...-9 (at most 6 ticks) and 1-2-5 (at most 10) per
+/// decade, else decades; every k-th power when there are too many; linear
+/// ticks when the data lie between two neighbouring 1-2-3-...-9 ticks.
+fn log_ticks(min: f64, max: f64, pow2: bool) -> ((f64, f64), Vec<(f64, String)>) {
     const MAX: usize = 10;
-    // A padded range of data near the ends of f64 can reach 0 or inf: keep
-    // it finite, so that the decades (or powers of two) below stay a few
-    // hundred (or thousand) at most.
-    let (lo, hi) = (
-        lo.clamp(f64::MIN_POSITIVE, f64::MAX),
-        hi.clamp(f64::MIN_POSITIVE, f64::MAX),
-    );
-    let thin = |v: Vec<f64>| -> Vec<f64> {
-        let every = v.len().div_ceil(MAX).max(1);
-        v.into_iter().step_by(every).collect()
+    const EPS: f64 = 1e-9;
+    // Data near the ends of f64 are kept finite and positive, so that the
+    // decades (or powers of two) stay a few hundred (or thousand) at most.
+    let clamp = |v: f64| v.clamp(f64::MIN_POSITIVE, f64::MAX);
+    let (mut min, mut max) = (clamp(min.min(max)), clamp(max.max(min)));
+    if max <= min * (1.0 + EPS) {
+        // One value: an octave either side.
+        (min, max) = (clamp(min / 2.0), clamp(max * 2.0));
+    }
+    let (below, above) = (min * (1.0 + EPS), max * (1.0 - EPS));
+    // Every k-th power of `base`, from the last at or below min to the first
+    // at or above max, k the smallest that gives at most MAX ticks.
+    let powers = |base: u32| -> Vec<f64> {
+        let pow = |e: i64| {
+            if base == 10 {
+                decimal(1, e)
+            } else {
+                2f64.powi(e as i32)
+            }
+        };
+        let log = |v: f64| v.ln() / f64::from(base).ln();
+        let (mut a, mut b) = (log(min).floor() as i64, log(max).ceil() as i64);
+        while pow(a) > below {
+            a -= 1;
+        }
+        while pow(a + 1) <= below {
+            a += 1;
+        }
+        while pow(b) < above {
+            b += 1;
+        }
+        while pow(b - 1) >= above {
+            b -= 1;
+        }
+        let mut k = 1;
+        let (a, b) = loop {
+            let (a, b) = (a.div_euclid(k) * k, -(-b).div_euclid(k) * k);
+            if (b - a) / k < MAX as i64 {
+                break (a, b);
+            }
+            k += 1;
+        };
+        (0..=(b - a) / k)
+            .map(|i| pow(a + i * k))
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect()
+    };
+    // The values m·10^e for m in `ms` from the last at or below min to the
+    // first at or above max.
+    let mantissas = |ms: &[u32]| -> Vec<f64> {
+        let (a, b) = (
+            min.log10().floor() as i64 - 1,
+            max.log10().ceil() as i64 + 1,
+        );
+        let all: Vec<f64> = (a..=b)
+            .flat_map(|e| ms.iter().map(move |&m| decimal(m, e)))
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        match (
+            all.iter().rposition(|&t| t <= below),
+            all.iter().position(|&t| t >= above),
+        ) {
+            (Some(i), Some(j)) => all[i..=j].to_vec(),
+            _ => Vec::new(),
+        }
     };
     let ticks: Vec<f64> = if pow2 {
-        let (a, b) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
-        thin(
-            (a..=b)
-                .map(|e| 2f64.powi(e))
-                .filter(|v| v.is_finite() && *v > 0.0)
-                .collect(),
-        )
+        powers(2)
+    } else if max / min > 1e5 {
+        // More than five decades: over 10 ticks of 1-2-5.
+        powers(10)
     } else {
-        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
-        let within = |ms: &[f64]| -> Vec<f64> {
+        let fine = mantissas(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let coarse = mantissas(&[1, 2, 5]);
+        if (3..=6).contains(&fine.len()) {
+            fine
+        } else if (3..=MAX).contains(&coarse.len()) {
+            coarse
+        } else if coarse.len() > MAX {
+            powers(10)
+        } else {
+            // Within one 1-2-3-...-9 step: linear ticks, the nearest outside
+            // the data included (steps of at most 2/5 of the span, so the
+            // lowest stays positive).
+            let step = nice_step((max - min) / 5.0);
+            let (a, b) = (
+                (min / step * (1.0 + EPS)).floor() as i64,
+                (max / step * (1.0 - EPS)).ceil() as i64,
+            );
             (a..=b)
-                .flat_map(|e| ms.iter().map(move |m| m * 10f64.powi(e)))
-                .filter(|v| {
-                    v.is_finite() && *v > 0.0 && *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9)
-                })
+                .map(|i| i as f64 * step)
+                .filter(|v| *v > 0.0)
                 .collect()
-        };
-        let mut t = within(&[1.0, 2.0, 5.0]);
-        if t.len() > MAX {
-            t = thin(within(&[1.0]));
         }
-        t
     };
-    if ticks.len() < 2 {
-        return linear_ticks(lo, hi, 6)
-            .into_iter()
-            .filter(|(v, _)| *v > 0.0)
-            .collect();
-    }
-    ticks.into_iter().map(|v| (v, format_value(v))).collect()
+    let lo = ticks.first().map_or(min, |t| t.min(min));
+    let hi = ticks.last().map_or(max, |t| t.max(max));
+    (
+        (lo, hi),
+        ticks.into_iter().map(|v| (v, format_value(v))).collect(),
+    )
 }
 
 fn is_pow2(v: f64) -> bool {
@@ -724,15 +859,30 @@ fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
     (start, end)
 }
 
-fn ticks_for(axis: Axis, range: (f64, f64), pow2: bool, target: usize) -> Vec<(f64, String)> {
-    if axis.log {
-        log_ticks(10f64.powf(range.0), 10f64.powf(range.1), pow2)
-            .into_iter()
-            .map(|(v, l)| (v.log10(), l))
-            .collect()
-    } else {
-        linear_ticks(range.0, range.1, target)
+/// The drawing range (in drawing values: `log10` on a log axis) and the
+/// ticks of an axis over data in [lo, hi]. A linear axis has some room around
+/// the data (and 0 inside it for bars, which grow from it) and about `target`
+/// ticks; a log axis reaches to the ticks next to the data ([`log_ticks`]),
+/// and for bars starts at the lowest, which the bars grow from.
+fn axis_layout(
+    axis: Axis,
+    lo: f64,
+    hi: f64,
+    pow2: bool,
+    bars: bool,
+    target: usize,
+) -> ((f64, f64), Vec<(f64, String)>) {
+    if !axis.log {
+        let range = padded(axis, lo, hi, bars);
+        return (range, linear_ticks(range.0, range.1, target));
     }
+    let ((lo, hi), ticks) = log_ticks(lo, hi, pow2);
+    let (a, b) = (lo.log10(), hi.log10());
+    // Room for the markers of points on the first or last tick.
+    let pad = (b - a) * 0.03;
+    let range = (if bars { a } else { a - pad }, b + pad);
+    let ticks = ticks.into_iter().map(|(v, l)| (v.log10(), l)).collect();
+    (range, ticks)
 }
 
 /// A linear plotters axis over drawing values with our own ticks and their
@@ -1006,11 +1156,12 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
         .collect();
     let (ymin, ymax) = min_max(&all_y);
     let bars = chart.kind == ChartKind::Bars;
-    let y_range = padded(ya, ymin, ymax, bars);
-    let y_ticks = ticks_for(
+    let (y_range, y_ticks) = axis_layout(
         ya,
-        y_range,
+        ymin,
+        ymax,
         all_y.iter().all(|&v| is_pow2(v)),
+        bars,
         (body_h / 70).clamp(4, 10) as usize,
     );
     let cats = if bars { categories(chart) } else { Vec::new() };
@@ -1029,14 +1180,14 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
             .flat_map(|s| s.points.iter().map(|p| x_num(&p.0)))
             .collect();
         let (lo, hi) = min_max(&xs);
-        let range = padded(xa, lo, hi, false);
-        let ticks = ticks_for(
+        axis_layout(
             xa,
-            range,
+            lo,
+            hi,
             xs.iter().all(|&v| is_pow2(v)),
+            false,
             ((body_w - legend_w) / 110).clamp(3, 10) as usize,
-        );
-        (range, ticks)
+        )
     };
 
     // Label areas: wide enough for the widest tick label; category labels
@@ -1130,6 +1281,8 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
                 .map(|(i, c)| (c.as_str(), i))
                 .collect();
             let k = chart.series.len().max(1) as f64;
+            // On a log axis the range starts at its lowest tick, at or
+            // below every value ([`axis_layout`]).
             let (group_w, base) = (0.8, if ya.log { y_range.0 } else { 0.0 });
             let bar_w = group_w / k;
             for (j, s) in chart.series.iter().enumerate() {
@@ -1298,7 +1451,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         )
         .unwrap();
         assert_eq!(c.rows, 6);
-        assert_eq!(c.skipped, 1);
+        assert_eq!((c.skipped, c.empty_x), (vec![1], 0));
         let ch = &c.chart;
         assert_eq!(ch.kind, ChartKind::Lines);
         assert_eq!(ch.title, "sim_gbps vs batch by engine");
@@ -1324,26 +1477,94 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn quoted_fields_and_categorical_x_make_bars_in_first_appearance_order() {
-        let text = "name,gbps\n\"b, second\",2\n\"a \"\"first\"\"\",1\nc,3\n\"b, second\",4\n";
-        let c = from_text(text, "name", &["gbps"], &[], &Default::default()).unwrap();
+        let text =
+            "name,gbps,run\n\"b, second\",2,1\n\"a \"\"first\"\"\",1,1\nc,3,1\n\"b, second\",4,2\n";
+        let c = from_text(text, "name", &["gbps"], &["run"], &Default::default()).unwrap();
         assert_eq!(c.chart.kind, ChartKind::Bars);
-        assert_eq!(c.chart.series.len(), 1);
-        assert_eq!(c.chart.series[0].name, "gbps");
+        assert_eq!(c.chart.series.len(), 2);
+        assert_eq!(c.chart.series[0].name, "run=1");
         let xs: Vec<String> = c.chart.series[0]
             .points
             .iter()
             .map(|p| p.0.label())
             .collect();
-        assert_eq!(xs, ["b, second", "a \"first\"", "c", "b, second"]);
+        assert_eq!(xs, ["b, second", "a \"first\"", "c"]);
+        assert_eq!(c.chart.series[1].points, [(XValue::from("b, second"), 4.0)]);
         assert_eq!(categories(&c.chart), ["b, second", "a \"first\"", "c"]);
         // Numeric x drawn as bars on request: categories keep file order.
         let opts = CsvChartOptions {
             bars: true,
             ..Default::default()
         };
-        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap();
+        let c = from_text(SWEEP, "batch", &["sim_gbps"], &["engine"], &opts).unwrap();
         assert_eq!(c.chart.kind, ChartKind::Bars);
         assert_eq!(categories(&c.chart), ["512", "256", "1024"]);
+    }
+
+    #[test]
+    fn bars_of_one_category_and_series_are_refused_not_stacked() {
+        // Two engines per batch size: without --group engine, the bars of a
+        // batch would be drawn at one place, the taller hiding the other.
+        let opts = CsvChartOptions {
+            bars: true,
+            ..Default::default()
+        };
+        let err = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
+            "{msg}"
+        );
+        assert!(msg.contains("in series `sim_gbps`"), "{msg}");
+        assert!(msg.contains("(and so has 1 other category)"), "{msg}");
+        assert!(msg.contains("--group COLUMN"), "{msg}");
+        // Categorical x, replicates of a category (a sweep's seeds).
+        let mut text = String::from("stream,seed,gbps\n");
+        for (i, stream) in ["random", "sequential"].iter().enumerate() {
+            for seed in 1..=8 {
+                text.push_str(&format!("{stream},{seed},{}\n", i * 10 + seed));
+            }
+        }
+        let msg = from_text(&text, "stream", &["gbps"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("8 rows (lines 2, 3, 4, 5, ...) have stream = `random` in series `gbps`"),
+            "{msg}"
+        );
+        // Per series: with several y columns the same category is one bar of each.
+        let msg = from_text(&text, "stream", &["gbps", "seed"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("in series `gbps`"), "{msg}");
+        // Grouped by what tells them apart, every bar has its own place.
+        let c = from_text(&text, "stream", &["gbps"], &["seed"], &Default::default()).unwrap();
+        assert_eq!(c.chart.series.len(), 8);
+        assert!(c.chart.series.iter().all(|s| s.points.len() == 2));
+        // Line charts join replicates of one x (documented), as before.
+        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &Default::default()).unwrap();
+        assert_eq!(c.chart.series[0].points.len(), 5);
+    }
+
+    #[test]
+    fn an_ambiguous_column_name_is_an_error() {
+        let err = from_text("x,y,y\n1,2,3\n", "x", &["y"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "t.csv: the header has 2 columns named `y` (columns 2, 3): which one to plot is \
+             ambiguous; rename them apart"
+        );
+        for (x, group) in [("y", &[][..]), ("x", &["y"][..])] {
+            let err = from_text("x,y,z,y\n1,2,3,4\n", x, &["z"], group, &Default::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("columns named `y` (columns 2, 4)"), "{err}");
+        }
+        // A repeated name that is not plotted is no matter.
+        let c = from_text("x,y,z,z\n1,2,3,4\n", "x", &["y"], &[], &Default::default());
+        assert!(c.is_ok(), "{c:?}");
     }
 
     #[test]
@@ -1359,9 +1580,15 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["sim_gbps", "wall_s"]);
         assert_eq!(c.chart.y_label, "value");
-        assert_eq!(c.skipped, 1);
-        // The failed row still has a wall_s point.
+        // Counted per y column: the failed row still has a wall_s point.
+        assert_eq!(c.skipped, [1, 0]);
         assert_eq!(c.chart.series[1].points.len(), 6);
+        // A row with an empty x counts for every y column.
+        let text = "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n,5,5\n6,,6\n";
+        let c = from_text(text, "x", &["a", "b"], &[], &Default::default()).unwrap();
+        assert_eq!((c.rows, c.skipped.clone(), c.empty_x), (6, vec![2, 4], 1));
+        let points: Vec<usize> = c.chart.series.iter().map(|s| s.points.len()).collect();
+        assert_eq!(points, [4, 2]);
 
         let c = from_text(
             SWEEP,
@@ -1556,32 +1783,69 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let t = linear_ticks(0.05, 0.42, 4);
         let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
         assert_eq!(labels, ["0.1", "0.2", "0.3", "0.4"]);
-        let t = log_ticks(200.0, 20000.0, true);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        // Log ticks reach out to the tick next to the data at either end.
+        let labels = |min: f64, max: f64, pow2: bool| -> Vec<String> {
+            let ((lo, hi), t) = log_ticks(min, max, pow2);
+            assert!(lo <= min && hi >= max, "{min}..{max}: range {lo}..{hi}");
+            assert_eq!((lo, hi), (t[0].0, t[t.len() - 1].0), "{t:?}");
+            t.into_iter().map(|x| x.1).collect()
+        };
         assert_eq!(
-            labels,
+            labels(256.0, 16384.0, true),
             ["256", "512", "1024", "2048", "4096", "8192", "16384"]
         );
-        // Ranges at the ends of f64 (a padded 1..1e300 reaches inf) give a
-        // few finite ticks, not billions.
-        for (lo, hi, pow2) in [
-            (1.0, f64::INFINITY, false),
-            (0.0, 1e300, false),
-            (1e-320, 1.0, true),
-            (1.0, f64::INFINITY, true),
-        ] {
-            let t = log_ticks(lo, hi, pow2);
-            assert!(!t.is_empty() && t.len() <= 10, "{lo}..{hi}: {}", t.len());
-            assert!(t.iter().all(|(v, _)| v.is_finite() && *v > 0.0), "{t:?}");
-        }
-        let t = log_ticks(0.9, 1100.0, false);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
         assert_eq!(
-            labels,
+            labels(200.0, 20000.0, true),
+            [
+                "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "32768"
+            ]
+        );
+        // Every k-th power of two when there are many, aligned.
+        assert_eq!(
+            labels(1.0, 1048576.0, true),
+            ["1", "8", "64", "512", "4096", "32768", "262144", "2097152"]
+        );
+        // Few ticks of 1-2-3-...-9 when they cover the data, else 1-2-5.
+        assert_eq!(labels(11.5, 27.0, false), ["10", "20", "30"]);
+        assert_eq!(labels(23.6, 100.0, false), ["20", "50", "100"]);
+        assert_eq!(labels(0.31, 0.9, false), ["0.2", "0.5", "1"]);
+        assert_eq!(
+            labels(1.5, 700.0, false),
             ["1", "2", "5", "10", "20", "50", "100", "200", "500", "1000"]
         );
-        // Narrower than a 1-2-5 step: linear ticks.
-        assert!(log_ticks(11.0, 19.0, false).len() >= 2);
+        // Decades past ten 1-2-5 ticks, every k-th past ten decades.
+        assert_eq!(
+            labels(0.9, 1100.0, false),
+            ["0.1", "1", "10", "100", "1000", "10000"]
+        );
+        assert_eq!(
+            labels(3.0, 3e12, false),
+            [
+                "1", "100", "10000", "1000000", "1e8", "1e10", "1e12", "1e14"
+            ]
+        );
+        // Within one step of 1-2-3-...-9: linear ticks, from one at or below
+        // the data to one at or above.
+        assert_eq!(
+            labels(11.0, 19.0, false),
+            ["10", "12", "14", "16", "18", "20"]
+        );
+        assert_eq!(labels(1.012, 1.049, false).first().unwrap(), "1.01");
+        // One value: an octave either side.
+        assert_eq!(labels(10.0, 10.0, false), ["5", "10", "20"]);
+        assert_eq!(labels(256.0, 256.0, true), ["128", "256", "512"]);
+        // Data at the ends of f64 give a few finite ticks, not billions.
+        for (lo, hi, pow2) in [
+            (f64::MIN_POSITIVE, f64::MAX, false),
+            (1e-300, 1e300, false),
+            (5e-324, 1.0, true),
+            (1.0, f64::MAX, true),
+        ] {
+            let (range, t) = log_ticks(lo, hi, pow2);
+            assert!(!t.is_empty() && t.len() <= 10, "{lo}..{hi}: {}", t.len());
+            assert!(t.iter().all(|(v, _)| v.is_finite() && *v > 0.0), "{t:?}");
+            assert!(range.0 > 0.0 && range.1.is_finite(), "{range:?}");
+        }
     }
 
     fn sample_chart(kind: ChartKind) -> Chart {
@@ -1663,6 +1927,100 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             // Palette colours, greys of the grid and anti-aliased text.
             assert!(colours > 10, "{colours} colours");
         }
+    }
+
+    /// The number in `attr="..."` of an SVG element's line.
+    fn svg_attr(line: &str, attr: &str) -> Option<f64> {
+        let start = line.find(&format!(" {attr}=\""))? + attr.len() + 3;
+        line[start..].split('"').next()?.parse().ok()
+    }
+
+    /// The y axis's tick labels of an SVG from [`write_chart`]: (pixel y,
+    /// value), top to bottom. (plotters writes a text's content on the line
+    /// after its `<text ...>`; only the y labels are right-aligned.)
+    fn svg_y_ticks(svg: &str) -> Vec<(f64, f64)> {
+        let lines: Vec<&str> = svg.lines().collect();
+        let mut ticks = lines
+            .windows(2)
+            .filter(|w| w[0].starts_with("<text") && w[0].contains("text-anchor=\"end\""))
+            .map(|w| {
+                let y = svg_attr(w[0], "y").unwrap();
+                (y, w[1].trim().parse::<f64>().expect(w[1]))
+            })
+            .collect::<Vec<_>>();
+        ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ticks
+    }
+
+    #[test]
+    fn log_axes_have_ticks_around_the_data_and_log_bars_start_on_one() {
+        let dir = TempDir::new("logticks");
+        let values = [11.5, 14.0, 27.0];
+        // (Named like the y axis: no legend, whose marker would be a circle too.)
+        let mut series = Series::new("GB/s");
+        for (i, v) in values.iter().enumerate() {
+            series = series.point(i as f64 + 1.0, *v);
+        }
+        let lines = Chart::new("lines", ChartKind::Lines)
+            .labels("x", "GB/s")
+            .log_axes(false, true)
+            .with_series(series);
+        let paths = write_chart(&lines, &dir.0.join("lines")).unwrap();
+        let svg = fs::read_to_string(&paths[0]).unwrap();
+        let ticks = svg_y_ticks(&svg);
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [30.0, 20.0, 10.0], "{ticks:?}");
+        // Every marker lies between the lowest and the highest tick.
+        let (top, bottom) = (ticks[0].0, ticks[ticks.len() - 1].0);
+        let marks: Vec<f64> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle"))
+            .map(|l| svg_attr(l, "cy").unwrap())
+            .collect();
+        assert_eq!(marks.len(), 3, "{svg}");
+        assert!(
+            marks.iter().all(|&y| y > top && y < bottom),
+            "{marks:?} {ticks:?}"
+        );
+
+        let mut bars = Chart::new("bars", ChartKind::Bars)
+            .labels("c", "GB/s")
+            .log_axes(false, true)
+            .with_series(
+                Series::new("GB/s")
+                    .point("a", 23.6)
+                    .point("b", 60.0)
+                    .point("c", 100.0),
+            );
+        let paths = write_chart(&bars, &dir.0.join("bars")).unwrap();
+        let svg = fs::read_to_string(&paths[0]).unwrap();
+        let ticks = svg_y_ticks(&svg);
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [100.0, 50.0, 20.0], "{ticks:?}");
+        let base = ticks[ticks.len() - 1].0;
+        let rects: Vec<(f64, f64)> = svg
+            .lines()
+            .filter(|l| l.starts_with("<rect") && l.contains("#0072B2"))
+            .map(|l| {
+                let y = svg_attr(l, "y").unwrap();
+                (y, y + svg_attr(l, "height").unwrap())
+            })
+            .collect();
+        assert_eq!(rects.len(), 3, "{svg}");
+        // The bars grow from the tick labelled 20, below the smallest value.
+        for (top, bottom) in &rects {
+            assert!(
+                (bottom - base).abs() <= 1.0,
+                "bar ends at {bottom}, tick 20 at {base}"
+            );
+            assert!(top < bottom);
+        }
+        // Pure powers of two keep power-of-two ticks, one at either end.
+        bars.series[0].points = vec![("a".into(), 256.0), ("b".into(), 4096.0)];
+        let paths = write_chart(&bars, &dir.0.join("pow2")).unwrap();
+        let ticks = svg_y_ticks(&fs::read_to_string(&paths[0]).unwrap());
+        let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
+        assert_eq!(labels, [4096.0, 2048.0, 1024.0, 512.0, 256.0], "{ticks:?}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::error::{SpecError, SpecErrors};
 use crate::expand::Run;
+use crate::layout::RUNS_DIR;
 use crate::spec::{Entry, RESERVED_FLAGS, Scalar, Spec};
 
 /// Most per-run parse errors reported; the rest are counted.
@@ -237,20 +238,35 @@ pub fn check_spec(spec: &Spec, schema: &CommandSchema) -> Result<(), SpecErrors>
                     ),
                 );
             } else {
-                let hint = schema
-                    .closest(&e.flag)
-                    .map(|f| format!("did you mean '{f}'? "))
-                    .unwrap_or_default();
-                err(
-                    e,
-                    e.line,
+                let flags = schema.flag_list();
+                let message = if flags.is_empty() {
+                    // Nothing to list or suggest.
+                    let own: Vec<String> = schema
+                        .flags
+                        .iter()
+                        .map(|f| format!("--{}", f.long))
+                        .collect();
+                    if own.is_empty() {
+                        format!("unknown key: `{}` takes no flags", schema.display_name())
+                    } else {
+                        format!(
+                            "unknown key: `{}` takes no flags but {}, which the sweep sets itself",
+                            schema.display_name(),
+                            own.join(" and ")
+                        )
+                    }
+                } else {
+                    let hint = schema
+                        .closest(&e.flag)
+                        .map(|f| format!("did you mean '{f}'? "))
+                        .unwrap_or_default();
                     format!(
-                        "unknown key: `{}` has no flag --{} ({hint}its flags: {})",
+                        "unknown key: `{}` has no flag --{} ({hint}its flags: {flags})",
                         schema.display_name(),
                         e.flag,
-                        schema.flag_list()
-                    ),
-                );
+                    )
+                };
+                err(e, e.line, message);
             }
             continue;
         };
@@ -295,13 +311,17 @@ pub fn check_spec(spec: &Spec, schema: &CommandSchema) -> Result<(), SpecErrors>
     SpecErrors(errors).into_result()
 }
 
-/// Lets clap parse every run's complete argument vector.
+/// Lets clap parse every run's complete argument vector, as the run will
+/// get it: with the flags the sweep adds ([`CommandSchema::sweep_flags`]).
 pub fn check_runs(spec: &Spec, schema: &CommandSchema, runs: &[Run]) -> Result<(), SpecErrors> {
     let mut errors: Vec<SpecError> = Vec::new();
     let mut failed = 0usize;
     let mut parser = schema.root.clone();
     for run in runs {
-        let Err(ce) = CommandSchema::parse_in(&mut parser, &schema.argv(&run.config)) else {
+        let own = schema.argv(&run.config);
+        let added = schema.sweep_flags(&format!("{RUNS_DIR}/{}", run.dir_name(runs.len())));
+        let argv: Vec<String> = own.iter().chain(&added).cloned().collect();
+        let Err(ce) = CommandSchema::parse_in(&mut parser, &argv) else {
             continue;
         };
         failed += 1;
@@ -315,11 +335,24 @@ pub fn check_runs(spec: &Spec, schema: &CommandSchema, runs: &[Run]) -> Result<(
         } else {
             format!(" ({})", run.describe())
         };
+        // A flag that cannot go with what the sweep adds: say so.
+        let by_sweep = if !added.is_empty() && CommandSchema::parse_in(&mut parser, &own).is_ok() {
+            let names: Vec<&str> = added
+                .iter()
+                .map(|f| f.split('=').next().unwrap_or(f))
+                .collect();
+            format!(
+                " (every run of a sweep gets {} from the sweep itself)",
+                names.join(" ")
+            )
+        } else {
+            String::new()
+        };
         errors.push(SpecError::new(
             &spec.file,
             Some(line),
             entry.map(|e| e.key.as_str()),
-            format!("run {}{what}: {}", run.index, clap_message(&ce)),
+            format!("run {}{what}: {}{by_sweep}", run.index, clap_message(&ce)),
         ));
     }
     if failed > errors.len() {
@@ -367,6 +400,12 @@ mod tests {
                 .arg(Arg::new("trace").long("trace").conflicts_with("stream"))
                 .arg(Arg::new("stream").long("stream"))
                 .arg(Arg::new("out").long("out"))
+                .arg(
+                    Arg::new("list")
+                        .long("list")
+                        .action(ArgAction::SetTrue)
+                        .conflicts_with("out"),
+                )
                 .arg(Arg::new("json").long("json").action(ArgAction::SetTrue)),
         )
     }
@@ -497,6 +536,57 @@ mod tests {
         assert_eq!(e.0.len(), 2, "{e}");
         assert!(e.0[0].message.starts_with("run 0 (trace=a)"), "{e}");
         assert!(e.0[0].line == Some(3) || e.0[0].line == Some(5), "{e}");
+    }
+
+    #[test]
+    fn a_command_without_flags_is_said_to_take_none() {
+        let root = Command::new("tool")
+            .subcommand(Command::new("bare"))
+            .subcommand(
+                Command::new("listing")
+                    .arg(Arg::new("json").long("json").action(ArgAction::SetTrue)),
+            );
+        for (cmd, want) in [
+            ("bare", "unknown key: `tool bare` takes no flags"),
+            (
+                "listing",
+                "unknown key: `tool listing` takes no flags but --json, which the sweep sets itself",
+            ),
+        ] {
+            let s = CommandSchema::resolve(&root, &[cmd.to_string()]).expect("exists");
+            let text = format!("command = \"{cmd}\"\n[axes]\nx = [1, 2]\n");
+            let spec = Spec::parse(&text, "t.toml").expect("shape ok");
+            let e = check_spec(&spec, &s).expect_err("no such flag");
+            assert_eq!(e.0.len(), 1, "{e}");
+            assert_eq!(e.0[0].message, want);
+            assert_eq!((e.0[0].line, e.0[0].key.as_deref()), (Some(3), Some("x")));
+        }
+    }
+
+    #[test]
+    fn a_flag_that_conflicts_with_what_the_sweep_adds_is_caught() {
+        let e = check("command = \"sim\"\n[base]\nlist = true\n").expect_err("conflict");
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(
+            (e.0[0].line, e.0[0].key.as_deref()),
+            (Some(3), Some("list"))
+        );
+        assert!(
+            e.0[0]
+                .message
+                .contains("the argument '--list' cannot be used with '--out <out>'"),
+            "{e}"
+        );
+        assert!(
+            e.0[0]
+                .message
+                .ends_with("(every run of a sweep gets --out --json from the sweep itself)"),
+            "{e}"
+        );
+        // A conflict of the spec's own flags is not blamed on the sweep.
+        let e = check("command = \"sim\"\n[base]\nstream = \"random\"\n[axes]\ntrace = [\"a\"]\n")
+            .expect_err("conflict");
+        assert!(!e.0[0].message.contains("from the sweep"), "{e}");
     }
 
     #[test]

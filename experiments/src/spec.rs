@@ -188,8 +188,20 @@ impl Ctx<'_> {
     /// The entries of a table: one value each when `lists` is false, a
     /// non-empty list each otherwise.
     fn entries(&mut self, table: &dyn TableLike, section: &str, lists: bool) -> Vec<Entry> {
+        self.entries_of(table, section, lists, |_| true)
+    }
+
+    /// [`Ctx::entries`] of the keys `keep` accepts (the others are left to
+    /// the caller, which reports them).
+    fn entries_of(
+        &mut self,
+        table: &dyn TableLike,
+        section: &str,
+        lists: bool,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<Entry> {
         let mut out = Vec::new();
-        for (key, item) in table.iter() {
+        for (key, item) in table.iter().filter(|(k, _)| keep(k)) {
             let line = self.key_line(table, key);
             let flag = key.replace('_', "-");
             let mut values = Vec::new();
@@ -388,7 +400,9 @@ impl Spec {
                                 );
                             }
                         }
-                        let mut entries = cx.entries(t, "[repeat]", true);
+                        // (An unknown key's value is not judged too: no
+                        // shape of it would make the key valid.)
+                        let mut entries = cx.entries_of(t, "[repeat]", true, |k| k == "seeds");
                         if let Some(pos) = entries.iter().position(|e| e.key == "seeds") {
                             let mut e = entries.swap_remove(pos);
                             e.flag = "seed".to_string();
@@ -701,6 +715,23 @@ mod tests {
         assert_eq!(e[0].key.as_deref(), Some("axis"));
         let e = errs("[base]\nx = 1\n");
         assert!(e[0].message.contains("missing `command"), "{}", e[0]);
+    }
+
+    #[test]
+    fn an_unknown_repeat_key_is_one_error() {
+        let e = errs("command = \"dram\"\n[repeat]\ncount = 3\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].line, e[0].key.as_deref()), (Some(3), Some("count")));
+        assert!(e[0].message.contains("unknown key in [repeat]"), "{}", e[0]);
+        let e = errs("command = \"dram\"\n[repeat]\ncount = [1, 2]\nseeds = 3\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].message.contains("unknown key in [repeat]"), "{}", e[0]);
+        assert!(
+            e[1].message
+                .contains("[repeat]: expected a list of values (e.g. seeds = [1, 2])"),
+            "{}",
+            e[1]
+        );
     }
 
     #[test]

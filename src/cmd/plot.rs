@@ -18,8 +18,10 @@ const EXAMPLES: &str = "Examples:
 Writes STEM.svg and STEM.png (default STEM: beside the CSV, <csv name>-<y>-vs-<x>)
 and prints their paths. A numeric x gives a line chart (points in x order), any
 other x grouped bars (categories in file order); --bars forces bars. Rows whose y
-is empty or not a number (failed runs) are skipped and counted on stderr. The
-series are the --group values, or the y columns when there are several, or both.";
+is empty or not a number (failed runs) are skipped and counted on stderr, per y
+column. The series are the --group values, or the y columns when there are
+several, or both. Bars are not aggregated: rows sharing a category in one series
+(replicates, seeds) are an error; split them with --group.";
 
 /// `nmpsim plot`: draw a chart of a results table.
 #[derive(Args, Debug)]
@@ -120,6 +122,28 @@ pub(crate) fn draw(
     Ok((files, read))
 }
 
+/// What was left out of the chart: one line per y column that lost rows
+/// (one y column: `skipped N of M rows: ...`; several: `... rows for `Y`: ...`).
+fn skipped_notes(read: &CsvChart, x: &str, ys: &[String]) -> Vec<String> {
+    let empty_x = if read.empty_x > 0 {
+        format!(" or empty `{x}`")
+    } else {
+        String::new()
+    };
+    ys.iter()
+        .zip(&read.skipped)
+        .filter(|&(_, &n)| n > 0)
+        .map(|(y, n)| {
+            let of = format!("skipped {n} of {} rows", read.rows);
+            if ys.len() == 1 {
+                format!("note: {of}: empty or non-numeric `{y}`{empty_x} (failed runs?)")
+            } else {
+                format!("note: {of} for `{y}`: empty or non-numeric value{empty_x} (failed runs?)")
+            }
+        })
+        .collect()
+}
+
 pub fn run(a: PlotArgs) -> Result<ExitCode> {
     if a.log_x && a.bars {
         bail!("--log-x needs a line chart; it cannot be combined with --bars");
@@ -133,16 +157,8 @@ pub fn run(a: PlotArgs) -> Result<ExitCode> {
         y_label: a.y_label.clone(),
     };
     let (files, read) = draw(&a.csv, &a.x, &a.y, &a.group, &opts, a.out.clone(), a.size)?;
-    if read.skipped > 0 {
-        let ys =
-            a.y.iter()
-                .map(|y| format!("`{y}`"))
-                .collect::<Vec<_>>()
-                .join(" or ");
-        eprintln!(
-            "note: skipped {} of {} rows: empty or non-numeric {ys} or empty `{}` (failed runs?)",
-            read.skipped, read.rows, a.x
-        );
+    for note in skipped_notes(&read, &a.x, &a.y) {
+        eprintln!("{note}");
     }
     for path in files {
         outln!("{}", path.display())?;

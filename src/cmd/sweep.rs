@@ -276,6 +276,7 @@ struct Summary {
     sweep_dir: String,
     shard: String,
     runs: usize,
+    /// Runs already completed, reused (the summary line's "reused").
     skipped: usize,
     completed: usize,
     failed: usize,
