@@ -801,6 +801,11 @@ fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
             "4",
             "--batch",
             "64",
+            // Steps 1 and 2 decay 2e-7 by 1 and 1/4, below the 1e-7 floor.
+            "--lr",
+            "2e-7",
+            "--lr-decay-start",
+            "1",
             "--lr-decay-steps",
             "2",
             "--print-freq",
@@ -825,10 +830,13 @@ fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
         .collect();
     assert_eq!(lr.len(), 4, "{csv}");
     assert!(lr.iter().all(|&x| x > 0.0), "{csv}");
-    assert!(
-        lr.iter().any(|&x| (x - 1e-7).abs() < 1e-12),
-        "the floor is written as itself: {csv}"
-    );
+    assert!((lr[0] - 2e-7).abs() < 1e-13, "{csv}");
+    for (i, x) in lr.iter().enumerate().skip(1) {
+        assert!(
+            (x - 1e-7).abs() < 1e-13,
+            "iteration {i}: the floor is written as itself: {csv}"
+        );
+    }
 }
 
 /// The synthetic test set is drawn apart from the training data: with one
