@@ -233,13 +233,13 @@ fn plot_counts_skipped_rows_per_y_column() {
     // Every row has its `a` point: only `b` lost rows.
     assert_eq!(
         err,
-        "note: skipped 3 of 6 rows for `b`: empty or non-numeric value (failed runs?)\n"
+        "note: skipped 3 of 6 rows for `b`: empty or non-numeric value (failed runs, or a statistic the run has none of?)\n"
     );
     let o = nmpsim(&dir.0, &["plot", "t.csv", "--x", "x", "--y", "b"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(
         err,
-        "note: skipped 3 of 6 rows: empty or non-numeric `b` (failed runs?)\n"
+        "note: skipped 3 of 6 rows: empty or non-numeric `b` (failed runs, or a statistic the run has none of?)\n"
     );
 }
 

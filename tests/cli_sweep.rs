@@ -532,7 +532,7 @@ fn a_shard_times_the_whole_sweep_s_dry_run() {
     let out = ok(d, &["sweep", "s.toml", "--dry-run"]);
     assert!(
         out.contains("estimated cost: 4 runs to run x")
-            && out.contains("(of 1 finished runs in runs/sweep-s-shard-1-of-4)"),
+            && out.contains("(of 1 finished run in runs/sweep-s-shard-1-of-4)"),
         "{out}"
     );
 }

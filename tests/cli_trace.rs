@@ -329,9 +329,37 @@ fn swapped_or_duplicated_batch_records_are_refused() {
         bad.extend_from_slice(&good[second.clone()]);
         bad.extend_from_slice(&good[r1.end..]);
         std::fs::write(d.join(name), &bad).unwrap();
+        // Readers that stop after the trace's last batch verify its end too.
         for cmd in [
             vec!["trace", "stats", name],
             vec!["trace", "export", name, "--csv", "-"],
+            vec![
+                "nmp",
+                "run",
+                "--trace",
+                name,
+                "--batches",
+                "2",
+                "--ranks",
+                "2",
+                "--engine",
+                "native",
+                "-q",
+                "--out",
+                "nr",
+            ],
+            vec![
+                "dram",
+                "--engine",
+                "native",
+                "--embedding-trace",
+                name,
+                "--max-batches",
+                "2",
+                "-q",
+                "--out",
+                "dr",
+            ],
         ] {
             let o = nmpsim(d, &cmd);
             let err = String::from_utf8_lossy(&o.stderr);

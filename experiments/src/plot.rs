@@ -248,7 +248,7 @@ pub enum PlotError {
     Csv { file: String, message: String },
     #[error(
         "{file}: nothing to plot: none of its {rows} rows has a numeric {ys} \
-         ({skipped} skipped: empty or non-numeric, e.g. failed runs)"
+         ({skipped} skipped: empty or non-numeric, e.g. failed runs or statistics a run has none of)"
     )]
     NoData {
         file: String,
@@ -507,8 +507,9 @@ pub fn chart_from_csv_text(
                 message: format!(
                     "{} rows (lines {shown}) have {x} = `{xv}` in series `{}`{more}: a bar chart \
                      draws one bar per category and series, so they would hide each other; \
-                     split them into series with --group COLUMN (the column that tells them \
-                     apart, e.g. --group seed) or filter the table to one row per category",
+                     split them into series by the column that tells them apart (plot's \
+                     --group COLUMN, a sweep's --plot-group COLUMN; e.g. seed) or filter the \
+                     table to one row per category",
                     at.len(),
                     series_name(k, g),
                 ),
@@ -876,7 +877,13 @@ fn axis_layout(
         let range = padded(axis, lo, hi, bars);
         return (range, linear_ticks(range.0, range.1, target));
     }
-    let ((lo, hi), ticks) = log_ticks(lo, hi, pow2);
+    let (data_lo, hi_data) = (lo.min(hi), hi.max(lo));
+    let ((mut lo, mut hi), mut ticks) = log_ticks(lo, hi, pow2);
+    if bars && lo >= data_lo * (1.0 - 1e-9) {
+        // Bars grow from the lowest tick: one at the smallest value would
+        // leave that bar no height, so the axis starts a tick lower.
+        ((lo, hi), ticks) = log_ticks(data_lo * (1.0 - 1e-6), hi_data, pow2);
+    }
     let (a, b) = (lo.log10(), hi.log10());
     // Room for the markers of points on the first or last tick.
     let pad = (b - a) * 0.03;
@@ -2015,12 +2022,30 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             );
             assert!(top < bottom);
         }
-        // Pure powers of two keep power-of-two ticks, one at either end.
+        // Pure powers of two keep power-of-two ticks; bars start a tick below
+        // the smallest value when it is a tick itself, so its bar shows.
+        let heights = |svg: &str| -> Vec<f64> {
+            svg.lines()
+                .filter(|l| l.starts_with("<rect") && l.contains("#0072B2"))
+                .map(|l| svg_attr(l, "height").unwrap())
+                .collect()
+        };
         bars.series[0].points = vec![("a".into(), 256.0), ("b".into(), 4096.0)];
         let paths = write_chart(&bars, &dir.0.join("pow2")).unwrap();
-        let ticks = svg_y_ticks(&fs::read_to_string(&paths[0]).unwrap());
+        let svg = fs::read_to_string(&paths[0]).unwrap();
+        let ticks = svg_y_ticks(&svg);
         let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
-        assert_eq!(labels, [4096.0, 2048.0, 1024.0, 512.0, 256.0], "{ticks:?}");
+        assert_eq!(
+            labels,
+            [4096.0, 2048.0, 1024.0, 512.0, 256.0, 128.0],
+            "{ticks:?}"
+        );
+        let h = heights(&svg);
+        assert!(h.len() == 2 && h.iter().all(|&h| h > 1.0), "{h:?}");
+        bars.series[0].points = vec![("a".into(), 1.0), ("b".into(), 10.0), ("c".into(), 100.0)];
+        let paths = write_chart(&bars, &dir.0.join("decades")).unwrap();
+        let h = heights(&fs::read_to_string(&paths[0]).unwrap());
+        assert!(h.len() == 3 && h.iter().all(|&h| h > 1.0), "{h:?}");
     }
 
     #[test]

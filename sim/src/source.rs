@@ -916,6 +916,8 @@ impl EmbeddingRequests {
     fn load_batch(&mut self) -> Result<bool, SimError> {
         self.batch = None;
         if self.max_batches.is_some_and(|m| self.batches >= m) {
+            // (Stopping at the trace's last batch still verifies it whole.)
+            self.reader.verify_if_at_end()?;
             return Ok(false);
         }
         let Some(batch) = self.reader.next().transpose()? else {

@@ -852,9 +852,9 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
 fn describe(source: &SourceConfig) -> String {
     match source {
         SourceConfig::Stream(s) => format!(
-            "{} stream, {} requests, {:.0}% writes, seed {}",
+            "{} stream, {}, {:.0}% writes, seed {}",
             s.kind,
-            s.requests,
+            crate::cmd::plural(s.requests as usize, "request", "requests"),
             s.write_fraction * 100.0,
             s.seed
         ),

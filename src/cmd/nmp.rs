@@ -169,13 +169,25 @@ type Batches = Box<dyn Iterator<Item = Result<Batch>>>;
 /// its batches.
 fn batches_of(a: &RunArgs) -> Result<(String, Option<GenSpec>, Batches)> {
     if let Some(p) = &a.trace {
-        let r = TraceReader::open(p)?;
-        let n = a.batches;
-        return Ok((
-            format!("trace {}", p.display()),
-            None,
-            Box::new(r.take(n as usize).map(|b| b.map_err(anyhow::Error::from))),
-        ));
+        let mut r = Some(TraceReader::open(p)?);
+        let mut left = a.batches;
+        // The first `--batches` batches; if they are the whole trace, its end
+        // record is verified too (TraceReader::verify_if_at_end).
+        let batches = std::iter::from_fn(move || {
+            let reader = r.as_mut()?;
+            if left == 0 {
+                let end = reader.verify_if_at_end();
+                r = None;
+                return end.err().map(|e| Err(e.into()));
+            }
+            left -= 1;
+            let b = reader.next();
+            if b.is_none() {
+                r = None;
+            }
+            b.map(|b| b.map_err(anyhow::Error::from))
+        });
+        return Ok((format!("trace {}", p.display()), None, Box::new(batches)));
     }
     let dist = match &a.dist {
         Some(d) => Some(d.parse::<Distribution>().map_err(anyhow::Error::msg)?),

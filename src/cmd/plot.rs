@@ -136,9 +136,11 @@ fn skipped_notes(read: &CsvChart, x: &str, ys: &[String]) -> Vec<String> {
         .map(|(y, n)| {
             let of = format!("skipped {n} of {} rows", read.rows);
             if ys.len() == 1 {
-                format!("note: {of}: empty or non-numeric `{y}`{empty_x} (failed runs?)")
+                format!("note: {of}: empty or non-numeric `{y}`{empty_x} (failed runs, or a statistic the run has none of?)")
             } else {
-                format!("note: {of} for `{y}`: empty or non-numeric value{empty_x} (failed runs?)")
+                format!(
+                    "note: {of} for `{y}`: empty or non-numeric value{empty_x} (failed runs, or a statistic the run has none of?)"
+                )
             }
         })
         .collect()

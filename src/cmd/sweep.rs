@@ -930,12 +930,14 @@ fn dry_run(
     };
     match (mean, estimate) {
         (Some(m), Some(e)) => outln!(
-            "estimated cost: {to_run} runs to run x {m:.2} s mean (of {} finished runs{shards_note}) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
-            timed.len(),
+            "estimated cost: {} to run x {m:.2} s mean (of {}{shards_note}) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
+            crate::cmd::plural(to_run, "run", "runs"),
+            crate::cmd::plural(timed.len(), "finished run", "finished runs"),
             e / jobs.min(to_run.max(1)) as f64
         )?,
         _ => outln!(
-            "estimated cost: unknown ({to_run} runs to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
+            "estimated cost: unknown ({} to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
+            crate::cmd::plural(to_run, "run", "runs"),
             selected.len().clamp(2, 10)
         )?,
     }

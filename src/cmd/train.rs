@@ -453,7 +453,13 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             .max()
             .unwrap_or(1) as u64
     };
-    check_memory(&p.config, &train, a.test_batches, bag)?;
+    check_memory(
+        &p.config,
+        &train,
+        a.test_batches,
+        bag,
+        a.data.is_some() && a.max_ind_range.is_some(),
+    )?;
     let data = match &a.data {
         Some(f) => format!("criteo tsv {}", f.display()),
         None => format!("synthetic {} profile with a planted teacher", p.name),
@@ -1149,7 +1155,13 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
 /// cannot hold: the embedding tables with their optimizer state, the MLPs
 /// with their gradients and optimizer state, and the test batches (kept
 /// whole), counted without overflow.
-fn check_memory(c: &DlrmConfig, t: &TrainConfig, test_batches: usize, bag: u64) -> Result<()> {
+fn check_memory(
+    c: &DlrmConfig,
+    t: &TrainConfig,
+    test_batches: usize,
+    bag: u64,
+    hashed: bool,
+) -> Result<()> {
     let state = t.embedding_optimizer.state_values_per_row(c.dim) as u128;
     let tables: u128 = c
         .table_rows
@@ -1175,7 +1187,12 @@ fn check_memory(c: &DlrmConfig, t: &TrainConfig, test_batches: usize, bag: u64) 
     crate::cmd::check_memory(
         values.saturating_mul(4),
         "the model (tables, optimizer state, MLPs) and the test set",
-        "--rows (--rows-scale or --max-ind-range for Criteo-Kaggle), --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches",
+        // (With --max-ind-range the tables are its size: --rows is refused then.)
+        if hashed {
+            "--max-ind-range, --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches"
+        } else {
+            "--rows (--rows-scale for Criteo-Kaggle), --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches"
+        },
     )
 }
 

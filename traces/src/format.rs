@@ -16,7 +16,7 @@
 //! verify as version 1 defined it.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -584,6 +584,34 @@ impl TraceReader {
     /// The file's format version ([`VERSION`] or the older [`VERSION_1`]).
     pub fn version(&self) -> u32 {
         self.version
+    }
+
+    /// For a reader that stops after some batches: whether those were all of
+    /// them. If the end record comes next, it is read and verified (its batch
+    /// count, and the stream checksum that catches reordered or duplicated
+    /// records: an error if either fails) and the answer is `true`; if a batch
+    /// comes next, nothing is read and the answer is `false`. So a trace read
+    /// to its last batch is verified whole even when the reader stops there.
+    pub fn verify_if_at_end(&mut self) -> Result<bool, TraceError> {
+        if self.done {
+            return Ok(true);
+        }
+        let next = self
+            .input
+            .fill_buf()
+            .map_err(|e| TraceError::io(&self.path, e))?
+            .first()
+            .copied();
+        if next == Some(TAG_BATCH) {
+            return Ok(false);
+        }
+        // The end record, or whatever error reading one gives (a truncated
+        // file, an unknown tag).
+        match self.next() {
+            None => Ok(true),
+            Some(Err(e)) => Err(e),
+            Some(Ok(_)) => Ok(false),
+        }
     }
 
     /// Batches read so far.
@@ -1179,6 +1207,41 @@ mod tests {
                     && s.contains("reordered, duplicated"),
                 "{order:?}: {s}"
             );
+        }
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    /// A reader that stops after some batches verifies the end record when
+    /// they are all of them, and reads nothing more when they are not.
+    #[test]
+    fn a_reader_stopping_at_the_last_batch_still_verifies_the_end() {
+        let d = tmpdir("stop");
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let good = std::fs::read(&p).unwrap();
+        let q = d.join("swapped.nmpt");
+        std::fs::write(&q, rearranged(&good, &[1, 0, 2])).unwrap();
+        for (path, whole_ok) in [(&p, true), (&q, false)] {
+            for stop in 0..=3u64 {
+                let mut r = TraceReader::open(path).unwrap();
+                for _ in 0..stop {
+                    r.next().unwrap().unwrap();
+                }
+                let end = r.verify_if_at_end();
+                match (stop, whole_ok) {
+                    (3, true) => assert!(end.unwrap()),
+                    (3, false) => {
+                        let e = end.unwrap_err().to_string();
+                        assert!(e.contains("reordered, duplicated"), "{e}");
+                    }
+                    // A batch follows: nothing read, and reading goes on.
+                    _ => {
+                        assert!(!end.unwrap(), "{stop}");
+                        assert_eq!(r.batches_read(), stop);
+                        assert!(r.next().unwrap().is_ok());
+                    }
+                }
+            }
         }
         std::fs::remove_dir_all(d).ok();
     }
