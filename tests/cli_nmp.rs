@@ -501,3 +501,44 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("note:"), "{err}");
 }
+
+/// `--check`'s memory guard counts the pool as its layout sizes it: every
+/// rank's gradient and coalesced buffers included, not only the tables.
+#[test]
+fn the_check_memory_guard_counts_the_pool_s_buffers() {
+    let t = TempDir::new("memguard");
+    // 100 rows of 1M values (0.4 GB of tables, twice), but 65,536 row-interleaved
+    // ranks each reserving a gradient buffer of 1536 bags of 4 MiB (6 GiB).
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--profile",
+            "uniform",
+            "--rows",
+            "100",
+            "--batch",
+            "1536",
+            "--ranks",
+            "65536",
+            "--placement",
+            "row-interleaved",
+            "--dim",
+            "1048576",
+            "--engine",
+            "native",
+            "--check",
+            "-q",
+            "--out",
+            "m",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--check: the pool's regions") && err.contains("a run may take"),
+        "{err}"
+    );
+    assert!(!t.0.join("m").exists(), "left a run directory");
+}

@@ -310,11 +310,20 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         .map(|&p| Layout::new(p, &shapes, layout_params.clone()))
         .collect::<Result<Vec<_>, _>>()?;
     if a.check {
+        // The pool holds every rank's regions as its layout sizes them
+        // (tables, state, gradient and coalesced buffers, 4 KiB-aligned; one
+        // placement's pool at a time); the kernels hold one copy of the tables
+        // and state.
         let per_row = (a.dim + optimizer.state_values_per_row(a.dim)) as u128 * 4;
         let rows: u128 = shapes.iter().map(|s| s.rows as u128).sum();
+        let pool: u128 = layouts
+            .iter()
+            .map(|l| l.used_bytes.iter().map(|&b| b as u128).sum::<u128>())
+            .max()
+            .unwrap_or(0);
         crate::cmd::check_memory(
-            2 * rows * per_row,
-            "--check: the pool's tables and optimizer state and the reference copies",
+            pool + rows * per_row,
+            "--check: the pool's regions (tables, optimizer state, gradient and coalesced buffers) and the reference copies",
             "--rows or --dim, pick a smaller --profile or --trace, or leave out --check",
         )?;
     }
