@@ -591,12 +591,22 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         .map(|p| columns.iter().map(|c| (c.1)(p)).collect())
         .collect();
     rd.write_csv("phases.csv", &header, &rows)?;
+    // (A batch column when more than one batch ran.)
+    let several = phases.iter().any(|p| p.batch > 0);
+    let batch_col = |b: &str| {
+        if several {
+            format!("{b:>5} ")
+        } else {
+            String::new()
+        }
+    };
     let mut text = format!(
-        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {}\n{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
+        "{source}, {} ranks of {} (mapping {}) on {engine}, primitive {}\n{}{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
         a.ranks,
         dram.name,
         dram.mapping.name(),
         a.primitive.name(),
+        batch_col("batch"),
         "placement",
         "phase",
         "time us",
@@ -611,7 +621,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     for p in &phases {
         let r = &p.report;
         text.push_str(&format!(
-            "{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>10.1} {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
+            "{}{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>10.1} {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
+            batch_col(&p.batch.to_string()),
             p.placement.name(),
             format!("{}{}", p.phase, if p.primary { " *" } else { "" }),
             r.time_ns / 1e3,
