@@ -1127,3 +1127,51 @@ fn a_finished_run_outlives_failed_reruns() {
         "mine"
     );
 }
+
+/// A proxied batch's pool-to-GPU tail is at most what the batch sends: an
+/// epoch's one-sample last batch does not carry a full batch's leftover.
+#[test]
+fn a_small_last_batch_sends_at_most_its_own_results() {
+    let t = TempDir::new("tail");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/criteo-sample.tsv");
+    // 4096 lines, 315 held out: 3781 = 12 x 315 + 1, so iteration 12 has one sample.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            sample,
+            "--max-ind-range",
+            "1000",
+            "--batch",
+            "315",
+            "--iters",
+            "14",
+            "--test-batches",
+            "1",
+            "--mode",
+            "tcast-nmp",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "r",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let csv = std::fs::read_to_string(t.0.join("r/timeline.csv")).unwrap();
+    let pooled: Vec<(u64, u64)> = csv
+        .lines()
+        .filter(|l| l.contains("pooled embeddings pool to gpu"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[f.len() - 1].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(pooled.len(), 14, "{csv}");
+    // One sample: 26 tables x 16 values x 4 B.
+    assert_eq!(pooled[12], (12, 26 * 16 * 4), "{pooled:?}");
+    assert!(pooled[11].1 > 26 * 16 * 4, "{pooled:?}");
+}

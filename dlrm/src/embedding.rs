@@ -695,17 +695,17 @@ impl EmbeddingStrategy for SystemModes {
             // Row-wise Adagrad's exchanges between a row's ranks go through
             // the host: what the ranks still hold when the scatter ends
             // follows it (all of it for a fixed-bandwidth pool).
-            let out_bytes = match pt.link_out_tail_bytes {
-                Some(b) => b,
-                None => self.with_pool(|p| {
-                    let l = p.layout();
-                    self.coalesced
-                        .iter()
-                        .enumerate()
-                        .map(|(t, c)| nmpsim_nmp::scatter_link_out_bytes(l, t, &c.rows, &optimizer))
-                        .sum()
-                })?,
-            };
+            // (A proxied batch's tail is the simulated batches' mean, at most
+            // what this batch sends in all.)
+            let all: u64 = self.with_pool(|p| {
+                let l = p.layout();
+                self.coalesced
+                    .iter()
+                    .enumerate()
+                    .map(|(t, c)| nmpsim_nmp::scatter_link_out_bytes(l, t, &c.rows, &optimizer))
+                    .sum()
+            })?;
+            let out_bytes = pt.link_out_tail_bytes.map_or(all, |b| b.min(all));
             if out_bytes > 0 {
                 let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
@@ -915,21 +915,21 @@ impl SystemModes {
                 // fixed-bandwidth pool models no link: all of it follows (a
                 // row-interleaved pool's partial sums from every rank that
                 // looked up rows).
-                let out_bytes = match pt.link_out_tail_bytes {
-                    Some(b) => b,
-                    None => self.with_pool(|p| {
-                        let l = p.layout();
-                        batch
-                            .tables
-                            .iter()
-                            .enumerate()
-                            .map(|(t, tb)| {
-                                let bags = tb.offsets.len().saturating_sub(1) as u64;
-                                nmpsim_nmp::gather_link_out_bytes(l, t, bags, &tb.indices)
-                            })
-                            .sum()
-                    })?,
-                };
+                // (A proxied batch's tail is the simulated batches' mean, at
+                // most what this batch sends in all: a smaller last batch.)
+                let all: u64 = self.with_pool(|p| {
+                    let l = p.layout();
+                    batch
+                        .tables
+                        .iter()
+                        .enumerate()
+                        .map(|(t, tb)| {
+                            let bags = tb.offsets.len().saturating_sub(1) as u64;
+                            nmpsim_nmp::gather_link_out_bytes(l, t, bags, &tb.indices)
+                        })
+                        .sum()
+                })?;
+                let out_bytes = pt.link_out_tail_bytes.map_or(all, |b| b.min(all));
                 let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
                     "transfer",
