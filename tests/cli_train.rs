@@ -1175,3 +1175,44 @@ fn a_small_last_batch_sends_at_most_its_own_results() {
     assert_eq!(pooled[12], (12, 26 * 16 * 4), "{pooled:?}");
     assert!(pooled[11].1 > 26 * 16 * 4, "{pooled:?}");
 }
+
+/// With weighted bags the copy of the indices to the GPU carries the weights
+/// casting scales by: 4 B more per lookup.
+#[test]
+fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
+    let t = TempDir::new("wcopy");
+    let copy = |weighted: bool, out: &str| -> u64 {
+        let mut a = vec![
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "tcast-nmp",
+            "--batch",
+            "8",
+            "--iters",
+            "1",
+            "--test-batches",
+            "1",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            out,
+        ];
+        if weighted {
+            a.push("--weighted");
+        }
+        let o = nmpsim(&t.0, &a);
+        assert!(o.status.success(), "{}", text(&o));
+        let csv = std::fs::read_to_string(t.0.join(out).join("timeline.csv")).unwrap();
+        let l = csv
+            .lines()
+            .find(|l| l.contains("indices host to gpu"))
+            .unwrap_or_else(|| panic!("{csv}"));
+        l.rsplit(',').next().unwrap().parse().unwrap()
+    };
+    // tiny: 3 tables of 2 lookups a bag, batch 8: 27 offsets and 48 indices.
+    assert_eq!(copy(false, "u"), 4 * (27 + 48));
+    assert_eq!(copy(true, "w"), 4 * (27 + 48 + 48));
+}

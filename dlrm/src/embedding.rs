@@ -993,7 +993,9 @@ impl SystemModes {
                 }
             };
             for (tb, c) in batch.tables.iter().zip(&self.casted) {
-                idx_bytes += 4 * (tb.offsets.len() + tb.indices.len()) as u64;
+                // (Weighted bags: casting reads the weights too, to scale.)
+                idx_bytes += 4 * (tb.offsets.len() + tb.indices.len()) as u64
+                    + tb.weights.as_ref().map_or(0, |w| 4 * w.len() as u64);
                 out_bytes += 4
                     * (c.casted_src.len() + c.casted_dst.len() + c.unique_rows.len()) as u64
                     + c.scale.as_ref().map_or(0, |s| 4 * s.len() as u64);
