@@ -86,6 +86,14 @@ fn fixed_tables(rows: &[u64], dist: Distribution, bag: u32) -> Vec<TableSpec> {
         .collect()
 }
 
+/// Whether `name` (any case) names the Criteo-Kaggle preset, the one whose
+/// tables `rows_scale` scales.
+pub fn is_kaggle(name: &str) -> bool {
+    ["criteo-kaggle", "kaggle"]
+        .iter()
+        .any(|k| name.eq_ignore_ascii_case(k))
+}
+
 /// The preset `name` with `o` applied, validated.
 pub fn preset(name: &str, o: &PresetOverrides) -> Result<Preset, DlrmError> {
     let key = name.to_ascii_lowercase();
@@ -150,7 +158,7 @@ pub fn preset(name: &str, o: &PresetOverrides) -> Result<Preset, DlrmError> {
             }
         }
     }
-    if matches!(key.as_str(), "tiny" | "criteo-kaggle" | "kaggle") {
+    if key == "tiny" || is_kaggle(&key) {
         if let Some(r) = o.rows {
             for t in &mut data.tables {
                 t.rows = t.rows.min(r);

@@ -335,9 +335,8 @@ fn check_batch_fits(spec: &GenSpec, record: bool) -> Result<()> {
         .map(|t| (b * u64::from(t.bag_size.max()), t.weighted));
     let payload = batch_payload_bytes(b, tables, None, false);
     let shape = format!(
-        "--batch {b} x --bag {bag} lookups over {} table{}",
-        spec.tables.len(),
-        if spec.tables.len() == 1 { "" } else { "s" }
+        "--batch {b} x --bag {bag} lookups over {}",
+        crate::cmd::plural(spec.tables.len(), "table", "tables")
     );
     if record && payload > u128::from(MAX_RECORD_PAYLOAD) {
         bail!(

@@ -313,11 +313,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         bail!("--rows 0: every embedding table needs at least 1 row");
     }
     // (Options the chosen data would ignore are refused, not dropped.)
-    let kaggle = matches!(
-        a.model.to_ascii_lowercase().as_str(),
-        "criteo-kaggle" | "kaggle"
-    );
-    if a.rows_scale.is_some() && !kaggle {
+    if a.rows_scale.is_some() && !nmpsim_dlrm::presets::is_kaggle(&a.model) {
         bail!(
             "--rows-scale scales the Criteo-Kaggle tables; model `{}` takes --rows",
             a.model
