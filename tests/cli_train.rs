@@ -162,6 +162,65 @@ fn nmp_mode_simulates_then_proxies() {
 }
 
 #[test]
+fn all_modes_report_their_own_nmp_calibration() {
+    // One pool timer serves both NMP modes of `--mode all`: each mode's
+    // calibration lists the primitives it ran, not the other mode's.
+    let t = TempDir::new("calib");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "all",
+            "--batch",
+            "32",
+            "--iters",
+            "2",
+            "--ranks",
+            "2",
+            "--sim-batches",
+            "1",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    let r = json(&t.0.join("run/results.json"));
+    let names = |mode: &str| -> Vec<String> {
+        let m = r["results"]["modes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode}"));
+        m["nmp_calibration_gbps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[0].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names("baseline-nmp"),
+        ["gather-reduce", "load-coalesced+scatter"]
+    );
+    assert_eq!(
+        names("tcast-nmp"),
+        ["casted-gather-reduce", "gather-reduce", "scatter"]
+    );
+    assert!(names("baseline-cpu").is_empty());
+    assert!(
+        s.contains("NMP effective bandwidth (simulated, baseline-nmp): gather-reduce ")
+            && s.contains("NMP effective bandwidth (simulated, tcast-nmp): casted-gather-reduce "),
+        "{s}"
+    );
+}
+
+#[test]
 fn criteo_sample_trains_and_unhashed_data_is_refused() {
     let t = TempDir::new("criteo");
     let o = nmpsim(

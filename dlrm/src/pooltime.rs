@@ -147,6 +147,9 @@ pub struct PoolTimer {
     params: PoolParams,
     pool: Pool,
     pub calibration: HashMap<String, Calibration>,
+    /// The primitives timed since the last [`PoolTimer::begin_run`]: a
+    /// timer shared by several modes reports each mode's own.
+    timed: std::collections::BTreeSet<String>,
     /// Simulated results by (primitive, iteration, fingerprint), so that modes
     /// running on identical data simulate each batch once.
     cache: HashMap<(String, u64, u64), Simulated>,
@@ -199,9 +202,25 @@ impl PoolTimer {
             params,
             pool: Pool::without_data(layout),
             calibration: HashMap::new(),
+            timed: Default::default(),
             cache: HashMap::new(),
             sim_wall_s: 0.0,
         })
+    }
+
+    /// Starts a run (one mode's training) on this timer: forgets which
+    /// primitives were timed (the calibration and the cache stay).
+    pub fn begin_run(&mut self) {
+        self.timed.clear();
+    }
+
+    /// The calibrated bandwidth (GB/s) of each primitive timed since
+    /// [`PoolTimer::begin_run`], by name.
+    pub fn run_calibration_gbps(&self) -> Vec<(String, f64)> {
+        self.timed
+            .iter()
+            .filter_map(|k| self.calibration.get(k).map(|c| (k.clone(), c.gbps())))
+            .collect()
     }
 
     /// The pool's layout of the model's tables.
@@ -220,6 +239,9 @@ impl PoolTimer {
         bytes: u64,
         instrs: impl FnOnce() -> Vec<Instruction>,
     ) -> Result<PoolTime, DlrmError> {
+        if !self.timed.contains(primitive) {
+            self.timed.insert(primitive.to_string());
+        }
         if let Some(bw) = self.setup.fixed_bandwidth_gbps {
             return Ok(PoolTime {
                 time_ns: bytes as f64 / bw,

@@ -1113,20 +1113,26 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
             .collect();
         let _ = writeln!(o, "  {:<14} {}", m.mode.as_str(), parts.join(", "));
     }
-    for m in modes.iter().rev() {
-        if !m.nmp_calibration_gbps.is_empty() {
-            let parts: Vec<String> = m
-                .nmp_calibration_gbps
-                .iter()
-                .map(|(k, g)| format!("{k} {g:.1} GB/s"))
-                .collect();
-            let _ = writeln!(
-                o,
-                "NMP effective bandwidth (simulated): {}",
-                parts.join(", ")
-            );
-            break;
-        }
+    let with_calib: Vec<_> = modes
+        .iter()
+        .filter(|m| !m.nmp_calibration_gbps.is_empty())
+        .collect();
+    for m in &with_calib {
+        let parts: Vec<String> = m
+            .nmp_calibration_gbps
+            .iter()
+            .map(|(k, g)| format!("{k} {g:.1} GB/s"))
+            .collect();
+        let who = if with_calib.len() > 1 {
+            format!(", {}", m.mode.as_str())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "NMP effective bandwidth (simulated{who}): {}",
+            parts.join(", ")
+        );
     }
     for m in modes {
         if !m.emulated_raw_ms_per_iteration.is_empty() {
@@ -1276,20 +1282,17 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             agg: ModeAgg::default(),
             warm: ModeAgg::default(),
         };
+        if let (Some(p), true) = (&pool, mode.uses_nmp()) {
+            p.lock()
+                .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
+                .begin_run();
+        }
         let outcome = tr.train(data.as_mut(), &test, &mut rec);
         let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp()) {
-            (Some(p), true) => {
-                let p = p
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?;
-                let mut v: Vec<(String, f64)> = p
-                    .calibration
-                    .iter()
-                    .map(|(k, c)| (k.clone(), c.gbps()))
-                    .collect();
-                v.sort_by(|x, y| x.0.cmp(&y.0));
-                v
-            }
+            (Some(p), true) => p
+                .lock()
+                .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
+                .run_calibration_gbps(),
             _ => Vec::new(),
         };
         let mode_status = match &outcome {
