@@ -63,7 +63,9 @@ pub struct Dramsim3Engine {
     /// address, which DRAMsim3 holds, survives moves of the engine.
     #[allow(clippy::box_collection)]
     callbacks: Box<Vec<(u64, bool)>>,
-    waiting: HashMap<(u64, bool), VecDeque<RequestId>>,
+    /// The requests in flight by (address, write), oldest first, with the
+    /// cycle each was sent.
+    waiting: HashMap<(u64, bool), VecDeque<(RequestId, u64)>>,
     pending: usize,
     cycle: u64,
     finished: bool,
@@ -207,7 +209,10 @@ impl DramEngine for Dramsim3Engine {
         if !unsafe { ds3_add(self.sys, addr, w) } {
             return Ok(false);
         }
-        self.waiting.entry((addr, w)).or_default().push_back(req.id);
+        self.waiting
+            .entry((addr, w))
+            .or_default()
+            .push_back((req.id, self.cycle));
         self.pending += 1;
         Ok(true)
     }
@@ -221,8 +226,23 @@ impl DramEngine for Dramsim3Engine {
                 .waiting
                 .get_mut(&(addr, w))
                 .expect("DRAMsim3 completed a request that was never sent");
-            let id = q
-                .pop_front()
+            // DRAMsim3 names only the address. A read served from the write
+            // buffer completes one cycle after it was sent, ahead of older
+            // reads of its address; a read from DRAM takes far longer, and
+            // reads merged into one pending read complete together. So a
+            // read sent one cycle ago is the one completing, if there is
+            // one (the youngest: a read sent in that cycle before the write
+            // goes to DRAM); otherwise the oldest.
+            let at = if !w && q.len() > 1 {
+                let cycle = self.cycle;
+                q.iter()
+                    .rposition(|&(_, sent)| sent + 1 == cycle)
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            let (id, _) = q
+                .remove(at)
                 .expect("DRAMsim3 completed more requests than were sent");
             if q.is_empty() {
                 self.waiting.remove(&(addr, w));
