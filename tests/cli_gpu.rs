@@ -30,7 +30,10 @@ fn gpu_report_says_what_is_there_and_compiles_every_source() {
             assert_eq!(s["ok"], true, "{s}");
             assert!(s["kernels"].as_u64().unwrap() >= 2, "{s}");
         }
-    } else if r["nvrtc"].is_null() {
+        assert_eq!(r["nvrtc"], true);
+        assert!(r["nvrtc_version"].is_string(), "{r}");
+    } else if r["nvrtc"] == false {
+        assert!(r["nvrtc_version"].is_null(), "{r}");
         assert!(sources.is_empty(), "no NVRTC, nothing compiled");
     }
     // The text form names every library it looked for.

@@ -22,7 +22,9 @@ pub struct GpuArgs {
 struct Report {
     cuda_feature: bool,
     driver: bool,
-    nvrtc: Option<String>,
+    /// Whether NVRTC (libnvrtc.so.13) loads, and its version if it does.
+    nvrtc: bool,
+    nvrtc_version: Option<String>,
     cublas: bool,
     device: Option<Device>,
     /// Why no GPU can be used, if none can.
@@ -56,10 +58,11 @@ fn probe() -> Report {
     let mut r = Report {
         cuda_feature: true,
         driver: driver_present(),
-        nvrtc: nvrtc_version().map(|(a, b)| format!("{a}.{b}")),
+        nvrtc_version: nvrtc_version().map(|(a, b)| format!("{a}.{b}")),
         cublas: cublas_present(),
         ..Report::default()
     };
+    r.nvrtc = r.nvrtc_version.is_some();
     let arch = match default_gpu() {
         Ok(g) => {
             let (total, free) = g
@@ -81,7 +84,7 @@ fn probe() -> Report {
             CHECK_ARCH
         }
     };
-    if r.nvrtc.is_some() {
+    if r.nvrtc {
         r.arch = Some(arch.to_string());
         let all = nmpsim_kernels::cuda::SOURCES
             .iter()
@@ -126,7 +129,7 @@ pub fn run(a: GpuArgs) -> anyhow::Result<ExitCode> {
             if r.cuda_feature { "yes" } else { "no" }
         )?;
         outln!("CUDA driver (libcuda.so): {}", found(r.driver))?;
-        match &r.nvrtc {
+        match &r.nvrtc_version {
             Some(v) => outln!("NVRTC (libnvrtc.so.13): found, version {v}")?,
             None => outln!("NVRTC (libnvrtc.so.13): not found")?,
         }
