@@ -98,6 +98,22 @@ fn demo_rejects_bad_arguments_clearly() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("GB of memory available); lower"), "{e}");
+    // An address-space limit (ulimit -v) is memory the run cannot take either:
+    // 5.1 GB of tables fit the machine but not 3 GB of address space.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec '{}' demo --rows 20000000 --dim 32 -q",
+            env!("CARGO_BIN_EXE_nmpsim")
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("GB the address-space limit (ulimit -v) leaves); lower"),
+        "{e}"
+    );
 
     // A learning rate that is not a number stops the run before its directory.
     let dir = tmpdir("nan-lr");

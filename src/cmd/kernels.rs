@@ -172,18 +172,19 @@ fn check_memory(c: &CheckConfig) -> anyhow::Result<()> {
     let f32s = c.tables as u128 * c.rows as u128 * c.dim as u128 * 2
         + c.batch_size as u128 * c.bag_size as u128 * c.dim as u128;
     let need = f32s * 4;
-    if let Some(avail) = crate::cmd::available_memory_bytes() {
-        if need > avail as u128 {
+    if let Some(m) = crate::cmd::memory_available() {
+        if need > m.bytes as u128 {
             anyhow::bail!(
                 "--tables {} x --rows {} x --dim {} (batch {} x bag {}) need at least {:.1} GB, \
-                 but only {:.1} GB of memory is available; lower --tables, --rows, --dim or --batch",
+                 but only {:.1} GB {}; lower --tables, --rows, --dim or --batch",
                 c.tables,
                 c.rows,
                 c.dim,
                 c.batch_size,
                 c.bag_size,
                 need as f64 / 1e9,
-                avail as f64 / 1e9
+                m.bytes as f64 / 1e9,
+                m.what()
             );
         }
     }
