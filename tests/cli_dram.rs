@@ -1011,6 +1011,27 @@ fn base_and_footprint_take_hex_as_errors_print_them() {
         err.contains("--base") && err.contains("0x-prefixed hexadecimal byte count, not `0xzz`"),
         "{err}"
     );
+    // A stream's bad parameters are named by their flags, not the library's fields.
+    for (args, want) in [
+        (
+            ["--footprint", "32"],
+            "--footprint: 32; expected a multiple of 64",
+        ),
+        (["--base", "0x10"], "--base: 0x10 is not 64 B aligned"),
+        (
+            ["--write-fraction", "2"],
+            "--write-fraction: 2; expected a value in 0.0..=1.0",
+        ),
+        (["--stream", "strided:3"], "--stream: `strided:3`: expected"),
+    ] {
+        let mut a = vec!["dram", "--engine", "native", "--requests", "10", "-q"];
+        a.extend(args);
+        let err = fails(d, &a);
+        assert!(
+            err.contains(want) && !err.contains("invalid parameter"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

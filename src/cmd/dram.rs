@@ -318,7 +318,12 @@ impl SourceConfig {
             return Ok(SourceConfig::AddressTrace { path: p.clone() });
         }
         if let Some(p) = &a.embedding_trace {
-            let phase: EmbeddingPhase = a.phase.as_deref().unwrap_or("forward").parse()?;
+            let phase: EmbeddingPhase = a
+                .phase
+                .as_deref()
+                .unwrap_or("forward")
+                .parse()
+                .map_err(flag_error)?;
             return Ok(SourceConfig::EmbeddingTrace {
                 path: p.clone(),
                 dim: a.dim.unwrap_or(64),
@@ -327,7 +332,12 @@ impl SourceConfig {
                 max_batches: a.max_batches,
             });
         }
-        let kind: StreamKind = a.stream.as_deref().unwrap_or("random").parse()?;
+        let kind: StreamKind = a
+            .stream
+            .as_deref()
+            .unwrap_or("random")
+            .parse()
+            .map_err(flag_error)?;
         Ok(SourceConfig::Stream(StreamSpec {
             kind,
             requests: a.requests,
@@ -343,7 +353,7 @@ impl SourceConfig {
         let cap = cfg.capacity_bytes();
         Ok(match self {
             SourceConfig::Stream(spec) => {
-                let s = synthetic(spec, cap)?;
+                let s = synthetic(spec, cap).map_err(flag_error)?;
                 (Box::new(s.map(Ok)), Some(spec.requests))
             }
             SourceConfig::AddressTrace { path } => (Box::new(AddressTrace::open(path, cap)?), None),
@@ -354,18 +364,35 @@ impl SourceConfig {
                 phase,
                 max_batches,
             } => (
-                Box::new(EmbeddingRequests::open(
-                    path,
-                    *dim,
-                    *base,
-                    *phase,
-                    cap,
-                    *max_batches,
-                )?),
+                Box::new(
+                    EmbeddingRequests::open(path, *dim, *base, *phase, cap, *max_batches)
+                        .map_err(flag_error)?,
+                ),
                 None,
             ),
         })
     }
+}
+
+/// A source's parameter error, named by the flag that sets it
+/// (`footprint_bytes` is `--footprint`); other errors as they are.
+fn flag_error(e: SimError) -> anyhow::Error {
+    if let SimError::Param { name, what } = &e {
+        let flag = match name.as_str() {
+            "footprint_bytes" => Some("--footprint"),
+            "base" => Some("--base"),
+            "write_fraction" => Some("--write-fraction"),
+            "requests" => Some("--requests"),
+            "stream" | "stride_bytes" => Some("--stream"),
+            "dim" => Some("--dim"),
+            "phase" => Some("--phase"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return anyhow::anyhow!("{flag}: {what}");
+        }
+    }
+    e.into()
 }
 
 #[derive(Serialize)]
@@ -1069,7 +1096,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     let cfg = DramConfig::preset(&b.preset)?;
     // Bad sizes fail before the run directory exists.
     for kind in BENCH_STREAMS {
-        synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes())?;
+        synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes()).map_err(flag_error)?;
     }
     let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
     let mut owned: Vec<String> = EngineKind::ALL
