@@ -16,6 +16,10 @@ use crate::build_info::build_info;
 const CONFIG: &str = "config.json";
 const RESULTS: &str = "results.json";
 const SUMMARY: &str = "summary.txt";
+/// There from a run's start until it [finishes](RunDir::finish): a run
+/// directory holding it is not a finished run, whatever else it holds (a
+/// run can fail, or be killed, after writing `results.json`).
+const RUNNING: &str = ".nmpsim-running";
 
 /// Where an earlier finished run's files wait while a new run goes into its
 /// directory: removed when the new run succeeds, kept if it fails.
@@ -72,8 +76,12 @@ fn lock_run_dir(dir: &Path) -> Result<fs::File> {
 
 /// Whether `dir` holds a finished run: its `results.json` is there and does
 /// not say the run failed, was interrupted or is still going (a `status`
-/// other than `completed`). A failed or stopped run is not kept aside.
+/// other than `completed`), and the run's [`RUNNING`] mark is gone. A failed
+/// or stopped run is not kept aside.
 fn finished_run(dir: &Path) -> bool {
+    if dir.join(RUNNING).exists() {
+        return false;
+    }
     let Ok(bytes) = fs::read(dir.join(RESULTS)) else {
         return false;
     };
@@ -165,6 +173,8 @@ impl RunDir {
             }
             fs::create_dir(&prev).with_context(|| format!("cannot create {}", prev.display()))?;
         }
+        let mark = path.join(RUNNING);
+        write_atomic(&mark, format!("{}\n", std::process::id()).as_bytes())?;
         let rd = RunDir {
             path,
             keeps_previous,
@@ -191,6 +201,13 @@ impl RunDir {
     /// Returns the directory's path.
     pub fn finish(mut self) -> Result<PathBuf> {
         self.finished = true;
+        let mark = self.path.join(RUNNING);
+        match fs::remove_file(&mark) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", mark.display()));
+            }
+            _ => {}
+        }
         let prev = self.path.join(PREVIOUS_RUN);
         // (In a directory that held no run, `previous-run` is not ours.)
         if !self.foreign && prev.is_dir() {
@@ -430,6 +447,7 @@ mod tests {
         let rd = RunDir::create(Some(&dir), "test").unwrap();
         rd.write_results("test", &serde_json::json!({"x": 1}))
             .unwrap();
+        rd.finish().unwrap();
         let names: Vec<_> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -439,6 +457,42 @@ mod tests {
             serde_json::from_slice(&fs::read(dir.join("results.json")).unwrap()).unwrap();
         assert_eq!(v["results"]["x"], 1);
         assert!(v["build"]["git_rev"].is_string());
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_run_that_fails_after_its_results_does_not_replace_the_finished_one() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-fail-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let run = |x: u32, finish: bool| {
+            let rd = RunDir::create(Some(&dir), "test").unwrap();
+            rd.write_config("test", &serde_json::json!({"x": x}))
+                .unwrap();
+            rd.write_results("test", &serde_json::json!({"x": x}))
+                .unwrap();
+            if finish {
+                rd.finish().unwrap();
+            }
+        };
+        let x_in = |p: &Path| -> serde_json::Value {
+            serde_json::from_slice::<serde_json::Value>(&fs::read(p.join("results.json")).unwrap())
+                .unwrap()["results"]["x"]
+                .clone()
+        };
+        let prev = dir.join(PREVIOUS_RUN);
+        run(1, true);
+        assert!(!dir.join(RUNNING).exists());
+        // Run 2 writes its results, then fails: run 1 waits in previous-run.
+        run(2, false);
+        assert_eq!(x_in(&prev), 1);
+        assert!(dir.join(RUNNING).exists());
+        // Run 3 fails too: run 1 is still the one kept, not the failed run 2.
+        run(3, false);
+        assert_eq!(x_in(&prev), 1);
+        // A run that finishes replaces them all.
+        run(4, true);
+        assert_eq!(x_in(&dir), 4);
+        assert!(!prev.exists() && !dir.join(RUNNING).exists());
         fs::remove_dir_all(&dir).ok();
     }
 }
