@@ -276,7 +276,34 @@ fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
         "{rows:?}"
     );
 
-    std::fs::remove_dir_all(run1.join("results.json")).unwrap();
+    // With no run of the sweep left, the analysis fails: the item's report
+    // says so (not the earlier run's report), and so does REPORT.md.
+    let blocked: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    for r in &blocked {
+        std::fs::remove_dir_all(r).unwrap();
+        std::fs::create_dir_all(r.join("results.json/blocker")).unwrap();
+    }
+    let o = nmpsim(
+        &t.0,
+        &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    for md in [out.join("fig6/fig6.md"), out.join("REPORT.md")] {
+        let text = read(&md);
+        assert!(
+            text.contains("**Failed**") && !text.contains("## Checks"),
+            "{}: {text}",
+            md.display()
+        );
+    }
+    for r in &blocked {
+        std::fs::remove_dir_all(r.join("results.json")).unwrap();
+    }
     let o = nmpsim(
         &t.0,
         &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],

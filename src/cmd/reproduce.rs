@@ -252,6 +252,9 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 if !a.quiet {
                     eprintln!("{}: cannot analyse: {e}", it.id);
                 }
+                // The item's report says so, rather than an earlier run's
+                // report standing in REPORT.md as this run's.
+                write_failed_item(&out, it, size, a.engine.as_deref(), &e)?;
                 ItemSummary {
                     item: it.id.into(),
                     title: it.title.into(),
@@ -268,6 +271,9 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             print_item(&s)?;
         }
         summaries.push(s);
+        // REPORT.md joins the items done so far: an interrupted run keeps
+        // the reports of the items it finished.
+        write_report(&out, size)?;
     }
 
     let report = write_report(&out, size)?;
@@ -376,6 +382,28 @@ fn print_item(s: &ItemSummary) -> Result<(), crate::out::StdoutError> {
 }
 
 /// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
+/// Writes `<item>/<item>.md` for an item whose analysis failed: what
+/// failed, and that any other file beside it is from an earlier run.
+fn write_failed_item(
+    out: &Path,
+    it: &Item,
+    size: Size,
+    engine: Option<&str>,
+    error: &str,
+) -> Result<()> {
+    let dir = out.join(it.id);
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let md = format!(
+        "# {}\n\nPaper: {}.\n\n**Failed**: `nmpsim reproduce {} --{}{}` could not analyse its runs: {error}\n\nNo table, check or plot of this run. Files beside this report, if any, are an earlier run's. Re-running the same command reuses every finished run and runs the others.\n",
+        it.title,
+        it.paper,
+        it.id,
+        size.as_str(),
+        engine.map_or(String::new(), |e| format!(" --engine {e}"))
+    );
+    write_atomic(&dir.join(format!("{}.md", it.id)), md.as_bytes())
+}
+
 fn write_report(out: &Path, size: Size) -> Result<PathBuf> {
     let mut s = format!(
         "# Tensor Casting, reproduced by nmpsim ({})\n\nEach section is `<item>/<item>.md`; the plots and CSVs sit beside it.\n\n",
