@@ -968,3 +968,43 @@ fn a_sweep_refuses_a_directory_that_is_no_sweep_s() {
     ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
     ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
 }
+
+/// A run the sweep cannot record stops the sweep at once: no run starts
+/// after it, the run under way is stopped (and counts as not run), and
+/// results.csv holds what finished.
+#[test]
+fn a_fatal_error_stops_the_runs_under_way() {
+    let t = TempDir::new("fatal");
+    let d = &t.0;
+    // Two runs of about a second each.
+    std::fs::write(
+        d.join("s.toml"),
+        "command = \"dram\"\n[base]\nengine = \"dramsim3\"\nrequests = 150000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n",
+    )
+    .unwrap();
+    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    let mut runs: Vec<_> = std::fs::read_dir(d.join("sw/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    for r in &runs {
+        std::fs::remove_dir_all(r).unwrap();
+    }
+    // Run 0's status cannot be written where a directory stands.
+    std::fs::create_dir_all(runs[0].join("status.json")).unwrap();
+    let started = Instant::now();
+    let err = rejected(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    assert!(
+        err.contains("run 0 in") && err.contains("the sweep stopped"),
+        "{err}"
+    );
+    // Run 1 started as run 0 ended, and was stopped rather than finished.
+    assert!(!runs[1].join("status.json").exists());
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(read(&d.join("sw/results.csv")).starts_with("run,preset,status"));
+    // Once the blocker goes, the same command runs both.
+    std::fs::remove_dir_all(&runs[0]).unwrap();
+    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    assert_eq!(finished_runs(&d.join("sw")), 2);
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -425,6 +425,7 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     }
     let pb = rundir::progress(todo.len() as u64, "sweep", a.quiet || a.json);
     let next = AtomicUsize::new(0);
+    let inflight = Inflight::default();
     let (tx, rx) = mpsc::channel::<(usize, Result<()>)>();
     std::thread::scope(|s| -> Result<()> {
         for _ in 0..jobs.min(todo.len()) {
@@ -434,12 +435,16 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             let plan = &plan;
             let out = &out;
             let exe = &exe;
+            let inflight = &inflight;
             s.spawn(move || {
                 loop {
+                    if inflight.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(run) = todo.get(i) else { break };
                     let rd = layout::run_dir(out, run, total);
-                    let res = execute(exe, &plan.schema, run, &rd);
+                    let res = execute(exe, &plan.schema, run, &rd, inflight);
                     if tx.send((run.index, res)).is_err() {
                         break;
                     }
@@ -452,7 +457,19 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             pb.inc(1);
             let run = &plan.runs[index];
             let rd = layout::run_dir(&out, run, total);
-            res.with_context(|| format!("run {index} in {}", rd.display()))?;
+            if let Err(e) = res {
+                // Fatal (the sweep cannot record runs): start no other run,
+                // stop those under way (they count as not run, and run
+                // again next time), and keep the table of what finished.
+                inflight.stop_all();
+                let _ = write_results(&out, &plan.spec, rows.values());
+                return Err(e).with_context(|| {
+                    format!(
+                        "run {index} in {} (the sweep stopped, and the runs under way with it; the same command runs them again)",
+                        rd.display()
+                    )
+                });
+            }
             if let Some(row) = layout::load_row(&rd, run) {
                 if row.status == Status::Failed.as_str() && !a.quiet {
                     let msg = format!(
@@ -710,7 +727,101 @@ fn run_config(schema: &CommandSchema, run: &Run, rd: &Path) -> RunConfig {
 
 /// Runs one child process and records it in `rd`. Errors are about the sweep
 /// directory (cannot write); a failing run is a recorded result, not an error.
-fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<()> {
+/// The child processes of the runs under way, and whether the sweep stops:
+/// a fatal error ends them (SIGTERM: a run ended so is not recorded, and
+/// runs again) rather than waiting for them.
+#[derive(Default)]
+struct Inflight {
+    stop: AtomicBool,
+    pids: std::sync::Mutex<Vec<u32>>,
+}
+
+impl Inflight {
+    fn pids(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+        self.pids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops the sweep: no run starts, and those under way get SIGTERM.
+    fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for &pid in self.pids().iter() {
+            terminate(pid);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn terminate(pid: u32) {
+    // SAFETY: a signal to a child this process started and has not reaped
+    // (its pid leaves the list before `wait` returns it).
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+}
+
+#[cfg(not(unix))]
+fn terminate(_pid: u32) {}
+
+/// Runs `cmd` to its end, its pid in `inflight` meanwhile; stdout and
+/// stderr as `output()` gives them.
+/// `None` when the sweep is stopping: the command did not start.
+#[allow(clippy::type_complexity)]
+fn run_child(
+    cmd: &mut Process,
+    inflight: &Inflight,
+) -> std::io::Result<Option<(std::process::ExitStatus, Vec<u8>, Vec<u8>)>> {
+    use std::io::Read;
+    let mut child = {
+        let mut pids = inflight.pids();
+        if inflight.stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let child = cmd.spawn()?;
+        pids.push(child.id());
+        child
+    };
+    let pid = child.id();
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+    // Both pipes are read at once, so that neither fills and stalls the child.
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut v);
+        }
+        v
+    });
+    let mut stdout = Vec::new();
+    if let Some(o) = out.as_mut() {
+        let _ = o.read_to_end(&mut stdout);
+    }
+    let stderr = err_reader.join().unwrap_or_default();
+    // Wait without reaping, take the pid out of the list, then reap: a
+    // SIGTERM from `stop_all` never reaches a recycled pid.
+    #[cfg(unix)]
+    {
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child, leaving it waitable (WNOWAIT).
+        unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            );
+        }
+    }
+    inflight.pids().retain(|&p| p != pid);
+    let status = child.wait()?;
+    Ok(Some((status, stdout, stderr)))
+}
+
+fn execute(
+    exe: &Path,
+    schema: &CommandSchema,
+    run: &Run,
+    rd: &Path,
+    inflight: &Inflight,
+) -> Result<()> {
     fs::create_dir_all(rd).with_context(|| format!("cannot create {}", rd.display()))?;
     // A stale status (a failed earlier attempt) must not outlive this attempt
     // if it is interrupted.
@@ -729,8 +840,10 @@ fn execute(exe: &Path, schema: &CommandSchema, run: &Run, rd: &Path) -> Result<(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     die_with_parent(&mut cmd);
-    let (status, stdout, stderr) = match cmd.output() {
-        Ok(o) => (Some(o.status), o.stdout, o.stderr),
+    let (status, stdout, stderr) = match run_child(&mut cmd, inflight) {
+        Ok(Some((status, stdout, stderr))) => (Some(status), stdout, stderr),
+        // Not started: the sweep stops. Not run, as an interrupted run.
+        Ok(None) => return Ok(()),
         Err(e) => (
             None,
             Vec::new(),
@@ -1072,6 +1185,26 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     fs::create_dir_all(m.out.join(RUNS_DIR))
         .with_context(|| format!("cannot create {}", m.out.display()))?;
     let _lock = lock_dir(&m.out)?;
+    // OUT is a sweep directory from the start, so that an interrupted merge
+    // leaves one that the same merge, or the sweep itself, goes on with.
+    write_atomic(&m.out.join(SPEC_COPY), text.as_bytes())?;
+    let info = SweepInfo {
+        shard: Shard::ALL.to_string(),
+        ..infos[pick].clone()
+    };
+    write_atomic(
+        &m.out.join(SWEEP_INFO),
+        serde_json::to_string_pretty(&info)?.as_bytes(),
+    )?;
+    let out_shown = m.out.display().to_string();
+    crate::signals::before_exit(move || {
+        if let Some(t) = copying().take() {
+            let _ = fs::remove_dir_all(t);
+        }
+        eprintln!(
+            "sweep merge stopped: {out_shown} holds the runs merged so far, without results.csv; the same command merges the rest"
+        );
+    });
     let mut missing = Vec::new();
     // Status files that are there but could not be used, with why.
     let mut unusable = Vec::new();
@@ -1104,15 +1237,6 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
             rows.push(row);
         }
     }
-    write_atomic(&m.out.join(SPEC_COPY), text.as_bytes())?;
-    let info = SweepInfo {
-        shard: Shard::ALL.to_string(),
-        ..infos[pick].clone()
-    };
-    write_atomic(
-        &m.out.join(SWEEP_INFO),
-        serde_json::to_string_pretty(&info)?.as_bytes(),
-    )?;
     let csv = write_results(&m.out, &spec, rows.iter())?;
     let failed = rows
         .iter()
@@ -1170,12 +1294,22 @@ fn replace_dir(src: &Path, dst: &Path) -> Result<()> {
         .unwrap_or_default();
     let tmp = dst.with_file_name(format!(".{name}.tmp"));
     let _ = fs::remove_dir_all(&tmp);
+    *copying() = Some(tmp.clone());
     copy_tree(src, &tmp)?;
     if dst.exists() {
         fs::remove_dir_all(dst).with_context(|| format!("cannot replace {}", dst.display()))?;
     }
     fs::rename(&tmp, dst).with_context(|| format!("cannot move {} into place", dst.display()))?;
+    *copying() = None;
     Ok(())
+}
+
+/// The temporary copy [`replace_dir`] is making, if any: what a signal
+/// that ends `sweep merge` removes.
+static COPYING: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+fn copying() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
+    COPYING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
