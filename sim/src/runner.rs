@@ -243,6 +243,51 @@ where
             progress,
             started,
         )
+        .map_err(|e| with_disk_hint(e, dir))
+    }
+}
+
+/// Below this many free bytes, a reference engine's output files may have
+/// been cut short (the C++ engines do not report failed writes).
+const LOW_DISK_BYTES: u64 = 4 << 20;
+
+/// Free bytes (for an unprivileged user) of the file system holding `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes the struct it is given; `c` is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// A reference engine's error, with a note when the file system holding
+/// its files is (nearly) full: DRAMsim3's and Ramulator's files written
+/// into a full disk end early, and read back as malformed.
+fn with_disk_hint(e: SimError, dir: &std::path::Path) -> SimError {
+    match (free_bytes(dir), e) {
+        (Some(free), SimError::Engine { engine, what }) if free < LOW_DISK_BYTES => {
+            SimError::Engine {
+                engine,
+                what: format!(
+                    "{what} (the file system of {} has {free} bytes free: the engine's output was probably cut short by a full disk)",
+                    dir.display()
+                ),
+            }
+        }
+        (Some(free), SimError::Parse { path, line, what }) if free < LOW_DISK_BYTES => {
+            SimError::Parse {
+                path,
+                line,
+                what: format!(
+                    "{what} (the file system of {} has {free} bytes free: the engine's output was probably cut short by a full disk)",
+                    dir.display()
+                ),
+            }
+        }
+        (_, e) => e,
     }
 }
 
