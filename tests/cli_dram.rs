@@ -545,7 +545,7 @@ fn presets_config_and_bench() {
         d,
         &["dram", "bench", "--requests", "0", "--out", "b0", "-q"],
     );
-    assert!(e.contains("`requests`: 0"), "{e}");
+    assert!(e.contains("--requests: 0; expected at least 1"), "{e}");
     assert!(!d.join("b0").exists(), "a run directory was left");
 }
 
