@@ -638,3 +638,61 @@ fn an_interrupted_gen_leaves_no_temporary_file() {
         assert!(left.is_empty(), "signal {sig} left {left:?}");
     }
 }
+
+/// A named pipe is refused at once by every reader of binary traces, even
+/// with no writer (opening one for reading would wait for a writer).
+#[test]
+fn a_pipe_without_a_writer_is_refused_not_waited_on() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let t = TempDir::new("fifo");
+    let d = &t.0;
+    let made = Command::new("mkfifo").arg(d.join("p")).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    for args in [
+        vec!["trace", "stats", "p"],
+        vec!["trace", "export", "p", "--csv", "-"],
+        vec![
+            "nmp", "run", "--engine", "native", "--ranks", "2", "--dim", "16", "-q", "--out", "n",
+            "--trace", "p",
+        ],
+        vec![
+            "dram",
+            "--engine",
+            "native",
+            "--dim",
+            "16",
+            "-q",
+            "--out",
+            "r",
+            "--embedding-trace",
+            "p",
+        ],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .args(&args)
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("{args:?} waits on the pipe");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not a regular file"), "{args:?}: {err}");
+    }
+}

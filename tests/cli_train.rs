@@ -1275,3 +1275,67 @@ fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
     assert_eq!(copy(false, "u"), 4 * (27 + 48));
     assert_eq!(copy(true, "w"), 4 * (27 + 48 + 48));
 }
+
+/// Criteo data from a pipe is read once: the run ends when it runs out
+/// rather than waiting for a second writer to start another epoch.
+#[test]
+fn criteo_data_from_a_pipe_ends_with_the_pipe() {
+    use std::process::Command;
+    let t = TempDir::new("pipe");
+    let d = &t.0;
+    if !Command::new("mkfifo")
+        .arg(d.join("p"))
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    let o = nmpsim(
+        d,
+        &[
+            "trace",
+            "criteo-sample",
+            "-o",
+            "s.tsv",
+            "--samples",
+            "20",
+            "--rows",
+            "64",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let data = std::fs::read(d.join("s.tsv")).unwrap();
+    let fifo = d.join("p");
+    let writer = std::thread::spawn(move || std::fs::write(fifo, data));
+    let o = nmpsim(
+        d,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--max-ind-range",
+            "64",
+            "--batch",
+            "4",
+            "--test-batches",
+            "1",
+            "--nmp-bandwidth",
+            "600",
+            "--iters",
+            "10",
+            "--data",
+            "p",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    writer.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&d.join("run/results.json"));
+    assert_eq!(r["results"]["status"], "data-exhausted", "{r}");
+    // One pass: 20 samples, one batch of 4 held out, 4 batches trained.
+    let iters = std::fs::read_to_string(d.join("run/iterations.csv")).unwrap();
+    assert_eq!(iters.lines().count(), 1 + 4);
+}

@@ -378,10 +378,27 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     if a.batch == 0 || a.iters == 0 {
         bail!("--batch and --iters must be at least 1");
     }
-    // A data file that cannot be read stops the run before its directory exists.
+    // A data file that cannot be read stops the run before its directory
+    // exists. A pipe is not opened here: that would wait for its writer and
+    // lose what it wrote.
     for (flag, f) in [("--data", &a.data), ("--test-data", &a.test_data)] {
         if let Some(f) = f {
-            File::open(f).with_context(|| format!("{flag} {}", f.display()))?;
+            let meta = std::fs::metadata(f).with_context(|| format!("{flag} {}", f.display()))?;
+            if meta.is_dir() {
+                bail!(
+                    "{flag} {}: is a directory; expected a Criteo TSV file",
+                    f.display()
+                );
+            }
+            if meta.is_file() {
+                File::open(f).with_context(|| format!("{flag} {}", f.display()))?;
+            } else if modes.len() > 1 {
+                bail!(
+                    "{flag} {}: a pipe or device can be read once, and --mode all trains {} modes on the same data; save the data to a file",
+                    f.display(),
+                    modes.len()
+                );
+            }
         }
     }
     let device = parse_device(&a.device)?;
@@ -544,6 +561,9 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
                 }
             };
             let epochs = CriteoEpochs {
+                // A pipe or device is read once: reopening a pipe waits for
+                // another writer.
+                rereadable: std::fs::metadata(path).is_ok_and(|m| m.is_file()),
                 path: path.clone(),
                 opts,
                 batch: a.batch,
@@ -559,6 +579,9 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
 /// A Criteo file read over and over (epochs), skipping the held-out batches
 /// at its start each time.
 struct CriteoEpochs {
+    /// A regular file, read again for every epoch (else the data ends with
+    /// the first pass).
+    rereadable: bool,
     path: PathBuf,
     opts: CriteoOptions,
     batch: usize,
@@ -571,6 +594,9 @@ impl DataSource for CriteoEpochs {
     fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
         if let Some(b) = self.it.next() {
             return Some(b);
+        }
+        if !self.rereadable {
+            return None;
         }
         let reader = match CriteoReader::open(&self.path, self.opts.clone()) {
             Ok(r) => r,

@@ -501,13 +501,11 @@ pub struct TraceReader {
 }
 
 impl TraceReader {
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
-        let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
-        let meta = file.metadata().map_err(|e| TraceError::io(&path, e))?;
+    /// Refuses what is not a regular file.
+    fn check_type(path: &Path, meta: &std::fs::Metadata) -> Result<(), TraceError> {
         if meta.is_dir() {
             return Err(format_err(
-                &path,
+                path,
                 "is a directory; expected a trace file".into(),
             ));
         }
@@ -515,10 +513,23 @@ impl TraceReader {
             // The reader bounds every length field by the bytes left, so it
             // needs the file's length: a pipe's is unknown.
             return Err(format_err(
-                &path,
+                path,
                 "is not a regular file (a pipe or a device); a binary trace is read from a file: save it to one first".into(),
             ));
         }
+        Ok(())
+    }
+
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        // The type before opening: opening a pipe that has no writer waits
+        // for one.
+        let meta = std::fs::metadata(&path).map_err(|e| TraceError::io(&path, e))?;
+        Self::check_type(&path, &meta)?;
+        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
+        // What was opened (the path may name another file by now).
+        let meta = file.metadata().map_err(|e| TraceError::io(&path, e))?;
+        Self::check_type(&path, &meta)?;
         let len = meta.len();
         let mut r = TraceReader {
             path,
