@@ -431,7 +431,7 @@ impl AddressTrace {
         if content.is_empty() {
             return Ok(None);
         }
-        let found = || format!("{ADDR_FORMS}, found \"{content}\"");
+        let found = || format!("{ADDR_FORMS}, found \"{}\"", excerpt(content));
         let (addr_s, op_s) = match content.split_once(',') {
             Some((a, o)) => (a.trim(), o.trim()),
             None => {
@@ -449,8 +449,9 @@ impl AddressTrace {
         }
         let addr = parse_u64(addr_s).ok_or_else(|| {
             err(format!(
-                "{}: address \"{addr_s}\" is not a decimal or 0x-prefixed hexadecimal 64-bit number",
-                found()
+                "{}: address \"{}\" is not a decimal or 0x-prefixed hexadecimal 64-bit number",
+                found(),
+                excerpt(addr_s)
             ))
         })?;
         let access = match op_s.to_ascii_uppercase().as_str() {
@@ -458,8 +459,9 @@ impl AddressTrace {
             "W" | "WRITE" | "WR" => Access::Write,
             _ => {
                 return Err(err(format!(
-                    "{}: operation \"{op_s}\" is not R, W, READ, WRITE, RD or WR",
-                    found()
+                    "{}: operation \"{}\" is not R, W, READ, WRITE, RD or WR",
+                    found(),
+                    excerpt(op_s)
                 )));
             }
         };
@@ -474,6 +476,21 @@ impl AddressTrace {
             addr: align_down(addr),
             access,
         }))
+    }
+}
+
+/// The longest address-trace line read (comments included).
+const MAX_LINE_BYTES: usize = 1 << 16;
+
+/// `s` for a message: control characters escaped, and cut after 60
+/// characters (the length said).
+fn excerpt(s: &str) -> String {
+    let n = s.chars().count();
+    let shown: String = s.chars().take(60).flat_map(char::escape_debug).collect();
+    if n > 60 {
+        format!("{shown}... ({n} characters)")
+    } else {
+        shown
     }
 }
 
@@ -588,10 +605,27 @@ impl AddressTrace {
     fn next_split_line(&mut self) -> Option<Result<MemOp, SimError>> {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
-        let result = match self.reader.read_until(b'\n', &mut buf) {
+        // (At most one byte past the longest line: a file without line ends
+        // is an error, not a line as long as the file.)
+        let mut limited = std::io::Read::take(&mut *self.reader, MAX_LINE_BYTES as u64 + 1);
+        let result = match limited.read_until(b'\n', &mut buf) {
             Ok(0) => {
                 self.done = true;
                 None
+            }
+            Ok(n) if n > MAX_LINE_BYTES => {
+                self.line += 1;
+                Some(Err(SimError::parse(
+                    &self.name,
+                    self.line,
+                    format!(
+                        "line is longer than {MAX_LINE_BYTES} bytes; {ADDR_FORMS}, found \"{}...\"",
+                        String::from_utf8_lossy(&buf[..40])
+                            .chars()
+                            .flat_map(char::escape_debug)
+                            .collect::<String>()
+                    ),
+                )))
             }
             Ok(_) => {
                 self.line += 1;
@@ -1393,6 +1427,22 @@ mod tests {
             e.contains("t.nmpt: line 1:") && e.contains("--embedding-trace"),
             "{e}"
         );
+        // A line beyond the limit (a file without line ends, say) is an
+        // error, read no further than the limit; messages quote a short,
+        // escaped excerpt.
+        let mut long = b"0x0 R\n".to_vec();
+        long.extend(std::iter::repeat_n(b'1', 3 * MAX_LINE_BYTES));
+        let mut it = AddressTrace::from_reader("l.txt", Cursor::new(long), CAP);
+        assert!(it.next().unwrap().is_ok());
+        let e = it.next().unwrap().unwrap_err().to_string();
+        assert!(
+            e.starts_with("l.txt: line 2: line is longer than 65536 bytes") && e.len() < 200,
+            "{e}"
+        );
+        let e = err_of(&format!("0x{} R\n", "f".repeat(500)), CAP);
+        assert!(e.contains("... (") && e.len() < 400, "{e}");
+        let e = err_of("0x1\u{1b}[31m R\n", CAP);
+        assert!(e.contains(r"0x1\u{1b}[31m") && !e.contains('\u{1b}'), "{e}");
     }
 
     #[test]
