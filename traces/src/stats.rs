@@ -4,8 +4,10 @@
 //! the share of accesses taken by the hottest rows.
 //!
 //! Memory is bounded by the table: a dense u32 counter per row for tables up to
-//! [`DENSE_COUNTER_MAX_ROWS`], a hash map of touched rows beyond (a 2^32-row hashed
-//! Criteo table would otherwise need 16 GiB).
+//! [`DENSE_COUNTER_MAX_ROWS`], as long as all dense counters together stay within
+//! [`DENSE_COUNTERS_TOTAL`], and a hash map of touched rows beyond (a 2^32-row
+//! hashed Criteo table would otherwise need 16 GiB, and 40 tables of 64 Mi rows
+//! 10 GiB for a trace of a few lookups).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -17,6 +19,9 @@ use crate::{Batch, TableBatch, TraceError};
 
 /// Tables up to this many rows get a dense counter array (256 MiB at the limit).
 pub const DENSE_COUNTER_MAX_ROWS: u64 = 64 << 20;
+/// Dense counters of all tables together (512 MiB); tables beyond count
+/// sparsely.
+pub const DENSE_COUNTERS_TOTAL: u64 = 128 << 20;
 const CDF_POINTS: usize = 20;
 
 /// SCARS' expected number of distinct rows among `lookups` independent draws from
@@ -226,6 +231,7 @@ impl StatsBuilder {
     }
 
     fn with_dense_limit(rows: &[u64], dense_limit: u64) -> Self {
+        let mut left = DENSE_COUNTERS_TOTAL;
         let tables = rows
             .iter()
             .map(|&r| TableAcc {
@@ -233,7 +239,8 @@ impl StatsBuilder {
                 batches: 0,
                 lookups: 0,
                 unique_sum: 0,
-                counts: if r <= dense_limit {
+                counts: if r <= dense_limit && r <= left {
+                    left -= r;
                     Counts::Dense(vec![0; r as usize])
                 } else {
                     Counts::Sparse(HashMap::new())
@@ -368,6 +375,21 @@ mod tests {
             num_dense: 0,
             labels: None,
         }
+    }
+
+    #[test]
+    fn dense_counters_stay_within_their_total() {
+        let sb = StatsBuilder::new(&[DENSE_COUNTER_MAX_ROWS; 40]);
+        let dense: u64 = sb
+            .tables
+            .iter()
+            .map(|t| match &t.counts {
+                Counts::Dense(c) => c.len() as u64,
+                Counts::Sparse(_) => 0,
+            })
+            .sum();
+        assert_eq!(dense, DENSE_COUNTERS_TOTAL);
+        assert!(matches!(sb.tables[39].counts, Counts::Sparse(_)));
     }
 
     #[test]
