@@ -118,6 +118,14 @@ fn main() -> std::process::ExitCode {
         Command::Plot(a) => cmd::plot::run(a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
     };
+    // A Criteo file whose last line has no line end may have been cut short
+    // inside that line's last field, which then still parses.
+    for (path, line) in nmpsim_traces::criteo::take_unterminated() {
+        eprintln!(
+            "warning: {}: line {line}, the last, has no line end; if the file was cut short, that sample's last field is wrong",
+            path.display()
+        );
+    }
     // (What stdout still buffers is written now, not silently dropped at exit.)
     let result = result.and_then(|code| Ok(out::flush().map(|_| code)?));
     match result {

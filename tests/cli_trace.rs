@@ -180,6 +180,23 @@ fn convert_criteo_tsv() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("empty.tsv: no samples to convert"), "{err}");
     assert!(!d.join("e.nmpt").exists() && !d.join("e.nmpt.tmp").exists());
+
+    // A last line without a line end (a file cut short?) converts, with a
+    // warning; a whole file gets none.
+    let whole = std::fs::read_to_string(d.join("day.tsv")).unwrap();
+    std::fs::write(d.join("cut.tsv"), &whole[..whole.len() - 2]).unwrap();
+    for (file, warned) in [("cut.tsv", true), ("day.tsv", false)] {
+        let o = nmpsim(d, &["trace", "convert", file, "-o", "c.nmpt", "-q"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(
+            err.contains(&format!(
+                "warning: {file}: line 5, the last, has no line end"
+            )),
+            warned,
+            "{err}"
+        );
+    }
 }
 
 #[test]

@@ -44,6 +44,17 @@ impl CriteoOptions {
     }
 }
 
+/// Files whose last line had no line end, with that line's number: a file
+/// cut short can end inside a field, and still parse. Readers record them
+/// here (once per file); commands say so ([`take_unterminated`]).
+static UNTERMINATED: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// The files read so far whose last line had no line end (each once), and
+/// that line's number; the list is emptied.
+pub fn take_unterminated() -> Vec<(PathBuf, u64)> {
+    std::mem::take(&mut *UNTERMINATED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// Iterates the samples of a Criteo TSV stream. Yields at most one error, then stops.
 pub struct CriteoReader<R: BufRead = BufReader<File>> {
     input: R,
@@ -120,6 +131,11 @@ impl<R: BufRead> CriteoReader<R> {
             return Err(self.parse_err(format!(
                 "line is longer than {MAX_LINE_BYTES} bytes; is this a Criteo TSV file?"
             )));
+        } else {
+            let mut u = UNTERMINATED.lock().unwrap_or_else(|e| e.into_inner());
+            if !u.iter().any(|(p, _)| p == &self.name) {
+                u.push((self.name.clone(), self.line_no));
+            }
         }
         if self.buf.last() == Some(&b'\r') {
             self.buf.pop();
@@ -157,7 +173,20 @@ fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String>
         cats: [0; NUM_CATS],
     };
     for (i, f) in line.split(|&b| b == b'\t').enumerate() {
-        let text = || String::from_utf8_lossy(f).into_owned();
+        // (Escaped: a control byte in the file must not reach the terminal
+        // as itself, where a NUL hides and an ESC sequence acts.)
+        let text = || {
+            let shown: String = String::from_utf8_lossy(f)
+                .chars()
+                .take(60)
+                .flat_map(char::escape_debug)
+                .collect();
+            if f.len() > 60 {
+                format!("{shown}...")
+            } else {
+                shown
+            }
+        };
         match i {
             0 => {
                 s.label = match f {
@@ -385,6 +414,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("field 0 (label)"), "{e}");
+        // Control bytes are escaped, long fields cut.
+        let e = read(&line("0", &["1\u{0}2"], &[]), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(r"'1\02' is not an integer"), "{e}");
+        let e = read(&line("0", &[], &["\u{1b}[31mAB"]), CriteoOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(r"\u{1b}[31mAB") && !e.contains('\u{1b}'), "{e}");
+        let e = read(
+            &line("0", &[&"9".repeat(200)], &[]),
+            CriteoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("99...'") && e.len() < 300, "{e}");
         let e = read(&format!("{good}\ta\n"), CriteoOptions::default())
             .unwrap_err()
             .to_string();
