@@ -38,6 +38,8 @@ pub const VERSION: u32 = 2;
 pub const VERSION_1: u32 = 1;
 const TAG_BATCH: u8 = 1;
 const TAG_END: u8 = 2;
+/// The end record: tag, payload length, batch count, stream CRC, CRC.
+const END_RECORD_BYTES: u64 = 1 + 4 + END_PAYLOAD_BYTES as u64 + 4;
 const END_PAYLOAD_BYTES: u32 = 12;
 const TABLE_WEIGHTED: u8 = 1;
 const HAS_DENSE: u8 = 1;
@@ -613,7 +615,10 @@ impl TraceReader {
             .map_err(|e| TraceError::io(&self.path, e))?
             .first()
             .copied();
-        if next == Some(TAG_BATCH) {
+        // Another batch follows, unless what is left is just an end
+        // record's length: an end record whose tag was damaged, read (and
+        // refused) below.
+        if next == Some(TAG_BATCH) && self.remaining != END_RECORD_BYTES {
             return Ok(false);
         }
         // The end record, or whatever error reading one gives (a truncated
@@ -1254,6 +1259,19 @@ mod tests {
                 }
             }
         }
+        // An end record whose tag reads as a batch's is no batch to leave
+        // unread: it is read, and refused.
+        let mut bad = good.clone();
+        let at = bad.len() - END_RECORD_BYTES as usize;
+        assert_eq!(bad[at], TAG_END);
+        bad[at] = TAG_BATCH;
+        let b = d.join("tag.nmpt");
+        std::fs::write(&b, &bad).unwrap();
+        let mut r = TraceReader::open(&b).unwrap();
+        for _ in 0..3 {
+            r.next().unwrap().unwrap();
+        }
+        assert!(r.verify_if_at_end().is_err());
         std::fs::remove_dir_all(d).ok();
     }
 
