@@ -1008,3 +1008,73 @@ fn a_fatal_error_stops_the_runs_under_way() {
     ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
     assert_eq!(finished_runs(&d.join("sw")), 2);
 }
+
+/// A finished run whose input file changed after it ran runs again: the
+/// config hash covers the file's name, not its contents.
+#[test]
+fn a_run_whose_input_changed_runs_again() {
+    let t = TempDir::new("input");
+    let d = &t.0;
+    let gen_trace = |rows: &str, bag: &str| {
+        ok(
+            d,
+            &[
+                "trace",
+                "gen",
+                "--tables",
+                "1",
+                "--rows",
+                rows,
+                "--bag",
+                bag,
+                "--batch",
+                "4",
+                "--batches",
+                "1",
+                "-o",
+                "t.nmpt",
+                "-q",
+            ],
+        );
+    };
+    gen_trace("100", "1");
+    std::fs::write(
+        d.join("s.toml"),
+        "command = \"nmp run\"\n[base]\nengine = \"native\"\nranks = 2\ndim = 16\ntrace = \"t.nmpt\"\n[axes]\nplacement = [\"vector-sliced\"]\n",
+    )
+    .unwrap();
+    let bytes = |csv: &str| -> String {
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let i = head
+            .iter()
+            .position(|h| h.ends_with("dram_read_bytes"))
+            .expect("a dram_read_bytes column");
+        row[i].to_string()
+    };
+    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    let first = bytes(&read(&d.join("sw/results.csv")));
+    // Unchanged: reused.
+    let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("runs again"));
+    // The same name, other contents (dated later, whatever the file
+    // system's clock resolution): run again.
+    gen_trace("1000", "8");
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(d.join("t.nmpt"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("note: run 0 ran on an earlier t.nmpt; it runs again"),
+        "{err}"
+    );
+    assert_ne!(bytes(&read(&d.join("sw/results.csv"))), first);
+}

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::expand::Run;
 use crate::results::{Row, flatten_metrics};
+use crate::spec::Scalar;
 
 pub const RUNS_DIR: &str = "runs";
 pub const RUN_CONFIG: &str = "run.json";
@@ -62,6 +63,52 @@ pub struct RunStatus {
     /// Why it failed: the last non-empty line of its stderr.
     pub error: String,
     pub wall_s: f64,
+    /// The input files the run read, as they were when it started
+    /// ([`input_files`]): a run whose input has changed since runs again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputFile>,
+}
+
+/// A file a run's flag names, as it was: its size and modification time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputFile {
+    pub path: String,
+    pub bytes: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub modified_ns: u64,
+}
+
+impl InputFile {
+    /// The file at `path` now, if it is a regular file.
+    fn now(path: &str) -> Option<InputFile> {
+        let m = fs::metadata(path).ok()?;
+        if !m.is_file() {
+            return None;
+        }
+        let modified_ns = m
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos() as u64;
+        Some(InputFile {
+            path: path.to_string(),
+            bytes: m.len(),
+            modified_ns,
+        })
+    }
+}
+
+/// The regular files the run's flag values name (paths as the sweep's
+/// children see them: relative to the current directory), as they are now.
+pub fn input_files(run: &Run) -> Vec<InputFile> {
+    run.config
+        .iter()
+        .filter_map(|(_, v)| match v {
+            Scalar::Str(s) => InputFile::now(s),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `run.json`: the resolved configuration of one run.
@@ -105,11 +152,33 @@ pub fn run_dir(sweep_dir: &Path, run: &Run, total: usize) -> PathBuf {
 /// The run's `status.json`, when present, readable and for this run's config;
 /// a completed run also needs output its metrics can be read from
 /// ([`output_readable`]), else it counts as not finished and runs again.
+///
+/// A run whose input file (a flag's value naming a file: a trace, a data
+/// set) has changed since it ran is not finished either ([`changed_input`]):
+/// the config hash covers the name, not the contents.
 pub fn finished(run_dir: &Path, run: &Run) -> Option<RunStatus> {
     let text = fs::read(run_dir.join(RUN_STATUS)).ok()?;
     let st: RunStatus = serde_json::from_slice(&text).ok()?;
-    (st.hash == run.hash && (st.status != Status::Completed || output_readable(run_dir)))
-        .then_some(st)
+    (st.hash == run.hash
+        && (st.status != Status::Completed || output_readable(run_dir))
+        && changed(&st).is_none())
+    .then_some(st)
+}
+
+/// The first input file the run's `status.json` records that is there but
+/// no longer as it was (another size or modification time), if any. (A
+/// file since removed changes nothing: the run's results stand.)
+pub fn changed_input(run_dir: &Path) -> Option<PathBuf> {
+    let text = fs::read(run_dir.join(RUN_STATUS)).ok()?;
+    let st: RunStatus = serde_json::from_slice(&text).ok()?;
+    changed(&st)
+}
+
+fn changed(st: &RunStatus) -> Option<PathBuf> {
+    st.inputs.iter().find_map(|f| {
+        let now = InputFile::now(&f.path)?;
+        (now != *f).then(|| PathBuf::from(&f.path))
+    })
 }
 
 /// Whether a run's `stdout.json` is JSON, as the sweep requires of a run
@@ -301,6 +370,7 @@ mod tests {
             exit_code: Some(0),
             error: String::new(),
             wall_s: 0.5,
+            inputs: Vec::new(),
         };
         fs::write(dir.join(RUN_STATUS), serde_json::to_vec(&st).expect("json")).expect("write");
         if status == Status::Completed {

@@ -328,6 +328,21 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     // moved and started, by this sweep alone.
     let _lock = lock_dir(&out)?;
     let Resume { state, adopt } = layout::resume(&out, &plan.runs, &selected);
+    // Runs that finished, but on an input file that has changed since.
+    for (r, st) in selected.iter().zip(&state) {
+        if st.is_some() {
+            continue;
+        }
+        if let Some(p) = layout::changed_input(&layout::run_dir(&out, r, total))
+            && !a.quiet
+        {
+            eprintln!(
+                "note: run {} ran on an earlier {}; it runs again",
+                r.index,
+                p.display()
+            );
+        }
+    }
     for Adopt { index, from, to } in &adopt {
         // (A directory under the new name holds no finished run: an attempt
         // that was killed.)
@@ -833,6 +848,9 @@ fn execute(
         serde_json::to_string_pretty(&config)?.as_bytes(),
     )?;
 
+    // The input files as the run finds them (a change during the run shows
+    // as one since).
+    let inputs = layout::input_files(run);
     let t0 = Instant::now();
     let mut cmd = Process::new(exe);
     cmd.args(&argv)
@@ -887,6 +905,7 @@ fn execute(
         exit_code,
         error,
         wall_s,
+        inputs,
     };
     write_atomic(
         &rd.join(RUN_STATUS),
