@@ -189,7 +189,8 @@ fn unknown_items_are_rejected_with_the_list() {
     assert!(o.status.success());
     let list = String::from_utf8_lossy(&o.stdout);
     for id in [
-        "fig5b", "fig6", "table1", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17", "link",
+        "fig5b", "fig6", "table1", "fig4", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17",
+        "link",
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
@@ -197,7 +198,7 @@ fn unknown_items_are_rejected_with_the_list() {
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--list --json is JSON");
     assert_eq!(v["size"], "quick");
-    assert_eq!(v["items"].as_array().unwrap().len(), 10);
+    assert_eq!(v["items"].as_array().unwrap().len(), 11);
     // What --list cannot honour is refused, not ignored.
     for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
         let mut a = vec!["reproduce", "--list"];
