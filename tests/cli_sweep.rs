@@ -1078,3 +1078,27 @@ fn a_run_whose_input_changed_runs_again() {
     );
     assert_ne!(bytes(&read(&d.join("sw/results.csv"))), first);
 }
+
+/// A file a run writes (`trace gen`'s output) is no input: a run that
+/// rewrites it is finished, and reused next time.
+#[test]
+fn a_file_the_run_writes_is_no_input() {
+    let t = TempDir::new("output");
+    let d = &t.0;
+    std::fs::write(
+        d.join("s.toml"),
+        "command = \"trace gen\"\n[base]\ntables = 1\nrows = 1000\nbatch = 16\noutput = \"g.nmpt\"\n",
+    )
+    .unwrap();
+    // An earlier file under the output's name.
+    std::fs::write(d.join("g.nmpt"), "old").unwrap();
+    for reused in ["0 reused", "1 reused"] {
+        let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("1 completed ({reused})")) && !err.contains("runs again"),
+            "{err}"
+        );
+    }
+}

@@ -145,10 +145,11 @@ fn meminfo_available(meminfo: &str) -> Option<u64> {
 /// Limits at or above this are no limit (cgroup v1 writes about 2^63).
 const NO_LIMIT: u64 = 1 << 60;
 
-/// What the memory limit of this process's control group leaves, from its
-/// `/proc/self/cgroup` text; `read` reads a file of `/sys/fs/cgroup`. The
-/// group's directory is looked up under the mount point, then the mount
-/// point itself (a container's own group).
+/// What the memory limits of this process's control group and its
+/// ancestors leave (the least), from its `/proc/self/cgroup` text; `read`
+/// reads a file of `/sys/fs/cgroup`. Where the group's directory is not
+/// under the mount point, the mount point itself is the group (a
+/// container's own).
 fn cgroup_headroom(proc_cgroup: &str, read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
     let num = |t: Option<String>| t.and_then(|t| t.trim().parse::<u64>().ok());
     // The count of a key in a memory.stat text.
@@ -165,6 +166,37 @@ fn cgroup_headroom(proc_cgroup: &str, read: &dyn Fn(&str) -> Option<String>) -> 
         let limit = limit.filter(|&l| l < NO_LIMIT)?;
         Some(limit.saturating_sub(usage?.saturating_sub(reclaimable)))
     };
+    // The group's directory and every ancestor up to the mount point (a
+    // limit on any of them applies); only the mount point where the group's
+    // own directory is not there (a container's own group).
+    let levels = |mount: &str, path: &str, limit_file: &str| -> Vec<String> {
+        let own = format!("{mount}{path}");
+        if read(&format!("{own}/{limit_file}")).is_none() {
+            return vec![mount.to_string()];
+        }
+        let mut dirs = Vec::new();
+        let mut p = path.to_string();
+        loop {
+            dirs.push(format!("{mount}{p}"));
+            match p.rfind('/') {
+                Some(i) if !p.is_empty() => p.truncate(i),
+                _ => break,
+            }
+        }
+        dirs
+    };
+    // The least headroom over the levels that have a limit.
+    let least = |dirs: Vec<String>, files: [&str; 3], reclaim_key: &str| {
+        dirs.iter()
+            .filter_map(|dir| {
+                headroom(
+                    num(read(&format!("{dir}/{}", files[0]))),
+                    num(read(&format!("{dir}/{}", files[1]))),
+                    stat(read(&format!("{dir}/{}", files[2])), reclaim_key),
+                )
+            })
+            .min()
+    };
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
         let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
@@ -173,36 +205,26 @@ fn cgroup_headroom(proc_cgroup: &str, read: &dyn Fn(&str) -> Option<String>) -> 
         };
         let path = path.trim_end_matches('/');
         if id == "0" && controllers.is_empty() {
-            for dir in [
-                format!("/sys/fs/cgroup{path}"),
-                "/sys/fs/cgroup".to_string(),
-            ] {
-                // ("max" does not parse: no limit.)
-                let limit = read(&format!("{dir}/memory.max"));
-                if limit.is_none() {
-                    continue;
-                }
-                return headroom(
-                    num(limit),
-                    num(read(&format!("{dir}/memory.current"))),
-                    stat(read(&format!("{dir}/memory.stat")), "inactive_file"),
-                );
+            // ("max" does not parse: no limit.)
+            let files = ["memory.max", "memory.current", "memory.stat"];
+            if let Some(h) = least(
+                levels("/sys/fs/cgroup", path, files[0]),
+                files,
+                "inactive_file",
+            ) {
+                return Some(h);
             }
         } else if controllers.split(',').any(|c| c == "memory") {
-            for dir in [
-                format!("/sys/fs/cgroup/memory{path}"),
-                "/sys/fs/cgroup/memory".to_string(),
-            ] {
-                let limit = read(&format!("{dir}/memory.limit_in_bytes"));
-                if limit.is_none() {
-                    continue;
-                }
-                return headroom(
-                    num(limit),
-                    num(read(&format!("{dir}/memory.usage_in_bytes"))),
-                    stat(read(&format!("{dir}/memory.stat")), "total_inactive_file"),
-                );
-            }
+            let files = [
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+                "memory.stat",
+            ];
+            return least(
+                levels("/sys/fs/cgroup/memory", path, files[0]),
+                files,
+                "total_inactive_file",
+            );
         }
     }
     None
@@ -306,6 +328,35 @@ mod tests {
         assert_eq!(cgroup_headroom("4:memory:/\n", &none), None);
         // Nothing readable.
         assert_eq!(cgroup_headroom("0::/\n", &files(&[])), None);
+        // A limit on an ancestor applies to the groups below it (v2 and v1),
+        // the least headroom of all the levels.
+        let v2 = files(&[
+            ("/sys/fs/cgroup/slice/pod/memory.max", "max\n"),
+            ("/sys/fs/cgroup/slice/pod/memory.current", "100\n"),
+            ("/sys/fs/cgroup/slice/memory.max", "1000000000\n"),
+            ("/sys/fs/cgroup/slice/memory.current", "400000000\n"),
+        ]);
+        assert_eq!(cgroup_headroom("0::/slice/pod\n", &v2), Some(600_000_000));
+        let v1 = files(&[
+            (
+                "/sys/fs/cgroup/memory/a/leaf/memory.limit_in_bytes",
+                "9223372036854771712",
+            ),
+            ("/sys/fs/cgroup/memory/a/leaf/memory.usage_in_bytes", "10"),
+            (
+                "/sys/fs/cgroup/memory/a/memory.limit_in_bytes",
+                "1000000000",
+            ),
+            ("/sys/fs/cgroup/memory/a/memory.usage_in_bytes", "200000000"),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712",
+            ),
+        ]);
+        assert_eq!(
+            cgroup_headroom("4:memory:/a/leaf\n", &v1),
+            Some(800_000_000)
+        );
     }
 
     #[test]

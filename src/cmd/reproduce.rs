@@ -381,7 +381,6 @@ fn print_item(s: &ItemSummary) -> Result<(), crate::out::StdoutError> {
     Ok(())
 }
 
-/// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
 /// Writes `<item>/<item>.md` for an item whose analysis failed: what
 /// failed, and that any other file beside it is from an earlier run.
 fn write_failed_item(
@@ -404,6 +403,7 @@ fn write_failed_item(
     write_atomic(&dir.join(format!("{}.md", it.id)), md.as_bytes())
 }
 
+/// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
 fn write_report(out: &Path, size: Size) -> Result<PathBuf> {
     let mut s = format!(
         "# Tensor Casting, reproduced by nmpsim ({})\n\nEach section is `<item>/<item>.md`; the plots and CSVs sit beside it.\n\n",

@@ -848,9 +848,10 @@ fn execute(
         serde_json::to_string_pretty(&config)?.as_bytes(),
     )?;
 
-    // The input files as the run finds them (a change during the run shows
-    // as one since).
-    let inputs = layout::input_files(run);
+    // The files the run's flags name, as the run finds them. Those it
+    // rewrites are its outputs, not inputs: only those the run left as they
+    // were are recorded (below).
+    let before = layout::input_files(run);
     let t0 = Instant::now();
     let mut cmd = Process::new(exe);
     cmd.args(&argv)
@@ -899,6 +900,8 @@ fn execute(
     } else {
         (Status::Completed, String::new())
     };
+    let after = layout::input_files(run);
+    let inputs = before.into_iter().filter(|f| after.contains(f)).collect();
     let status = RunStatus {
         hash: run.hash.clone(),
         status: st,
@@ -1217,9 +1220,9 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
     )?;
     let out_shown = m.out.display().to_string();
     crate::signals::before_exit(move || {
-        if let Some(t) = copying().take() {
-            let _ = fs::remove_dir_all(t);
-        }
+        // After the run being copied lands whole; no other copy starts
+        // before the process ends.
+        std::mem::forget(copying());
         eprintln!(
             "sweep merge stopped: {out_shown} holds the runs merged so far, without results.csv; the same command merges the rest"
         );
@@ -1306,28 +1309,35 @@ fn absolute(p: &Path) -> PathBuf {
 
 /// Copies the run directory `src` over `dst`: into a temporary sibling first,
 /// then renamed into place, so `dst` is never half-copied.
+///
+/// The copy holds [`COPYING`] from start to rename: a signal that ends
+/// `sweep merge` waits for the run being copied to land whole, and no copy
+/// starts after it.
 fn replace_dir(src: &Path, dst: &Path) -> Result<()> {
     let name = dst
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dst.with_file_name(format!(".{name}.tmp"));
+    let _copying = copying();
     let _ = fs::remove_dir_all(&tmp);
-    *copying() = Some(tmp.clone());
-    copy_tree(src, &tmp)?;
-    if dst.exists() {
-        fs::remove_dir_all(dst).with_context(|| format!("cannot replace {}", dst.display()))?;
+    let placed = copy_tree(src, &tmp).and_then(|()| {
+        if dst.exists() {
+            fs::remove_dir_all(dst).with_context(|| format!("cannot replace {}", dst.display()))?;
+        }
+        fs::rename(&tmp, dst).with_context(|| format!("cannot move {} into place", dst.display()))
+    });
+    if placed.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
     }
-    fs::rename(&tmp, dst).with_context(|| format!("cannot move {} into place", dst.display()))?;
-    *copying() = None;
-    Ok(())
+    placed
 }
 
-/// The temporary copy [`replace_dir`] is making, if any: what a signal
-/// that ends `sweep merge` removes.
-static COPYING: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+/// Held while [`replace_dir`] copies a run; a signal that ends `sweep
+/// merge` takes it and keeps it.
+static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn copying() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
+fn copying() -> std::sync::MutexGuard<'static, ()> {
     COPYING.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -181,7 +181,7 @@ fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String>
                 .take(60)
                 .flat_map(char::escape_debug)
                 .collect();
-            if f.len() > 60 {
+            if String::from_utf8_lossy(f).chars().count() > 60 {
                 format!("{shown}...")
             } else {
                 shown
@@ -430,6 +430,14 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("99...'") && e.len() < 300, "{e}");
+        // 31 two-byte characters: nothing cut, no "...".
+        let e = read(
+            &line("0", &[], &[&"\u{e9}".repeat(31)]),
+            CriteoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&format!("'{}'", "\u{e9}".repeat(31))), "{e}");
         let e = read(&format!("{good}\ta\n"), CriteoOptions::default())
             .unwrap_err()
             .to_string();
