@@ -740,8 +740,6 @@ fn run_config(schema: &CommandSchema, run: &Run, rd: &Path) -> RunConfig {
     }
 }
 
-/// Runs one child process and records it in `rd`. Errors are about the sweep
-/// directory (cannot write); a failing run is a recorded result, not an error.
 /// The child processes of the runs under way, and whether the sweep stops:
 /// a fatal error ends them (SIGTERM: a run ended so is not recorded, and
 /// runs again) rather than waiting for them.
@@ -778,8 +776,8 @@ fn terminate(pid: u32) {
 fn terminate(_pid: u32) {}
 
 /// Runs `cmd` to its end, its pid in `inflight` meanwhile; stdout and
-/// stderr as `output()` gives them.
-/// `None` when the sweep is stopping: the command did not start.
+/// stderr as `output()` gives them. `None` when the sweep is stopping: the
+/// command did not start.
 #[allow(clippy::type_complexity)]
 fn run_child(
     cmd: &mut Process,
@@ -814,8 +812,9 @@ fn run_child(
     // SIGTERM from `stop_all` never reaches a recycled pid.
     #[cfg(unix)]
     {
+        // SAFETY: siginfo_t is plain data, valid zeroed; waitid waits for our
+        // own child, leaving it waitable (WNOWAIT) for `wait` below.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waits for our own child, leaving it waitable (WNOWAIT).
         unsafe {
             libc::waitid(
                 libc::P_PID,
@@ -830,6 +829,8 @@ fn run_child(
     Ok(Some((status, stdout, stderr)))
 }
 
+/// Runs one child process and records it in `rd`. Errors are about the sweep
+/// directory (cannot write); a failing run is a recorded result, not an error.
 fn execute(
     exe: &Path,
     schema: &CommandSchema,
