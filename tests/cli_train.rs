@@ -1339,3 +1339,53 @@ fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     let iters = std::fs::read_to_string(d.join("run/iterations.csv")).unwrap();
     assert_eq!(iters.lines().count(), 1 + 4);
 }
+
+/// The NMP pool's flags given to a mode without NMP are noted as unused.
+#[test]
+fn nmp_flags_of_a_cpu_mode_are_noted() {
+    let t = TempDir::new("nmpflags");
+    let base = [
+        "train",
+        "--model",
+        "tiny",
+        "--batch",
+        "8",
+        "--iters",
+        "1",
+        "--mode",
+        "baseline-cpu",
+    ];
+    let mut a = base.to_vec();
+    a.extend(["--nmp-bandwidth", "600", "--ranks=4", "--out", "a"]);
+    let o = nmpsim(&t.0, &a);
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    assert!(
+        s.contains("note: --ranks, --nmp-bandwidth set up the NMP pool, which --mode baseline-cpu does not use"),
+        "{s}"
+    );
+    let mut a = base.to_vec();
+    a.extend(["--out", "b"]);
+    let o = nmpsim(&t.0, &a);
+    assert!(!text(&o).contains("NMP pool, which"), "{}", text(&o));
+    // A mode with NMP uses them: no note.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--batch",
+            "8",
+            "--iters",
+            "1",
+            "--mode",
+            "tcast-nmp",
+            "--nmp-bandwidth",
+            "600",
+            "--out",
+            "c",
+        ],
+    );
+    assert!(!text(&o).contains("NMP pool, which"), "{}", text(&o));
+}

@@ -174,6 +174,18 @@ pub struct TrainArgs {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// The flags that set up the NMP pool: only the NMP modes use them.
+const NMP_FLAGS: [&str; 8] = [
+    "--ranks",
+    "--preset",
+    "--placement",
+    "--mapping",
+    "--engine",
+    "--link-gbps",
+    "--sim-batches",
+    "--nmp-bandwidth",
+];
+
 /// The resolved run.
 #[derive(Serialize, Clone)]
 struct Resolved {
@@ -1226,6 +1238,23 @@ fn check_memory(
 
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let r = resolve(&a)?;
+    if !a.quiet && !r.modes.iter().any(|m| m.uses_nmp()) {
+        // (Flags with defaults cannot tell given from default: the command
+        // line says.)
+        let given: Vec<&str> = NMP_FLAGS
+            .iter()
+            .filter(|f| std::env::args().any(|x| x == **f || x.starts_with(&format!("{f}="))))
+            .copied()
+            .collect();
+        if !given.is_empty() {
+            eprintln!(
+                "note: {} set{} up the NMP pool, which --mode {} does not use",
+                given.join(", "),
+                if given.len() == 1 { "s" } else { "" },
+                a.mode
+            );
+        }
+    }
     // The pool (its DRAM preset, mapping and layout) and the data are set up
     // before the run directory is touched, so that a mistake in either fails
     // with an earlier run there untouched. The first mode takes this data.
