@@ -63,6 +63,17 @@ fn demo_writes_a_run_directory_and_agrees() {
     assert!(cfg["build"]["git_rev"].is_string());
     let csv = std::fs::read_to_string(out.join("primitives.csv")).unwrap();
     assert!(csv.starts_with("primitive,time_ms,read_bytes,write_bytes,throughput_gbps\n"));
+    // Bytes are the mean per batch, as the trace's unique rows are: the
+    // coalesce writes one 256 B row and its 4 B id per unique row.
+    let coalesce = r["primitives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["primitive"] == "coalesce")
+        .unwrap();
+    let unique = r["trace"]["mean_unique_rows_per_batch"].as_f64().unwrap();
+    let written = coalesce["write_bytes"].as_f64().unwrap();
+    assert!((written / 260.0 - unique).abs() < 1.0, "{written} {unique}");
     std::fs::remove_dir_all(&out).ok();
 }
 

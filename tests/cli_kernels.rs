@@ -75,6 +75,22 @@ fn bad_arguments_fail_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu`"));
     let out = nmpsim(&["kernels", "check", "--dim", "0"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("dim"));
+    // Zero counts are named by their flags, before anything else (a bench's
+    // GPU included).
+    for (cmd, flag) in [
+        ("traffic", "--bag"),
+        ("check", "--batch"),
+        ("traffic", "--rows"),
+        ("bench", "--dim"),
+    ] {
+        let out = nmpsim(&["kernels", cmd, flag, "0"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("for '{flag} <")) && err.contains("expected at least 1"),
+            "{cmd} {flag}: {err}"
+        );
+    }
     // Far more than any machine has (16 PB): refused before allocating,
     // not an allocation failure.
     let out = nmpsim(&[

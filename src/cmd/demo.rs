@@ -32,16 +32,16 @@ pub struct DemoArgs {
     #[arg(long, default_value = "rm1")]
     pub profile: String,
     /// Rows of each (largest) table.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = crate::cmd::positive_arg::<u64>)]
     pub rows: u64,
     /// Samples per batch.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = crate::cmd::positive_arg::<usize>)]
     pub batch: usize,
     /// Embedding dimension (f32 elements per row).
     #[arg(long, default_value_t = 64)]
     pub dim: usize,
     /// Lookups per bag (default: the profile's).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::positive_arg::<u32>)]
     pub bag: Option<u32>,
     /// Number of tables, 1 to 65536 (default: the profile's).
     #[arg(long, value_parser = crate::cmd::tables_arg)]
@@ -93,10 +93,10 @@ struct PrimitiveResult {
     primitive: &'static str,
     /// Median over batches of the summed per-table wall time (measured).
     time_ms: f64,
-    /// Bytes per batch (derived from the algorithm).
+    /// Bytes per batch, the mean over batches (derived from the algorithm).
     read_bytes: u64,
     write_bytes: u64,
-    /// (read + write) / time.
+    /// Median over batches of each batch's (read + write) / time.
     throughput_gbps: f64,
     source: &'static str,
 }
@@ -237,9 +237,9 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     }
     pb.set_message("batches");
 
-    // Per batch, seconds per primitive; traffic per primitive for one batch (the last).
+    // Per batch: seconds and traffic per primitive.
     let mut times: Vec<[f64; PRIMITIVES.len()]> = Vec::with_capacity(a.batches.min(1 << 16));
-    let mut traffic = vec![Traffic::default(); PRIMITIVES.len()];
+    let mut traffics: Vec<Vec<Traffic>> = Vec::with_capacity(a.batches.min(1 << 16));
     let mut max_rel_err = 0.0f64;
     let mut same_rows = true;
     // Output buffers are reused across tables and batches, as a training loop (or
@@ -326,7 +326,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             }
             pb.inc(1);
         }
-        traffic = tr;
+        traffics.push(tr);
         times.push(secs_batch);
     }
     pb.finish_and_clear();
@@ -336,14 +336,29 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         .iter()
         .enumerate()
         .map(|(p, &name)| {
+            // The median time, the mean bytes, and the median of each
+            // batch's own bytes over its own time.
             let secs = median(&times.iter().map(|b| b[p]).collect::<Vec<_>>());
-            let bytes = traffic[p].total_bytes() as f64;
+            let n = traffics.len().max(1) as u64;
+            let read_bytes = traffics.iter().map(|t| t[p].read_bytes).sum::<u64>() / n;
+            let write_bytes = traffics.iter().map(|t| t[p].write_bytes).sum::<u64>() / n;
+            let gbps: Vec<f64> = times
+                .iter()
+                .zip(&traffics)
+                .map(|(s, t)| {
+                    if s[p] > 0.0 {
+                        t[p].total_bytes() as f64 / s[p] / 1e9
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
             PrimitiveResult {
                 primitive: name,
                 time_ms: secs * 1e3,
-                read_bytes: traffic[p].read_bytes,
-                write_bytes: traffic[p].write_bytes,
-                throughput_gbps: if secs > 0.0 { bytes / secs / 1e9 } else { 0.0 },
+                read_bytes,
+                write_bytes,
+                throughput_gbps: median(&gbps),
                 source: "measured (time), derived (bytes)",
             }
         })
@@ -461,7 +476,11 @@ fn summary_text(c: &DemoConfig, r: &DemoResults, ok: bool, rundir: &RunDir) -> S
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "times are measured medians over batches; bytes are derived from the algorithms (Figure 6 method)"
+        "times are measured medians over batches; bytes are derived from the algorithms (Figure 6 method), the mean per batch; GB/s is the median of each batch's bytes over its time"
+    );
+    let _ = writeln!(
+        s,
+        "coalesce: the time of the whole call (sort and accumulate), the bytes of the accumulate (Figure 6's \"Coalesce\")"
     );
     let _ = writeln!(
         s,

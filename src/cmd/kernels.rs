@@ -82,16 +82,16 @@ pub struct BenchArgs {
     #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 8)]
     tables: usize,
     /// Rows per table.
-    #[arg(long, default_value_t = 4_000_000)]
+    #[arg(long, default_value_t = 4_000_000, value_parser = crate::cmd::positive_arg::<u64>)]
     rows: u64,
     /// Samples (bags) per batch.
-    #[arg(long = "batch", default_value_t = 2048)]
+    #[arg(long = "batch", default_value_t = 2048, value_parser = crate::cmd::positive_arg::<usize>)]
     batch_size: usize,
     /// Lookups per bag.
-    #[arg(long = "bag", default_value_t = 80)]
+    #[arg(long = "bag", default_value_t = 80, value_parser = crate::cmd::positive_arg::<u32>)]
     bag_size: u32,
     /// Embedding dimension (f32 elements per row).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
     dim: usize,
     /// Timed repetitions (at least 1); the median is reported.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
@@ -116,16 +116,16 @@ pub struct Workload {
     #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 4)]
     tables: usize,
     /// Samples (bags) per batch.
-    #[arg(long = "batch", default_value_t = 1024)]
+    #[arg(long = "batch", default_value_t = 1024, value_parser = crate::cmd::positive_arg::<usize>)]
     batch_size: usize,
     /// Lookups per bag.
-    #[arg(long = "bag", default_value_t = 20)]
+    #[arg(long = "bag", default_value_t = 20, value_parser = crate::cmd::positive_arg::<u32>)]
     bag_size: u32,
     /// Rows per table.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = crate::cmd::positive_arg::<u64>)]
     rows: u64,
     /// Embedding dimension (f32 elements per row).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
     dim: usize,
     /// Row distribution: uniform, zipf:ALPHA, zipf:ALPHA:noscatter, dlrm.
     #[arg(long = "dist", default_value = "zipf:1.05")]

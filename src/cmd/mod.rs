@@ -48,6 +48,18 @@ fn count_arg(s: &str, max: usize, what: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// clap's parser of a count that must be at least 1 (`--batch`, `--bag`,
+/// `--rows`, `--dim`).
+pub fn positive_arg<T: std::str::FromStr + Default + PartialEq>(s: &str) -> Result<T, String> {
+    let n: T = s
+        .parse()
+        .map_err(|_| format!("expected a whole number, not `{s}`"))?;
+    if n == T::default() {
+        return Err("expected at least 1".into());
+    }
+    Ok(n)
+}
+
 /// clap's parser of `--tables`: an integer from 1 to [`MAX_TABLES`].
 pub fn tables_arg(s: &str) -> Result<usize, String> {
     count_arg(s, MAX_TABLES, "tables")
