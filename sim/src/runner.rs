@@ -266,29 +266,17 @@ fn free_bytes(dir: &std::path::Path) -> Option<u64> {
 /// A reference engine's error, with a note when the file system holding
 /// its files is (nearly) full: DRAMsim3's and Ramulator's files written
 /// into a full disk end early, and read back as malformed.
-fn with_disk_hint(e: SimError, dir: &std::path::Path) -> SimError {
-    match (free_bytes(dir), e) {
-        (Some(free), SimError::Engine { engine, what }) if free < LOW_DISK_BYTES => {
-            SimError::Engine {
-                engine,
-                what: format!(
-                    "{what} (the file system of {} has {free} bytes free: the engine's output was probably cut short by a full disk)",
-                    dir.display()
-                ),
-            }
-        }
-        (Some(free), SimError::Parse { path, line, what }) if free < LOW_DISK_BYTES => {
-            SimError::Parse {
-                path,
-                line,
-                what: format!(
-                    "{what} (the file system of {} has {free} bytes free: the engine's output was probably cut short by a full disk)",
-                    dir.display()
-                ),
-            }
-        }
-        (_, e) => e,
+fn with_disk_hint(mut e: SimError, dir: &std::path::Path) -> SimError {
+    let Some(free) = free_bytes(dir).filter(|&f| f < LOW_DISK_BYTES) else {
+        return e;
+    };
+    if let SimError::Engine { what, .. } | SimError::Parse { what, .. } = &mut e {
+        what.push_str(&format!(
+            " (the file system of {} has {free} bytes free: the engine's output was probably cut short by a full disk)",
+            dir.display()
+        ));
     }
+    e
 }
 
 /// Runs `source` through `engine`, a native engine the caller made (with a
