@@ -1340,6 +1340,147 @@ fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     assert_eq!(iters.lines().count(), 1 + 4);
 }
 
+/// Criteo data without hashing trains when its values fit the model's
+/// tables, and a value past them is refused at its line. A run that stops
+/// early (the data ends) on a test boundary evaluates once there, and logs
+/// its last iterations.
+#[test]
+fn criteo_without_hashing_and_an_early_end() {
+    let t = TempDir::new("nohash");
+    let d = &t.0;
+    for (file, rows) in [("s.tsv", "100"), ("big.tsv", "3000")] {
+        let o = nmpsim(
+            d,
+            &[
+                "trace",
+                "criteo-sample",
+                "-o",
+                file,
+                "--samples",
+                "24",
+                "--rows",
+                rows,
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    // The data comes through a pipe, read once: the run ends with it.
+    let run = |data: &str, out: &str| {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let bytes = std::fs::read(d.join(data)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(d)
+            .args([
+                "train",
+                "--model",
+                "criteo-kaggle",
+                "--rows",
+                "100",
+                "--rows-scale",
+                "1",
+                "--nmp-bandwidth",
+                "600",
+                "--batch",
+                "4",
+                "--test-batches",
+                "1",
+                "--test-freq",
+                "5",
+                "--print-freq",
+                "3",
+                "--iters",
+                "20",
+                "--data",
+                "/dev/stdin",
+                "--out",
+                out,
+                "-q",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nmpsim");
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            // (The run may stop reading early: a broken pipe is fine.)
+            let _ = stdin.write_all(&bytes);
+        });
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        o
+    };
+    let o = run("s.tsv", "a");
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&d.join("a/results.json"));
+    assert_eq!(r["results"]["status"], "data-exhausted", "{r}");
+    // 24 samples: one batch of 4 held out, 5 trained, then the data ends.
+    let log = std::fs::read_to_string(d.join("a/train.log")).unwrap();
+    let tests: Vec<&str> = log.lines().filter(|l| l.contains("Testing at")).collect();
+    assert_eq!(tests.len(), 1, "{log}");
+    assert!(tests[0].contains("Testing at - 5/20"), "{log}");
+    let evals = std::fs::read_to_string(d.join("a/eval.csv")).unwrap();
+    assert_eq!(evals.lines().count(), 2, "{evals}");
+    for it in ["it 3/20", "it 5/20"] {
+        assert!(log.contains(&format!("Finished training {it}")), "{log}");
+    }
+    // Values up to 2999 in tables of 100 rows: refused by line and field.
+    let o = run("big.tsv", "b");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = text(&o);
+    assert!(e.contains("/dev/stdin: line "), "{e}");
+    assert!(
+        e.contains("rows; hash the values into the tables (--max-ind-range)"),
+        "{e}"
+    );
+}
+
+/// One pipe given as both --data and --test-data (under two names) is
+/// refused before it is opened: one reader would see nothing. Two regular
+/// files, or one file twice, are fine.
+#[test]
+fn one_pipe_for_data_and_test_data_is_refused() {
+    use std::process::Command;
+    let t = TempDir::new("pipe2");
+    let d = &t.0;
+    if !Command::new("mkfifo")
+        .arg(d.join("p"))
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    std::os::unix::fs::symlink(d.join("p"), d.join("q")).unwrap();
+    let o = nmpsim(
+        d,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--max-ind-range",
+            "64",
+            "--iters",
+            "1",
+            "--data",
+            "p",
+            "--test-data",
+            "q",
+            "--out",
+            "run",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = text(&o);
+    assert!(
+        e.contains("--data p and --test-data q are the same pipe"),
+        "{e}"
+    );
+    assert!(!d.join("run").exists());
+}
+
 /// The NMP pool's flags given to a mode without NMP are noted as unused.
 #[test]
 fn nmp_flags_of_a_cpu_mode_are_noted() {

@@ -101,7 +101,7 @@ impl DlrmConfig {
             }
             if tb.num_rows > rows {
                 return Err(DlrmError::Config(format!(
-                    "table {t}: the data addresses up to {} rows, the model's table has {rows}; hash the values into the tables (--max-ind-range)",
+                    "table {t}: the data's table has {} rows, the model's {rows}; hash the values into the tables (--max-ind-range), or read the data for tables of the model's sizes",
                     tb.num_rows
                 )));
             }

@@ -92,6 +92,11 @@ pub trait Observer {
     fn eval(&mut self, _rec: &EvalRecord) -> Result<(), DlrmError> {
         Ok(())
     }
+    /// After the last iteration (`iterations` of them ran), before the final
+    /// evaluation.
+    fn finished(&mut self, _iterations: u64) -> Result<(), DlrmError> {
+        Ok(())
+    }
     /// Asked before every iteration; `true` ends the run as interrupted.
     fn should_stop(&self) -> bool {
         false
@@ -399,9 +404,15 @@ impl Trainer {
                 last_eval = Some(e);
             }
         }
+        obs.finished(it)?;
         // Tables kept elsewhere (an emulated pool on the GPU) come home.
         self.embedding.sync()?;
-        if !test.is_empty() && it > 0 {
+        // (Not again where the loop has just evaluated: a run that stops on
+        // a test boundary.)
+        let evaluated_here = last_eval
+            .as_ref()
+            .is_some_and(|e: &EvalRecord| e.iteration == it);
+        if !test.is_empty() && it > 0 && !evaluated_here {
             let e = self.evaluate(it, test)?;
             obs.eval(&e)?;
             last_eval = Some(e);

@@ -475,6 +475,7 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
     rundir::refuse_same_file(&a.input, &a.output, "-o")?;
     let opts = CriteoOptions {
         max_ind_range: a.max_ind_range,
+        table_rows: None,
     };
     let file =
         File::open(&a.input).with_context(|| format!("cannot open {}", a.input.display()))?;
@@ -493,7 +494,9 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
         "max_ind_range": a.max_ind_range,
     });
     let header = TraceHeader {
-        table_rows: vec![opts.table_rows(); nmpsim_traces::criteo::NUM_CATS],
+        table_rows: (0..nmpsim_traces::criteo::NUM_CATS)
+            .map(|t| opts.rows_of(t))
+            .collect(),
         weighted: vec![false; nmpsim_traces::criteo::NUM_CATS],
         num_dense: Some(nmpsim_traces::criteo::NUM_DENSE as u32),
         labels: true,

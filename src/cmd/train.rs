@@ -208,6 +208,24 @@ struct Resolved {
 }
 
 /// `--device`: `cpu` or `cuda`.
+/// Refuses `--data` and `--test-data` naming one pipe or device (the same
+/// file, however named): it can be read once, so one of them would see
+/// nothing, or a part of the data the other lost.
+fn same_stream_refused(data: &Path, test: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(d), Ok(t)) = (std::fs::metadata(data), std::fs::metadata(test)) else {
+        return Ok(());
+    };
+    if !d.is_file() && d.dev() == t.dev() && d.ino() == t.ino() {
+        bail!(
+            "--data {} and --test-data {} are the same pipe or device, which can be read once; save the data to files (the test set may be a copy of the training file)",
+            data.display(),
+            test.display()
+        );
+    }
+    Ok(())
+}
+
 fn parse_device(s: &str) -> Result<&'static str> {
     match s.to_ascii_lowercase().as_str() {
         "cpu" => Ok("cpu"),
@@ -413,6 +431,9 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             }
         }
     }
+    if let (Some(d), Some(t)) = (&a.data, &a.test_data) {
+        same_stream_refused(d, t)?;
+    }
     let device = parse_device(&a.device)?;
     let lr = a.lr;
     let train = TrainConfig {
@@ -525,8 +546,14 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
             Ok((Box::new(train), test))
         }
         Some(path) => {
+            // Without hashing, the raw values must lie in the model's tables:
+            // the reader refuses one that does not, naming its line.
             let opts = CriteoOptions {
                 max_ind_range: a.max_ind_range,
+                table_rows: a
+                    .max_ind_range
+                    .is_none()
+                    .then(|| r.train.model.table_rows.clone()),
             };
             let open = |p: &Path| -> Result<_> {
                 let reader = CriteoReader::open(p, opts.clone())?;
@@ -674,6 +701,24 @@ fn add_named(v: &mut Vec<(String, f64)>, k: &str, x: f64) {
 }
 
 impl Recorder {
+    /// The log line of the iterations since the last one, `it` the last of
+    /// them (1-based).
+    fn log_window(&mut self, it: u64) -> Result<(), DlrmError> {
+        let (l, acc, ns, modelled, n) = self.window;
+        let n = n.max(1) as f64;
+        let s = format!(
+            "[{}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
+            self.mode.as_str(),
+            self.iters,
+            self.epoch,
+            ns / n / 1e6,
+            l / n,
+            100.0 * acc / n,
+            modelled / n / 1e6
+        );
+        self.window = (0.0, 0.0, 0.0, 0.0, 0);
+        self.line(&s)
+    }
     fn line(&mut self, s: &str) -> Result<(), DlrmError> {
         if !self.quiet {
             self.pb.suspend(|| eprintln!("{s}"));
@@ -796,19 +841,16 @@ impl Observer for Recorder {
         self.pb.inc(1);
         let it = r.iteration + 1;
         if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
-            let (l, acc, ns, modelled, n) = *w;
-            let n = n.max(1) as f64;
-            let s = format!(
-                "[{m}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
-                self.iters,
-                r.epoch,
-                ns / n / 1e6,
-                l / n,
-                100.0 * acc / n,
-                modelled / n / 1e6
-            );
-            self.window = (0.0, 0.0, 0.0, 0.0, 0);
-            self.line(&s)?;
+            self.log_window(it)?;
+        }
+        Ok(())
+    }
+
+    /// A run that stopped early (data exhausted, interrupted) logs its last
+    /// iterations too.
+    fn finished(&mut self, iterations: u64) -> Result<(), DlrmError> {
+        if self.print_every > 0 && self.window.4 > 0 {
+            self.log_window(iterations)?;
         }
         Ok(())
     }

@@ -35,12 +35,22 @@ pub struct CriteoSample {
 pub struct CriteoOptions {
     /// Reduce categorical ids modulo this (the DLRM reference's `--max-ind-range`).
     pub max_ind_range: Option<u64>,
+    /// Without `max_ind_range`: the row count of each of the 26 tables the
+    /// raw ids index. An id at or past its table's rows is an error naming
+    /// the line and field, and batches declare these row counts. `None`:
+    /// 2^32 rows each (every id).
+    pub table_rows: Option<Vec<u64>>,
 }
 
 impl CriteoOptions {
-    /// Row count of every categorical table: `max_ind_range`, or 2^32 raw ids.
-    pub fn table_rows(&self) -> u64 {
-        self.max_ind_range.unwrap_or(1 << 32)
+    /// Row count of categorical table `t`: `max_ind_range`, the given
+    /// `table_rows`, or 2^32 raw ids.
+    pub fn rows_of(&self, t: usize) -> u64 {
+        match (self.max_ind_range, &self.table_rows) {
+            (Some(m), _) => m,
+            (None, Some(rows)) => rows[t],
+            (None, None) => 1 << 32,
+        }
     }
 }
 
@@ -85,6 +95,14 @@ impl<R: BufRead> CriteoReader<R> {
                 return Err(TraceError::param(
                     "max_ind_range",
                     format!("{m}; expected 1 ..= 2^32"),
+                ));
+            }
+        }
+        if let Some(rows) = &opts.table_rows {
+            if rows.len() != NUM_CATS {
+                return Err(TraceError::param(
+                    "table_rows",
+                    format!("{} tables; expected {NUM_CATS}", rows.len()),
                 ));
             }
         }
@@ -228,9 +246,18 @@ fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String>
                         text()
                     ));
                 };
-                s.cats[i - 1 - NUM_DENSE] = match opts.max_ind_range {
-                    Some(m) => (u64::from(v) % m) as u32,
-                    None => v,
+                let t = i - 1 - NUM_DENSE;
+                s.cats[t] = match (opts.max_ind_range, &opts.table_rows) {
+                    (Some(m), _) => (u64::from(v) % m) as u32,
+                    (None, Some(rows)) if u64::from(v) >= rows[t] => {
+                        return Err(format!(
+                            "{}: '{}' is categorical value {v}, past table {t}'s {} rows; hash the values into the tables (--max-ind-range) or size the tables to the data",
+                            field_name(i),
+                            text(),
+                            rows[t]
+                        ));
+                    }
+                    (None, _) => v,
                 };
             }
         }
@@ -288,9 +315,9 @@ impl<R: BufRead> CriteoBatcher<R> {
         &self.reader
     }
 
-    /// Row count of each of the 26 tables.
-    pub fn table_rows(&self) -> u64 {
-        self.reader.opts.table_rows()
+    /// Row count of categorical table `t` (see [`CriteoOptions::rows_of`]).
+    pub fn rows_of(&self, t: usize) -> u64 {
+        self.reader.opts.rows_of(t)
     }
 }
 
@@ -318,11 +345,11 @@ impl<R: BufRead> Iterator for CriteoBatcher<R> {
             return None;
         }
         let n = labels.len();
-        let rows = self.table_rows();
         let tables = cols
             .into_iter()
-            .map(|indices| TableBatch {
-                num_rows: rows,
+            .enumerate()
+            .map(|(t, indices)| TableBatch {
+                num_rows: self.rows_of(t),
                 offsets: (0..=n as u32).collect(),
                 indices,
                 weights: None,
@@ -381,6 +408,7 @@ mod tests {
             &text,
             CriteoOptions {
                 max_ind_range: Some(1000),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -460,7 +488,8 @@ mod tests {
             read(
                 "",
                 CriteoOptions {
-                    max_ind_range: Some(0)
+                    max_ind_range: Some(0),
+                    ..Default::default()
                 }
             )
             .is_err()
@@ -483,6 +512,7 @@ mod tests {
             "t",
             CriteoOptions {
                 max_ind_range: Some(100),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -504,5 +534,49 @@ mod tests {
         assert_eq!(batches[2].dense.as_ref().unwrap()[0], (5f64).ln() as f32);
         let r = CriteoReader::from_reader(text.as_bytes(), "t", CriteoOptions::default()).unwrap();
         assert!(CriteoBatcher::new(r, 0).is_err());
+    }
+
+    #[test]
+    fn raw_values_are_checked_against_given_table_sizes() {
+        // Values 0..5 in table 0; tables of 5 rows take them all, and the
+        // batches declare those rows.
+        let text: String = (0..5)
+            .map(|i| line("1", &[], &[&format!("{i:x}")]) + "\n")
+            .collect();
+        let opts = |rows: u64| CriteoOptions {
+            table_rows: Some(vec![rows; NUM_CATS]),
+            ..Default::default()
+        };
+        let r = CriteoReader::from_reader(text.as_bytes(), "t", opts(5)).unwrap();
+        let b: Vec<Batch> = CriteoBatcher::new(r, 5)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(b[0].tables[0].num_rows, 5);
+        assert_eq!(b[0].tables[0].indices, vec![0, 1, 2, 3, 4]);
+        // Tables of 4 rows: line 5's value 4 is refused, by line and field.
+        let r = CriteoReader::from_reader(text.as_bytes(), "t", opts(4)).unwrap();
+        let e = CriteoBatcher::new(r, 2)
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t: line 5"), "{e}");
+        assert!(
+            e.contains("categorical value 4, past table 0's 4 rows"),
+            "{e}"
+        );
+        // Hashing takes precedence; a wrong table count is refused.
+        let both = CriteoOptions {
+            max_ind_range: Some(3),
+            table_rows: Some(vec![1; NUM_CATS]),
+        };
+        let r = CriteoReader::from_reader(text.as_bytes(), "t", both).unwrap();
+        assert!(r.map(|s| s.unwrap().cats[0]).eq([0, 1, 2, 0, 1]));
+        let bad = CriteoOptions {
+            table_rows: Some(vec![1; 3]),
+            ..Default::default()
+        };
+        assert!(CriteoReader::from_reader(text.as_bytes(), "t", bad).is_err());
     }
 }
