@@ -199,7 +199,7 @@ fn plot_refuses_bars_that_would_hide_each_other() {
     assert!(
         err.contains(
             "results.csv: 4 rows (lines 2, 3, 4, 5) have stream = `random` in series \
-             `runs.0.bandwidth_gbps` (and so has 1 other category)"
+             `runs.0.bandwidth_gbps` (and so does 1 more category and series pair)"
         ),
         "{err}"
     );

@@ -199,11 +199,17 @@ pub fn output_readable(run_dir: &Path) -> bool {
 /// The `results.csv` row of a finished run, read back from its directory.
 pub fn load_row(run_dir: &Path, run: &Run) -> Option<Row> {
     let st = finished(run_dir, run)?;
-    let metrics = fs::read(run_dir.join(RUN_STDOUT))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .map(|v| flatten_metrics(&v))
-        .unwrap_or_default();
+    // A failed run's row has no metrics, even where its command printed
+    // some before failing (`nmp run --check` whose check failed, `gpu
+    // --json` without a GPU): they would be read, and plotted, as results.
+    let metrics = match st.status {
+        Status::Completed => fs::read(run_dir.join(RUN_STDOUT))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|v| flatten_metrics(&v))
+            .unwrap_or_default(),
+        Status::Failed => Vec::new(),
+    };
     Some(Row {
         index: run.index,
         run: run_dir
@@ -434,6 +440,14 @@ mod tests {
         write_config(config(&["--requests=1", "--json"]));
         write_status(&rd, &runs[0].hash, Status::Failed);
         assert!(finished(&rd, &runs[0]).is_some());
+        // Its row has no metrics, even where it printed some before failing.
+        fs::write(
+            rd.join(RUN_STDOUT),
+            r#"{"command":"dram","results":{"runs":[{"cycles":7}]}}"#,
+        )
+        .expect("write");
+        let row = load_row(&rd, &runs[0]).expect("finished");
+        assert_eq!((row.status.as_str(), row.metrics.len()), ("failed", 0));
         fs::remove_dir_all(&d).ok();
     }
 

@@ -113,6 +113,9 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// optional horizontal reference lines, e.g. ("paper: 600 GB/s", 600.0)
     pub hlines: Vec<(String, f64)>,
+    /// A bar chart's categories in this order (any others follow, series by
+    /// series); empty: in the order the series hold them.
+    pub category_order: Vec<String>,
 }
 
 impl Chart {
@@ -463,7 +466,16 @@ pub fn chart_from_csv_text(
         });
     }
 
-    let numeric = obs.iter().all(|(_, xv, ..)| parse_number(xv).is_some());
+    let not_numeric = obs.iter().find(|(_, xv, ..)| parse_number(xv).is_none());
+    if let (true, Some((line, xv, ..))) = (opts.log_x, not_numeric) {
+        return Err(PlotError::Csv {
+            file: file.to_string(),
+            message: format!(
+                "line {line}: {x} = `{xv}` is not a number, and a log x axis needs numbers on x"
+            ),
+        });
+    }
+    let numeric = not_numeric.is_none();
     let kind = if numeric && !opts.bars {
         ChartKind::Lines
     } else {
@@ -499,8 +511,8 @@ pub fn chart_from_csv_text(
             }
             let more = match order.len() - 1 {
                 0 => String::new(),
-                1 => " (and so has 1 other category)".to_string(),
-                n => format!(" (and so have {n} other categories)"),
+                1 => " (and so does 1 more category and series pair)".to_string(),
+                n => format!(" (and so do {n} more category and series pairs)"),
             };
             return Err(PlotError::Csv {
                 file: file.to_string(),
@@ -514,6 +526,16 @@ pub fn chart_from_csv_text(
                     series_name(k, g),
                 ),
             });
+        }
+    }
+    // Bars: categories in the order they first appear in the file.
+    let mut category_order: Vec<String> = Vec::new();
+    if kind == ChartKind::Bars {
+        let mut seen = std::collections::HashSet::new();
+        for (_, xv, ..) in &obs {
+            if seen.insert(xv.as_str()) {
+                category_order.push(xv.clone());
+            }
         }
     }
     let mut points: Vec<Vec<Vec<(XValue, f64)>>> = vec![vec![Vec::new(); groups.len()]; ys.len()];
@@ -562,6 +584,7 @@ pub fn chart_from_csv_text(
         log_y: opts.log_y,
         series,
         hlines: Vec::new(),
+        category_order,
     };
     chart.validate()?;
     Ok(CsvChart {
@@ -581,11 +604,13 @@ fn x_num(x: &XValue) -> f64 {
 
 fn missing_column(file: &str, name: &str, header: &[String]) -> PlotError {
     // `bandwidth_gbps` for `runs.0.bandwidth_gbps`, or a different case.
-    let lower = name.to_lowercase();
+    // (Spec keys may be spelt with dashes; columns have underscores.)
+    let lower = name.to_lowercase().replace('-', "_");
     let near: Vec<&str> = header
         .iter()
         .filter(|h| {
             h.to_lowercase() == lower
+                || h.rsplit('.').next().is_some_and(|last| last == lower)
                 || h.rsplit('.').next().is_some_and(|last| last == name)
                 || h.ends_with(&format!(".{name}"))
         })
@@ -610,18 +635,39 @@ fn missing_column(file: &str, name: &str, header: &[String]) -> PlotError {
 /// A number as a person writes it: integers without a fraction, at most four
 /// significant decimals, scientific notation for very large or small values.
 pub fn format_value(v: f64) -> String {
+    format_significant(v, 4)
+}
+
+/// [`format_value`] with `sig` significant digits (at least 1).
+fn format_significant(v: f64, sig: usize) -> String {
     if v == 0.0 {
         return "0".into();
     }
     let a = v.abs();
+    let sig = sig.max(1);
     if !(1e-3..1e7).contains(&a) {
-        return trim_exp(&format!("{v:.3e}"));
+        let m = sig - 1;
+        return trim_exp(&format!("{v:.m$e}"));
     }
     if v.fract() == 0.0 {
         return format!("{v:.0}");
     }
-    let decimals = (3 - a.log10().floor() as i32).clamp(0, 9) as usize;
+    let decimals = (sig as i32 - 1 - a.log10().floor() as i32).clamp(0, 17) as usize;
     trim_zeros(&format!("{v:.decimals$}"))
+}
+
+/// Labels of axis ticks (distinct values, in order): [`format_value`]'s,
+/// with as many more significant digits as it takes for neighbouring ticks
+/// to read differently (ticks 13,038,000 to 13,044,000 are `1.3038e7` ...
+/// `1.3044e7`, not five times `1.304e7`).
+fn tick_labels(values: &[f64]) -> Vec<String> {
+    for sig in 4..=17 {
+        let labels: Vec<String> = values.iter().map(|&v| format_significant(v, sig)).collect();
+        if labels.windows(2).all(|w| w[0] != w[1]) {
+            return labels;
+        }
+    }
+    values.iter().map(|v| format!("{v:e}")).collect()
 }
 
 fn trim_zeros(s: &str) -> String {
@@ -658,13 +704,21 @@ fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
     let last = (hi / step).floor() as i64;
     let big = lo.abs().max(hi.abs());
     let decimals = (-step.log10().floor()).max(0.0) as usize;
-    (first..=last)
-        .map(|i| {
-            let v = i as f64 * step;
-            let label = if i == 0 {
+    let values: Vec<f64> = (first..=last).map(|i| i as f64 * step).collect();
+    if !(1e-3..1e7).contains(&big) {
+        // Scientific notation, with the digits the step needs.
+        let labels = tick_labels(&values);
+        return values
+            .into_iter()
+            .zip(labels)
+            .map(|(v, l)| (v, if v == 0.0 { "0".to_string() } else { l }))
+            .collect();
+    }
+    values
+        .into_iter()
+        .map(|v| {
+            let label = if v == 0.0 {
                 "0".to_string()
-            } else if !(1e-3..1e7).contains(&big) {
-                trim_exp(&format!("{v:.3e}"))
             } else {
                 format!("{v:.decimals$}")
             };
@@ -800,10 +854,8 @@ fn log_ticks(min: f64, max: f64, pow2: bool) -> ((f64, f64), Vec<(f64, String)>)
     };
     let lo = ticks.first().map_or(min, |t| t.min(min));
     let hi = ticks.last().map_or(max, |t| t.max(max));
-    (
-        (lo, hi),
-        ticks.into_iter().map(|v| (v, format_value(v))).collect(),
-    )
+    let labels = tick_labels(&ticks);
+    ((lo, hi), ticks.into_iter().zip(labels).collect())
 }
 
 fn is_pow2(v: f64) -> bool {
@@ -1061,13 +1113,20 @@ pub fn write_chart_sized(
 fn categories(chart: &Chart) -> Vec<String> {
     let mut seen = HashMap::new();
     let mut cats = Vec::new();
-    for s in &chart.series {
-        for (x, _) in &s.points {
-            let l = x.label();
-            if !seen.contains_key(&l) {
-                seen.insert(l.clone(), cats.len());
-                cats.push(l);
-            }
+    let series_order = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|(x, _)| x.label()));
+    let present: std::collections::HashSet<String> = series_order.clone().collect();
+    let ordered = chart
+        .category_order
+        .iter()
+        .filter(|c| present.contains(*c))
+        .cloned();
+    for l in ordered.chain(series_order) {
+        if !seen.contains_key(&l) {
+            seen.insert(l.clone(), cats.len());
+            cats.push(l);
         }
     }
     cats
@@ -1523,7 +1582,10 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             "{msg}"
         );
         assert!(msg.contains("in series `sim_gbps`"), "{msg}");
-        assert!(msg.contains("(and so has 1 other category)"), "{msg}");
+        assert!(
+            msg.contains("(and so does 1 more category and series pair)"),
+            "{msg}"
+        );
         assert!(msg.contains("--group COLUMN"), "{msg}");
         // Categorical x, replicates of a category (a sweep's seeds).
         let mut text = String::from("stream,seed,gbps\n");
@@ -1775,6 +1837,72 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert_eq!(ticked.map(&-1e308, (0, 100)), 0);
         assert_eq!(ticked.map(&5.0, (0, 100)), 50);
         assert_eq!(ticked.map(&1e308, (0, 100)), 100);
+    }
+
+    #[test]
+    fn tick_labels_carry_the_digits_that_tell_them_apart() {
+        // Large values that differ in the fifth digit (byte counts of a
+        // sweep): the labels show it.
+        let t = linear_ticks(13_038_000.0, 13_044_000.0, 4);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(labels, ["1.3038e7", "1.304e7", "1.3042e7", "1.3044e7"]);
+        let t = linear_ticks(12_345_600.0, 12_345_800.0, 4);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(labels.len(), 5, "{labels:?}");
+        assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
+        // Log axes over a narrow range take linear ticks: also distinct.
+        for (min, max) in [
+            (5000.1, 5000.5),
+            (12_345_600.0, 12_345_800.0),
+            (1.3038e7, 1.3044e7),
+        ] {
+            let (_, t) = log_ticks(min, max, false);
+            let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+            assert!(
+                labels.windows(2).all(|w| w[0] != w[1]),
+                "{min}..{max}: {labels:?}"
+            );
+        }
+        let (_, t) = log_ticks(5000.1, 5000.5, false);
+        assert_eq!((t[0].1.as_str(), t[1].1.as_str()), ("5000.1", "5000.2"));
+        // Usual values keep their short labels.
+        assert_eq!(tick_labels(&[1e6, 2e7, 5e9]), ["1000000", "2e7", "5e9"]);
+    }
+
+    #[test]
+    fn bar_categories_come_in_file_order_across_series() {
+        let c = from_text(
+            "x,g,y\nc1,B,1\nc2,A,2\nc3,B,3\n",
+            "x",
+            &["y"],
+            &["g"],
+            &CsvChartOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(categories(&c.chart), ["c1", "c2", "c3"]);
+    }
+
+    #[test]
+    fn a_log_x_axis_over_text_names_the_value_and_line() {
+        let opts = CsvChartOptions {
+            log_x: true,
+            ..Default::default()
+        };
+        let e = from_text("x,y\n1,2\n2,3\nn/a,4\n", "x", &["y"], &[], &opts)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 4: x = `n/a` is not a number"), "{e}");
+        // A dashed spelling of a column suggests the column.
+        let e = from_text(
+            "write_fraction,y\n1,2\n",
+            "write-fraction",
+            &["y"],
+            &[],
+            &opts,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("did you mean write_fraction?"), "{e}");
     }
 
     #[test]

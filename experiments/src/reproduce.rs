@@ -567,6 +567,7 @@ fn chart(title: &str, x: &str, y: &str, kind: ChartKind) -> Chart {
         log_y: false,
         series: Vec::new(),
         hlines: Vec::new(),
+        category_order: Vec::new(),
     }
 }
 

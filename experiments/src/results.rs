@@ -199,13 +199,18 @@ pub struct UnmatchedPattern {
 /// (a misspelt pattern silently leaves its columns out of `results.csv`).
 /// Without a completed run nothing is known to be missing: empty.
 pub fn unmatched_metric_patterns(
+    param_columns: &[String],
     rows: &[Row],
     metric_patterns: &[String],
 ) -> Vec<UnmatchedPattern> {
-    let keys: BTreeSet<&str> = rows
+    // Metric names, and the column names of those renamed `result.<name>`:
+    // a pattern may give either.
+    let rename = column_renamer(param_columns);
+    let keys: BTreeSet<String> = rows
         .iter()
         .filter(|r| r.status == "completed")
         .flat_map(|r| r.metrics.iter().map(|(k, _)| k.as_str()))
+        .flat_map(|k| [k.to_string(), rename(k)])
         .collect();
     if !rows.iter().any(|r| r.status == "completed") {
         return Vec::new();
@@ -253,23 +258,30 @@ pub fn unmatched_metric_patterns(
         .collect()
 }
 
-/// The text of `results.csv`. `rows` may come in any order; they are written
-/// in run order. `metric_patterns` (globs) keep only matching metric columns;
-/// empty keeps all.
-pub fn results_csv(param_columns: &[String], rows: &[Row], metric_patterns: &[String]) -> String {
-    let taken: BTreeSet<&str> = std::iter::once("run")
-        .chain(param_columns.iter().map(String::as_str))
-        .chain(FIXED_COLUMNS)
-        .collect();
-    let rename = |m: &str| -> String {
-        if taken.contains(m) {
+/// A metric's column name: the metric's own, or `result.<name>` where a
+/// parameter or fixed column has that name.
+fn column_renamer(param_columns: &[String]) -> impl Fn(&str) -> String + '_ {
+    move |m: &str| {
+        if m == "run" || FIXED_COLUMNS.contains(&m) || param_columns.iter().any(|c| c == m) {
             format!("result.{m}")
         } else {
             m.to_string()
         }
+    }
+}
+
+/// The text of `results.csv`. `rows` may come in any order; they are written
+/// in run order. `metric_patterns` (globs) keep only matching metric columns;
+/// empty keeps all.
+pub fn results_csv(param_columns: &[String], rows: &[Row], metric_patterns: &[String]) -> String {
+    let rename = column_renamer(param_columns);
+    // A pattern may name a metric or its column (`result.status`).
+    let keep = |m: &str| {
+        metric_patterns.is_empty()
+            || metric_patterns
+                .iter()
+                .any(|p| glob_match(p, m) || glob_match(p, &rename(m)))
     };
-    let keep =
-        |m: &str| metric_patterns.is_empty() || metric_patterns.iter().any(|p| glob_match(p, m));
     let mut metrics: Vec<String> = rows
         .iter()
         .flat_map(|r| r.metrics.iter().map(|(k, _)| k))
@@ -662,6 +674,7 @@ mod tests {
         ];
         let pats = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let u = unmatched_metric_patterns(
+            &pats(&["batch"]),
             &rows,
             &pats(&[
                 "runs.*.bandwidth_gbs",
@@ -693,7 +706,18 @@ mod tests {
             ]
         );
         // No completed run: nothing is known to be missing.
-        assert!(unmatched_metric_patterns(&rows[1..], &pats(&["zzz"])).is_empty());
+        assert!(unmatched_metric_patterns(&[], &rows[1..], &pats(&["zzz"])).is_empty());
+        // A metric named as a parameter column is `result.<name>` in the
+        // table: either name selects it.
+        let rows = vec![row(0, &["1"], &[("batch", "64"), ("status", "ok")])];
+        let cols = pats(&["batch"]);
+        let pats2 = pats(&["result.batch", "status"]);
+        assert!(unmatched_metric_patterns(&cols, &rows, &pats2).is_empty());
+        let t = results_csv(&cols, &rows, &pats2);
+        assert!(
+            t.starts_with("run,batch,status,error,wall_s,result.batch,result.status\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -393,9 +393,9 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     }
     if !a.quiet {
         eprintln!(
-            "sweep {}: {} runs of `nmpsim {}`{} in {} ({} finished, {} to run, {} at a time)",
+            "sweep {}: {} of `nmpsim {}`{} in {} ({} finished, {} to run, {} at a time)",
             spec_path.display(),
-            selected.len(),
+            crate::cmd::plural(selected.len(), "run", "runs"),
             plan.spec.command_str(),
             if shard.is_all() {
                 String::new()
@@ -487,9 +487,14 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
             }
             if let Some(row) = layout::load_row(&rd, run) {
                 if row.status == Status::Failed.as_str() && !a.quiet {
+                    let what = run.describe();
                     let msg = format!(
-                        "run {index} ({}) failed: {}",
-                        run.describe(),
+                        "run {index}{} failed: {}",
+                        if what.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({what})")
+                        },
                         if row.error.is_empty() {
                             "no message"
                         } else {
@@ -519,7 +524,11 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let csv_path = write_results(&out, &plan.spec, all_rows.iter())?;
     // A misspelt `metrics` pattern keeps no column: say so (also with
     // --quiet), since results.csv just lacks the columns.
-    for u in nmpsim_experiments::unmatched_metric_patterns(&all_rows, &plan.spec.metrics) {
+    for u in nmpsim_experiments::unmatched_metric_patterns(
+        &plan.spec.param_columns(),
+        &all_rows,
+        &plan.spec.metrics,
+    ) {
         eprintln!(
             "warning: {}: metrics pattern `{}` matches no metric of any completed run, so results.csv has no column for it{}",
             spec_path.display(),
@@ -1021,9 +1030,9 @@ fn dry_run(
         .schema
         .argv(plan.runs.first().map_or(&[][..], |r| &r.config[..base_len]));
     outln!(
-        "sweep {}: {} runs of `nmpsim {}`{} -> {}",
+        "sweep {}: {} of `nmpsim {}`{} -> {}",
         plan.spec.file,
-        selected.len(),
+        crate::cmd::plural(selected.len(), "run", "runs"),
         plan.spec.command_str(),
         if shard.is_all() {
             String::new()
@@ -1065,6 +1074,7 @@ fn dry_run(
         )
     };
     match (mean, estimate) {
+        _ if to_run == 0 => outln!("estimated cost: nothing to run")?,
         (Some(m), Some(e)) => outln!(
             "estimated cost: {} to run x {m:.2} s mean (of {}{shards_note}) = {e:.1} s of run time, about {:.1} s with --jobs {jobs}",
             crate::cmd::plural(to_run, "run", "runs"),
