@@ -593,6 +593,35 @@ fn a_run_into_an_earlier_runs_directory_leaves_only_its_own_outputs() {
     );
 }
 
+/// DRAMsim3 leaves a few posted writes unissued at the end: no ACTIVATE,
+/// so the activation ratio over it is undefined, not a made-up 2.0.
+#[test]
+fn a_reference_without_activations_has_no_activation_ratio() {
+    let t = TempDir::new("noact");
+    let d = &t.0;
+    std::fs::write(d.join("w3.txt"), "0x0 W\n0x40 W\n0x1000 W\n").unwrap();
+    let out = ok(
+        d,
+        &[
+            "dram",
+            "--engine",
+            "dramsim3,native",
+            "--trace",
+            "w3.txt",
+            "--out",
+            "w",
+            "-q",
+        ],
+    );
+    let v = read_json(&d.join("w/results.json"));
+    let runs = v["results"]["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["activations"], 0, "{v}");
+    assert!(runs[1]["activations"].as_u64().unwrap() > 0, "{v}");
+    let c = &v["results"]["comparisons"][0];
+    assert!(c["activations_ratio"].is_null(), "{c}");
+    assert!(out.contains("activations n/a (dramsim3 has none)"), "{out}");
+}
+
 #[test]
 fn a_run_without_reads_has_no_read_latency() {
     let t = TempDir::new("noreads");

@@ -214,7 +214,13 @@ fn engines_of(s: &str, flag: &str) -> Result<Vec<EngineKind>> {
     }
     let kinds: Vec<EngineKind> = s
         .split(',')
-        .map(|e| e.trim().parse::<EngineKind>().map_err(anyhow::Error::from))
+        .map(|e| {
+            let e = e.trim();
+            if ["all", "both"].iter().any(|w| e.eq_ignore_ascii_case(w)) {
+                bail!("{flag} {s}: `{e}` stands alone; give it by itself, or list the engines");
+            }
+            e.parse::<EngineKind>().map_err(anyhow::Error::from)
+        })
         .collect::<Result<_>>()?;
     for (i, k) in kinds.iter().enumerate() {
         if kinds[..i].contains(k) {
@@ -550,7 +556,8 @@ struct Agreement {
     bandwidth_ratio: f64,
     /// `None` when either run has no reads.
     read_latency_mean_ratio: Option<f64>,
-    activations_ratio: f64,
+    /// `None` when the reference issued no ACTIVATE.
+    activations_ratio: Option<f64>,
     energy_ratio: f64,
 }
 
@@ -564,7 +571,8 @@ impl Agreement {
                 .read_latency_mean_ns
                 .zip(reference.read_latency_mean_ns)
                 .map(|(a, b)| a / b),
-            activations_ratio: run.activations as f64 / reference.activations.max(1) as f64,
+            activations_ratio: (reference.activations != 0)
+                .then(|| run.activations as f64 / reference.activations as f64),
             energy_ratio: run.energy.total_pj / reference.energy.total_pj,
         }
     }
@@ -876,13 +884,28 @@ fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     (header, rows)
 }
 
+/// A fraction as a percentage with the digits it needs, up to four
+/// decimals: 30, 0.4, 99.5, 33.3333 (not 0 or 100 for 0.4% or 99.5%).
+fn percent_of(f: f64) -> String {
+    let p = f * 100.0;
+    for d in 0..=4 {
+        let s = format!("{p:.d$}");
+        if s.parse::<f64>()
+            .is_ok_and(|v| (v - p).abs() <= 1e-9 * p.abs().max(1.0))
+        {
+            return s;
+        }
+    }
+    format!("{p:.4}")
+}
+
 fn describe(source: &SourceConfig) -> String {
     match source {
         SourceConfig::Stream(s) => format!(
-            "{} stream, {}, {:.0}% writes, seed {}",
+            "{} stream, {}, {}% writes, seed {}",
             s.kind,
             crate::cmd::plural(s.requests as usize, "request", "requests"),
-            s.write_fraction * 100.0,
+            percent_of(s.write_fraction),
             s.seed
         ),
         SourceConfig::AddressTrace { path } => format!("address trace {}", path.display()),
@@ -978,13 +1001,16 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
     for a in &r.comparisons {
         let _ = writeln!(
             s,
-            "{} / {}: bandwidth {:.3}, mean read latency {}, activations {:.3}, energy {:.3}",
+            "{} / {}: bandwidth {:.3}, mean read latency {}, activations {}, energy {:.3}",
             a.engine.name(),
             a.reference.name(),
             a.bandwidth_ratio,
             a.read_latency_mean_ratio
                 .map_or("n/a (no reads)".to_string(), |x| format!("{x:.3}")),
-            a.activations_ratio,
+            a.activations_ratio.map_or(
+                format!("n/a ({} has none)", a.reference.name()),
+                |x| format!("{x:.3}")
+            ),
             a.energy_ratio
         );
     }
@@ -1257,7 +1283,17 @@ fn bytes_arg(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::{median, percent_of};
+
+    #[test]
+    fn write_shares_keep_the_digits_that_matter() {
+        assert_eq!(percent_of(0.3), "30");
+        assert_eq!(percent_of(0.0), "0");
+        assert_eq!(percent_of(1.0), "100");
+        assert_eq!(percent_of(0.004), "0.4");
+        assert_eq!(percent_of(0.995), "99.5");
+        assert_eq!(percent_of(1.0 / 3.0), "33.3333");
+    }
 
     #[test]
     fn median_of_odd_even_and_no_values() {
