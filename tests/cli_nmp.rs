@@ -163,6 +163,11 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
             "--link-gbps 1e-320: expected a positive, finite bandwidth in GB/s, at least 1e-6",
         ),
         (["--queue", "0"], "--queue 0"),
+        // More batches than memory holds: refused from the first one.
+        (
+            ["--batches", "18446744073709551615"],
+            "18446744073709551615 batches take at least",
+        ),
     ] {
         let mut a = vec!["nmp", "run", "--batch", "8", "-q"];
         a.extend(args);

@@ -1102,3 +1102,33 @@ fn a_file_the_run_writes_is_no_input() {
         );
     }
 }
+
+/// A grid too large to run is refused from its axes' lengths, before it is
+/// expanded (10^8 runs would take gigabytes to list), with --dry-run too.
+#[test]
+fn a_grid_beyond_the_run_limit_is_refused_before_expanding() {
+    let t = TempDir::new("huge");
+    let list = |n: usize| {
+        (1..=n)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let spec = format!(
+        "command = \"dram\"\n[base]\nengine = \"native\"\n[axes]\nrequests = [{}]\nwindow = [{}]\n[repeat]\nseeds = [{}]\n",
+        list(1000),
+        list(100),
+        list(1000)
+    );
+    std::fs::write(t.0.join("s.toml"), spec).unwrap();
+    for extra in [None, Some("--dry-run")] {
+        let mut args = vec!["sweep", "s.toml", "--out", "o"];
+        args.extend(extra);
+        let e = rejected(&t.0, &args);
+        assert!(
+            e.contains("the spec expands to 100000000 runs") && e.contains("more than the 1000000"),
+            "{e}"
+        );
+    }
+    assert!(!t.0.join("o").exists());
+}

@@ -289,7 +289,8 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
         s.contains("--test-data empty.tsv: no samples to test on"),
         "{s}"
     );
-    // Without hashing, raw 32-bit ids cannot index the tables.
+    // Without hashing, the raw values must fit the model's tables (the
+    // Kaggle sizes x 0.25 here): the first that does not is named.
     let o = nmpsim(
         &t.0,
         &[
@@ -309,7 +310,9 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
     assert!(
-        s.contains("--max-ind-range") && s.contains("table 0"),
+        s.contains("--max-ind-range")
+            && s.contains("s.tsv: line 1: field 15 (categorical C2)")
+            && s.contains("past table 1's 146 rows"),
         "{s}"
     );
 
@@ -450,6 +453,14 @@ fn bad_configurations_fail_before_training() {
             "--link-gbps 0: expected a positive",
         ),
         (vec!["--nmp-bandwidth", "inf"], "--nmp-bandwidth inf"),
+        (
+            vec!["--nmp-bandwidth", "1e-300"],
+            "--nmp-bandwidth 1e-300: expected a positive, finite bandwidth in GB/s, at least 1e-6",
+        ),
+        (
+            vec!["--lookups", "100000", "--dim", "1048576"],
+            "one step's buffers and the test set need",
+        ),
         (
             vec!["--mode", "tcast-nmp", "--sim-batches", "0"],
             "--sim-batches 0 without --nmp-bandwidth",

@@ -70,6 +70,24 @@ pub fn plan_hash(runs: &[Run]) -> String {
 }
 
 /// The runs of `spec`, in index order.
+/// The most runs a spec may expand to: a million runs of a few seconds each
+/// are weeks of machine time, and their plan alone a gigabyte of memory.
+pub const MAX_RUNS: u128 = 1_000_000;
+
+/// How many runs `spec` expands to (the product of its dimensions' lengths),
+/// computed without expanding it and without overflowing.
+pub fn run_count(spec: &Spec) -> u128 {
+    let lens = spec
+        .axes
+        .iter()
+        .map(|a| a.values.len())
+        .chain(spec.zips.iter().map(|z| z.len()))
+        .chain(spec.seeds.iter().map(|s| s.values.len()));
+    lens.fold(1u128, |n, l| n.saturating_mul(l as u128))
+}
+
+/// Expands `spec` into its runs; check [`run_count`] against [`MAX_RUNS`]
+/// first.
 pub fn expand(spec: &Spec) -> Vec<Run> {
     // A dimension is a list of points; a point sets one or more flags.
     let mut dims: Vec<Vec<Vec<(&Entry, usize)>>> = Vec::new();

@@ -20,12 +20,13 @@ const SMALL_N: usize = 4096;
 /// Below this many pairs a pass runs on one chunk (no rayon overhead).
 const PARALLEL_N: usize = 1 << 16;
 
-/// Number of key bits needed for keys below `num_rows`.
+/// Number of key bits needed for keys below `num_rows`. Keys are `u32`, so
+/// at most 32 whatever `num_rows` (a count past 2^32 adds no key).
 pub fn key_bits(num_rows: u64) -> u32 {
     if num_rows <= 1 {
         0
     } else {
-        64 - (num_rows - 1).leading_zeros()
+        (64 - (num_rows - 1).leading_zeros()).min(32)
     }
 }
 
@@ -178,6 +179,23 @@ mod tests {
         assert_eq!(plan(20), (2, 10));
         assert_eq!(plan(11), (1, 11));
         assert_eq!(plan(32), (3, 11));
+        // u32 keys: no more than 32 bits, however many rows are declared.
+        for rows in [1u64 << 32, (1 << 40) + 1, 1 << 50, u64::MAX] {
+            assert_eq!(key_bits(rows), 32, "{rows}");
+        }
+    }
+
+    #[test]
+    fn a_row_count_past_u32_keys_sorts_by_the_keys() {
+        let keys: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % 1000).collect();
+        let values: Vec<u32> = (0..5000).collect();
+        let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
+        want.sort_by_key(|p| p.0);
+        for rows in [1000u64, (1 << 40) + 1, u64::MAX] {
+            let (k, v) = sort_pairs(&keys, &values, rows).unwrap();
+            let got: Vec<(u32, u32)> = k.into_iter().zip(v).collect();
+            assert_eq!(got, want, "{rows}");
+        }
     }
 
     #[test]

@@ -16,6 +16,12 @@ pub mod train;
 /// least [`nmpsim_nmp::MIN_RATE`] GB/s: it divides the link's bytes, and a
 /// slower link (a subnormal such as 1e-320) makes the times infinite.
 pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
+    check_gbps("--link-gbps", gbps)
+}
+
+/// A bandwidth flag in GB/s: finite and at least 1 kB/s (a smaller one gives
+/// times past any report's digits, or infinite).
+pub fn check_gbps(flag: &str, gbps: f64) -> anyhow::Result<()> {
     let min = nmpsim_nmp::MIN_RATE;
     if gbps >= min && gbps.is_finite() {
         Ok(())
@@ -27,7 +33,7 @@ pub fn check_link_gbps(gbps: f64) -> anyhow::Result<()> {
             format!("{gbps}")
         };
         anyhow::bail!(
-            "--link-gbps {shown}: expected a positive, finite bandwidth in GB/s, at least {min:e} (1 kB/s)"
+            "{flag} {shown}: expected a positive, finite bandwidth in GB/s, at least {min:e} (1 kB/s)"
         )
     }
 }

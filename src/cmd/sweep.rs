@@ -194,6 +194,13 @@ fn load_plan(path: &Path) -> Result<Plan> {
     let Some(schema) = schema else {
         bail!("{file}: missing `command = \"...\"`");
     };
+    let count = nmpsim_experiments::expand::run_count(&spec);
+    if count > nmpsim_experiments::expand::MAX_RUNS {
+        bail!(
+            "{file}: the spec expands to {count} runs (the product of its axes', zips' and seeds' lengths), more than the {} a sweep may have; split it into several sweeps",
+            nmpsim_experiments::expand::MAX_RUNS
+        );
+    }
     let runs = expand(&spec);
     check_runs(&spec, &schema, &runs).map_err(|e| anyhow!("{e}"))?;
     Ok(Plan {

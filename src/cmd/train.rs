@@ -470,9 +470,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     }
     crate::cmd::check_link_gbps(a.link_gbps)?;
     match a.nmp_bandwidth {
-        Some(b) if !(b > 0.0 && b.is_finite()) => {
-            bail!("--nmp-bandwidth {b}: expected a positive, finite bandwidth in GB/s")
-        }
+        Some(b) => crate::cmd::check_gbps("--nmp-bandwidth", b)?,
         None if a.sim_batches == 0 => bail!(
             "--sim-batches 0 without --nmp-bandwidth: the NMP modes take their bandwidth from the simulated batches, so simulate at least 1 or give a fixed bandwidth"
         ),
@@ -1265,10 +1263,28 @@ fn check_memory(
     let test = (test_batches as u128)
         .saturating_mul(t.batch as u128)
         .saturating_mul(per_sample);
-    let values = tables.saturating_add(mlps).saturating_add(test);
+    // One step's buffers: per table the pooled outputs and their gradients,
+    // the expanded gradients and what coalescing or casting makes of them
+    // (each up to a row per lookup), the lookups' indices and sort keys; the
+    // MLPs' activations, pre-activations and gradients per sample.
+    let b = t.batch as u128;
+    let lookups = b.saturating_mul(bag as u128);
+    let per_table = lookups
+        .saturating_mul(c.dim as u128)
+        .saturating_mul(2)
+        .saturating_add(b.saturating_mul(c.dim as u128).saturating_mul(2))
+        .saturating_add(lookups.saturating_mul(4));
+    let widths: u128 = c.bottom.iter().chain(&c.top).map(|&w| w as u128).sum();
+    let step = (c.table_rows.len() as u128)
+        .saturating_mul(per_table)
+        .saturating_add(b.saturating_mul(widths).saturating_mul(3));
+    let values = tables
+        .saturating_add(mlps)
+        .saturating_add(test)
+        .saturating_add(step);
     crate::cmd::check_memory(
         values.saturating_mul(4),
-        "the model (tables, optimizer state, MLPs) and the test set",
+        "the model (tables, optimizer state, MLPs), one step's buffers and the test set",
         // (With --max-ind-range the tables are its size: --rows is refused then.)
         if hashed {
             "--max-ind-range, --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches"
