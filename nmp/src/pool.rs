@@ -187,7 +187,14 @@ pub fn validate(layout: &Layout, instr: &Instruction) -> Result<(), NmpError> {
                 }
                 prev = d;
             }
-            if !casted_dst.is_empty() && prev as usize + 1 != unique_rows.len() {
+            // (No lookups and some unique rows is malformed too: those rows
+            // would get no gradient, and their slots keep an older one.)
+            let reached = if casted_dst.is_empty() {
+                0
+            } else {
+                prev as usize + 1
+            };
+            if reached != unique_rows.len() {
                 return Err(malformed(
                     "`casted_dst` does not reach every unique row".into(),
                 ));

@@ -268,6 +268,20 @@ fn bad_instructions_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("LoadGradient first"), "{e}");
+    // Unique rows without a lookup that reaches them: refused, not left
+    // with an older gradient in their slots.
+    let e = pool
+        .work(&Instruction::CastedGatherReduce {
+            table: 1,
+            num_bags: 1,
+            casted_src: vec![],
+            casted_dst: vec![],
+            unique_rows: vec![5],
+            scale: None,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not reach every unique row"), "{e}");
     let e = pool
         .execute(&Instruction::Scatter {
             table: 1,

@@ -1136,6 +1136,12 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
         &serde_json::json!({
             "requests": b.requests,
             "repeat": b.repeat,
+            // (Every round's streams, as `nmpsim dram --stream random|sequential`
+            // with its defaults give them.)
+            "streams": BENCH_STREAMS
+                .iter()
+                .map(|k| StreamSpec::new(*k, b.requests))
+                .collect::<Vec<_>>(),
             "dram": &cfg,
             "engines": &engines
         }),
