@@ -207,7 +207,6 @@ struct Resolved {
     device_name: Option<String>,
 }
 
-/// `--device`: `cpu` or `cuda`.
 /// Refuses `--data` and `--test-data` naming one pipe or device (the same
 /// file, however named): it can be read once, so one of them would see
 /// nothing, or a part of the data the other lost.
@@ -226,6 +225,7 @@ fn same_stream_refused(data: &Path, test: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `--device`: `cpu` or `cuda`.
 fn parse_device(s: &str) -> Result<&'static str> {
     match s.to_ascii_lowercase().as_str() {
         "cpu" => Ok("cpu"),
