@@ -117,22 +117,22 @@ impl Optimizer {
             }
         };
         match *self {
-            Optimizer::Sgd { lr } => finite("lr", lr),
+            Optimizer::Sgd { lr } => non_negative("lr", lr),
             Optimizer::Adagrad {
                 lr,
                 eps,
                 initial_accumulator,
             } => {
-                finite("lr", lr)?;
+                non_negative("lr", lr)?;
                 non_negative("eps", eps)?;
                 non_negative("initial_accumulator", initial_accumulator)
             }
             Optimizer::RowWiseAdagrad { lr, eps } => {
-                finite("lr", lr)?;
+                non_negative("lr", lr)?;
                 non_negative("eps", eps)
             }
             Optimizer::RmsProp { lr, alpha, eps } => {
-                finite("lr", lr)?;
+                non_negative("lr", lr)?;
                 non_negative("eps", eps)?;
                 if !(0.0..=1.0).contains(&alpha) {
                     return Err(KernelError::invalid(
@@ -350,5 +350,34 @@ fn update_row(opt: &Optimizer, w: &mut [f32], a: &mut [f32], g: &[f32]) {
                 *w -= lr * g / (eps + *a).sqrt();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Optimizer;
+
+    #[test]
+    fn a_negative_or_non_finite_learning_rate_is_refused() {
+        for lr in [-0.1f32, f32::NAN, f32::INFINITY] {
+            for o in [
+                Optimizer::Sgd { lr },
+                Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
+                Optimizer::RmsProp {
+                    lr,
+                    alpha: 0.99,
+                    eps: 1e-8,
+                },
+                Optimizer::Adagrad {
+                    lr,
+                    eps: 1e-8,
+                    initial_accumulator: 0.0,
+                },
+            ] {
+                let e = o.validate().unwrap_err().to_string();
+                assert!(e.contains("lr"), "{o:?}: {e}");
+            }
+        }
+        assert!(Optimizer::Sgd { lr: 0.0 }.validate().is_ok());
     }
 }
