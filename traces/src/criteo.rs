@@ -227,7 +227,16 @@ fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String>
                         .ok()
                         .and_then(|t| t.parse().ok())
                         .ok_or_else(|| {
-                            format!("{}: '{}' is not an integer", field_name(i), text())
+                            let digits = f.strip_prefix(b"-").unwrap_or(f);
+                            if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
+                                format!(
+                                    "{}: '{}' is an integer beyond the 64-bit range",
+                                    field_name(i),
+                                    text()
+                                )
+                            } else {
+                                format!("{}: '{}' is not an integer", field_name(i), text())
+                            }
                         })?
                 };
                 s.dense[i - 1] = (v.max(0) as f64).ln_1p() as f32;
@@ -431,6 +440,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("field 14 (categorical C1)"), "{e}");
+        let e = read(
+            &line("0", &["99999999999999999999"], &[]),
+            CriteoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("'99999999999999999999' is an integer beyond the 64-bit range"),
+            "{e}"
+        );
         let e = read(&line("0", &["1.5"], &[]), CriteoOptions::default())
             .unwrap_err()
             .to_string();

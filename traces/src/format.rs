@@ -702,7 +702,10 @@ impl TraceReader {
         h.update(&head);
         h.update(&payload);
         if h.finalize() != crc {
-            let which = if tag == TAG_END {
+            // (A damaged tag still leaves the last record of the file, of an
+            // end record's length, recognisable as one.)
+            let last_of_its_size = self.remaining == 0 && len == END_PAYLOAD_BYTES;
+            let which = if tag == TAG_END || last_of_its_size {
                 "the end record".to_string()
             } else {
                 format!("batch {k}")
@@ -730,14 +733,14 @@ impl TraceReader {
                     path: &self.path,
                     what: "end record".into(),
                 };
-                let count = c.u64()?;
-                let stream_crc = c.u32()?;
                 if len != END_PAYLOAD_BYTES {
                     return Err(format_err(
                         &self.path,
                         format!("end record is {len} bytes; expected {END_PAYLOAD_BYTES}"),
                     ));
                 }
+                let count = c.u64()?;
+                let stream_crc = c.u32()?;
                 if count != k {
                     return Err(format_err(
                         &self.path,
@@ -1269,7 +1272,28 @@ mod tests {
         for _ in 0..3 {
             r.next().unwrap().unwrap();
         }
-        assert!(r.verify_if_at_end().is_err());
+        let e = r.verify_if_at_end().unwrap_err().to_string();
+        assert!(e.contains("checksum mismatch in the end record"), "{e}");
+        // An end record whose length field is short gets its own message
+        // (its CRC made good, so that the length is what is read).
+        let mut short = good.clone();
+        let len_at = at + 1;
+        short[len_at..len_at + 4].copy_from_slice(&4u32.to_le_bytes());
+        let body = &short[at..at + 5 + 4];
+        let crc = crc32fast::hash(body);
+        short.truncate(at + 5 + 4);
+        short.extend_from_slice(&crc.to_le_bytes());
+        let b = d.join("short.nmpt");
+        std::fs::write(&b, &short).unwrap();
+        let mut r = TraceReader::open(&b).unwrap();
+        let e = loop {
+            match r.next() {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => break e.to_string(),
+                None => panic!("a short end record was accepted"),
+            }
+        };
+        assert!(e.contains("end record is 4 bytes; expected 12"), "{e}");
         std::fs::remove_dir_all(d).ok();
     }
 
