@@ -15,7 +15,9 @@ use rayon::prelude::*;
 
 use crate::NmpError;
 use crate::isa::Instruction;
-use crate::placement::{Layout, Piece, Placement, Region, SLICE_BYTES, SLICE_VALUES, StateWidth};
+use crate::placement::{
+    Layout, Piece, Placement, Region, SLICE_BYTES, SLICE_VALUES, StateWidth, TableShape,
+};
 
 /// What a rank's core does for one instruction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -596,12 +598,45 @@ impl Pool {
         Ok(())
     }
 
+    /// The layout's optimizer-state values per row of table `t`.
+    fn state_width(&self, t: usize) -> usize {
+        match self.layout.params.state_values_per_row {
+            StateWidth::None => 0,
+            StateWidth::PerRow => 1,
+            StateWidth::PerElement => self.layout.tables[t].dim,
+        }
+    }
+
+    /// Table `t`'s shape, or the error that it does not exist.
+    fn table_shape(&self, t: usize, op: &'static str) -> Result<TableShape, NmpError> {
+        self.layout
+            .tables
+            .get(t)
+            .copied()
+            .ok_or(NmpError::MissingTable {
+                op,
+                table: t as u32,
+                tables: self.layout.tables.len(),
+            })
+    }
+
     /// Writes a table's rows to their slices.
     pub fn load_table(&mut self, t: usize, table: &EmbeddingTable) -> Result<(), NmpError> {
         self.need_data("table")?;
         self.shape_check(t, table.rows, table.dim, "table")?;
+        if table.data.len() as u128 != table.rows as u128 * table.dim as u128 {
+            return Err(NmpError::param(
+                "table",
+                format!(
+                    "{} values for {} x {} rows",
+                    table.data.len(),
+                    table.rows,
+                    table.dim
+                ),
+            ));
+        }
         for row in 0..table.rows {
-            let src = table.row(row).expect("in range");
+            let src = table.row(row).expect("length checked above");
             for p in self.layout.row_pieces(t, row) {
                 let w = word(&p);
                 self.mem[p.rank as usize][w..w + p.len]
@@ -612,8 +647,9 @@ impl Pool {
     }
 
     /// Reads a table back from the ranks.
-    pub fn read_table(&self, t: usize) -> EmbeddingTable {
-        let s = self.layout.tables[t];
+    pub fn read_table(&self, t: usize) -> Result<EmbeddingTable, NmpError> {
+        self.need_data("table")?;
+        let s = self.table_shape(t, "read")?;
         let mut data = vec![0.0f32; s.rows as usize * s.dim];
         for row in 0..s.rows {
             let dst = &mut data[row as usize * s.dim..(row as usize + 1) * s.dim];
@@ -623,14 +659,27 @@ impl Pool {
                     .copy_from_slice(&self.mem[p.rank as usize][w..w + p.len]);
             }
         }
-        EmbeddingTable::from_vec(s.rows, s.dim, data).expect("shape matches")
+        Ok(EmbeddingTable::from_vec(s.rows, s.dim, data).expect("shape matches"))
     }
 
     /// Writes optimizer state to its slices.
     pub fn load_state(&mut self, t: usize, state: &OptimizerState) -> Result<(), NmpError> {
         self.need_data("state")?;
-        self.shape_check(t, state.rows, self.layout.tables[t].dim, "state")?;
-        let s = self.layout.tables[t];
+        let s = self.table_shape(t, "load")?;
+        self.shape_check(t, state.rows, s.dim, "state")?;
+        let width = self.state_width(t);
+        if state.values_per_row != width
+            || state.values.len() as u128 != state.rows as u128 * width as u128
+        {
+            return Err(NmpError::param(
+                "state",
+                format!(
+                    "{} values per row ({} in all) given; table {t}'s layout keeps {width} per row",
+                    state.values_per_row,
+                    state.values.len()
+                ),
+            ));
+        }
         for row in 0..s.rows {
             let v = &state.values
                 [row as usize * state.values_per_row..(row as usize + 1) * state.values_per_row];
@@ -653,8 +702,16 @@ impl Pool {
     }
 
     /// Reads optimizer state back, `values_per_row` values per row.
-    pub fn read_state(&self, t: usize, values_per_row: usize) -> Vec<f32> {
-        let s = self.layout.tables[t];
+    pub fn read_state(&self, t: usize, values_per_row: usize) -> Result<Vec<f32>, NmpError> {
+        self.need_data("state")?;
+        let s = self.table_shape(t, "read")?;
+        let width = self.state_width(t);
+        if values_per_row != width {
+            return Err(NmpError::param(
+                "values_per_row",
+                format!("{values_per_row}; table {t}'s layout keeps {width} per row"),
+            ));
+        }
         let mut out = vec![0.0f32; s.rows as usize * values_per_row];
         for row in 0..s.rows {
             let dst = &mut out[row as usize * values_per_row..(row as usize + 1) * values_per_row];
@@ -673,7 +730,7 @@ impl Pool {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// The coalesced buffer of table `t` as the kernels crate's type.
@@ -692,7 +749,8 @@ impl Pool {
     }
 
     /// Runs one instruction on the data. Returns the gather-reduce output
-    /// (`B x dim`) for `GatherReduce`, nothing otherwise.
+    /// (`B x dim`) for `GatherReduce` on a pool with data, nothing otherwise
+    /// (a timing-only pool, [`Pool::without_data`], returns nothing).
     pub fn execute(&mut self, instr: &Instruction) -> Result<Option<Vec<f32>>, NmpError> {
         validate(&self.layout, instr)?;
         let t = instr.table() as usize;

@@ -269,6 +269,9 @@ pub struct BatchReport {
 
 /// Executes a batch of instructions: validates each, computes it on the
 /// pool's data (if any), and times the whole batch rank by rank, in parallel.
+/// Instructions run one after another, each validated just before it runs:
+/// an error in a later one leaves the earlier ones' changes to the pool's
+/// data in place.
 pub fn run_batch(
     pool: &mut Pool,
     batch: &[Instruction],

@@ -85,6 +85,11 @@ fn shapes(rows: u64, dim: usize) -> Vec<TableShape> {
     vec![TableShape { rows: 7, dim: 24 }, TableShape { rows, dim }]
 }
 
+/// A 4-rank vector-sliced pool of `shapes(50, 16)` keeping `state`.
+fn pool_of(state: StateWidth) -> Pool {
+    Pool::new(layout(Placement::VectorSliced, 4, &shapes(50, 16), state))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -99,7 +104,7 @@ proptest! {
         let table = EmbeddingTable::seeded(rows, dim, seed).unwrap();
         let mut pool = Pool::new(layout(placement, ranks, &shapes(rows, dim), StateWidth::None));
         pool.load_table(1, &table).unwrap();
-        prop_assert_eq!(pool.read_table(1), table.clone());
+        prop_assert_eq!(pool.read_table(1).unwrap(), table.clone());
         for pooling in Pooling::ALL {
             let (want, _) = gather_reduce(&table, &batch, pooling).unwrap();
             let got = pool.execute(&Instruction::GatherReduce {
@@ -159,8 +164,8 @@ proptest! {
 
         scatter_update(&mut table, &mut state, &want_coal, &optimizer).unwrap();
         pool.execute(&Instruction::Scatter { table: 1, optimizer }).unwrap();
-        prop_assert_eq!(pool.read_table(1), table, "{} {}", placement, optimizer.name());
-        prop_assert_eq!(pool.read_state(1, state.values_per_row), state.values);
+        prop_assert_eq!(pool.read_table(1).unwrap(), table, "{} {}", placement, optimizer.name());
+        prop_assert_eq!(pool.read_state(1, state.values_per_row).unwrap(), state.values);
 
         // The baseline path: coalesced gradients from the host.
         pool.execute(&Instruction::LoadCoalesced { table: 1, rows: want_coal.rows.clone(), grads: want_coal.grads.clone() }).unwrap();
@@ -282,6 +287,25 @@ fn bad_instructions_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("does not reach every unique row"), "{e}");
+    // Loading and reading with a wrong table, state width or a timing-only
+    // pool: errors, not panics or state stored wrong.
+    assert!(pool.read_table(9).is_err());
+    assert!(pool.read_state(1, 16).is_err(), "the layout keeps no state");
+    let adagrad = nmpsim_kernels::OptimizerState::new(&Optimizer::examples()[1], 50, 16).unwrap();
+    let e = pool.load_state(1, &adagrad).unwrap_err().to_string();
+    assert!(e.contains("layout keeps 0 per row"), "{e}");
+    assert!(pool.load_state(9, &adagrad).is_err());
+    let mut per_row = pool_of(StateWidth::PerRow);
+    let e = per_row.load_state(1, &adagrad).unwrap_err().to_string();
+    assert!(e.contains("16 values per row"), "{e}");
+    let timing = Pool::without_data(layout(
+        Placement::VectorSliced,
+        4,
+        &shapes(50, 16),
+        StateWidth::None,
+    ));
+    let e = timing.read_table(1).unwrap_err().to_string();
+    assert!(e.contains("without data"), "{e}");
     let e = pool
         .execute(&Instruction::Scatter {
             table: 1,

@@ -538,9 +538,9 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             for (t, want) in want_coalesced.iter().enumerate() {
                                 let (table, state) = &mut reference[t];
                                 scatter_update(table, state, want, &optimizer)?;
-                                let got = pool.read_table(t);
+                                let got = pool.read_table(t)?;
                                 worst = worst.max(worst_rel_err(&got.data, &table.data));
-                                let got = pool.read_state(t, state.values_per_row);
+                                let got = pool.read_state(t, state.values_per_row)?;
                                 worst = worst.max(worst_rel_err(&got, &state.values));
                             }
                             checks.push((placement, bi as u64, worst));
