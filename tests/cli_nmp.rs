@@ -547,3 +547,36 @@ fn the_check_memory_guard_counts_the_pool_s_buffers() {
     );
     assert!(!t.0.join("m").exists(), "left a run directory");
 }
+
+/// Layouts too large for memory (every slice of a 2^20-wide row on each of
+/// 65,536 ranks) are refused up front, not aborted on allocation.
+#[test]
+fn layouts_beyond_memory_are_refused() {
+    let t = TempDir::new("layoutmem");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--rows",
+            "65536",
+            "--batch",
+            "1",
+            "--ranks",
+            "65536",
+            "--dim",
+            "1048576",
+            "--placement",
+            "row-interleaved",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "o",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the pool's layouts"), "{err}");
+    assert!(!t.0.join("o").exists());
+}

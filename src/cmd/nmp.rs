@@ -352,6 +352,25 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         max_bags,
         max_unique: max_lookups,
     };
+    // The layouts themselves: a region per table and rank (about 100 B), and
+    // the slices each rank holds of each table (4 B each; every slice on every
+    // rank under row interleaving).
+    let slices: u128 = shapes.iter().map(|s| s.slices() as u128).sum::<u128>();
+    let layout_bytes: u128 = placements
+        .iter()
+        .map(|p| {
+            let held = match p {
+                Placement::RowInterleaved => slices * a.ranks as u128,
+                _ => slices,
+            };
+            shapes.len() as u128 * a.ranks as u128 * 100 + held * 4
+        })
+        .sum();
+    crate::cmd::check_memory(
+        layout_bytes,
+        "the pool's layouts (a region per table and rank, the slices each rank holds)",
+        "--ranks or --dim, or use fewer tables",
+    )?;
     // Every placement must fit, and with --check the memory hold the pool's
     // tables and state and the kernels' copies, before the run directory.
     let layouts = placements
