@@ -103,7 +103,7 @@ fn bad_arguments_fail_with_a_clear_message() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("GB of memory available; lower"), "{err}");
+    assert!(err.contains("GB of memory available); lower"), "{err}");
 }
 
 /// `kernels traffic` counts bytes from the batches alone: tables far larger

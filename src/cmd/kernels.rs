@@ -165,30 +165,21 @@ impl Workload {
 }
 
 /// Refuses a workload that cannot fit in memory, before allocating anything.
-/// What is counted is a lower bound: every table twice (the table and the
-/// updated copy the scatter checks compare) and one table's expanded
-/// gradients; a run takes more.
+/// Counted: every table four times (the table, the updated copies the
+/// scatter checks compare, the reference's) and four of one table's
+/// expanded gradients (expanded, coalesced, casted, the reference's), against
+/// the 80% of the available memory a run may take.
 fn check_memory(c: &CheckConfig) -> anyhow::Result<()> {
-    let f32s = c.tables as u128 * c.rows as u128 * c.dim as u128 * 2
-        + c.batch_size as u128 * c.bag_size as u128 * c.dim as u128;
-    let need = f32s * 4;
-    if let Some(m) = crate::cmd::memory_available() {
-        if need > m.bytes as u128 {
-            anyhow::bail!(
-                "--tables {} x --rows {} x --dim {} (batch {} x bag {}) need at least {:.1} GB, \
-                 but only {:.1} GB {}; lower --tables, --rows, --dim or --batch",
-                c.tables,
-                c.rows,
-                c.dim,
-                c.batch_size,
-                c.bag_size,
-                need as f64 / 1e9,
-                m.bytes as f64 / 1e9,
-                m.what()
-            );
-        }
-    }
-    Ok(())
+    let f32s = c.tables as u128 * c.rows as u128 * c.dim as u128 * 4
+        + c.batch_size as u128 * c.bag_size as u128 * c.dim as u128 * 4;
+    crate::cmd::check_memory(
+        f32s * 4,
+        &format!(
+            "--tables {} x --rows {} x --dim {} (batch {} x bag {})",
+            c.tables, c.rows, c.dim, c.batch_size, c.bag_size
+        ),
+        "--tables, --rows, --dim, --batch or --bag",
+    )
 }
 
 /// The CUDA backend, or why it cannot be used here.
