@@ -154,6 +154,14 @@ pub fn validate(layout: &Layout, instr: &Instruction) -> Result<(), NmpError> {
                     )));
                 }
             }
+            // (Its lookups read the gradient buffer's bags: past the buffer,
+            // the addresses would fall in the next region.)
+            if u64::from(*num_bags) > layout.params.max_bags {
+                return Err(malformed(format!(
+                    "{num_bags} bags exceed the gradient buffer ({} bags)",
+                    layout.params.max_bags
+                )));
+            }
             if unique_rows.len() as u64 > layout.params.max_unique.min(shape.rows) {
                 return Err(malformed(format!(
                     "{} unique rows exceed the coalesced buffer ({} rows)",

@@ -287,6 +287,23 @@ fn bad_instructions_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("does not reach every unique row"), "{e}");
+    // More bags than the gradient buffer holds: refused before any address
+    // is made (they would fall in the next region).
+    let e = pool
+        .work(&Instruction::CastedGatherReduce {
+            table: 1,
+            num_bags: 1000,
+            casted_src: vec![130],
+            casted_dst: vec![0],
+            unique_rows: vec![1],
+            scale: None,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("1000 bags exceed the gradient buffer (64 bags)"),
+        "{e}"
+    );
     // Loading and reading with a wrong table, state width or a timing-only
     // pool: errors, not panics or state stored wrong.
     assert!(pool.read_table(9).is_err());
