@@ -180,26 +180,14 @@ pub fn casted_gather_reduce(
 ) -> Result<(Coalesced, Traffic), KernelError> {
     check_dim(dim)?;
     check_grad_out(grad_out, casted.num_bags, dim)?;
+    // The fast kernel's own checks of Alg. 2's invariants (lengths, bags in
+    // range, casted_dst from 0 in steps of 0 or 1 reaching every unique row).
+    crate::cast::check_casted(casted)?;
     let n = casted.casted_src.len();
-    if casted.casted_dst.len() != n || casted.scale.as_ref().is_some_and(|s| s.len() != n) {
-        return Err(KernelError::shape(
-            "casted",
-            "arrays of different lengths",
-            format!("{n} entries each"),
-        ));
-    }
     let unique = casted.unique_rows.len();
     let mut acc = vec![0.0f64; unique * dim];
     for i in 0..n {
         let (b, u) = (casted.casted_src[i] as usize, casted.casted_dst[i] as usize);
-        if b >= casted.num_bags || u >= unique {
-            return Err(KernelError::IndexOutOfRange {
-                arg: "casted",
-                position: i,
-                value: b.max(u) as u64,
-                bound: unique as u64,
-            });
-        }
         let s = casted.scale.as_ref().map_or(1.0, |s| s[i]);
         let g = &grad_out[b * dim..(b + 1) * dim];
         for (a, &x) in acc[u * dim..(u + 1) * dim].iter_mut().zip(g) {
@@ -266,4 +254,49 @@ pub fn scatter_update(
         }
     }
     Ok(traffic::scatter_traffic(grads.rows.len(), dim, per_row))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cast::Casted;
+
+    #[test]
+    fn the_casted_reference_refuses_what_the_fast_kernel_refuses() {
+        let valid = Casted {
+            casted_src: vec![0, 1, 0, 1],
+            casted_dst: vec![0, 1, 1, 2],
+            unique_rows: vec![1, 3, 5],
+            scale: None,
+            num_bags: 2,
+        };
+        let grad = vec![1.0f32; 2 * 4];
+        assert!(super::casted_gather_reduce(&valid, &grad, 4).is_ok());
+        let broken = [
+            Casted {
+                casted_dst: vec![1, 0, 2, 2],
+                ..valid.clone()
+            },
+            Casted {
+                unique_rows: vec![1, 3, 5, 9],
+                ..valid.clone()
+            },
+            Casted {
+                casted_dst: vec![0, 0, 0, 0],
+                ..valid.clone()
+            },
+            Casted {
+                casted_src: vec![2, 1, 0, 1],
+                ..valid.clone()
+            },
+        ];
+        for c in &broken {
+            let fast = crate::cast::casted_gather_reduce(c, &grad, 4).map(|_| ());
+            let reference = super::casted_gather_reduce(c, &grad, 4).map(|_| ());
+            assert!(fast.is_err() && reference.is_err(), "{c:?}");
+        }
+        let e = super::casted_gather_reduce(&broken[3], &grad, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2") && e.contains("bound 2"), "{e}");
+    }
 }
