@@ -434,6 +434,10 @@ fn bad_configurations_fail_before_training() {
             "--max-ind-range 0",
         ),
         (vec!["--lr=-1"], "--lr -1: expected a non-negative"),
+        (
+            vec!["--lr", "1e300"],
+            "1e300 is beyond the range of a 32-bit float",
+        ),
         (vec!["--warmup-iters", "5"], "--warmup-iters 5 leaves none"),
         (
             vec!["--test-batches", "18446744073709551615"],

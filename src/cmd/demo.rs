@@ -59,7 +59,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "sgd")]
     pub optimizer: String,
     /// Learning rate of the embedding optimizer.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = crate::cmd::f32_arg)]
     pub lr: f32,
     /// Seed of the trace, the tables and the gradients.
     #[arg(long, default_value_t = 1)]

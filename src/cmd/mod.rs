@@ -38,6 +38,23 @@ pub fn check_gbps(flag: &str, gbps: f64) -> anyhow::Result<()> {
     }
 }
 
+/// An f32 flag: a finite number past f32's range (`1e300`) is refused as
+/// such, rather than read as infinity and reported as `inf`. NaN, infinity
+/// and negative values pass through, for the command's own checks.
+pub fn f32_arg(s: &str) -> Result<f32, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if v.is_finite() && v.abs() > f64::from(f32::MAX) {
+        return Err(format!(
+            "{s} is beyond the range of a 32-bit float (at most {:e})",
+            f32::MAX
+        ));
+    }
+    Ok(v as f32)
+}
+
 /// The most embedding tables a `--tables` may ask for (production models
 /// have hundreds; more is a mistyped value, refused before anything is
 /// allocated for it).

@@ -87,7 +87,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "sgd")]
     optimizer: String,
     /// Learning rate of the scatter's optimizer.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = crate::cmd::f32_arg)]
     lr: f32,
     /// Number of NMP ranks (1 to 65536).
     #[arg(long, default_value_t = 32)]

@@ -62,7 +62,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Base learning rate (dense and embedding optimizers): non-negative and finite.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, value_parser = crate::cmd::f32_arg)]
     lr: f32,
     /// Dense optimizer: sgd or adagrad.
     #[arg(long, default_value = "sgd")]
