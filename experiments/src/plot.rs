@@ -888,7 +888,9 @@ fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
         // Data spanning more than f64's range: no room around it.
         return (a, b);
     }
-    if span <= 0.0 {
+    // (A span within rounding of the values, as 1 and 1.0000000000000002,
+    // is one value: no ticks fit inside it.)
+    if span <= a.abs().max(b.abs()) * 1e-12 {
         let pad = if axis.log {
             0.3
         } else {
@@ -1867,6 +1869,16 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert_eq!((t[0].1.as_str(), t[1].1.as_str()), ("5000.1", "5000.2"));
         // Usual values keep their short labels.
         assert_eq!(tick_labels(&[1e6, 2e7, 5e9]), ["1000000", "2e7", "5e9"]);
+    }
+
+    #[test]
+    fn data_one_rounding_apart_is_drawn_as_one_value() {
+        let axis = Axis { log: false };
+        let (a, b) = padded(axis, 1.0, 1.0000000000000002, false);
+        assert!(a <= 0.5 && b >= 1.5, "{a}..{b}");
+        let t = linear_ticks(a, b, 5);
+        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
     }
 
     #[test]
