@@ -604,13 +604,15 @@ fn x_num(x: &XValue) -> f64 {
 
 fn missing_column(file: &str, name: &str, header: &[String]) -> PlotError {
     // `bandwidth_gbps` for `runs.0.bandwidth_gbps`, or a different case.
-    // (Spec keys may be spelt with dashes; columns have underscores.)
-    let lower = name.to_lowercase().replace('-', "_");
+    // (Spec keys may be spelt with dashes, where columns have underscores:
+    // names compare with either, in any case.)
+    let norm = |s: &str| s.to_lowercase().replace('-', "_");
+    let lower = norm(name);
     let near: Vec<&str> = header
         .iter()
         .filter(|h| {
-            h.to_lowercase() == lower
-                || h.rsplit('.').next().is_some_and(|last| last == lower)
+            norm(h) == lower
+                || h.rsplit('.').next().is_some_and(|last| norm(last) == lower)
                 || h.rsplit('.').next().is_some_and(|last| last == name)
                 || h.ends_with(&format!(".{name}"))
         })
@@ -1915,6 +1917,19 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         .unwrap_err()
         .to_string();
         assert!(e.contains("did you mean write_fraction?"), "{e}");
+        // Either spelling, any case, finds a dashed column too.
+        for typed in ["Read-Gbps", "read_gbps"] {
+            let e = from_text(
+                "x,read-gbps\n1,2\n",
+                "x",
+                &[typed],
+                &[],
+                &CsvChartOptions::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("did you mean read-gbps?"), "{typed}: {e}");
+        }
     }
 
     #[test]

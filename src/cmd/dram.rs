@@ -896,7 +896,12 @@ fn percent_of(f: f64) -> String {
             return s;
         }
     }
-    format!("{p:.4}")
+    let s = format!("{p:.4}");
+    if s.parse::<f64>().is_ok_and(|v| v == 0.0 || v == 100.0) {
+        // (Closer to 0 or 100 than four decimals show: every digit.)
+        return format!("{p}");
+    }
+    s
 }
 
 fn describe(source: &SourceConfig) -> String {
@@ -1299,6 +1304,8 @@ mod tests {
         assert_eq!(percent_of(0.004), "0.4");
         assert_eq!(percent_of(0.995), "99.5");
         assert_eq!(percent_of(1.0 / 3.0), "33.3333");
+        assert_ne!(percent_of(0.9999999), "100.0000");
+        assert_ne!(percent_of(0.0000001), "0.0000");
     }
 
     #[test]

@@ -224,13 +224,13 @@ fn batch_bytes(b: &Batch) -> u128 {
 
 /// The batches to run, all held in memory (the pool's layout needs the
 /// largest of them): refused, naming --batches, once they would take more
-/// than a run may, estimated from the first batch for all `wanted` of them
-/// up front, and counted as they come.
-fn hold_batches(batches: Batches, source: &str, wanted: u64) -> Result<Vec<Batch>> {
+/// than a run may: estimated from the first batch up front when there will
+/// be exactly `exact` of them (a generated source), and counted as they come.
+fn hold_batches(batches: Batches, source: &str, exact: Option<u64>) -> Result<Vec<Batch>> {
     let budget = crate::cmd::memory_available().map(|m| m.bytes as u128 * 8 / 10);
-    let refuse = |need: u128, n: u64| -> anyhow::Error {
+    let refuse = |need: u128, n: u64, about: &str| -> anyhow::Error {
         anyhow::anyhow!(
-            "{source}: {n} batches take at least {:.1} GB in memory, more than the {:.1} GB a run may take; lower --batches",
+            "{source}: {n} batches take {about}{:.1} GB in memory, more than the {:.1} GB a run may take; lower --batches",
             need as f64 / 1e9,
             budget.unwrap_or(0) as f64 / 1e9
         )
@@ -242,16 +242,16 @@ fn hold_batches(batches: Batches, source: &str, wanted: u64) -> Result<Vec<Batch
         let one = batch_bytes(&b);
         bytes += one;
         if let Some(budget) = budget {
-            if held.is_empty() && one.saturating_mul(wanted as u128) > budget {
-                // (A trace's later batches may be smaller, or fewer: an
-                // estimate, refused only when even half of it is too much.)
-                let need = one.saturating_mul(wanted as u128);
+            if let (true, Some(n)) = (held.is_empty(), exact) {
+                // (Later batches may be smaller: an estimate, refused only
+                // when even half of it is too much.)
+                let need = one.saturating_mul(n as u128);
                 if need / 2 > budget {
-                    return Err(refuse(need, wanted));
+                    return Err(refuse(need, n, "about "));
                 }
             }
             if bytes > budget {
-                return Err(refuse(bytes, held.len() as u64 + 1));
+                return Err(refuse(bytes, held.len() as u64 + 1, ""));
             }
         }
         held.push(b);
@@ -312,7 +312,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         energy: EnergyParams::default(),
     };
     let (source, generated, batches) = batches_of(&a)?;
-    let batches = hold_batches(batches, &source, a.batches)?;
+    // (A generated source makes exactly --batches batches; a trace may hold
+    // fewer, so its batches are only counted as they come.)
+    let exact = a.trace.is_none().then_some(a.batches);
+    let batches = hold_batches(batches, &source, exact)?;
     if batches.is_empty() {
         bail!("{source}: holds no batches");
     }
@@ -355,14 +358,21 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     // The layouts themselves: a region per table and rank (about 100 B), and
     // the slices each rank holds of each table (4 B each; every slice on every
     // rank under row interleaving).
-    let slices: u128 = shapes.iter().map(|s| s.slices() as u128).sum::<u128>();
     let layout_bytes: u128 = placements
         .iter()
         .map(|p| {
-            let held = match p {
-                Placement::RowInterleaved => slices * a.ranks as u128,
-                _ => slices,
-            };
+            let held: u128 = shapes
+                .iter()
+                .map(|s| {
+                    // (Under row interleaving, the ranks with rows of the
+                    // table: at most one per row.)
+                    let holders = match p {
+                        Placement::RowInterleaved => (a.ranks as u64).min(s.rows),
+                        _ => 1,
+                    };
+                    s.slices() as u128 * holders as u128
+                })
+                .sum();
             shapes.len() as u128 * a.ranks as u128 * 100 + held * 4
         })
         .sum();

@@ -584,8 +584,8 @@ fn sweep(a: SweepArgs) -> Result<ExitCode> {
     };
     if !a.quiet {
         eprintln!(
-            "sweep: {} runs: {} completed ({} reused), {} failed, in {:.1} s -> {}",
-            summary.runs,
+            "sweep: {}: {} completed ({} reused), {} failed, in {:.1} s -> {}",
+            crate::cmd::plural(summary.runs, "run", "runs"),
             completed,
             skipped,
             failed,

@@ -227,7 +227,10 @@ fn parse_line(line: &[u8], opts: &CriteoOptions) -> Result<CriteoSample, String>
                         .ok()
                         .and_then(|t| t.parse().ok())
                         .ok_or_else(|| {
-                            let digits = f.strip_prefix(b"-").unwrap_or(f);
+                            let digits = f
+                                .strip_prefix(b"-")
+                                .or_else(|| f.strip_prefix(b"+"))
+                                .unwrap_or(f);
                             if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
                                 format!(
                                     "{}: '{}' is an integer beyond the 64-bit range",
@@ -450,6 +453,13 @@ mod tests {
             e.contains("'99999999999999999999' is an integer beyond the 64-bit range"),
             "{e}"
         );
+        let e = read(
+            &line("0", &["+99999999999999999999"], &[]),
+            CriteoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("beyond the 64-bit range"), "{e}");
         let e = read(&line("0", &["1.5"], &[]), CriteoOptions::default())
             .unwrap_err()
             .to_string();
