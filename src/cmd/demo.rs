@@ -158,11 +158,11 @@ pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
             "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
         ),
     };
-    o.validate().with_context(|| format!("--lr {lr}"))?;
     // (As `train` does: a negative rate climbs the loss.)
     if lr < 0.0 {
         bail!("--lr {lr}: expected a non-negative learning rate");
     }
+    o.validate().with_context(|| format!("--lr {lr}"))?;
     Ok(o)
 }
 
