@@ -232,8 +232,13 @@ impl Layout {
             for k in 0..r {
                 let (slices, local_rows): (Vec<u32>, u64) = match placement {
                     Placement::VectorSliced => {
-                        let sl: Vec<u32> = (0..nsl)
-                            .filter(|&sidx| (first_rank[t] + sidx) % r == k)
+                        // Slices s with (first + s) mod R == k: the first at
+                        // (k - first) mod R, then every R-th.
+                        let start =
+                            (k as u64 + r as u64 - first_rank[t] as u64 % r as u64) % r as u64;
+                        let sl: Vec<u32> = (start..nsl as u64)
+                            .step_by(r as usize)
+                            .map(|s| s as u32)
                             .collect();
                         let rows = if sl.is_empty() { 0 } else { s.rows };
                         (sl, rows)
@@ -429,6 +434,56 @@ impl Layout {
         })
     }
 
+    /// The slices of row `row` of table `t` that `rank` holds (in slice
+    /// order; none when the row is elsewhere), found from the rank's own
+    /// region rather than by locating every slice of the row: a rank's work
+    /// stays linear in what it holds, however many ranks share a row.
+    fn slices_on(&self, t: usize, row: u64, rank: u32) -> &[u32] {
+        let Some(reg) = self.regions[t][rank as usize].as_ref() else {
+            return &[];
+        };
+        // (A region's slices are the same rank's for every row it holds;
+        // under row interleaving only some rows are its.)
+        match reg.slices.first() {
+            Some(&s) if self.locate(t, row, s).0 == rank => &reg.slices,
+            _ => &[],
+        }
+    }
+
+    /// [`row_pieces`](Self::row_pieces) on `rank` alone.
+    pub fn row_pieces_on(&self, t: usize, row: u64, rank: u32) -> impl Iterator<Item = Piece> + '_ {
+        self.slices_on(t, row, rank).iter().map(move |&s| {
+            let (_, local) = self.locate(t, row, s);
+            self.piece_at(t, local, s, rank, |g| g.weights_base)
+        })
+    }
+
+    /// [`state_pieces`](Self::state_pieces) on `rank` alone.
+    pub fn state_pieces_on(
+        &self,
+        t: usize,
+        row: u64,
+        rank: u32,
+    ) -> impl Iterator<Item = Piece> + '_ {
+        self.slices_on(t, row, rank).iter().map(move |&s| {
+            let (_, local) = self.locate(t, row, s);
+            self.piece_at(t, local, s, rank, |g| g.state_base)
+        })
+    }
+
+    /// [`coal_pieces`](Self::coal_pieces) on `rank` alone.
+    pub fn coal_pieces_on(
+        &self,
+        t: usize,
+        row: u64,
+        slot: u64,
+        rank: u32,
+    ) -> impl Iterator<Item = Piece> + '_ {
+        self.slices_on(t, row, rank)
+            .iter()
+            .map(move |&s| self.piece_at(t, slot, s, rank, |g| g.coal_base))
+    }
+
     /// Ranks holding anything of table `t`.
     pub fn ranks_of(&self, t: usize) -> Vec<u32> {
         (0..self.params.ranks)
@@ -449,6 +504,37 @@ mod tests {
             state_values_per_row: StateWidth::PerElement,
             max_bags: 64,
             max_unique: 256,
+        }
+    }
+
+    #[test]
+    fn a_ranks_own_pieces_are_its_share_of_the_rows_pieces() {
+        let tables = [
+            TableShape { rows: 37, dim: 64 },
+            TableShape { rows: 5, dim: 20 },
+            TableShape { rows: 9, dim: 200 },
+            TableShape { rows: 3, dim: 1000 },
+        ];
+        for placement in Placement::ALL {
+            for ranks in [1, 2, 3, 7, 8, 32, 65] {
+                let l = Layout::new(placement, &tables, params(ranks)).unwrap();
+                for (t, s) in tables.iter().enumerate() {
+                    for row in 0..s.rows {
+                        for k in 0..ranks {
+                            let all = |it: &mut dyn Iterator<Item = Piece>| -> Vec<Piece> {
+                                it.filter(|p| p.rank == k).collect()
+                            };
+                            let on: Vec<Piece> = l.row_pieces_on(t, row, k).collect();
+                            assert_eq!(on, all(&mut l.row_pieces(t, row)), "{placement} {ranks}");
+                            let on: Vec<Piece> = l.state_pieces_on(t, row, k).collect();
+                            assert_eq!(on, all(&mut l.state_pieces(t, row)));
+                            let slot = row % 7;
+                            let on: Vec<Piece> = l.coal_pieces_on(t, row, slot, k).collect();
+                            assert_eq!(on, all(&mut l.coal_pieces(t, row, slot)));
+                        }
+                    }
+                }
+            }
         }
     }
 

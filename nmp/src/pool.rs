@@ -292,7 +292,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
             offsets, indices, ..
         } => {
             for &row in indices {
-                for p in layout.row_pieces(t, row as u64).filter(|p| p.rank == rank) {
+                for p in layout.row_pieces_on(t, row as u64, rank) {
                     rd(&mut w, &p);
                     w.alu_slices += 1;
                     w.alu_values += p.len as u64;
@@ -328,10 +328,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
             while i < casted_dst.len() {
                 let u = casted_dst[i];
                 let row = unique_rows[u as usize] as u64;
-                let mine: Vec<Piece> = layout
-                    .coal_pieces(t, row, u as u64)
-                    .filter(|p| p.rank == rank)
-                    .collect();
+                let mine: Vec<Piece> = layout.coal_pieces_on(t, row, u as u64, rank).collect();
                 let mut j = i;
                 while j < casted_dst.len() && casted_dst[j] == u {
                     if !mine.is_empty() {
@@ -353,10 +350,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
         }
         Instruction::LoadCoalesced { rows, .. } => {
             for (u, &row) in rows.iter().enumerate() {
-                for p in layout
-                    .coal_pieces(t, row as u64, u as u64)
-                    .filter(|p| p.rank == rank)
-                {
+                for p in layout.coal_pieces_on(t, row as u64, u as u64, rank) {
                     wr(&mut w, &p);
                 }
             }
@@ -365,22 +359,13 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
             let width = StateWidth::of(optimizer);
             for (u, &row) in coal_rows.iter().enumerate() {
                 let row = row as u64;
-                let coal: Vec<Piece> = layout
-                    .coal_pieces(t, row, u as u64)
-                    .filter(|p| p.rank == rank)
-                    .collect();
+                let coal: Vec<Piece> = layout.coal_pieces_on(t, row, u as u64, rank).collect();
                 if coal.is_empty() {
                     continue;
                 }
-                let weights: Vec<Piece> = layout
-                    .row_pieces(t, row)
-                    .filter(|p| p.rank == rank)
-                    .collect();
+                let weights: Vec<Piece> = layout.row_pieces_on(t, row, rank).collect();
                 let states: Vec<Piece> = if width == StateWidth::PerElement {
-                    layout
-                        .state_pieces(t, row)
-                        .filter(|p| p.rank == rank)
-                        .collect()
+                    layout.state_pieces_on(t, row, rank).collect()
                 } else {
                     Vec::new()
                 };
