@@ -1295,15 +1295,9 @@ fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
 /// rather than waiting for a second writer to start another epoch.
 #[test]
 fn criteo_data_from_a_pipe_ends_with_the_pipe() {
-    use std::process::Command;
     let t = TempDir::new("pipe");
     let d = &t.0;
-    if !Command::new("mkfifo")
-        .arg(d.join("p"))
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        eprintln!("skipped: mkfifo is not available");
+    if !common::make_fifo(&d.join("p")) {
         return;
     }
     let o = nmpsim(
@@ -1456,15 +1450,9 @@ fn criteo_without_hashing_and_an_early_end() {
 /// files, or one file twice, are fine.
 #[test]
 fn one_pipe_for_data_and_test_data_is_refused() {
-    use std::process::Command;
     let t = TempDir::new("pipe2");
     let d = &t.0;
-    if !Command::new("mkfifo")
-        .arg(d.join("p"))
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        eprintln!("skipped: mkfifo is not available");
+    if !common::make_fifo(&d.join("p")) {
         return;
     }
     std::os::unix::fs::symlink(d.join("p"), d.join("q")).unwrap();

@@ -13,6 +13,20 @@ pub fn nmpsim(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn nmpsim")
 }
 
+/// Makes a named pipe at `path`; false (with a note that the test is
+/// skipped) where `mkfifo` is not available.
+#[allow(dead_code)] // (Not every test file makes pipes.)
+pub fn make_fifo(path: &Path) -> bool {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipped: mkfifo is not available");
+    }
+    made
+}
+
 /// A fresh directory `nmpsim-<test file>-<name>-<pid>` under the system
 /// temporary directory, removed on drop.
 pub struct TempDir(pub PathBuf);
