@@ -574,11 +574,7 @@ impl Pool {
     }
 
     fn shape_check(&self, t: usize, rows: u64, dim: usize, what: &str) -> Result<(), NmpError> {
-        let s = self.layout.tables.get(t).ok_or(NmpError::MissingTable {
-            op: "load",
-            table: t as u32,
-            tables: self.layout.tables.len(),
-        })?;
+        let s = self.table_shape(t, "load")?;
         if s.rows != rows || s.dim != dim {
             return Err(NmpError::param(
                 what,
