@@ -2,8 +2,8 @@
 //!
 //! - DRAMsim3's callbacks carry only the address, and reads to one address that
 //!   are queued together are served by one READ. Completions are mapped back to
-//!   request ids through a FIFO per (address, read/write): every id sent
-//!   completes exactly once.
+//!   request ids per address: every id sent completes exactly once, and each
+//!   at the cycle DRAMsim3 completes it (see [`Dramsim3Engine::tick`]).
 //! - Writes are posted: DRAMsim3 calls back one cycle after accepting a write;
 //!   its write buffer drains when it holds more than 8 writes and the command
 //!   queues are idle, or when full, so up to a buffer's worth may stay
@@ -63,9 +63,14 @@ pub struct Dramsim3Engine {
     /// address, which DRAMsim3 holds, survives moves of the engine.
     #[allow(clippy::box_collection)]
     callbacks: Box<Vec<(u64, bool)>>,
-    /// The requests in flight by (address, write), oldest first, with the
-    /// cycle each was sent.
-    waiting: HashMap<(u64, bool), VecDeque<(RequestId, u64)>>,
+    /// The writes in flight by address, oldest first.
+    writes: HashMap<u64, VecDeque<RequestId>>,
+    /// The reads in flight by address.
+    reads: HashMap<u64, Reads>,
+    /// CL + BL/2: a READ's data returns this many cycles after it issues.
+    read_delay: u64,
+    /// This tick's read completions, by address (reused).
+    done_reads: Vec<u64>,
     pending: usize,
     cycle: u64,
     finished: bool,
@@ -112,7 +117,10 @@ impl Dramsim3Engine {
             config: config.clone(),
             work_dir: work_dir.to_path_buf(),
             callbacks,
-            waiting: HashMap::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            read_delay: crate::native::TimingTable::of(config).read_delay,
+            done_reads: Vec::new(),
             pending: 0,
             cycle: 0,
             finished: false,
@@ -209,49 +217,130 @@ impl DramEngine for Dramsim3Engine {
         if !unsafe { ds3_add(self.sys, addr, w) } {
             return Ok(false);
         }
-        self.waiting
-            .entry((addr, w))
-            .or_default()
-            .push_back((req.id, self.cycle));
+        if w {
+            self.writes.entry(addr).or_default().push_back(req.id);
+            if let Some(r) = self.reads.get_mut(&addr) {
+                r.last_write = Some(self.cycle);
+            }
+        } else {
+            self.reads
+                .entry(addr)
+                .or_insert_with(|| Reads {
+                    sent: VecDeque::new(),
+                    last_write: None,
+                })
+                .sent
+                .push_back((req.id, self.cycle));
+        }
         self.pending += 1;
         Ok(true)
     }
 
+    /// DRAMsim3 completes a read of an address in one of two ways, and calls
+    /// back with the address alone:
+    ///
+    /// - from the write buffer, when a write of the address waits there: one
+    ///   cycle after the read was sent;
+    /// - from DRAM: a READ takes every read of its address pending when it
+    ///   issues (sent at or before that cycle), and all of them complete
+    ///   `read_delay` cycles later.
+    ///
+    /// So the `n` reads of an address completing at cycle `c` are the `b`
+    /// oldest (sent at or before `c - read_delay`: a READ's batch), reads
+    /// sent at `c - 1` (from the write buffer: at most the `k` sent then), or
+    /// both; no other read in flight can complete at `c`. The count tells
+    /// which, but when both fit (`n == b == k`, one request a cycle): then
+    /// the reads sent at `c - 1` came from the write buffer only if a write
+    /// of the address arrived after the older ones (had it come before,
+    /// they would have come from the write buffer too), and that decides.
     fn tick(&mut self, done: &mut Vec<Completion>) {
         self.callbacks.clear();
         // SAFETY: `sys` is live; callbacks write into `self.callbacks` only.
         unsafe { ds3_tick(self.sys) };
+        let c = self.cycle;
+        self.done_reads.clear();
         for &(addr, w) in self.callbacks.iter() {
+            if !w {
+                self.done_reads.push(addr);
+                continue;
+            }
             let q = self
-                .waiting
-                .get_mut(&(addr, w))
-                .expect("DRAMsim3 completed a request that was never sent");
-            // DRAMsim3 names only the address. A read served from the write
-            // buffer completes one cycle after it was sent, ahead of older
-            // reads of its address; a read from DRAM takes far longer, and
-            // reads merged into one pending read complete together. So a
-            // read sent one cycle ago is the one completing, if there is
-            // one (the youngest: a read sent in that cycle before the write
-            // goes to DRAM); otherwise the oldest.
-            let at = if !w && q.len() > 1 {
-                let cycle = self.cycle;
-                q.iter()
-                    .rposition(|&(_, sent)| sent + 1 == cycle)
-                    .unwrap_or(0)
-            } else {
-                0
-            };
-            let (id, _) = q
-                .remove(at)
-                .expect("DRAMsim3 completed more requests than were sent");
+                .writes
+                .get_mut(&addr)
+                .expect("DRAMsim3 completed a write that was never sent");
+            let id = q
+                .pop_front()
+                .expect("DRAMsim3 completed more writes than were sent");
             if q.is_empty() {
-                self.waiting.remove(&(addr, w));
+                self.writes.remove(&addr);
             }
             self.pending -= 1;
-            done.push(Completion {
-                id,
-                cycle: self.cycle,
-            });
+            done.push(Completion { id, cycle: c });
+        }
+        self.done_reads.sort_unstable();
+        let mut i = 0;
+        while i < self.done_reads.len() {
+            let addr = self.done_reads[i];
+            let n = self.done_reads[i..]
+                .iter()
+                .take_while(|&&a| a == addr)
+                .count();
+            i += n;
+            let r = self
+                .reads
+                .get_mut(&addr)
+                .expect("DRAMsim3 completed a read that was never sent");
+            // (Reads sent at `c` itself, before this tick, come last.)
+            let now = r.sent.iter().rev().take_while(|&&(_, s)| s == c).count();
+            let k = r
+                .sent
+                .iter()
+                .rev()
+                .skip(now)
+                .take_while(|&&(_, s)| s + 1 == c)
+                .count();
+            let b = r
+                .sent
+                .iter()
+                .take_while(|&&(_, s)| s + self.read_delay <= c)
+                .count();
+            // Whether a write of the address came after the newest of the
+            // `b` oldest reads (`b > 0`).
+            let write_after_old = |r: &Reads| {
+                let newest_old = r.sent[b - 1].1;
+                r.last_write.is_some_and(|w| w >= newest_old)
+            };
+            // The `b` oldest and `n - b` of those sent at `c - 1`, or `n` of
+            // those alone. (Reads sent at `c - 1` ahead of a write of their
+            // address in that cycle did not come from the write buffer:
+            // those taken are the youngest.)
+            let batch_fits = n >= b && n - b <= k;
+            let buffer_fits = n <= k;
+            let (old, young) = match (batch_fits, buffer_fits) {
+                (true, true) if b > 0 && write_after_old(r) => (0, n),
+                (true, _) => (b, n - b),
+                (false, true) => (0, n),
+                (false, false) => {
+                    // (Not what DRAMsim3 does: the oldest, as a FIFO would.)
+                    debug_assert!(false, "{n} reads of {addr:#x} at {c}: b {b}, k {k}");
+                    (n, 0)
+                }
+            };
+            let end = r.sent.len() - now;
+            for (id, _) in r.sent.drain(end - young..end) {
+                done.push(Completion { id, cycle: c });
+            }
+            for _ in 0..old {
+                let (id, _) = r
+                    .sent
+                    .pop_front()
+                    .expect("DRAMsim3 completed more reads than were sent");
+                done.push(Completion { id, cycle: c });
+            }
+            self.pending -= n;
+            if r.sent.is_empty() {
+                self.reads.remove(&addr);
+            }
         }
         self.cycle += 1;
     }
@@ -276,6 +365,14 @@ impl DramEngine for Dramsim3Engine {
         unsafe { ds3_print_stats(self.sys) };
         self.read_stats()
     }
+}
+
+/// The reads of one address in flight, oldest first, with the cycle each
+/// was sent, and the cycle of the last write of the address sent while any
+/// of them was in flight.
+struct Reads {
+    sent: VecDeque<(RequestId, u64)>,
+    last_write: Option<u64>,
 }
 
 impl Drop for Dramsim3Engine {

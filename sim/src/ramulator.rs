@@ -8,8 +8,12 @@
 //!   layout, so both engines see the same (rank, bank group, bank, row, column)
 //!   for every request.
 //! - The wrapper returns read addresses only. Reads map back to ids through a
-//!   FIFO per address. Writes are posted (they complete one cycle after
-//!   acceptance, as in DRAMsim3); at most [`WRITE_QUEUE`] posted writes (the
+//!   FIFO per address. Ramulator's clock runs one cycle ahead of the
+//!   engine's: a tick at cycle `c` advances it to `c + 1` and returns the
+//!   reads done by then, so they complete at the next tick, `c + 1` (their
+//!   latency is then Ramulator's own, and a command at Ramulator's cycle `t`
+//!   is at the engine's `t`, as in the other engines). Writes are posted
+//!   (they complete one cycle after acceptance, as in DRAMsim3); at most [`WRITE_QUEUE`] posted writes (the
 //!   size of Ramulator's controller write queue) may be waiting for their WR
 //!   command, and a run is not over until every write has been issued.
 //! - Command counts, bank-open time and write issue come from Ramulator's
@@ -172,7 +176,12 @@ pub struct RamulatorEngine {
     traces: Vec<RankTrace>,
     counts: TraceCounts,
     reads: HashMap<u64, VecDeque<RequestId>>,
+    /// Writes accepted at this cycle, and at the one before (complete at
+    /// the next tick).
     posted: Vec<RequestId>,
+    posted_due: Vec<RequestId>,
+    /// Reads Ramulator returned at the last tick (complete at this one).
+    returned: Vec<RequestId>,
     pending_reads: usize,
     writes_sent: u64,
     cycle: u64,
@@ -216,6 +225,8 @@ impl RamulatorEngine {
             counts: TraceCounts::default(),
             reads: HashMap::new(),
             posted: Vec::new(),
+            posted_due: Vec::new(),
+            returned: Vec::new(),
             pending_reads: 0,
             writes_sent: 0,
             cycle: 0,
@@ -309,7 +320,11 @@ impl DramEngine for RamulatorEngine {
 
     fn tick(&mut self, done: &mut Vec<Completion>) {
         let cycle = self.cycle;
-        done.extend(self.posted.drain(..).map(|id| Completion { id, cycle }));
+        let n = self.returned.len();
+        done.extend(self.returned.drain(..).map(|id| Completion { id, cycle }));
+        self.pending_reads -= n;
+        done.extend(self.posted_due.drain(..).map(|id| Completion { id, cycle }));
+        std::mem::swap(&mut self.posted, &mut self.posted_due);
         let sim = self.sim.as_mut().expect("engine already finished");
         sim.cycle();
         while sim.ret_available() {
@@ -324,8 +339,7 @@ impl DramEngine for RamulatorEngine {
             if q.is_empty() {
                 self.reads.remove(&addr);
             }
-            self.pending_reads -= 1;
-            done.push(Completion { id, cycle });
+            self.returned.push(id);
         }
         self.cycle += 1;
         if self.cycle % POLL_CYCLES == 0 {
@@ -339,7 +353,7 @@ impl DramEngine for RamulatorEngine {
     }
 
     fn pending(&self) -> usize {
-        self.pending_reads + self.posted.len()
+        self.pending_reads + self.posted.len() + self.posted_due.len()
     }
 
     fn draining(&mut self) -> bool {

@@ -1159,6 +1159,75 @@ fn native_equals_dramsim3_on_random_configurations() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// Reads of one address that DRAMsim3 serves with different READs (a read
+/// sent after the READ of an earlier one issued waits for a READ of its
+/// own) keep their own latencies, on every mapping: DRAMsim3's completions
+/// name only the address, and a read sent one cycle before a completion of
+/// its address is not the one completing unless a write of it was waiting.
+#[test]
+fn reads_of_one_address_get_dramsim3s_latencies() {
+    let line = |n: usize, access| {
+        vec![
+            MemOp {
+                addr: 0x1000,
+                access
+            };
+            n
+        ]
+    };
+    for (preset_name, mapping) in [
+        ("DDR4-2400-x8", None),
+        ("DDR4-3200-x8", None),
+        ("DDR4-3200-x8", Some("ro-ra-ba-bg-co")),
+    ] {
+        let mut cfg = preset(preset_name);
+        if let Some(m) = mapping {
+            cfg.mapping = AddressMapping::parse(m).unwrap();
+        }
+        let mut streams: Vec<(String, Vec<MemOp>)> =
+            vec![("one line, reads".into(), line(1000, Access::Read))];
+        for (seed, writes, footprint) in [
+            (0, 0.0, 2048),
+            (1, 0.0, 8192),
+            (2, 0.5, 8192),
+            (3, 0.2, 4096),
+        ] {
+            let spec = StreamSpec {
+                write_fraction: writes,
+                seed,
+                footprint_bytes: Some(footprint),
+                ..StreamSpec::new(StreamKind::Random, 4000)
+            };
+            streams.push((
+                format!("random, {writes} writes over {footprint} B"),
+                synthetic(&spec, cfg.capacity_bytes()).unwrap().collect(),
+            ));
+        }
+        for (name, ops) in &streams {
+            for per_cycle in [1, 2] {
+                let opts = RunOptions {
+                    issue_per_cycle: per_cycle,
+                    ..RunOptions::default()
+                };
+                let go =
+                    |kind| simulate(kind, &cfg, ops.iter().copied().map(Ok), &opts, None).unwrap();
+                let (d, n) = (go(EngineKind::Dramsim3), go(EngineKind::Native));
+                // (Every read statistic; with writes, the two departures
+                // change the run's length and command counts.)
+                let reads_only = ops.iter().all(|o| o.access == Access::Read);
+                if reads_only {
+                    assert_eq!(differing(&d, &n, false), Vec::<String>::new(), "{name}");
+                }
+                assert_eq!(
+                    differing(&d, &n, true),
+                    Vec::<String>::new(),
+                    "{preset_name} {mapping:?}: {name}, {per_cycle} a cycle"
+                );
+            }
+        }
+    }
+}
+
 /// A read served from the write buffer overtakes older reads of its address;
 /// DRAMsim3 names only the address of what completes, and its latencies go to
 /// the right requests all the same (every read's latency equal to native's).
