@@ -201,6 +201,20 @@ impl AddressMapping {
                     ),
                 ));
             }
+            // A separator between every two fields, or none: not inside one.
+            if let Some((i, f)) = s
+                .split(['-', ':'])
+                .enumerate()
+                .find(|(_, f)| f.chars().count() != 2)
+            {
+                return Err(SimError::param(
+                    "mapping",
+                    format!(
+                        "field {} of `{s}` is `{f}`; expected the five two-letter fields ro, ra, ba, bg, co each once, separated by single dashes or all written together, most significant first (e.g. ro-ra-ba-co-bg)",
+                        i + 1
+                    ),
+                ));
+            }
         }
         // (Byte pairs: a multi-byte character is no field, never a panic.)
         let bytes = compact.as_bytes();
@@ -756,6 +770,19 @@ mod tests {
         assert!(AddressMapping::parse("ro-ra-ba-bg-co").is_ok());
         assert!(AddressMapping::parse("ro:ra:ba:bg:co").is_ok());
         assert!(AddressMapping::parse("rorababgco").is_ok());
+        // A separator inside a field, or fields run together between
+        // separators, is refused.
+        for (bad, field, f) in [
+            ("r-o-r-a-b-a-c-o-b-g", 1, "r"),
+            ("ro-rabacobg", 2, "rabacobg"),
+            ("ro-ra-bab-gco", 3, "bab"),
+        ] {
+            let e = AddressMapping::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("field {field} of `{bad}` is `{f}`")),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
