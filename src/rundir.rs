@@ -24,6 +24,17 @@ const RUNNING: &str = ".nmpsim-running";
 /// Where an earlier finished run's files wait while a new run goes into its
 /// directory: removed when the new run succeeds, kept if it fails.
 pub const PREVIOUS_RUN: &str = "previous-run";
+/// In a [`PREVIOUS_RUN`] that nmpsim made: a folder of that name without it
+/// (and without an nmpsim `config.json`) is the user's, and is never removed.
+const PREVIOUS_MARK: &str = ".nmpsim-previous-run";
+
+/// Whether `prev` is a [`PREVIOUS_RUN`] folder nmpsim set aside: it holds
+/// [`PREVIOUS_MARK`], or (as those of earlier versions) an nmpsim run's
+/// `config.json`.
+fn ours_previous(prev: &Path) -> bool {
+    prev.is_dir()
+        && (prev.join(PREVIOUS_MARK).is_file() || matches!(earlier_command(prev), Ok(Some(_))))
+}
 
 /// An output directory for one run.
 pub struct RunDir {
@@ -140,12 +151,7 @@ impl RunDir {
                 PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
             }
         };
-        if path.exists() && !path.is_dir() {
-            anyhow::bail!(
-                "{} is not a directory; --out names the run's directory",
-                path.display()
-            );
-        }
+        check_out_path(&path)?;
         let earlier = earlier_command(&path)?;
         let foreign = earlier.is_none() && path.is_dir();
         if let Some(earlier) = earlier {
@@ -164,14 +170,23 @@ impl RunDir {
             .with_context(|| format!("cannot create run directory {}", path.display()))?;
         let lock = lock_run_dir(&path)?;
         let keeps_previous = !foreign && finished_run(&path);
+        let prev = path.join(PREVIOUS_RUN);
+        let theirs = fs::symlink_metadata(&prev).is_ok() && !ours_previous(&prev);
+        if theirs && keeps_previous {
+            // (This run would set the earlier run aside there.)
+            anyhow::bail!(
+                "{} holds {PREVIOUS_RUN}, which is not an earlier run nmpsim set aside; move it elsewhere, or name another directory for --out",
+                path.display()
+            );
+        }
         if keeps_previous {
-            let prev = path.join(PREVIOUS_RUN);
             if prev.is_dir() {
                 // An older run than the finished one set aside now.
                 fs::remove_dir_all(&prev)
                     .with_context(|| format!("cannot remove {}", prev.display()))?;
             }
             fs::create_dir(&prev).with_context(|| format!("cannot create {}", prev.display()))?;
+            write_atomic(&prev.join(PREVIOUS_MARK), b"")?;
         }
         let mark = path.join(RUNNING);
         write_atomic(&mark, format!("{}\n", std::process::id()).as_bytes())?;
@@ -210,7 +225,7 @@ impl RunDir {
         }
         let prev = self.path.join(PREVIOUS_RUN);
         // (In a directory that held no run, `previous-run` is not ours.)
-        if !self.foreign && prev.is_dir() {
+        if !self.foreign && ours_previous(&prev) {
             fs::remove_dir_all(&prev)
                 .with_context(|| format!("cannot remove {}", prev.display()))?;
         }
@@ -253,6 +268,9 @@ impl RunDir {
             }
             let p = e.path();
             if self.foreign {
+                // Refused before this run wrote anything: the directory is
+                // left as it was.
+                let _ = fs::remove_file(self.path.join(RUNNING));
                 anyhow::bail!(
                     "{} holds {}, which this run would replace, but no nmpsim run's config.json; name a new directory, or an earlier run's, for --out",
                     self.path.display(),
@@ -311,6 +329,38 @@ impl RunDir {
     }
 }
 
+/// Refuses an `--out` path that cannot be a run directory, naming why: a
+/// file, a link to nothing, or a path through a file.
+fn check_out_path(path: &Path) -> Result<()> {
+    if let Ok(m) = fs::symlink_metadata(path)
+        && m.file_type().is_symlink()
+        && !path.exists()
+    {
+        let to = fs::read_link(path).unwrap_or_default();
+        anyhow::bail!(
+            "{} is a link to {}, which does not exist; --out names the run's directory",
+            path.display(),
+            to.display()
+        );
+    }
+    if path.exists() && !path.is_dir() {
+        anyhow::bail!(
+            "{} is not a directory; --out names the run's directory",
+            path.display()
+        );
+    }
+    for a in path.ancestors().skip(1) {
+        if !a.as_os_str().is_empty() && a.exists() && !a.is_dir() {
+            anyhow::bail!(
+                "{} is a file, so {} cannot be a directory; --out names the run's directory",
+                a.display(),
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Run directories of this process whose earlier run waits in
 /// [`PREVIOUS_RUN`] until their run finishes: what a signal that ends the
 /// process notes ([`note_kept_runs`]).
@@ -329,7 +379,7 @@ fn note_kept(dir: &Path) {
 /// without dropping them).
 pub fn note_kept_runs() {
     for dir in KEPT.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        if dir.join(PREVIOUS_RUN).is_dir() {
+        if ours_previous(&dir.join(PREVIOUS_RUN)) {
             note_kept(dir);
         }
     }
@@ -340,7 +390,7 @@ impl Drop for RunDir {
         KEPT.lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|d| d != &self.path);
-        if !self.finished && !self.foreign && self.path.join(PREVIOUS_RUN).is_dir() {
+        if !self.finished && !self.foreign && ours_previous(&self.path.join(PREVIOUS_RUN)) {
             note_kept(&self.path);
         }
     }
@@ -493,6 +543,73 @@ mod tests {
         run(4, true);
         assert_eq!(x_in(&dir), 4);
         assert!(!prev.exists() && !dir.join(RUNNING).exists());
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_users_previous_run_folder_is_never_removed() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-users-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mine = dir.join(PREVIOUS_RUN).join("thesis.tex");
+        fs::create_dir_all(mine.parent().unwrap()).unwrap();
+        fs::write(&mine, "important").unwrap();
+        let run = || -> Result<()> {
+            let rd = RunDir::create(Some(&dir), "test")?;
+            rd.write_config("test", &serde_json::json!({}))?;
+            rd.write_results("test", &serde_json::json!({}))?;
+            rd.finish()?;
+            Ok(())
+        };
+        // The first run goes into the user's directory beside the folder.
+        run().unwrap();
+        assert_eq!(fs::read_to_string(&mine).unwrap(), "important");
+        // The second would set the first aside in it: refused, untouched.
+        let e = run().unwrap_err().to_string();
+        assert!(e.contains("not an earlier run nmpsim set aside"), "{e}");
+        assert_eq!(fs::read_to_string(&mine).unwrap(), "important");
+        assert!(dir.join(RESULTS).exists());
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_refused_directory_is_left_as_it_was() {
+        let dir =
+            std::env::temp_dir().join(format!("nmpsim-rundir-refused-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(SUMMARY), "mine").unwrap();
+        let e = RunDir::create(Some(&dir), "test")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("which this run would replace"), "{e}");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(SUMMARY)]);
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn out_paths_that_cannot_be_directories_say_why() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-paths-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("afile");
+        fs::write(&file, "x").unwrap();
+        let e = RunDir::create(Some(&file.join("sub")), "test")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("afile is a file, so"), "{e}");
+        let link = dir.join("dangling");
+        std::os::unix::fs::symlink(dir.join("nowhere"), &link).unwrap();
+        let e = RunDir::create(Some(&link), "test")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("which does not exist"), "{e}");
         fs::remove_dir_all(&dir).ok();
     }
 }
