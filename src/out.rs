@@ -87,3 +87,31 @@ macro_rules! outln {
         $crate::out::write_fmt(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
+
+/// Writes `args` to stderr, ignoring a failure: a message that cannot be
+/// shown must not end the run that it is about (std's `eprintln!` panics
+/// when stderr cannot be written, e.g. `2> /dev/full` or a log on a full
+/// disk, which would lose the run).
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `eprintln!` that never panics ([`write_err`]). Defined here, ahead of
+/// every other module of the binary, it takes the place of std's macro of
+/// the same name throughout the crate.
+macro_rules! eprintln {
+    () => {
+        $crate::out::write_err(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` that never panics ([`write_err`]).
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::out::write_err(format_args!($($arg)*))
+    };
+}

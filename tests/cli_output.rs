@@ -185,3 +185,41 @@ fn a_pipe_closed_early_ends_the_command_quietly() {
     const SIGPIPE: i32 = 13;
     assert_eq!(o.status.signal(), Some(SIGPIPE), "{:?}", o.status);
 }
+
+/// A stderr that cannot be written (`2> /dev/full`, a log on a full disk)
+/// loses no run: messages and progress are dropped, the run finishes.
+#[test]
+fn a_stderr_that_cannot_be_written_ends_no_run() {
+    let t = TempDir::new("errfull");
+    let d = &t.0;
+    std::fs::write(d.join("spec.toml"), SPEC).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(d)
+            .args(args)
+            .stderr(File::create("/dev/full").expect("open /dev/full"))
+            .output()
+            .expect("spawn nmpsim")
+    };
+    let o = run(&[
+        "train", "--model", "tiny", "--iters", "3", "--batch", "16", "--out", "tr",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(d.join("tr/results.json").is_file());
+    let o = run(&["sweep", "spec.toml", "--out", "sw", "--yes"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(d.join("sw/results.csv").is_file());
+    let o = run(&[
+        "trace",
+        "gen",
+        "--profile",
+        "criteo-kaggle",
+        "--batches",
+        "1",
+        "--batch",
+        "8",
+        "-o",
+        "t.nmpt",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+}
