@@ -74,7 +74,7 @@ pub fn try_lock(f: &fs::File) -> std::io::Result<bool> {
 /// Locks the directory `dir` itself (no file is added) for one run, so two
 /// runs never write one directory at the same time; fails at once if
 /// another run holds it.
-fn lock_run_dir(dir: &Path) -> Result<fs::File> {
+pub fn lock_run_dir(dir: &Path) -> Result<fs::File> {
     let f = fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
     if !try_lock(&f).with_context(|| format!("cannot lock {}", dir.display()))? {
         anyhow::bail!(

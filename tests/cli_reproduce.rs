@@ -188,6 +188,13 @@ fn unknown_items_are_rejected_with_the_list() {
     let o = nmpsim(&t.0, &["reproduce", "--list"]);
     assert!(o.status.success());
     let list = String::from_utf8_lossy(&o.stdout);
+    // What each sweep runs, at the size asked for.
+    assert!(
+        list.contains("sweep pool: `nmpsim nmp run`, 6 runs;") && list.contains("--batch 256 "),
+        "{list}"
+    );
+    let full = nmpsim(&t.0, &["reproduce", "--list", "--full"]);
+    assert!(String::from_utf8_lossy(&full.stdout).contains("--rows 1000000 --batch 2048 "));
     for id in [
         "fig5b", "fig6", "table1", "fig4", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17",
         "link",
@@ -294,6 +301,12 @@ fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
         &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
     );
     assert_eq!(o.status.code(), Some(1));
+    // Even with --quiet, the item that failed says so, and the summary counts it.
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("fig6    FAILED") && said.contains("1 item (1 failed), 0 of 0 checks hold"),
+        "{said}"
+    );
     for md in [out.join("fig6/fig6.md"), out.join("REPORT.md")] {
         let text = read(&md);
         assert!(
@@ -317,4 +330,22 @@ fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
             .iter()
             .any(|r| r["dist"] == "zipf:1.05")
     );
+}
+
+/// `--out` naming a directory that holds something other than a
+/// reproduction is refused before anything in it changes.
+#[test]
+fn a_directory_that_is_no_reproductions_is_refused() {
+    let t = TempDir::new("repro-foreign");
+    let mine = t.0.join("mine");
+    std::fs::create_dir_all(mine.join("fig6")).unwrap();
+    std::fs::write(mine.join("REPORT.md"), "# my report\n").unwrap();
+    std::fs::write(mine.join("fig6/fig6.md"), "mine\n").unwrap();
+    let o = nmpsim(&t.0, &["reproduce", "fig6", "--quiet", "--out", "mine"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not a reproduction's directory"), "{err}");
+    assert_eq!(read(&mine.join("REPORT.md")), "# my report\n");
+    assert_eq!(read(&mine.join("fig6/fig6.md")), "mine\n");
+    assert!(!mine.join("sweeps").exists());
 }

@@ -54,7 +54,7 @@ pub struct ReproduceArgs {
     /// (dramsim3, ramulator, native) [default: each command's own, dramsim3].
     #[arg(long, value_name = "ENGINE")]
     engine: Option<String>,
-    /// Runs at once [default: CPUs; training runs, whose CPU times are measured, always one at a time].
+    /// Runs at once [default: CPUs; runs whose CPU times are measured (training) or that need much memory (--full's kernels traffic), always one at a time].
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// List the items and the sweeps each runs (those of --full with it); run nothing.
@@ -63,9 +63,79 @@ pub struct ReproduceArgs {
     /// Print a summary JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// No progress bars or per-run messages.
+    /// No progress bars or per-run messages (an item that fails or is
+    /// incomplete is still reported).
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// In a reproduction's output directory: what tells it from a directory
+/// that is not one (see [`check_out_dir`]).
+const MARK: &str = ".nmpsim-reproduce";
+/// How `REPORT.md` begins.
+const REPORT_TITLE: &str = "# Tensor Casting, reproduced by nmpsim";
+
+/// Refuses an output directory that is not a reproduction's: one that holds
+/// anything, but neither [`MARK`] nor (as those of earlier versions) a
+/// `REPORT.md` of ours. Reproductions write `REPORT.md`, an item
+/// directory each and `sweeps/` over what is there.
+fn check_out_dir(out: &Path) -> Result<()> {
+    if fs::symlink_metadata(out).is_err() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        bail!(
+            "{} is not a directory; --out names the reproduction's directory",
+            out.display()
+        );
+    }
+    let empty = fs::read_dir(out)
+        .with_context(|| format!("cannot read {}", out.display()))?
+        .next()
+        .is_none();
+    let ours = out.join(MARK).is_file()
+        || fs::read_to_string(out.join("REPORT.md")).is_ok_and(|t| t.starts_with(REPORT_TITLE));
+    if !empty && !ours {
+        bail!(
+            "{} is not a reproduction's directory (no {MARK}), and a reproduction would write its REPORT.md, item directories and sweeps/ over what is there; name a new directory, or an earlier reproduction's, for --out",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// `name: command, N runs; base flags; swept flags (values)`: what a sweep
+/// of an item runs, for `--list`.
+fn describe_sweep(def: &reproduce::SweepDef) -> String {
+    use nmpsim_experiments::spec::Spec;
+    let Ok(spec) = Spec::parse(&def.toml, def.name) else {
+        return def.name.to_string();
+    };
+    let values = |e: &nmpsim_experiments::spec::Entry| {
+        e.values
+            .iter()
+            .map(|v| v.value.render())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let base: Vec<String> = spec
+        .base
+        .iter()
+        .map(|e| format!("--{} {}", e.flag, values(e)))
+        .collect();
+    let swept: Vec<String> = spec
+        .swept_entries()
+        .map(|e| format!("--{} [{}]", e.flag, values(e)))
+        .collect();
+    let runs = nmpsim_experiments::expand::run_count(&spec);
+    format!(
+        "{}: `nmpsim {}`, {}; {}; swept {}",
+        def.name,
+        spec.command_str(),
+        crate::cmd::plural(runs as usize, "run", "runs"),
+        base.join(" "),
+        swept.join(" ")
+    )
 }
 
 #[derive(Serialize)]
@@ -152,13 +222,17 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             if !a.json {
                 outln!("{:<7} {}", it.id, it.title)?;
                 outln!("        paper: {}", it.paper)?;
-                outln!("        sweeps: {}", sweeps.join(", "))?;
+                for def in (it.sweeps)(size) {
+                    outln!("        sweep {}", describe_sweep(&def))?;
+                }
             }
+            let runs: Vec<String> = (it.sweeps)(size).iter().map(describe_sweep).collect();
             list.push(serde_json::json!({
                 "id": it.id,
                 "title": it.title,
                 "paper": it.paper,
                 "sweeps": sweeps,
+                "runs": runs,
             }));
         }
         if a.json {
@@ -168,21 +242,32 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let chosen = selected(&a.items)?;
-    if let Some(e) = &a.engine {
-        e.parse::<nmpsim_sim::EngineKind>()
-            .with_context(|| "--engine".to_string())?;
-    }
+    // (One spelling per engine: it names the sweeps' directories.)
+    let engine = match &a.engine {
+        Some(e) => Some(
+            e.parse::<nmpsim_sim::EngineKind>()
+                .with_context(|| "--engine".to_string())?
+                .name()
+                .to_string(),
+        ),
+        None => None,
+    };
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(format!("reproduce-{}", size.as_str())));
+    check_out_dir(&out)?;
     fs::create_dir_all(out.join("sweeps"))
         .with_context(|| format!("cannot create {}", out.display()))?;
+    // Held to the end: two reproductions never write one directory at once.
+    let _lock = rundir::lock_run_dir(&out)?;
+    write_atomic(&out.join(MARK), b"")?;
     let power = power_model()?;
     let started = Instant::now();
     let mut ran: BTreeSet<String> = BTreeSet::new();
     let mut sweeps_ok = true;
     let mut summaries = Vec::new();
+    let mut stdout_error = None;
 
     for it in &chosen {
         if !a.quiet {
@@ -190,12 +275,12 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         }
         let mut sweeps = BTreeMap::new();
         for def in (it.sweeps)(size) {
-            let def = match &a.engine {
+            let def = match &engine {
                 Some(e) => reproduce::with_engine(def, e),
                 None => def,
             };
             // Sweeps on another engine keep their own directory.
-            let dir_name = match &a.engine {
+            let dir_name = match &engine {
                 Some(e) if def.toml.contains("engine = ") => format!("{}-{e}", def.name),
                 _ => def.name.to_string(),
             };
@@ -226,7 +311,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         let inputs = Inputs {
             size,
             power: power.clone(),
-            engine: a.engine.clone(),
+            engine: engine.clone(),
             sweeps,
         };
         let s = match (it.analyse)(&inputs) {
@@ -241,7 +326,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                         ),
                     );
                 }
-                let mut s = write_item(&out, it, size, a.engine.as_deref(), &o)?;
+                let mut s = write_item(&out, it, size, engine.as_deref(), &o)?;
                 if !missing.is_empty() {
                     s.status = "incomplete".into();
                     s.error = Some(format!("{} run(s) did not complete", missing.len()));
@@ -254,7 +339,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 }
                 // The item's report says so, rather than an earlier run's
                 // report standing in REPORT.md as this run's.
-                write_failed_item(&out, it, size, a.engine.as_deref(), &e)?;
+                write_failed_item(&out, it, size, engine.as_deref(), &e)?;
                 ItemSummary {
                     item: it.id.into(),
                     title: it.title.into(),
@@ -267,16 +352,21 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 }
             }
         };
-        if !a.quiet && !a.json {
-            print_item(&s)?;
-        }
-        summaries.push(s);
         // REPORT.md joins the items done so far: an interrupted run keeps
         // the reports of the items it finished.
-        write_report(&out, size)?;
+        write_report(&out)?;
+        // (An item that did not complete is reported even with -q. A stdout
+        // that cannot be written ends no item: the error comes at the end.)
+        if !a.json && (!a.quiet || s.status != "completed") && stdout_error.is_none() {
+            stdout_error = print_item(&s).err();
+        }
+        summaries.push(s);
     }
 
-    let report = write_report(&out, size)?;
+    let report = write_report(&out)?;
+    if let Some(e) = stdout_error {
+        return Err(e.into());
+    }
     let summary = Summary {
         size: size.as_str().into(),
         out: out.display().to_string(),
@@ -289,8 +379,22 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     } else {
         let held: usize = summary.items.iter().map(|i| i.checks_holding).sum();
         let total: usize = summary.items.iter().map(|i| i.checks).sum();
+        let count = |st: &str| summary.items.iter().filter(|i| i.status == st).count();
+        let not_done: Vec<String> = [
+            ("failed", count("failed")),
+            ("incomplete", count("incomplete")),
+        ]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(st, n)| format!("{n} {st}"))
+        .collect();
+        let not_done = if not_done.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", not_done.join(", "))
+        };
         outln!(
-            "{}, {held} of {total} checks hold, in {:.0} s; report: {}",
+            "{}{not_done}, {held} of {total} checks hold, in {:.0} s; report: {}",
             crate::cmd::plural(summary.items.len(), "item", "items"),
             summary.wall_s,
             report.display()
@@ -393,7 +497,7 @@ fn write_failed_item(
     let dir = out.join(it.id);
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let md = format!(
-        "# {}\n\nPaper: {}.\n\n**Failed**: `nmpsim reproduce {} --{}{}` could not analyse its runs: {error}\n\nNo table, check or plot of this run. Files beside this report, if any, are an earlier run's. Re-running the same command reuses every finished run and runs the others.\n",
+        "# {}\n\nPaper: {}.\n\n**Failed**: `nmpsim reproduce {} --{}{}` could not analyse its runs: {error}\n\nNo table, check or plot of this run. Files beside this report, if any, are an earlier run's. Re-running the same command reuses every finished run, so a failure in runs that finished (damaged, or from another version of nmpsim) comes back: remove their sweep's directory under `sweeps/` to run them again.\n",
         it.title,
         it.paper,
         it.id,
@@ -404,10 +508,11 @@ fn write_failed_item(
 }
 
 /// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
-fn write_report(out: &Path, size: Size) -> Result<PathBuf> {
+/// (Items may come from runs of different sizes and engines: each section
+/// names the command that produced it.)
+fn write_report(out: &Path) -> Result<PathBuf> {
     let mut s = format!(
-        "# Tensor Casting, reproduced by nmpsim ({})\n\nEach section is `<item>/<item>.md`; the plots and CSVs sit beside it.\n\n",
-        size.as_str()
+        "{REPORT_TITLE}\n\nEach section is `<item>/<item>.md`, produced by the command it names; the plots and CSVs sit beside it.\n\n"
     );
     for it in items() {
         let p = out.join(it.id).join(format!("{}.md", it.id));
