@@ -266,3 +266,69 @@ fn plot_help_has_examples() {
     assert!(out.contains("Examples:"), "{out}");
     assert!(out.contains("--group"), "{out}");
 }
+
+/// Charts never overwrite the table they are drawn from, a directory is no
+/// stem, and a chart pair that cannot be written whole leaves the earlier
+/// pair as it was.
+#[test]
+fn charts_never_destroy_their_input_or_an_earlier_pair() {
+    let t = TempDir::new("plot-safe");
+    let d = &t.0;
+    std::fs::write(d.join("t.svg"), RESULTS).unwrap();
+    let o = nmpsim(
+        d,
+        &[
+            "plot",
+            "t.svg",
+            "--x",
+            "batch",
+            "--y",
+            "runs.0.bandwidth_gbps",
+            "--out",
+            "t",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is the input file"));
+    assert_eq!(std::fs::read_to_string(d.join("t.svg")).unwrap(), RESULTS);
+
+    std::fs::create_dir(d.join("figs")).unwrap();
+    std::fs::write(d.join("r.csv"), RESULTS).unwrap();
+    let args = |out: &'static str| {
+        vec![
+            "plot",
+            "r.csv",
+            "--x",
+            "batch",
+            "--y",
+            "runs.0.bandwidth_gbps",
+            "--out",
+            out,
+        ]
+    };
+    let o = nmpsim(d, &args("figs/"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is a directory; name the charts' file stem")
+    );
+    assert_eq!(std::fs::read_dir(d.join("figs")).unwrap().count(), 0);
+
+    // A first pair, then a second whose PNG cannot be written (a directory
+    // stands in its place): the first SVG stays.
+    let o = nmpsim(d, &args("c"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = std::fs::read(d.join("c.svg")).unwrap();
+    std::fs::remove_file(d.join("c.png")).unwrap();
+    std::fs::create_dir(d.join("c.png")).unwrap();
+    let mut again = args("c");
+    again.extend(["--title", "another title"]);
+    let o = nmpsim(d, &again);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("c.png is a directory"));
+    assert_eq!(std::fs::read(d.join("c.svg")).unwrap(), svg);
+    let names: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains(".tmp")), "{names:?}");
+}

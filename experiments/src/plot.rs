@@ -27,6 +27,8 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use nmpsim_traces::staged::StagedFile;
+
 use crate::results::parse_csv_lines;
 
 /// Pixel size of [`write_chart`]'s images (the SVG's nominal size too).
@@ -1090,6 +1092,13 @@ pub fn write_chart_sized(
     ensure_fonts()?;
     let svg = with_suffix(stem, "svg");
     let png = with_suffix(stem, "png");
+    if stem.is_dir() || stem.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(PlotError::Invalid(format!(
+            "{} is a directory; name the charts' file stem (the path without .svg/.png), e.g. {}",
+            stem.display(),
+            stem.join("chart").display()
+        )));
+    }
     if let Some(dir) = stem.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(|e| PlotError::Write {
             path: dir.to_path_buf(),
@@ -1100,15 +1109,44 @@ pub fn write_chart_sized(
         let path = path.to_path_buf();
         move |message: String| PlotError::Write { path, message }
     };
+    // Both charts are drawn in memory, then written through temporary files
+    // renamed into place: a failure (a full disk) leaves the earlier pair
+    // as it was, never a half-written file.
+    let mut svg_text = String::new();
     {
-        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg_text, size).into_drawing_area();
         draw(chart, &root).map_err(failed(&svg))?;
         root.present().map_err(|e| failed(&svg)(e.to_string()))?;
     }
+    let (w, h) = size;
+    let mut pixels = vec![0u8; w as usize * h as usize * 3];
     {
-        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
         draw(chart, &root).map_err(failed(&png))?;
         root.present().map_err(|e| failed(&png)(e.to_string()))?;
+    }
+    let mut png_bytes = Vec::new();
+    {
+        let mut enc = ::png::Encoder::new(&mut png_bytes, w, h);
+        enc.set_color(::png::ColorType::Rgb);
+        enc.set_depth(::png::BitDepth::Eight);
+        let mut writer = enc
+            .write_header()
+            .map_err(|e| failed(&png)(e.to_string()))?;
+        writer
+            .write_image_data(&pixels)
+            .map_err(|e| failed(&png)(e.to_string()))?;
+    }
+    let stage = |path: &Path, bytes: &[u8]| {
+        let mut f = StagedFile::create(path, 1 << 16).map_err(|e| failed(path)(e.to_string()))?;
+        f.write_all(bytes)
+            .map_err(|e| failed(path)(e.to_string()))?;
+        Ok::<_, PlotError>(f)
+    };
+    // (Both written before either is renamed into place.)
+    let staged = [stage(&svg, svg_text.as_bytes())?, stage(&png, &png_bytes)?];
+    for (f, path) in staged.into_iter().zip([&svg, &png]) {
+        f.commit(false).map_err(|e| failed(path)(e.to_string()))?;
     }
     Ok(vec![svg, png])
 }

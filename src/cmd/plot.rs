@@ -118,6 +118,11 @@ pub(crate) fn draw(
 ) -> Result<(Vec<PathBuf>, CsvChart)> {
     let read = read_csv_chart(csv, x, ys, group, opts)?;
     let stem = stem.unwrap_or_else(|| default_stem(csv, x, ys));
+    for ext in ["svg", "png"] {
+        let mut chart = stem.as_os_str().to_owned();
+        chart.push(format!(".{ext}"));
+        crate::rundir::refuse_same_file(csv, Path::new(&chart), "the chart")?;
+    }
     let files = write_chart_sized(&read.chart, &stem, size)?;
     Ok((files, read))
 }
