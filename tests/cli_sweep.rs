@@ -949,6 +949,18 @@ fn a_sweep_refuses_a_directory_that_is_no_sweep_s() {
         "my,data\n"
     );
     assert!(!d.join("mine/runs").exists());
+    // A sweep.json that is not a sweep's does not make a sweep directory.
+    std::fs::write(d.join("mine/sweep.json"), "{\"my\": \"settings\"}").unwrap();
+    let err = rejected(d, &["sweep", "s.toml", "--out", "mine"]);
+    assert!(
+        err.contains("mine/sweep.json is not an nmpsim sweep's"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("mine/sweep.json")).unwrap(),
+        "{\"my\": \"settings\"}"
+    );
+    assert!(!d.join("mine/runs").exists());
     ok(
         d,
         &[

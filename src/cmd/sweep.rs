@@ -666,7 +666,23 @@ const LOCK: &str = "sweep.lock";
 /// `sweep.json`) while it holds something a sweep writes, or is a command's
 /// run directory: a sweep would write over it.
 fn check_sweep_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() || dir.join(SWEEP_INFO).is_file() {
+    let info = dir.join(SWEEP_INFO);
+    if info.is_file() {
+        // A sweep's own, not a file of that name that someone else wrote.
+        let ours = fs::read(&info)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<SweepInfo>(&b).ok())
+            .is_some();
+        if !ours {
+            bail!(
+                "{} is not an nmpsim sweep's (it does not hold a sweep's spec, command, plan hash, run count and shard), so {} is no sweep directory; name a new directory, or an earlier sweep's, for --out",
+                info.display(),
+                dir.display()
+            );
+        }
+        return Ok(());
+    }
+    if !dir.exists() {
         return Ok(());
     }
     if !dir.is_dir() {
