@@ -175,7 +175,18 @@ impl StagedFile {
         if path.is_dir() {
             return Err(fail(path, StageErrorKind::IsDirectory));
         }
-        let special = fs::metadata(path).is_ok_and(|m| !m.is_file());
+        let existing = fs::metadata(path).ok();
+        let special = existing.as_ref().is_some_and(|m| !m.is_file());
+        if existing.as_ref().is_some_and(|m| m.is_file()) {
+            // A file we may not write is not replaced either (renaming over
+            // it needs only the directory's permission): opened for writing,
+            // untouched, it says whether we may.
+            if let Err(e) = fs::OpenOptions::new().write(true).open(path) {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(fail(path, StageErrorKind::Create(e)));
+                }
+            }
+        }
         let (target, tmp) = if special {
             (path.to_path_buf(), None)
         } else {
@@ -195,6 +206,10 @@ impl StagedFile {
             .map_err(|e| fail(path, StageErrorKind::Create(e)))?;
         if let Some(tmp) = &tmp {
             live.push(tmp.clone());
+            // The file that replaces an existing one keeps its permissions.
+            if let Some(m) = &existing {
+                let _ = f.set_permissions(m.permissions());
+            }
         }
         drop(live);
         Ok(StagedFile {
@@ -404,5 +419,37 @@ mod tests {
         let e = StagedFile::create(&d, 16).err().expect("a directory");
         assert!(e.to_string().contains("is a directory"), "{e}");
         fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replaced_file_keeps_its_permissions_and_a_protected_one_stays() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("mode");
+        let p = d.join("private.bin");
+        fs::write(&p, b"old").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        let mut f = StagedFile::create(&p, 16).unwrap();
+        f.write_all(b"new").unwrap();
+        f.commit(false).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        // Write-protected: refused, unless this process may write it anyway
+        // (root), as a shell's `>` would.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
+        let privileged = fs::OpenOptions::new().write(true).open(&p).is_ok();
+        match StagedFile::create(&p, 16) {
+            Ok(f) => {
+                assert!(privileged);
+                drop(f);
+            }
+            Err(e) => {
+                assert!(!privileged);
+                assert!(e.to_string().contains("Permission denied"), "{e}");
+                assert_eq!(fs::read(&p).unwrap(), b"new");
+            }
+        }
+        assert_eq!(entries(&d), vec!["private.bin".to_string()]);
+        let _ = fs::remove_dir_all(&d);
     }
 }
