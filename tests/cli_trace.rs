@@ -713,3 +713,32 @@ fn a_pipe_without_a_writer_is_refused_not_waited_on() {
         assert!(err.contains("is not a regular file"), "{args:?}: {err}");
     }
 }
+
+/// `-o -` is no file: refused, not written as a file named `-`.
+#[test]
+fn a_dash_as_output_file_is_refused() {
+    let t = TempDir::new("dash-out");
+    for args in [
+        &[
+            "trace",
+            "gen",
+            "--profile",
+            "criteo-kaggle",
+            "--batches",
+            "1",
+            "--batch",
+            "8",
+            "-o",
+            "-",
+        ][..],
+        &["trace", "criteo-sample", "--samples", "4", "-o", "-"][..],
+    ] {
+        let o = nmpsim(&t.0, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("-o -: this command writes a file"),
+            "{args:?}"
+        );
+        assert!(!t.0.join("-").exists(), "{args:?}");
+    }
+}

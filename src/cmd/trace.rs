@@ -64,7 +64,17 @@ pub struct CriteoSampleArgs {
     seed: u64,
 }
 
+/// Refuses `-` as an output file: these commands write files (through a
+/// temporary renamed into place), not standard output.
+fn named_file(output: &Path, flag: &str) -> Result<()> {
+    if output == Path::new("-") {
+        anyhow::bail!("{flag} -: this command writes a file, not standard output; name a file");
+    }
+    Ok(())
+}
+
 fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
+    named_file(&a.output, "-o")?;
     if a.samples == 0 || a.rows == 0 {
         anyhow::bail!("--samples and --rows must be at least 1");
     }
@@ -289,6 +299,7 @@ fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
     let Some(out) = a.output else {
         bail!("give an output file with -o FILE")
     };
+    named_file(&out, "-o")?;
     let (name, spec) = a.spec.resolve()?;
     check_batch_fits(&spec, true)?;
     let meta = serde_json::to_string(&GenMeta {
@@ -472,6 +483,7 @@ fn write_stats_dir(dir: &Path, config: &serde_json::Value, stats: &TraceStats) -
 }
 
 fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
+    named_file(&a.output, "-o")?;
     rundir::refuse_same_file(&a.input, &a.output, "-o")?;
     let opts = CriteoOptions {
         max_ind_range: a.max_ind_range,
