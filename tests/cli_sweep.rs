@@ -1144,3 +1144,53 @@ fn a_grid_beyond_the_run_limit_is_refused_before_expanding() {
     }
     assert!(!t.0.join("o").exists());
 }
+
+/// The Slurm helper submits the array and the merge job (through a stand-in
+/// `sbatch`), every time: its dry-run check reads the whole plan rather than
+/// closing the pipe on nmpsim, which would end it with SIGPIPE.
+#[test]
+fn the_slurm_script_submits_its_jobs() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("slurm");
+    let d = &t.0;
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(&sbatch, "#!/bin/sh\necho 42\n").unwrap();
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/slurm/sweep-array.sh");
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs/nmp-native-100.toml");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for _ in 0..5 {
+        let o = std::process::Command::new("bash")
+            .current_dir(d)
+            .arg(&script)
+            .arg(&spec)
+            .arg("5")
+            .arg("out")
+            .env("PATH", &path)
+            .env("NMPSIM", env!("CARGO_BIN_EXE_nmpsim"))
+            .output()
+            .expect("run the script");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success()
+                && said.contains("submitted array job 42 (5 shards) and merge job 42"),
+            "{o:?}"
+        );
+    }
+    let o = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("--help")
+        .output()
+        .expect("run the script");
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("SBATCH_ARGS") && !help.contains("set -euo"),
+        "{help}"
+    );
+}

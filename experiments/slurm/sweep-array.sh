@@ -50,7 +50,7 @@ case "${1:-}" in
         exec "$NMPSIM" sweep merge "$out" "${dirs[@]}"
         ;;
     ""|-h|--help)
-        sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
 esac
@@ -63,8 +63,11 @@ out=${3:-$(default_out "$spec")}
 command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this on a Slurm login node"
 case "$shards" in ''|*[!0-9]*|0) die "SHARDS must be a positive integer, not '$shards'" ;; esac
 
-# Check the spec (and print its size) before queueing anything.
-"$NMPSIM" sweep "$spec" --dry-run --shard "1/$shards" --out "$out/shards/1" | head -n 1
+# Check the spec (and print its size) before queueing anything. (The whole
+# plan is read, then its first line printed: a pipe closed early would end
+# nmpsim with SIGPIPE, which pipefail turns into a failure.)
+plan=$("$NMPSIM" sweep "$spec" --dry-run --shard "1/$shards" --out "$out/shards/1")
+echo "${plan%%$'\n'*}"
 
 mkdir -p "$out/logs"
 self=$(realpath "$0")

@@ -433,7 +433,10 @@ mod tests {
         f.write_all(b"new").unwrap();
         f.commit(false).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new");
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         // Write-protected: refused, unless this process may write it anyway
         // (root), as a shell's `>` would.
         fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
