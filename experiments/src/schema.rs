@@ -58,11 +58,18 @@ impl CommandSchema {
             match cmd.find_subcommand(word) {
                 Some(c) => cmd = c,
                 None => {
-                    return Err(format!(
-                        "`{}` has no subcommand '{word}' (expected one of: {})",
-                        Self::spelled(root, &path[..i]),
-                        Self::subcommands(cmd)
-                    ));
+                    let subs = Self::subcommands(cmd);
+                    return Err(if subs.is_empty() {
+                        format!(
+                            "`{}` has no subcommands, and a spec's command takes no arguments: '{word}' is neither (a run's flags go in [base], [axes] and [[zip]])",
+                            Self::spelled(root, &path[..i])
+                        )
+                    } else {
+                        format!(
+                            "`{}` has no subcommand '{word}' (expected one of: {subs})",
+                            Self::spelled(root, &path[..i])
+                        )
+                    });
                 }
             }
         }
@@ -257,14 +264,23 @@ pub fn check_spec(spec: &Spec, schema: &CommandSchema) -> Result<(), SpecErrors>
                     }
                 } else {
                     let hint = schema
-                        .closest(&e.flag)
+                        .closest(e.flag.trim_start_matches('-'))
                         .map(|f| format!("did you mean '{f}'? "))
                         .unwrap_or_default();
-                    format!(
-                        "unknown key: `{}` has no flag --{} ({hint}its flags: {flags})",
-                        schema.display_name(),
-                        e.flag,
-                    )
+                    // (A key written as the flag, `--engine`, names it.)
+                    let named = e.flag.trim_start_matches('-');
+                    if named != e.flag && schema.flag(named).is_some() {
+                        format!(
+                            "unknown key: write it without the dashes, `{named}` (a key is the name of `{}`'s flag --{named})",
+                            schema.display_name()
+                        )
+                    } else {
+                        format!(
+                            "unknown key: `{}` has no flag --{} ({hint}its flags: {flags})",
+                            schema.display_name(),
+                            named,
+                        )
+                    }
                 };
                 err(e, e.line, message);
             }
@@ -597,5 +613,27 @@ mod tests {
             Spec::parse("command = \"bare\"\n[repeat]\nseeds = [1]\n", "t.toml").expect("shape ok");
         let e = check_spec(&spec, &s).expect_err("no seed");
         assert!(e.0[0].message.contains("no --seed"), "{e}");
+    }
+
+    #[test]
+    fn a_key_written_as_a_flag_and_arguments_after_a_command_are_explained() {
+        let e =
+            check("command = \"sim\"\n[base]\n\"--ranks\" = 2\n").expect_err("--ranks is no key");
+        let t = e.0[0].to_string();
+        assert!(t.contains("write it without the dashes, `ranks`"), "{t}");
+        let e = check("command = \"sim\"\n[base]\n\"--rnks\" = 2\n").expect_err("no such flag");
+        let t = e.0[0].to_string();
+        assert!(
+            t.contains("has no flag --rnks (did you mean 'ranks'?"),
+            "{t}"
+        );
+        let e = CommandSchema::resolve(&cli(), &["sim".to_string(), "extra".to_string()])
+            .expect_err("sim has no subcommands");
+        assert!(
+            e.contains(
+                "`tool sim` has no subcommands, and a spec's command takes no arguments: 'extra'"
+            ),
+            "{e}"
+        );
     }
 }

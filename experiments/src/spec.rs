@@ -289,13 +289,21 @@ impl Spec {
             Ok(d) => d,
             Err(e) => {
                 let line = e.span().map(|s| line_at(text, s.start));
+                // What the error points at (a duplicate key, say), when short.
+                let at = e
+                    .span()
+                    .and_then(|s| text.get(s))
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty() && t.len() <= 60 && !t.contains('\n'))
+                    .map(|t| format!(" (at `{t}`)"))
+                    .unwrap_or_default();
                 return (
                     None,
                     SpecErrors(vec![SpecError::new(
                         file,
                         line,
                         None,
-                        format!("not valid TOML: {}", e.message().trim()),
+                        format!("not valid TOML: {}{at}", e.message().trim()),
                     )]),
                 );
             }
@@ -381,6 +389,10 @@ impl Spec {
                     };
                     for t in tables {
                         let entries = cx.entries(t, "[[zip]]", true);
+                        if entries.is_empty() && !t.is_empty() {
+                            // Every key of the group had an error, said.
+                            continue;
+                        }
                         let zline = entries.first().map_or(line, |e| e.line);
                         spec.zips.push(Zip {
                             line: zline,
@@ -601,6 +613,30 @@ mod tests {
         Spec::parse(text, "t.toml")
             .expect_err("should be rejected")
             .0
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named() {
+        let e = errs("command = \"dram\"\n[base]\nengine = \"native\"\nengine = \"dramsim3\"\n");
+        let t = e[0].to_string();
+        assert!(t.contains("duplicate key") && t.contains("`engine`"), "{t}");
+        assert_eq!(e[0].line, Some(4), "{t}");
+    }
+
+    #[test]
+    fn a_zip_group_of_empty_lists_is_not_said_to_have_no_keys() {
+        let e = errs("command = \"dram\"\n[[zip]]\nwindow = []\nrequests = []\n");
+        let text: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+        assert_eq!(e.len(), 2, "{text:?}");
+        assert!(
+            text.iter().all(|t| t.contains("axis has no values")),
+            "{text:?}"
+        );
+        let e = errs("command = \"dram\"\n[[zip]]\n");
+        assert!(
+            e[0].to_string().contains("[[zip]] group with no keys"),
+            "{e:?}"
+        );
     }
 
     #[test]

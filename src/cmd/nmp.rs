@@ -90,7 +90,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0.01, value_parser = crate::cmd::f32_arg)]
     lr: f32,
     /// Number of NMP ranks (1 to 65536).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ranks: u32,
     /// DDR4 preset of each rank (see `nmpsim dram presets`).
     #[arg(long, default_value = "DDR4-3200-x8")]

@@ -1104,11 +1104,14 @@ fn dry_run(
             crate::cmd::plural(timed.len(), "finished run", "finished runs"),
             e / jobs.min(to_run.max(1)) as f64
         )?,
-        _ => outln!(
-            "estimated cost: unknown ({} to run; no finished runs to time yet: run a shard, e.g. --shard 1/{}, then --dry-run again)",
-            crate::cmd::plural(to_run, "run", "runs"),
-            selected.len().clamp(2, 10)
-        )?,
+        _ => {
+            let n = total.clamp(2, 10);
+            outln!(
+                "estimated cost: unknown ({} to run; no finished runs to time yet, runs whose input files changed since not counted: run a part of the sweep first, e.g. --shard 1/{n}, about {} of its {total} runs, then --dry-run again)",
+                crate::cmd::plural(to_run, "run", "runs"),
+                total.div_ceil(n)
+            )?
+        }
     }
     if selected.len() > CONFIRM_ABOVE_RUNS {
         outln!("more than {CONFIRM_ABOVE_RUNS} runs: starting it needs --yes")?;
