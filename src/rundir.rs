@@ -25,15 +25,14 @@ const RUNNING: &str = ".nmpsim-running";
 /// directory: removed when the new run succeeds, kept if it fails.
 pub const PREVIOUS_RUN: &str = "previous-run";
 /// In a [`PREVIOUS_RUN`] that nmpsim made: a folder of that name without it
-/// (and without an nmpsim `config.json`) is the user's, and is never removed.
+/// is the user's (even an nmpsim run directory of their own), and is never
+/// removed.
 const PREVIOUS_MARK: &str = ".nmpsim-previous-run";
 
-/// Whether `prev` is a [`PREVIOUS_RUN`] folder nmpsim set aside: it holds
-/// [`PREVIOUS_MARK`], or (as those of earlier versions) an nmpsim run's
-/// `config.json`.
+/// Whether `prev` is a [`PREVIOUS_RUN`] folder nmpsim set aside (it holds
+/// [`PREVIOUS_MARK`]).
 fn ours_previous(prev: &Path) -> bool {
-    prev.is_dir()
-        && (prev.join(PREVIOUS_MARK).is_file() || matches!(earlier_command(prev), Ok(Some(_))))
+    prev.is_dir() && prev.join(PREVIOUS_MARK).is_file()
 }
 
 /// An output directory for one run.
@@ -332,16 +331,18 @@ impl RunDir {
 /// Refuses an `--out` path that cannot be a run directory, naming why: a
 /// file, a link to nothing, or a path through a file.
 fn check_out_path(path: &Path) -> Result<()> {
-    if let Ok(m) = fs::symlink_metadata(path)
-        && m.file_type().is_symlink()
-        && !path.exists()
-    {
-        let to = fs::read_link(path).unwrap_or_default();
-        anyhow::bail!(
-            "{} is a link to {}, which does not exist; --out names the run's directory",
-            path.display(),
-            to.display()
-        );
+    for a in path.ancestors() {
+        if let Ok(m) = fs::symlink_metadata(a)
+            && m.file_type().is_symlink()
+            && !a.exists()
+        {
+            let to = fs::read_link(a).unwrap_or_default();
+            anyhow::bail!(
+                "{} is a link to {}, which does not exist; --out names the run's directory",
+                a.display(),
+                to.display()
+            );
+        }
     }
     if path.exists() && !path.is_dir() {
         anyhow::bail!(

@@ -1093,8 +1093,13 @@ pub fn write_chart_sized(
     let svg = with_suffix(stem, "svg");
     let png = with_suffix(stem, "png");
     if stem.is_dir() || stem.as_os_str().to_string_lossy().ends_with('/') {
+        let what = if stem.is_dir() {
+            "is a directory"
+        } else {
+            "ends in /, naming a directory"
+        };
         return Err(PlotError::Invalid(format!(
-            "{} is a directory; name the charts' file stem (the path without .svg/.png), e.g. {}",
+            "{} {what}; name the charts' file stem (the path without .svg/.png), e.g. {}",
             stem.display(),
             stem.join("chart").display()
         )));
