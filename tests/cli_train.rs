@@ -1533,3 +1533,66 @@ fn nmp_flags_of_a_cpu_mode_are_noted() {
     );
     assert!(!text(&o).contains("NMP pool, which"), "{}", text(&o));
 }
+
+/// A log line's loss and accuracy are means over its samples (a smaller last
+/// batch weighs less), as in the DLRM reference.
+#[test]
+fn log_lines_average_loss_over_samples() {
+    let t = TempDir::new("per-sample");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "trace",
+            "criteo-sample",
+            "-o",
+            "s.tsv",
+            "--samples",
+            "250",
+            "--rows",
+            "500",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // 250 samples, 100 held out: batches of 100 and 50.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "criteo-kaggle",
+            "--data",
+            "s.tsv",
+            "--max-ind-range",
+            "500",
+            "--batch",
+            "100",
+            "--iters",
+            "2",
+            "--test-batches",
+            "1",
+            "--print-freq",
+            "2",
+            "--out",
+            "run",
+        ],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    let csv = std::fs::read_to_string(t.0.join("run/iterations.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (mut loss, mut acc, mut n) = (0.0, 0.0, 0.0);
+    let mut sizes = Vec::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let b: f64 = f[col("batch_size")].parse().unwrap();
+        sizes.push(b);
+        loss += b * f[col("loss")].parse::<f64>().unwrap();
+        acc += b * f[col("accuracy")].parse::<f64>().unwrap();
+        n += b;
+    }
+    assert_eq!(sizes, [100.0, 50.0], "{csv}");
+    let want = format!("loss {:.4}, accuracy {:.3} %", loss / n, 100.0 * acc / n);
+    assert!(s.contains(&want), "{want} not in {s}");
+}

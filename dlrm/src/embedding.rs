@@ -1029,29 +1029,35 @@ impl SystemModes {
                 cast_ns,
                 cast_bytes,
             );
-            let (res, (source, ns), what) = if self.plan.coalesce == Place::Nmp {
-                (
-                    Resource::PoolLink,
-                    self.pool_link(out_bytes)?,
-                    "casted indices gpu to pool",
-                )
-            } else {
-                (
-                    Resource::HostLink,
-                    (Source::Modelled, gpu.host_transfer_ns(out_bytes)),
-                    "casted indices gpu to host",
-                )
-            };
-            ctx.timeline.push(
-                "transfer",
-                what,
-                Stage::ForwardEmbedding,
-                OVERLAP,
-                res,
-                source,
-                ns,
-                out_bytes,
-            );
+            // A measured casting already holds the copy of the casted arrays
+            // back to the host (and of the indices to the GPU): only a pool
+            // has them still to come.
+            let copied_back = measured_ns.is_some() && self.plan.coalesce != Place::Nmp;
+            if !copied_back {
+                let (res, (source, ns), what) = if self.plan.coalesce == Place::Nmp {
+                    (
+                        Resource::PoolLink,
+                        self.pool_link(out_bytes)?,
+                        "casted indices gpu to pool",
+                    )
+                } else {
+                    (
+                        Resource::HostLink,
+                        (Source::Modelled, gpu.host_transfer_ns(out_bytes)),
+                        "casted indices gpu to host",
+                    )
+                };
+                ctx.timeline.push(
+                    "transfer",
+                    what,
+                    Stage::ForwardEmbedding,
+                    OVERLAP,
+                    res,
+                    source,
+                    ns,
+                    out_bytes,
+                );
+            }
         }
         Ok(pooled)
     }

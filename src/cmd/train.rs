@@ -18,6 +18,7 @@ use nmpsim_dlrm::{
     PresetOverrides, Source, Stage, Status, SystemMode, TeacherData, TrainConfig, parse_arch,
     preset,
 };
+use nmpsim_experiments::results::csv_field;
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
 use nmpsim_traces::{BagSize, Batch, CriteoBatcher, CriteoOptions, CriteoReader};
@@ -369,6 +370,10 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
         );
     }
     let mut p = preset(&a.model, &o)?;
+    // The synthetic data's batch and seed are the run's (as `open_data`
+    // uses them), so config.json records what ran.
+    p.data.batch_size = a.batch;
+    p.data.seed = a.seed;
     if a.weighted && a.data.is_some() {
         bail!("--weighted applies to synthetic data; Criteo TSV has no per-sample weights");
     }
@@ -666,8 +671,10 @@ struct Recorder {
     timeline_csv: BufWriter<File>,
     eval_csv: BufWriter<File>,
     pb: indicatif::ProgressBar,
-    /// Since the last log line: loss, accuracy, wall ns, modelled ns, iterations.
-    window: (f64, f64, f64, f64, u64),
+    /// Since the last log line: loss and accuracy times samples, wall ns,
+    /// modelled ns, iterations, samples (loss and accuracy are averaged over
+    /// samples, as in the DLRM reference; times over iterations).
+    window: (f64, f64, f64, f64, u64, u64),
     epoch: u64,
     /// Iterations `0..warmup` go to `warm` instead of `agg` when there are more.
     warmup: u64,
@@ -702,19 +709,20 @@ impl Recorder {
     /// The log line of the iterations since the last one, `it` the last of
     /// them (1-based).
     fn log_window(&mut self, it: u64) -> Result<(), DlrmError> {
-        let (l, acc, ns, modelled, n) = self.window;
+        let (l, acc, ns, modelled, n, samples) = self.window;
         let n = n.max(1) as f64;
+        let per_sample = samples.max(1) as f64;
         let s = format!(
             "[{}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
             self.mode.as_str(),
             self.iters,
             self.epoch,
             ns / n / 1e6,
-            l / n,
-            100.0 * acc / n,
+            l / per_sample,
+            100.0 * acc / per_sample,
             modelled / n / 1e6
         );
-        self.window = (0.0, 0.0, 0.0, 0.0, 0);
+        self.window = (0.0, 0.0, 0.0, 0.0, 0, 0);
         self.line(&s)
     }
     fn line(&mut self, s: &str) -> Result<(), DlrmError> {
@@ -800,8 +808,9 @@ impl Observer for Recorder {
                 r.iteration,
                 e.stage.as_str(),
                 e.lane,
-                e.primitive,
-                e.detail,
+                csv_field(&e.primitive),
+                // (A detail may hold a comma: "gpu, with the index copies".)
+                csv_field(&e.detail),
                 e.resource.as_str(),
                 e.source.as_str(),
                 e.time_ns,
@@ -831,11 +840,12 @@ impl Observer for Recorder {
         }
         self.epoch = r.epoch;
         let w = &mut self.window;
-        w.0 += r.loss;
-        w.1 += r.accuracy;
+        w.0 += r.loss * r.batch_size as f64;
+        w.1 += r.accuracy * r.batch_size as f64;
         w.2 += r.wall_ns;
         w.3 += r.iteration_ns;
         w.4 += 1;
+        w.5 += r.batch_size;
         self.pb.inc(1);
         let it = r.iteration + 1;
         if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
@@ -1078,9 +1088,24 @@ fn sources_label(s: &[Source]) -> String {
 fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
+    // (The pool only where a mode runs on it.)
+    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
+        format!(
+            ", NMP {} x {} {} ({})",
+            r.nmp.ranks,
+            r.nmp.preset,
+            r.nmp.placement,
+            match r.nmp.fixed_bandwidth_gbps {
+                Some(b) => format!("fixed {b} GB/s, modelled"),
+                None => format!("{} simulated batch(es), then proxy", r.nmp.sim_batches),
+            }
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "model {} (batch {}, {} tables, dim {}), {}, NMP {} x {} {} ({})",
+        "model {} (batch {}, {} tables, dim {}), {}{pool}",
         r.preset.name,
         r.train.batch,
         r.train.model.table_rows.len(),
@@ -1092,13 +1117,6 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
             ),
             None => format!("GPU modelled as {}", r.gpu.name),
         },
-        r.nmp.ranks,
-        r.nmp.preset,
-        r.nmp.placement,
-        match r.nmp.fixed_bandwidth_gbps {
-            Some(b) => format!("fixed {b} GB/s, modelled"),
-            None => format!("{} simulated batch(es), then proxy", r.nmp.sim_batches),
-        }
     );
     // Fig. 12 style: modelled latency breakdown per primitive.
     let mut prims: Vec<String> = Vec::new();
@@ -1389,7 +1407,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             timeline_csv,
             eval_csv,
             pb: pb.clone(),
-            window: (0.0, 0.0, 0.0, 0.0, 0),
+            window: (0.0, 0.0, 0.0, 0.0, 0, 0),
             epoch: 0,
             warmup: a.warmup_iters,
             agg: ModeAgg::default(),
