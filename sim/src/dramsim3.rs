@@ -190,9 +190,19 @@ impl Dramsim3Engine {
                 what: format!("reported {cycles} cycles, {} were ticked", self.cycle),
             });
         }
+        // DRAMsim3's `read_latency`: reads by latency in cycles, every one.
+        let read_latency_cycles = ch.get("read_latency").and_then(Value::as_object).map(|m| {
+            let mut h: Vec<(u64, u64)> = m
+                .iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, u(v.as_f64()?))))
+                .collect();
+            h.sort_unstable();
+            h
+        });
         Ok(EngineReport {
             counts,
             engine_energy: Some(engine_energy),
+            read_latency_cycles,
         })
     }
 }

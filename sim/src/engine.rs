@@ -60,6 +60,12 @@ pub struct EngineReport {
     pub counts: CommandCounts,
     /// The engine's own energy figures, converted to pJ, where it has any.
     pub engine_energy: Option<Energy>,
+    /// The engine's own read latencies, (cycles, reads) in rising order,
+    /// where it keeps them (DRAMsim3). The runner's latency statistics use
+    /// them when they account for the same reads and cycles as the
+    /// completions: they do not depend on which request a completion that
+    /// names only an address was given to.
+    pub read_latency_cycles: Option<Vec<(u64, u64)>>,
 }
 
 /// A cycle-level DRAM model of one channel.

@@ -2311,6 +2311,7 @@ impl DramEngine for NativeEngine {
         Ok(EngineReport {
             counts: n,
             engine_energy: None,
+            read_latency_cycles: None,
         })
     }
 }

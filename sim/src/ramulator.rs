@@ -399,6 +399,7 @@ impl DramEngine for RamulatorEngine {
         Ok(EngineReport {
             counts,
             engine_energy: None,
+            read_latency_cycles: None,
         })
     }
 }

@@ -126,8 +126,29 @@ impl LatencyHist {
         self.counts.resize((i + 1).next_power_of_two(), 0);
     }
 
+    /// The distribution of `(latency, reads)` pairs.
+    fn from_counts(pairs: &[(u64, u64)]) -> Self {
+        let mut h = LatencyHist::default();
+        for &(c, n) in pairs {
+            let i = c as usize;
+            if i >= h.counts.len() {
+                h.grow(i);
+            }
+            h.counts[i] += n;
+        }
+        h
+    }
+
     fn n(&self) -> u64 {
         self.counts.iter().sum()
+    }
+
+    fn sum(&self) -> u128 {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| i as u128 * c as u128)
+            .sum()
     }
 
     fn max(&self) -> u64 {
@@ -338,7 +359,19 @@ where
     E: crate::DramEngine + ?Sized,
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
-    let (cycles, reads, writes, lat, report) = drive(kind, engine, config, source, opts, progress)?;
+    let (cycles, reads, writes, mut lat, report) =
+        drive(kind, engine, config, source, opts, progress)?;
+    if let Some(own) = report
+        .read_latency_cycles
+        .as_deref()
+        .map(LatencyHist::from_counts)
+    {
+        // The engine's own latencies, when they are the same reads over the
+        // same cycles (the mapping of completions to requests aside).
+        if own.n() == lat.n() && own.sum() == lat.sum() {
+            lat = own;
+        }
+    }
     if let Some(p) = progress {
         p(reads + writes);
     }

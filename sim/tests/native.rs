@@ -1228,6 +1228,30 @@ fn reads_of_one_address_get_dramsim3s_latencies() {
     }
 }
 
+/// Where DRAMsim3's address-only completions cannot tell two reads apart (a
+/// write of their line issued between the old read's READ and the young
+/// read's arrival), the latency statistics still are DRAMsim3's own: they
+/// come from its per-read latency histogram.
+#[test]
+fn dramsim3s_latency_statistics_are_its_own() {
+    let cfg = preset("DDR4-3200-x4");
+    let spec = StreamSpec {
+        write_fraction: 0.9,
+        seed: 691,
+        footprint_bytes: Some(1024),
+        ..StreamSpec::new(StreamKind::Random, 5000)
+    };
+    let ops: Vec<MemOp> = synthetic(&spec, cfg.capacity_bytes()).unwrap().collect();
+    let opts = RunOptions {
+        window: 8,
+        ..RunOptions::default()
+    };
+    let go = |kind| simulate(kind, &cfg, ops.iter().copied().map(Ok), &opts, None).unwrap();
+    let (d, n) = (go(EngineKind::Dramsim3), go(EngineKind::Native));
+    assert_eq!(d.read_latency_max_ns, Some(68.125));
+    assert_eq!(differing(&d, &n, true), Vec::<String>::new());
+}
+
 /// A read served from the write buffer overtakes older reads of its address;
 /// DRAMsim3 names only the address of what completes, and its latencies go to
 /// the right requests all the same (every read's latency equal to native's).
