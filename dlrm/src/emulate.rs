@@ -213,12 +213,16 @@ mod device {
             gbps: f64,
             latency_ns: f64,
         ) -> Result<Emulated, DlrmError> {
-            // As the modelled link: nothing to move costs nothing.
-            let target = if bytes == 0 {
-                0.0
-            } else {
-                throttle_target_ns(bytes, gbps) + latency_ns.max(0.0)
-            };
+            // As the modelled link: nothing to move costs nothing (and
+            // holds no stream: a hold of zero would still cost its launch).
+            if bytes == 0 {
+                return Ok(Emulated {
+                    raw_ns: 0.0,
+                    target_ns: 0.0,
+                    emulated_ns: 0.0,
+                });
+            }
+            let target = throttle_target_ns(bytes, gbps) + latency_ns.max(0.0);
             Ok(self.run(target, |_| Ok(()))?.1)
         }
 
