@@ -158,6 +158,18 @@ pub(crate) fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
             format!("last casted_dst + 1 = {unique}"),
         ));
     }
+    // The coalesced gradients' rows, as tensor casting gives them (and as
+    // every backend and the scatter take them): strictly ascending.
+    if let Some(i) = (1..c.unique_rows.len()).find(|&i| c.unique_rows[i] <= c.unique_rows[i - 1]) {
+        return Err(KernelError::invalid(
+            "casted.unique_rows",
+            format!(
+                "unique_rows[{i}] = {} after {}; expected strictly ascending",
+                c.unique_rows[i],
+                c.unique_rows[i - 1]
+            ),
+        ));
+    }
     Ok(segment_starts(&c.casted_dst))
 }
 

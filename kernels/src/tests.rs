@@ -254,6 +254,21 @@ fn papers_figure_8_example() {
 }
 
 #[test]
+fn casted_rows_out_of_order_are_refused_as_on_the_gpu() {
+    let batch = TableBatch::new(5, vec![0, 3, 5], vec![1, 2, 4, 0, 2], None).unwrap();
+    let (mut c, _) = tensor_cast(&batch, Pooling::Sum).unwrap();
+    c.unique_rows.swap(1, 2);
+    let e = casted_gather_reduce(&c, &[1.0, 10.0], 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("casted.unique_rows")
+            && e.contains("unique_rows[2] = 1 after 2; expected strictly ascending"),
+        "{e}"
+    );
+}
+
+#[test]
 fn scatter_is_lazy_untouched_rows_keep_weights_and_state() {
     let dim = 4;
     let table0 = EmbeddingTable::seeded(10, dim, 5).unwrap();
