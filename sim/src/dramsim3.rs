@@ -263,6 +263,10 @@ impl DramEngine for Dramsim3Engine {
     /// the reads sent at `c - 1` came from the write buffer only if a write
     /// of the address arrived after the older ones (had it come before,
     /// they would have come from the write buffer too), and that decides.
+    /// It is a guess: that write may have been issued in the meantime, and
+    /// then the two reads swap completion cycles. The run's latency
+    /// statistics do not depend on it: they come from DRAMsim3's own
+    /// per-read histogram (`EngineReport::read_latency_cycles`).
     fn tick(&mut self, done: &mut Vec<Completion>) {
         self.callbacks.clear();
         // SAFETY: `sys` is live; callbacks write into `self.callbacks` only.
