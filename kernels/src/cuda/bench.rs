@@ -286,7 +286,14 @@ pub fn bench_embedding(
     let dummy = backend.zeros::<f32>(1)?;
     backend.sync()?;
 
-    let copy_bytes = (1usize << 30).min(free / 4);
+    // (Sized from what is free now, with the tables in place: its two
+    // buffers must fit beside them.)
+    let (free_now, _) = backend
+        .gpu()
+        .ctx
+        .mem_get_info()
+        .map_err(driver_err("querying device memory"))?;
+    let copy_bytes = (1usize << 30).min(free_now / 4);
     let copy_gbps = backend.copy_bandwidth_gbps(copy_bytes)?;
 
     let gr_ms = time_median_ms(backend, 1, config.reps, || {
