@@ -150,7 +150,7 @@ impl RunDir {
                 PathBuf::from("runs").join(format!("{command}-{secs}-{}", std::process::id()))
             }
         };
-        check_out_path(&path)?;
+        check_out_path(&path, "the run's directory")?;
         let earlier = earlier_command(&path)?;
         let foreign = earlier.is_none() && path.is_dir();
         if let Some(earlier) = earlier {
@@ -330,7 +330,8 @@ impl RunDir {
 
 /// Refuses an `--out` path that cannot be a run directory, naming why: a
 /// file, a link to nothing, or a path through a file.
-fn check_out_path(path: &Path) -> Result<()> {
+/// `what` names what `--out` names (`the run's directory`).
+pub fn check_out_path(path: &Path, what: &str) -> Result<()> {
     for a in path.ancestors() {
         if let Ok(m) = fs::symlink_metadata(a)
             && m.file_type().is_symlink()
@@ -338,22 +339,19 @@ fn check_out_path(path: &Path) -> Result<()> {
         {
             let to = fs::read_link(a).unwrap_or_default();
             anyhow::bail!(
-                "{} is a link to {}, which does not exist; --out names the run's directory",
+                "{} is a link to {}, which does not exist; --out names {what}",
                 a.display(),
                 to.display()
             );
         }
     }
     if path.exists() && !path.is_dir() {
-        anyhow::bail!(
-            "{} is not a directory; --out names the run's directory",
-            path.display()
-        );
+        anyhow::bail!("{} is not a directory; --out names {what}", path.display());
     }
     for a in path.ancestors().skip(1) {
         if !a.as_os_str().is_empty() && a.exists() && !a.is_dir() {
             anyhow::bail!(
-                "{} is a file, so {} cannot be a directory; --out names the run's directory",
+                "{} is a file, so {} cannot be a directory; --out names {what}",
                 a.display(),
                 path.display()
             );

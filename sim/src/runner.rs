@@ -113,11 +113,17 @@ impl Default for LatencyHist {
 impl LatencyHist {
     #[inline]
     fn add(&mut self, c: u64) {
+        self.add_n(c, 1);
+    }
+
+    /// `n` samples of latency `c`.
+    #[inline]
+    fn add_n(&mut self, c: u64, n: u64) {
         let i = c as usize;
         if i >= self.counts.len() {
             self.grow(i);
         }
-        self.counts[i] += 1;
+        self.counts[i] += n;
     }
 
     #[cold]
@@ -130,11 +136,7 @@ impl LatencyHist {
     fn from_counts(pairs: &[(u64, u64)]) -> Self {
         let mut h = LatencyHist::default();
         for &(c, n) in pairs {
-            let i = c as usize;
-            if i >= h.counts.len() {
-                h.grow(i);
-            }
-            h.counts[i] += n;
+            h.add_n(c, n);
         }
         h
     }
@@ -160,13 +162,7 @@ impl LatencyHist {
         if n == 0 {
             return 0.0;
         }
-        let sum: u128 = self
-            .counts
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| i as u128 * c as u128)
-            .sum();
-        sum as f64 / n as f64
+        self.sum() as f64 / n as f64
     }
 
     /// Smallest latency with at least fraction `q` of samples at or below it.

@@ -80,14 +80,9 @@ const REPORT_TITLE: &str = "# Tensor Casting, reproduced by nmpsim";
 /// `REPORT.md` of ours. Reproductions write `REPORT.md`, an item
 /// directory each and `sweeps/` over what is there.
 fn check_out_dir(out: &Path) -> Result<()> {
-    if fs::symlink_metadata(out).is_err() {
-        return Ok(());
-    }
+    rundir::check_out_path(out, "the reproduction's directory")?;
     if !out.is_dir() {
-        bail!(
-            "{} is not a directory; --out names the reproduction's directory",
-            out.display()
-        );
+        return Ok(());
     }
     let empty = fs::read_dir(out)
         .with_context(|| format!("cannot read {}", out.display()))?
