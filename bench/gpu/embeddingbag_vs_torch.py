@@ -7,7 +7,8 @@ bags of L uniform random lookups per table) and times, with CUDA events,
 kernel time only, the median of --reps after a warm-up:
 
   * forward:  torch.nn.EmbeddingBag(mode='sum') on every table
-              (compare: nmpsim gather-reduce)
+              (compare: nmpsim gather-reduce, every table in one launch, and
+              a launch per table as torch does)
   * backward: out.backward(grad) with sparse=True (an uncoalesced sparse
               gradient: PyTorch's index-select of the output gradient), and the
               same followed by .coalesce() (compare: nmpsim casted
@@ -163,6 +164,8 @@ def main():
     if nm is not None:
         gr, cg = nm["gather_reduce"], nm["casted_gather_reduce"]
         out["ratio_forward"] = th["forward_ms"] / gr["median_ms"]
+        if "gather_reduce_per_table" in nm:
+            out["ratio_forward_per_table"] = th["forward_ms"] / nm["gather_reduce_per_table"]["median_ms"]
         out["ratio_backward_uncoalesced"] = th["backward_sparse_ms"] / cg["median_ms"]
         out["ratio_backward_coalesced"] = th["backward_sparse_coalesce_ms"] / cg["median_ms"]
     if a.json:
@@ -176,10 +179,15 @@ def main():
           f"{th['backward_sparse_gbps']:>10.1f}")
     print(f"{'torch backward, sparse + coalesce()':42} {th['backward_sparse_coalesce_ms']:>10.4f} {'':>10}")
     if nm is not None:
-        print(f"{'nmpsim gather-reduce':42} {gr['median_ms']:>10.4f} {gr['gbps']:>10.1f}")
+        print(f"{'nmpsim gather-reduce, one launch':42} {gr['median_ms']:>10.4f} {gr['gbps']:>10.1f}")
+        if "gather_reduce_per_table" in nm:
+            pt = nm["gather_reduce_per_table"]
+            print(f"{'nmpsim gather-reduce, a launch per table':42} {pt['median_ms']:>10.4f} {pt['gbps']:>10.1f}")
         print(f"{'nmpsim casted gather-reduce':42} {cg['median_ms']:>10.4f} {cg['gbps']:>10.1f}")
         print(f"device copy bandwidth (nmpsim): {nm['copy_gbps']:.1f} GB/s")
-        print(f"forward: torch / nmpsim = {out['ratio_forward']:.2f}")
+        print(f"forward: torch / nmpsim = {out['ratio_forward']:.2f}"
+              + (f" (a launch per table, as torch: {out['ratio_forward_per_table']:.2f})"
+                 if "ratio_forward_per_table" in out else ""))
         print(f"backward: torch uncoalesced / nmpsim casted = {out['ratio_backward_uncoalesced']:.2f}; "
               f"torch coalesced / nmpsim casted = {out['ratio_backward_coalesced']:.2f}")
 

@@ -1097,33 +1097,17 @@ impl SystemModes {
         // Indices go to the device before the timed region (in the system
         // they cross the pool link, which is emulated on its own); the
         // region holds the kernels alone; the pooled rows come back after.
-        let mut staged = batch
-            .tables
-            .iter()
-            .zip(&em.tables)
-            .enumerate()
-            .map(|(t, (tb, dt))| {
-                emu.backend()
-                    .stage_batch(dt, tb, pooling)
-                    .map_err(|err| DlrmError::from(err.in_table(t)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Every table's gather-reduce is one launch, as the pool runs one
+        // batch's lookups of every table together.
+        let tables: Vec<&nmpsim_kernels::cuda::DeviceTable> = em.tables.iter().collect();
+        let mut staged = emu
+            .backend()
+            .stage_tables(&tables, &batch.tables, pooling)?;
         let ((), e) = emu.run(target_ns, |b| {
-            for (t, (s, dt)) in staged.iter_mut().zip(&em.tables).enumerate() {
-                b.gather_reduce_staged(dt, s)
-                    .map_err(|err| DlrmError::from(err.in_table(t)))?;
-            }
+            b.gather_reduce_tables_staged(&tables, &mut staged)?;
             Ok(())
         })?;
-        let out = staged
-            .iter()
-            .enumerate()
-            .map(|(t, s)| {
-                emu.backend()
-                    .download_pooled(s)
-                    .map_err(|err| DlrmError::from(err.in_table(t)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let out = emu.backend().download_pooled_tables(&staged)?;
         host.add("gather-reduce gpu-raw", e.raw_ns);
         Ok(Some((out, e.emulated_ns)))
     }

@@ -3,7 +3,8 @@
 //
 // Kernels (every one `extern "C"`, names listed in `KERNEL_NAMES` of
 // kernels/src/cuda/backend.rs):
-//   gather-reduce          nmpsim_gather_reduce_{vec4,scalar}
+//   gather-reduce          nmpsim_gather_reduce_{vec4,scalar}, and for every table of a
+//                          batch in one launch nmpsim_gather_reduce_tables_{vec4,scalar}
 //   expand                 nmpsim_expand_{vec4,scalar}
 //   index helpers          nmpsim_bag_ids, nmpsim_iota
 //   exclusive / inclusive  nmpsim_scan_reduce, nmpsim_scan_blocks, nmpsim_scan_apply
@@ -134,12 +135,14 @@ __device__ __forceinline__ float vsumsq(float4 a) {
 
 #define GR_WARPS 4u
 
+// `block` of `blocks` (the grid, or the blocks given to one table in the
+// table-batched launch) strides over the bags.
 template <typename V>
 __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
                                    const u32 *__restrict__ indices,
                                    const u32 *__restrict__ offsets,
                                    const float *__restrict__ weights, u64 bags, int mode,
-                                   V *__restrict__ out) {
+                                   V *__restrict__ out, u64 block, u64 blocks) {
     __shared__ float4 gr_part[BLOCK];
     V *part = reinterpret_cast<V *>(gr_part);
     const u32 lane = threadIdx.x & 31u;
@@ -154,8 +157,7 @@ __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
     const u32 step = GR_WARPS * G;
     // The loop is uniform over the block: every thread reaches every
     // shuffle and barrier.
-    for (u64 first = (u64)blockIdx.x * per_block; first < bags;
-         first += (u64)gridDim.x * per_block) {
+    for (u64 first = block * per_block; first < bags; first += blocks * per_block) {
         const u64 bag = first + slot;
         const bool has = bag < bags;
         const u32 s = has ? offsets[bag] : 0u;
@@ -168,13 +170,13 @@ __device__ void gather_reduce_impl(const V *__restrict__ table, u64 dimv,
             if (valid) {
                 if (mode == POOL_WEIGHTED) {
 #pragma unroll 8
-                    for (u32 i = s + w * G + g; i < e; i += step) {
+                    for (u64 i = (u64)s + w * G + g; i < e; i += step) {
                         const u64 r = indices[i];
                         vaxpy(acc, weights[i], table[r * dimv + c]);
                     }
                 } else {
 #pragma unroll 8
-                    for (u32 i = s + w * G + g; i < e; i += step) {
+                    for (u64 i = (u64)s + w * G + g; i < e; i += step) {
                         const u64 r = indices[i];
                         vadd(acc, table[r * dimv + c]);
                     }
@@ -201,7 +203,8 @@ extern "C" __global__ void nmpsim_gather_reduce_vec4(const float4 *__restrict__ 
                                                      const u32 *__restrict__ offsets,
                                                      const float *__restrict__ weights, u64 bags,
                                                      int mode, float4 *__restrict__ out) {
-    gather_reduce_impl<float4>(table, dimv, indices, offsets, weights, bags, mode, out);
+    gather_reduce_impl<float4>(table, dimv, indices, offsets, weights, bags, mode, out, blockIdx.x,
+                               gridDim.x);
 }
 
 extern "C" __global__ void nmpsim_gather_reduce_scalar(const float *__restrict__ table, u64 dimv,
@@ -209,7 +212,42 @@ extern "C" __global__ void nmpsim_gather_reduce_scalar(const float *__restrict__
                                                        const u32 *__restrict__ offsets,
                                                        const float *__restrict__ weights, u64 bags,
                                                        int mode, float *__restrict__ out) {
-    gather_reduce_impl<float>(table, dimv, indices, offsets, weights, bags, mode, out);
+    gather_reduce_impl<float>(table, dimv, indices, offsets, weights, bags, mode, out, blockIdx.x,
+                              gridDim.x);
+}
+
+// Table-batched gather-reduce: one launch for every table of a batch (same
+// dimv and pooling), so that one table's bags need not fill the device and
+// no launch waits for the last blocks of the one before. `desc` holds
+// GR_DESC u64 per table: the table, indices, offsets, weights and output
+// pointers and the table's bag count. Blocks [t * per_table, (t + 1) *
+// per_table) work on table t; each table's result is the single-table
+// kernel's, bit for bit.
+#define GR_DESC 6u
+
+template <typename V>
+__device__ void gather_reduce_tables_impl(const u64 *__restrict__ desc, u64 tables,
+                                          u64 per_table, u64 dimv, int mode) {
+    const u64 t = blockIdx.x / per_table;
+    if (t >= tables) return;  // whole blocks: no barrier is skipped by part of one
+    const u64 *d = desc + t * GR_DESC;
+    gather_reduce_impl<V>(reinterpret_cast<const V *>(d[0]), dimv,
+                          reinterpret_cast<const u32 *>(d[1]),
+                          reinterpret_cast<const u32 *>(d[2]),
+                          reinterpret_cast<const float *>(d[3]), d[5], mode,
+                          reinterpret_cast<V *>(d[4]), blockIdx.x % per_table, per_table);
+}
+
+extern "C" __global__ void nmpsim_gather_reduce_tables_vec4(const u64 *__restrict__ desc,
+                                                            u64 tables, u64 per_table, u64 dimv,
+                                                            int mode) {
+    gather_reduce_tables_impl<float4>(desc, tables, per_table, dimv, mode);
+}
+
+extern "C" __global__ void nmpsim_gather_reduce_tables_scalar(const u64 *__restrict__ desc,
+                                                              u64 tables, u64 per_table, u64 dimv,
+                                                              int mode) {
+    gather_reduce_tables_impl<float>(desc, tables, per_table, dimv, mode);
 }
 
 // ---- index helpers -----------------------------------------------------------
@@ -223,7 +261,7 @@ extern "C" __global__ void nmpsim_bag_ids(const u32 *__restrict__ offsets, u64 b
     for (u64 b = warp; b < bags; b += nwarps) {
         const u32 s = offsets[b];
         const u32 e = offsets[b + 1];
-        for (u32 i = s + lane; i < e; i += 32u) dst[i] = (u32)b;
+        for (u64 i = (u64)s + lane; i < e; i += 32u) dst[i] = (u32)b;
     }
 }
 
@@ -602,7 +640,7 @@ __device__ void combine_long_impl(u64 dimv, const u32 *__restrict__ starts,
     const u32 j = threadIdx.x / L;
     const u32 l = threadIdx.x % L;
     const u32 count = *long_count;
-    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
+    for (u64 i = blockIdx.x; i < count; i += gridDim.x) {
         const u64 u = long_list[i];
         const u64 ka = starts[u] / SEG_CHUNK;
         const u64 m = (starts[u + 1] - 1) / SEG_CHUNK - ka;

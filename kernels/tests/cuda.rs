@@ -284,3 +284,115 @@ fn resident_tables_match_the_cpu() {
         }
     }
 }
+
+/// One launch for every table gives each table's pooled rows bit for bit as
+/// a launch of its own: every pooling, float4 and scalar rows, a table with
+/// no bags, bags of different counts; tables of mixed dims take a launch
+/// each; and tables other than the staged ones are refused.
+#[test]
+fn table_batched_gather_reduce_equals_a_launch_per_table() {
+    let Some(gpu) = backend() else { return };
+    for dim in [64usize, 3] {
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::WeightedSum] {
+            let mut inputs = Vec::new();
+            for (t, batch_size) in [300usize, 17, 2048].into_iter().enumerate() {
+                let config = CheckConfig {
+                    tables: 1,
+                    batch_size,
+                    bag_size: 9,
+                    rows: 20_000,
+                    dim,
+                    distribution: Distribution::Zipf {
+                        alpha: 1.05,
+                        scatter: true,
+                    },
+                    pooling,
+                    seed: 40 + t as u64,
+                };
+                inputs.push(check_inputs(&config).unwrap().remove(0));
+            }
+            // A table whose batch has no bags.
+            let mut empty = inputs[0].batch.clone();
+            empty.offsets = vec![0];
+            empty.indices.clear();
+            empty.weights = empty.weights.map(|_| Vec::new());
+            let mut tables: Vec<_> = inputs.iter().map(|i| i.table.clone()).collect();
+            let mut batches: Vec<_> = inputs.iter().map(|i| i.batch.clone()).collect();
+            tables.insert(1, inputs[0].table.clone());
+            batches.insert(1, empty);
+            let dts: Vec<_> = tables
+                .iter()
+                .map(|t| {
+                    let st = OptimizerState::new(&Optimizer::examples()[0], t.rows, t.dim).unwrap();
+                    gpu.upload_table(t, &st).unwrap()
+                })
+                .collect();
+            let refs: Vec<_> = dts.iter().collect();
+            let mut staged = gpu.stage_tables(&refs, &batches, pooling).unwrap();
+            assert!(staged.one_launch());
+            gpu.gather_reduce_tables_staged(&refs, &mut staged).unwrap();
+            let got = gpu.download_pooled_tables(&staged).unwrap();
+            assert_eq!(got.len(), 4);
+            for (t, (dt, b)) in dts.iter().zip(&batches).enumerate() {
+                let (want, _) = gpu.gather_reduce_resident(dt, b, pooling).unwrap();
+                assert_eq!(got[t].len(), b.batch_size() * dim, "table {t}");
+                assert!(
+                    got[t]
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "dim {dim}, {pooling:?}: table {t} differs from its own launch"
+                );
+            }
+            // The staged tables in another order are not the staged ones.
+            let swapped = vec![refs[2], refs[1], refs[0], refs[3]];
+            let err = gpu
+                .gather_reduce_tables_staged(&swapped, &mut staged)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("table 0"), "{err}");
+        }
+    }
+    // Mixed dims: one launch per table, the same rows.
+    let mk = |dim: usize, seed: u64| {
+        let config = CheckConfig {
+            tables: 1,
+            batch_size: 64,
+            bag_size: 5,
+            rows: 1_000,
+            dim,
+            distribution: Distribution::Uniform,
+            pooling: Pooling::Sum,
+            seed,
+        };
+        check_inputs(&config).unwrap().remove(0)
+    };
+    let inputs = [mk(8, 1), mk(5, 2)];
+    let dts: Vec<_> = inputs
+        .iter()
+        .map(|i| {
+            let st =
+                OptimizerState::new(&Optimizer::examples()[0], i.table.rows, i.table.dim).unwrap();
+            gpu.upload_table(&i.table, &st).unwrap()
+        })
+        .collect();
+    let refs: Vec<_> = dts.iter().collect();
+    let batches: Vec<_> = inputs.iter().map(|i| i.batch.clone()).collect();
+    let mut staged = gpu.stage_tables(&refs, &batches, Pooling::Sum).unwrap();
+    assert!(!staged.one_launch());
+    gpu.gather_reduce_tables_staged(&refs, &mut staged).unwrap();
+    let got = gpu.download_pooled_tables(&staged).unwrap();
+    for (t, (dt, b)) in dts.iter().zip(&batches).enumerate() {
+        let (want, _) = gpu.gather_reduce_resident(dt, b, Pooling::Sum).unwrap();
+        assert_eq!(got[t], want, "table {t}");
+    }
+    // A batch row past its table is refused, naming the table.
+    let mut bad = batches.clone();
+    bad[1].indices[0] = 5_000;
+    let err = gpu
+        .stage_tables(&refs, &bad, Pooling::Sum)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("table 1"), "{err}");
+}

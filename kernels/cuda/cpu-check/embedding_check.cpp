@@ -89,6 +89,26 @@ int main() {
             worst = std::max(worst, std::abs(acc - out[b * dim + c]));
         }
         CHECK(worst < 1e-4, "gather dim=%llu mode=%d err=%g", dim, mode, worst);
+        // The table-batched launch: this table, a table of no bags, and the
+        // same batch over a second table (other values, half the grid),
+        // each bit for bit the single-table kernel's result.
+        {
+            VF table2(rows * dim); for (auto &x : table2) x = (rng() % 1000) / 250.0f - 2;
+            VF ref2(bags * dim, -9);
+            if (vec4) launch(gridfor(bags * 32, 2), 256, [&] { nmpsim_gather_reduce_vec4((float4 *)table2.data(), dimv, idx.data(), off.data(), w.data(), bags, mode, (float4 *)ref2.data()); });
+            else launch(gridfor(bags * 32, 2), 256, [&] { nmpsim_gather_reduce_scalar(table2.data(), dimv, idx.data(), off.data(), w.data(), bags, mode, ref2.data()); });
+            VF o1(bags * dim, -7), o2(bags * dim, -7), o0(1, -7); VU off0{0};
+            std::vector<u64> desc{(u64)table.data(), (u64)idx.data(), (u64)off.data(), (u64)w.data(), (u64)o1.data(), bags,
+                                  (u64)table2.data(), (u64)idx.data(), (u64)off0.data(), (u64)w.data(), (u64)o0.data(), 0,
+                                  (u64)table2.data(), (u64)idx.data(), (u64)off.data(), (u64)w.data(), (u64)o2.data(), bags};
+            for (u64 per : {1ull, 2ull}) {
+                std::fill(o1.begin(), o1.end(), -7.0f); std::fill(o2.begin(), o2.end(), -7.0f);
+                if (vec4) launch(3 * per, 256, [&] { nmpsim_gather_reduce_tables_vec4(desc.data(), 3, per, dimv, mode); });
+                else launch(3 * per, 256, [&] { nmpsim_gather_reduce_tables_scalar(desc.data(), 3, per, dimv, mode); });
+                CHECK(std::memcmp(o1.data(), out.data(), o1.size() * 4) == 0 && std::memcmp(o2.data(), ref2.data(), o2.size() * 4) == 0
+                          && o0[0] == -7.0f, "gather tables dim=%llu mode=%d per_table=%llu", dim, mode, per);
+            }
+        }
         // expand
         u64 n = idx.size(); VU dst(n);
         launch(gridfor(bags * 32, 2), 256, [&] { nmpsim_bag_ids(off.data(), bags, dst.data()); });

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PushKernelArg, ValidAsZeroBits,
 };
 use nmpsim_traces::TableBatch;
 
@@ -42,6 +43,8 @@ use crate::traffic::{
 pub const KERNEL_NAMES: &[&str] = &[
     K_GATHER_VEC4,
     K_GATHER_SCALAR,
+    K_GATHER_TABLES_VEC4,
+    K_GATHER_TABLES_SCALAR,
     K_EXPAND_VEC4,
     K_EXPAND_SCALAR,
     K_BAG_IDS,
@@ -72,6 +75,8 @@ pub const KERNEL_NAMES: &[&str] = &[
 
 const K_GATHER_VEC4: &str = "nmpsim_gather_reduce_vec4";
 const K_GATHER_SCALAR: &str = "nmpsim_gather_reduce_scalar";
+const K_GATHER_TABLES_VEC4: &str = "nmpsim_gather_reduce_tables_vec4";
+const K_GATHER_TABLES_SCALAR: &str = "nmpsim_gather_reduce_tables_scalar";
 const K_EXPAND_VEC4: &str = "nmpsim_expand_vec4";
 const K_EXPAND_SCALAR: &str = "nmpsim_expand_scalar";
 const K_BAG_IDS: &str = "nmpsim_bag_ids";
@@ -112,6 +117,11 @@ const SEG_CHUNK: usize = 16;
 
 /// Warps per bag of the gather-reduce (`GR_WARPS` in the source).
 const GR_WARPS: u64 = 4;
+
+/// Values per table in the table-batched gather-reduce's descriptor array
+/// (`GR_DESC` in the source): the table, indices, offsets, weights and
+/// output pointers, then the bag count.
+const GR_DESC: usize = 6;
 
 /// Segments of more lookups than this are long (`SHORT_SEG` in the source).
 const SHORT_SEG: usize = 32;
@@ -718,6 +728,12 @@ pub struct DeviceTable {
     state: CudaSlice<f32>,
 }
 
+impl DeviceTable {
+    pub(crate) fn data(&self) -> &CudaSlice<f32> {
+        &self.data
+    }
+}
+
 impl std::fmt::Debug for DeviceTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceTable")
@@ -752,6 +768,23 @@ impl CudaBackend {
             state_per_row: state.values_per_row,
             data,
             state: st,
+        })
+    }
+
+    /// A device table (SGD, no optimizer state) over values already on the
+    /// device (`rows x dim`), for the bench.
+    pub(crate) fn device_table(
+        &self,
+        rows: u64,
+        dim: usize,
+        data: CudaSlice<f32>,
+    ) -> Result<DeviceTable, KernelError> {
+        Ok(DeviceTable {
+            rows,
+            dim,
+            state_per_row: 0,
+            data,
+            state: self.zeros::<f32>(1)?,
         })
     }
 
@@ -845,6 +878,28 @@ impl StagedBatch {
     /// The analytic traffic of the gather-reduce.
     pub fn traffic(&self) -> Traffic {
         self.traffic
+    }
+}
+
+/// Every table's batch on the device for one table-batched gather-reduce
+/// ([`CudaBackend::stage_tables`]).
+pub struct StagedTables {
+    batches: Vec<StagedBatch>,
+    /// The kernel's descriptors, `GR_DESC` per table; `None` when the
+    /// tables' dims differ (one launch per table then).
+    desc: Option<CudaSlice<u64>>,
+    desc_host: Vec<u64>,
+}
+
+impl StagedTables {
+    /// The analytic traffic of each table's gather-reduce.
+    pub fn traffic(&self) -> Vec<Traffic> {
+        self.batches.iter().map(|b| b.traffic).collect()
+    }
+
+    /// Whether the gather-reduce runs as one launch for every table.
+    pub fn one_launch(&self) -> bool {
+        self.desc.is_some()
     }
 }
 
@@ -965,6 +1020,158 @@ impl CudaBackend {
     /// The pooled rows of a staged batch (`bags x dim`), on the host.
     pub fn download_pooled(&self, s: &StagedBatch) -> Result<Vec<f32>, KernelError> {
         self.download(&s.out, s.bags * s.dim)
+    }
+
+    /// Copies every table's batch to the device for one table-batched
+    /// gather-reduce on `tables` (one batch per table). Errors name the
+    /// table.
+    pub fn stage_tables(
+        &self,
+        tables: &[&DeviceTable],
+        batches: &[TableBatch],
+        pooling: Pooling,
+    ) -> Result<StagedTables, KernelError> {
+        if tables.len() != batches.len() {
+            return Err(KernelError::shape(
+                "batches",
+                batches.len(),
+                format!("one per table ({})", tables.len()),
+            ));
+        }
+        let staged = tables
+            .iter()
+            .zip(batches)
+            .enumerate()
+            .map(|(t, (dt, b))| self.stage_batch(dt, b, pooling).map_err(|e| e.in_table(t)))
+            .collect::<Result<Vec<_>, _>>()?;
+        // One launch needs one row length; tables of mixed dims get one
+        // launch each.
+        let one_dim = staged.windows(2).all(|w| w[0].dim == w[1].dim);
+        let (desc, desc_host) = if one_dim && !staged.is_empty() {
+            let mut host = Vec::with_capacity(staged.len() * GR_DESC);
+            for (dt, s) in tables.iter().zip(&staged) {
+                host.extend(self.descriptor(dt, s));
+            }
+            (Some(self.upload(&host)?), host)
+        } else {
+            (None, Vec::new())
+        };
+        Ok(StagedTables {
+            batches: staged,
+            desc,
+            desc_host,
+        })
+    }
+
+    /// The kernel's descriptor of one table's staged batch (`GR_DESC`
+    /// values). The pointers are those of the device allocations, which do
+    /// not move while the slices live.
+    fn descriptor(&self, dt: &DeviceTable, s: &StagedBatch) -> [u64; GR_DESC] {
+        let st = &self.stream;
+        [
+            dt.data.device_ptr(st).0,
+            s.indices.device_ptr(st).0,
+            s.offsets.device_ptr(st).0,
+            s.weights.device_ptr(st).0,
+            s.out.device_ptr(st).0,
+            s.bags as u64,
+        ]
+    }
+
+    /// Enqueues the gather-reduce of every staged table in one launch (one
+    /// per table when their dims differ). `tables` must be those it was
+    /// staged for, in the same order. Each table's pooled rows equal
+    /// [`Self::gather_reduce_staged`]'s bit for bit.
+    pub fn gather_reduce_tables_staged(
+        &self,
+        tables: &[&DeviceTable],
+        s: &mut StagedTables,
+    ) -> Result<(), KernelError> {
+        if tables.len() != s.batches.len() {
+            return Err(KernelError::shape(
+                "tables",
+                tables.len(),
+                format!("the {} staged", s.batches.len()),
+            ));
+        }
+        for (t, (dt, b)) in tables.iter().zip(&s.batches).enumerate() {
+            if dt.rows != b.rows || dt.dim != b.dim {
+                return Err(KernelError::shape(
+                    "table",
+                    format!("{} x {}", dt.rows, dt.dim),
+                    format!("the staged batch's {} x {}", b.rows, b.dim),
+                )
+                .in_table(t));
+            }
+        }
+        let Some(desc) = &s.desc else {
+            for (t, (dt, b)) in tables.iter().zip(s.batches.iter_mut()).enumerate() {
+                self.gather_reduce_staged(dt, b)
+                    .map_err(|e| e.in_table(t))?;
+            }
+            return Ok(());
+        };
+        let first = &s.batches[0];
+        let (vec4, dimv) = vec_dim(first.dim);
+        let mode = pooling_mode(first.pooling);
+        let max_bags = s.batches.iter().map(|b| b.bags).max().unwrap_or(0) as u64;
+        if max_bags == 0 {
+            return Ok(());
+        }
+        let n = s.batches.len() as u64;
+        // Each table gets the blocks a launch of its own would have (the
+        // largest table's), fewer when that many tables would pass the grid
+        // cap; the kernels stride over any count.
+        let per_table =
+            u64::from(grid(max_bags * 32 * GR_WARPS).grid_dim.0).min((MAX_BLOCKS / n).max(1));
+        let blocks = u32::try_from(per_table * n).map_err(|_| {
+            KernelError::invalid("tables", format!("{n} tables are too many for one launch"))
+        })?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // The kernel reaches the buffers through `desc`: take each one as
+        // a launch argument would (waiting for writers on other streams,
+        // recording this launch's reads and writes), and check that the
+        // descriptors still name them.
+        let st = &self.stream;
+        let mut guards = Vec::with_capacity(s.batches.len() * (GR_DESC - 1));
+        for (t, (dt, b)) in tables.iter().zip(s.batches.iter_mut()).enumerate() {
+            let (table, g0) = dt.data.device_ptr(st);
+            let (indices, g1) = b.indices.device_ptr(st);
+            let (offsets, g2) = b.offsets.device_ptr(st);
+            let (weights, g3) = b.weights.device_ptr(st);
+            let (out, g4) = b.out.device_ptr_mut(st);
+            guards.extend([g0, g1, g2, g3, g4]);
+            let want = &s.desc_host[t * GR_DESC..(t + 1) * GR_DESC];
+            if [table, indices, offsets, weights, out] != want[..GR_DESC - 1] {
+                return Err(KernelError::invalid(
+                    "tables",
+                    "not the tables these batches were staged for",
+                )
+                .in_table(t));
+            }
+        }
+        let name = if vec4 {
+            K_GATHER_TABLES_VEC4
+        } else {
+            K_GATHER_TABLES_SCALAR
+        };
+        let result = launch!(self, name, cfg, desc, &n, &per_table, &dimv, &mode);
+        drop(guards);
+        result
+    }
+
+    /// The pooled rows of every staged table (`bags x dim` each), on the
+    /// host.
+    pub fn download_pooled_tables(&self, s: &StagedTables) -> Result<Vec<Vec<f32>>, KernelError> {
+        s.batches
+            .iter()
+            .enumerate()
+            .map(|(t, b)| self.download_pooled(b).map_err(|e| e.in_table(t)))
+            .collect()
     }
 
     /// Copies coalesced gradients to the device (rows strictly ascending).

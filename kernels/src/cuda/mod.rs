@@ -28,6 +28,7 @@ mod backend;
 pub mod bench;
 pub use backend::{
     CudaBackend, DeviceCoalesced, DeviceTable, KERNEL_NAMES, StagedBatch, StagedCasted,
+    StagedTables,
 };
 
 /// One CUDA C source of the project, embedded in the binary.
