@@ -783,38 +783,31 @@ impl EmbeddingStrategy for SystemModes {
 /// table, their bytes, and the GPU time it took.
 type CastJob<'a> = Box<dyn FnOnce() -> Result<(Vec<Casted>, u64, f64), DlrmError> + 'a>;
 
-/// Tensor casting of every table of `batch` on the GPU, timed with CUDA
-/// events on the backend's stream (index copies in and casted arrays out
-/// included).
+/// Tensor casting of every table of `batch` on the GPU, the device's time
+/// for its kernels measured with CUDA events (the copies of the indices in
+/// and of the casted arrays out are outside it: the timeline models them as
+/// link transfers).
 #[cfg(feature = "cuda")]
 fn gpu_cast_all(
     b: &nmpsim_kernels::cuda::CudaBackend,
     batch: &Batch,
     pooling: Pooling,
 ) -> Result<(Vec<Casted>, u64, f64), DlrmError> {
-    use nmpsim_kernels::check::Backend as _;
-    use nmpsim_kernels::cuda::cudarc::driver::sys::CUevent_flags;
-    use nmpsim_kernels::cuda::driver_err;
-    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let start = b
-        .stream()
-        .record_event(timing)
-        .map_err(driver_err("recording the start of casting"))?;
-    let mut out = Vec::with_capacity(batch.tables.len());
-    let mut bytes = 0u64;
-    for (t, tb) in batch.tables.iter().enumerate() {
-        let (c, tr) = b.tensor_cast(tb, pooling).map_err(|e| e.in_table(t))?;
-        bytes += tr.total_bytes();
-        out.push(c);
+    let (cast, timing) = b.tensor_cast_tables_timed(&batch.tables, pooling)?;
+    if !timing.held {
+        // Its time would hold the host's 2 s and more: no figure to report.
+        return Err(DlrmError::Config(
+            "the GPU casting's kernels were not all enqueued within the 2 s its stream \
+             is held for, so their time cannot be measured"
+                .into(),
+        ));
     }
-    let end = b
-        .stream()
-        .record_event(timing)
-        .map_err(driver_err("recording the end of casting"))?;
-    let ms = start
-        .elapsed_ms(&end)
-        .map_err(driver_err("timing casting"))?;
-    Ok((out, bytes, ms as f64 * 1e6))
+    let bytes = cast.iter().map(|(_, tr)| tr.total_bytes()).sum();
+    Ok((
+        cast.into_iter().map(|(c, _)| c).collect(),
+        bytes,
+        timing.device_ns,
+    ))
 }
 
 impl SystemModes {
@@ -975,7 +968,7 @@ impl SystemModes {
             self.casted.clear();
             let mut cast_bytes = 0u64;
             let (mut idx_bytes, mut out_bytes) = (0u64, 0u64);
-            // Measured on a real GPU (index copies included), or computed here
+            // Measured on a real GPU (the kernels alone), or computed here
             // and its GPU time modelled.
             let measured_ns = match cast_job {
                 Some(job) => {
@@ -1003,27 +996,27 @@ impl SystemModes {
                     + c.scale.as_ref().map_or(0, |s| 4 * s.len() as u64);
             }
             let gpu = &self.env.gpu;
-            let (cast_source, cast_ns, cast_detail) = match measured_ns {
-                Some(ns) => (Source::Measured, ns, "gpu, with the index copies"),
+            ctx.timeline.push(
+                "transfer",
+                "indices host to gpu",
+                Stage::ForwardEmbedding,
+                OVERLAP,
+                Resource::HostLink,
+                Source::Modelled,
+                gpu.host_transfer_ns(idx_bytes),
+                idx_bytes,
+            );
+            let (cast_source, cast_ns) = match measured_ns {
+                Some(ns) => (Source::Measured, ns),
                 None => {
-                    ctx.timeline.push(
-                        "transfer",
-                        "indices host to gpu",
-                        Stage::ForwardEmbedding,
-                        OVERLAP,
-                        Resource::HostLink,
-                        Source::Modelled,
-                        gpu.host_transfer_ns(idx_bytes),
-                        idx_bytes,
-                    );
                     // Sort-by-key, flag, scan: a handful of kernels, memory-bound.
                     let ns = gpu.stream_ns(cast_bytes as f64) + 6.0 * gpu.launch_us * 1e3;
-                    (Source::Modelled, ns, "gpu")
+                    (Source::Modelled, ns)
                 }
             };
             ctx.timeline.push(
                 "casting",
-                cast_detail,
+                "gpu",
                 Stage::ForwardEmbedding,
                 OVERLAP,
                 Resource::Gpu,
@@ -1031,35 +1024,29 @@ impl SystemModes {
                 cast_ns,
                 cast_bytes,
             );
-            // A measured casting already holds the copy of the casted arrays
-            // back to the host (and of the indices to the GPU): only a pool
-            // has them still to come.
-            let copied_back = measured_ns.is_some() && self.plan.coalesce != Place::Nmp;
-            if !copied_back {
-                let (res, (source, ns), what) = if self.plan.coalesce == Place::Nmp {
-                    (
-                        Resource::PoolLink,
-                        self.pool_link(out_bytes)?,
-                        "casted indices gpu to pool",
-                    )
-                } else {
-                    (
-                        Resource::HostLink,
-                        (Source::Modelled, gpu.host_transfer_ns(out_bytes)),
-                        "casted indices gpu to host",
-                    )
-                };
-                ctx.timeline.push(
-                    "transfer",
-                    what,
-                    Stage::ForwardEmbedding,
-                    OVERLAP,
-                    res,
-                    source,
-                    ns,
-                    out_bytes,
-                );
-            }
+            let (res, (source, ns), what) = if self.plan.coalesce == Place::Nmp {
+                (
+                    Resource::PoolLink,
+                    self.pool_link(out_bytes)?,
+                    "casted indices gpu to pool",
+                )
+            } else {
+                (
+                    Resource::HostLink,
+                    (Source::Modelled, gpu.host_transfer_ns(out_bytes)),
+                    "casted indices gpu to host",
+                )
+            };
+            ctx.timeline.push(
+                "transfer",
+                what,
+                Stage::ForwardEmbedding,
+                OVERLAP,
+                res,
+                source,
+                ns,
+                out_bytes,
+            );
         }
         Ok(pooled)
     }

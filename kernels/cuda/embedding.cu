@@ -17,6 +17,7 @@
 //                          nmpsim_segment_combine_long_* ({vec4,scalar})
 //   scatter + optimizer    nmpsim_scatter_update_{vec4,scalar}
 //   bench table fill       nmpsim_fill_uniform
+//   stream hold            nmpsim_hold
 //
 // Conventions: sizes are 64-bit (`u64`), row ids and lookup positions 32-bit
 // (the crate refuses batches of 2^32 or more lookups). Row offsets are always
@@ -249,6 +250,28 @@ extern "C" __global__ void nmpsim_gather_reduce_tables_scalar(const u64 *__restr
                                                               int mode) {
     gather_reduce_tables_impl<float>(desc, tables, per_table, dimv, mode);
 }
+
+// ---- stream hold ---------------------------------------------------------------
+//
+// One thread that keeps its stream busy until the host sets flag[0] (by a
+// copy on another stream) or `max_ns` nanoseconds of the device clock have
+// passed, then writes flag[1] = 1 (released by the host) or 2 (timed out).
+// Launched before a timed sequence, it holds the stream while the host
+// enqueues the sequence, which then runs back to back. (Not in the CPU
+// check: it needs the device's clock.)
+#ifdef __CUDACC_RTC__
+extern "C" __global__ void nmpsim_hold(volatile u32 *flag, u64 max_ns) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    u64 t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    u64 now = t0;
+    while (flag[0] == 0u && now - t0 < max_ns) {
+        __nanosleep(500u);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    }
+    flag[1] = flag[0] != 0u ? 1u : 2u;
+}
+#endif
 
 // ---- index helpers -----------------------------------------------------------
 

@@ -396,3 +396,70 @@ fn table_batched_gather_reduce_equals_a_launch_per_table() {
         .to_string();
     assert!(err.contains("table 1"), "{err}");
 }
+
+/// The timed casting of every table gives the CPU's casted arrays exactly,
+/// for every pooling and tables with and without lookups; its device time
+/// is positive, the stream is held until every kernel is enqueued, and bad
+/// input names its table.
+#[test]
+fn timed_casting_of_every_table_equals_the_cpu() {
+    let Some(gpu) = backend() else { return };
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::WeightedSum] {
+        let config = CheckConfig {
+            tables: 6,
+            batch_size: 2048,
+            bag_size: 20,
+            rows: 1_000_000,
+            dim: 16,
+            distribution: Distribution::Zipf {
+                alpha: 1.05,
+                scatter: true,
+            },
+            pooling,
+            seed: 77,
+        };
+        let mut batches: Vec<TableBatch> = check_inputs(&config)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.batch)
+            .collect();
+        // A table whose bags are all empty.
+        let bags = batches[2].batch_size();
+        batches[2].offsets = vec![0; bags + 1];
+        batches[2].indices.clear();
+        batches[2].weights = batches[2].weights.take().map(|_| Vec::new());
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let (got, timing) = gpu.tensor_cast_tables_timed(&batches, pooling).unwrap();
+            assert!(timing.device_ns > 0.0, "{timing:?}");
+            held.push(timing.held);
+            for (t, (b, (c, tr))) in batches.iter().zip(&got).enumerate() {
+                let (want, wt) = CpuBackend.tensor_cast(b, pooling).unwrap();
+                assert_eq!(c, &want, "{pooling:?}: table {t}");
+                assert_eq!(tr, &wt, "{pooling:?}: table {t}");
+            }
+        }
+        assert!(held.iter().all(|h| *h), "{pooling:?}: held {held:?}");
+    }
+    let config = CheckConfig {
+        tables: 2,
+        batch_size: 8,
+        bag_size: 3,
+        rows: 100,
+        dim: 4,
+        distribution: Distribution::Uniform,
+        pooling: Pooling::Sum,
+        seed: 1,
+    };
+    let mut batches: Vec<TableBatch> = check_inputs(&config)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.batch)
+        .collect();
+    batches[1].indices[0] = 100;
+    let err = gpu
+        .tensor_cast_tables_timed(&batches, Pooling::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("table 1"), "{err}");
+}

@@ -809,7 +809,7 @@ impl Observer for Recorder {
                 e.stage.as_str(),
                 e.lane,
                 csv_field(&e.primitive),
-                // (A detail may hold a comma: "gpu, with the index copies".)
+                // (A detail may hold a comma or a quote.)
                 csv_field(&e.detail),
                 e.resource.as_str(),
                 e.source.as_str(),

@@ -71,6 +71,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     K_COMBINE_LONG_VEC4,
     K_COMBINE_LONG_SCALAR,
     K_FILL_UNIFORM,
+    K_HOLD,
 ];
 
 const K_GATHER_VEC4: &str = "nmpsim_gather_reduce_vec4";
@@ -103,6 +104,7 @@ const K_CASTED_LONG_SCALAR: &str = "nmpsim_casted_long_pieces_scalar";
 const K_COMBINE_LONG_VEC4: &str = "nmpsim_segment_combine_long_vec4";
 const K_COMBINE_LONG_SCALAR: &str = "nmpsim_segment_combine_long_scalar";
 pub(crate) const K_FILL_UNIFORM: &str = "nmpsim_fill_uniform";
+const K_HOLD: &str = "nmpsim_hold";
 
 /// Threads per block of every launch (`BLOCK` in the CUDA source).
 const BLOCK: u32 = 256;
@@ -226,10 +228,53 @@ struct Segments {
     count: usize,
 }
 
+/// A casting enqueued on the device ([`CudaBackend::enqueue_cast`]).
+struct CastOnDevice {
+    casted_src: CudaSlice<u32>,
+    seg: CudaSlice<u32>,
+    /// Room for `n` runs; the first `count` hold them.
+    unique: CudaSlice<u32>,
+    /// The inclusive scan of the head flags: its last value is `count`.
+    inclusive: CudaSlice<u32>,
+    scale: Option<CudaSlice<f32>>,
+    n: usize,
+    bags: usize,
+    num_rows: u64,
+    scaled: bool,
+}
+
+/// What [`CudaBackend::tensor_cast_tables_timed`] holds its stream with.
+struct Hold {
+    side: Arc<CudaStream>,
+    flag: CudaSlice<u32>,
+    flag_ptr: cudarc::driver::sys::CUdeviceptr,
+    /// Poolings (by `pooling_mode`) whose casting kernels are loaded.
+    warmed: [bool; 3],
+}
+
+/// Longest a hold waits for the host (then it lets the stream go and the
+/// timing says it was not held).
+const HOLD_MAX_NS: u64 = 2_000_000_000;
+
+/// The device's time for a batch's casting kernels
+/// ([`CudaBackend::tensor_cast_tables_timed`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CastTiming {
+    /// Nanoseconds between the events around the kernels.
+    pub device_ns: f64,
+    /// Whether the stream was held until the host had enqueued every
+    /// kernel: then `device_ns` holds no host launch gap. (False only if
+    /// the host took over 2 s to enqueue.)
+    pub held: bool,
+}
+
 /// Every primitive of the crate as CUDA kernels on one device.
 pub struct CudaBackend {
     gpu: Arc<Gpu>,
     stream: Arc<CudaStream>,
+    /// For timed sequences: a second stream, and the two-word flag of the
+    /// hold kernel with its device address (made on first use).
+    hold: Mutex<Option<Hold>>,
     /// Kernels loaded so far (a launch then costs no module lookup).
     funcs: Mutex<HashMap<&'static str, CudaFunction>>,
 }
@@ -256,6 +301,7 @@ impl CudaBackend {
         CudaBackend {
             gpu,
             stream,
+            hold: Mutex::new(None),
             funcs: Mutex::new(HashMap::new()),
         }
     }
@@ -678,6 +724,272 @@ impl CudaBackend {
             std::mem::swap(&mut vals, &mut vals2);
         }
         Ok((keys, vals))
+    }
+
+    /// Enqueues Tensor Casting of `batch` (n > 0 lookups) whose indices,
+    /// offsets and (weighted pooling) weights are on the device: no copy, no
+    /// wait. The run count stays on the device until [`Self::finish_cast`].
+    fn enqueue_cast(
+        &self,
+        d_idx: CudaSlice<u32>,
+        d_off: &CudaSlice<u32>,
+        d_w: Option<&CudaSlice<f32>>,
+        batch: &TableBatch,
+        pooling: Pooling,
+    ) -> Result<CastOnDevice, KernelError> {
+        let n = batch.num_lookups();
+        let n64 = n as u64;
+        let bags = batch.batch_size();
+        let d_dst = self.bag_ids(d_off, bags, n)?;
+        let (sorted, casted_src, scale) = match d_w {
+            Some(d_w) => {
+                // Sort (src, position) so each lookup's weight can follow it.
+                let d_pos = self.iota(n)?;
+                let (sorted, pos) = self.sort_pairs(d_idx, d_pos, n, batch.num_rows)?;
+                let mut casted_src = self.zeros::<u32>(n)?;
+                let mut scale = self.zeros::<f32>(n)?;
+                launch!(
+                    self,
+                    K_CAST_PERMUTE,
+                    grid(n64),
+                    &pos,
+                    &d_dst,
+                    d_w,
+                    &n64,
+                    &mut casted_src,
+                    &mut scale
+                )?;
+                (sorted, casted_src, Some(scale))
+            }
+            None => {
+                let (sorted, casted_src) = self.sort_pairs(d_idx, d_dst, n, batch.num_rows)?;
+                let scale = if pooling == Pooling::Mean {
+                    let mut scale = self.zeros::<f32>(n)?;
+                    launch!(
+                        self,
+                        K_CAST_MEAN_SCALE,
+                        grid(n64),
+                        &casted_src,
+                        d_off,
+                        &n64,
+                        &mut scale
+                    )?;
+                    Some(scale)
+                } else {
+                    None
+                };
+                (sorted, casted_src, scale)
+            }
+        };
+        // The runs, sized for the most there can be (one per lookup), so
+        // that nothing waits for their count.
+        let mut flags = self.zeros::<u32>(n)?;
+        launch!(self, K_HEAD_FLAGS, grid(n64), &sorted, &n64, &mut flags)?;
+        let inclusive = self.zeros::<u32>(n)?;
+        self.scan(&flags, &inclusive, n, true)?;
+        let mut seg = self.zeros::<u32>(n)?;
+        let mut unique = self.zeros::<u32>(n)?;
+        let mut starts = self.zeros::<u32>(n + 1)?;
+        launch!(
+            self,
+            K_SEGMENTS,
+            grid(n64),
+            &sorted,
+            &flags,
+            &inclusive,
+            &n64,
+            &mut seg,
+            &mut unique,
+            &mut starts
+        )?;
+        Ok(CastOnDevice {
+            casted_src,
+            seg,
+            unique,
+            inclusive,
+            scale,
+            n,
+            bags,
+            num_rows: batch.num_rows,
+            scaled: pooling.scaled(),
+        })
+    }
+
+    /// Reads an enqueued casting back: the run count, then the casted
+    /// arrays.
+    fn finish_cast(&self, c: CastOnDevice) -> Result<(Casted, Traffic), KernelError> {
+        let n = c.n;
+        let last = self
+            .stream
+            .clone_dtoh(&c.inclusive.slice(n - 1..n))
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()?;
+        let count = last[0] as usize;
+        let casted = Casted {
+            casted_src: self.download(&c.casted_src, n)?,
+            casted_dst: self.download(&c.seg, n)?,
+            unique_rows: self.download(&c.unique, count)?,
+            scale: match &c.scale {
+                Some(s) => Some(self.download(s, n)?),
+                None => None,
+            },
+            num_bags: c.bags,
+        };
+        let traffic = tensor_cast_traffic(n, c.bags, count, c.num_rows, c.scaled);
+        Ok((casted, traffic))
+    }
+
+    /// Tensor Casting of every batch (one per table), with the device's
+    /// time for the casting kernels alone.
+    ///
+    /// The inputs are copied to the device first. Then a one-thread kernel
+    /// holds the stream while the host enqueues every table's kernels, so
+    /// that the device runs them back to back: the time between the events
+    /// around them is the device's work, without the host's launch gaps or
+    /// the copies. `held` says whether the hold outlasted the enqueueing
+    /// (if not, the time includes some host gaps; the next call holds
+    /// longer). Errors name the table.
+    pub fn tensor_cast_tables_timed(
+        &self,
+        batches: &[TableBatch],
+        pooling: Pooling,
+    ) -> Result<(Vec<(Casted, Traffic)>, CastTiming), KernelError> {
+        struct Input {
+            idx: CudaSlice<u32>,
+            off: CudaSlice<u32>,
+            w: Option<CudaSlice<f32>>,
+        }
+        let mut inputs = Vec::with_capacity(batches.len());
+        for (t, b) in batches.iter().enumerate() {
+            check_batch(b)
+                .and_then(|()| check_pooling(b, pooling))
+                .map_err(|e| e.in_table(t))?;
+            inputs.push(if b.num_lookups() == 0 {
+                None
+            } else {
+                Some(Input {
+                    idx: self.upload(&b.indices).map_err(|e| e.in_table(t))?,
+                    off: self.upload(&b.offsets).map_err(|e| e.in_table(t))?,
+                    w: match (pooling, b.weights.as_deref()) {
+                        (Pooling::WeightedSum, Some(w)) => {
+                            Some(self.upload(w).map_err(|e| e.in_table(t))?)
+                        }
+                        _ => None,
+                    },
+                })
+            });
+        }
+        let mut guard = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            let side = self
+                .gpu
+                .ctx
+                .new_stream()
+                .map_err(driver_err("creating a stream"))?;
+            let flag = self.zeros::<u32>(2)?;
+            let flag_ptr = flag.device_ptr(&self.stream).0;
+            *guard = Some(Hold {
+                side,
+                flag,
+                flag_ptr,
+                warmed: [false; 3],
+            });
+        }
+        let hold = guard.as_mut().expect("made above");
+        // The driver may load a kernel at its first launch, and loading can
+        // wait for the device to be idle, which the hold keeps it from: a
+        // small untimed casting first loads every kernel this pooling's
+        // casting launches.
+        let mode = pooling_mode(pooling) as usize;
+        if !hold.warmed[mode] {
+            let warm = TableBatch {
+                num_rows: 1 << 24,
+                offsets: vec![0, 2, 3],
+                indices: vec![5, 1, 5],
+                weights: (pooling == Pooling::WeightedSum).then(|| vec![0.5, 1.0, 2.0]),
+            };
+            <Self as Backend>::tensor_cast(self, &warm, pooling)?;
+            hold.warmed[mode] = true;
+        }
+        self.sync()?;
+        self.stream
+            .memset_zeros(&mut hold.flag)
+            .map_err(driver_err("clearing the hold flag"))?;
+        launch!(
+            self,
+            K_HOLD,
+            LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            &mut hold.flag,
+            &HOLD_MAX_NS
+        )?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self
+            .stream
+            .record_event(timing)
+            .map_err(driver_err("recording the start of casting"))?;
+        let mut enqueued = Vec::with_capacity(batches.len());
+        let mut failed = None;
+        for (t, (b, input)) in batches.iter().zip(inputs).enumerate() {
+            match input {
+                Some(i) => match self.enqueue_cast(i.idx, &i.off, i.w.as_ref(), b, pooling) {
+                    Ok(c) => enqueued.push(Some(c)),
+                    Err(e) => {
+                        failed = Some(e.in_table(t));
+                        break;
+                    }
+                },
+                None => enqueued.push(None),
+            }
+        }
+        let end = self
+            .stream
+            .record_event(timing)
+            .map_err(driver_err("recording the end of casting"));
+        // Release the hold from the other stream, whatever happened above
+        // (so that the stream never waits out the hold). The flag's address
+        // is used directly: the slice's own bookkeeping would make the copy
+        // wait for the hold kernel, which waits for the copy.
+        let one = [1u32];
+        // SAFETY: `flag_ptr` is the address of `hold.flag`, two u32 that live
+        // as long as `self`; the copy writes the first; `one` outlives it,
+        // as the stream is synchronised below before returning.
+        let released = unsafe {
+            cudarc::driver::result::memcpy_htod_async(hold.flag_ptr, &one, hold.side.cu_stream())
+        }
+        .map_err(driver_err("releasing the hold"));
+        let side_done = hold
+            .side
+            .synchronize()
+            .map_err(driver_err("releasing the hold"));
+        released?;
+        side_done?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let end = end?;
+        let held = self.download(&hold.flag, 2)?[1] == 1;
+        drop(guard);
+        let mut out = Vec::with_capacity(batches.len());
+        for (t, (b, c)) in batches.iter().zip(enqueued).enumerate() {
+            out.push(match c {
+                Some(c) => self.finish_cast(c).map_err(|e| e.in_table(t))?,
+                None => self.tensor_cast(b, pooling).map_err(|e| e.in_table(t))?,
+            });
+        }
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(driver_err("timing casting"))?;
+        Ok((
+            out,
+            CastTiming {
+                device_ns: f64::from(ms) * 1e6,
+                held,
+            },
+        ))
     }
 
     /// The runs of equal keys of the first `n > 0` values of `sorted`.
@@ -1486,63 +1798,14 @@ impl Backend for CudaBackend {
             };
             return Ok((empty, traffic(0)));
         }
-        let n64 = n as u64;
         let d_idx = self.upload(&batch.indices)?;
         let d_off = self.upload(&batch.offsets)?;
-        let d_dst = self.bag_ids(&d_off, bags, n)?;
-        let (sorted, casted_src, scale) = match (pooling, batch.weights.as_deref()) {
-            (Pooling::WeightedSum, Some(w)) => {
-                // Sort (src, position) so each lookup's weight can follow it.
-                let d_pos = self.iota(n)?;
-                let (sorted, pos) = self.sort_pairs(d_idx, d_pos, n, batch.num_rows)?;
-                let d_w = self.upload(w)?;
-                let mut casted_src = self.zeros::<u32>(n)?;
-                let mut scale = self.zeros::<f32>(n)?;
-                launch!(
-                    self,
-                    K_CAST_PERMUTE,
-                    grid(n64),
-                    &pos,
-                    &d_dst,
-                    &d_w,
-                    &n64,
-                    &mut casted_src,
-                    &mut scale
-                )?;
-                (sorted, casted_src, Some(scale))
-            }
-            _ => {
-                let (sorted, casted_src) = self.sort_pairs(d_idx, d_dst, n, batch.num_rows)?;
-                let scale = if pooling == Pooling::Mean {
-                    let mut scale = self.zeros::<f32>(n)?;
-                    launch!(
-                        self,
-                        K_CAST_MEAN_SCALE,
-                        grid(n64),
-                        &casted_src,
-                        &d_off,
-                        &n64,
-                        &mut scale
-                    )?;
-                    Some(scale)
-                } else {
-                    None
-                };
-                (sorted, casted_src, scale)
-            }
+        let d_w = match (pooling, batch.weights.as_deref()) {
+            (Pooling::WeightedSum, Some(w)) => Some(self.upload(w)?),
+            _ => None,
         };
-        let segs = self.segments(&sorted, n)?;
-        let casted = Casted {
-            casted_src: self.download(&casted_src, n)?,
-            casted_dst: self.download(&segs.seg, n)?,
-            unique_rows: self.download(&segs.unique, segs.count)?,
-            scale: match &scale {
-                Some(s) => Some(self.download(s, n)?),
-                None => None,
-            },
-            num_bags: bags,
-        };
-        Ok((casted, traffic(segs.count)))
+        let c = self.enqueue_cast(d_idx, &d_off, d_w.as_ref(), batch, pooling)?;
+        self.finish_cast(c)
     }
 
     fn casted_gather_reduce(

@@ -27,7 +27,7 @@ use crate::error::KernelError;
 mod backend;
 pub mod bench;
 pub use backend::{
-    CudaBackend, DeviceCoalesced, DeviceTable, KERNEL_NAMES, StagedBatch, StagedCasted,
+    CastTiming, CudaBackend, DeviceCoalesced, DeviceTable, KERNEL_NAMES, StagedBatch, StagedCasted,
     StagedTables,
 };
 
