@@ -253,23 +253,25 @@ extern "C" __global__ void nmpsim_gather_reduce_tables_scalar(const u64 *__restr
 
 // ---- stream hold ---------------------------------------------------------------
 //
-// One thread that keeps its stream busy until the host sets flag[0] (by a
-// copy on another stream) or `max_ns` nanoseconds of the device clock have
-// passed, then writes flag[1] = 1 (released by the host) or 2 (timed out).
+// One thread that keeps its stream busy until the host writes `gen` into
+// flag[0] (by a copy on another stream) or `max_ns` nanoseconds of the
+// device clock have passed, then writes flag[1] = gen (released by the
+// host) or 0 (timed out). Each hold has a new `gen`, so a release that lands
+// before the kernel starts still counts, and an old one never does.
 // Launched before a timed sequence, it holds the stream while the host
 // enqueues the sequence, which then runs back to back. (Not in the CPU
 // check: it needs the device's clock.)
 #ifdef __CUDACC_RTC__
-extern "C" __global__ void nmpsim_hold(volatile u32 *flag, u64 max_ns) {
+extern "C" __global__ void nmpsim_hold(volatile u32 *flag, u32 gen, u64 max_ns) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     u64 t0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     u64 now = t0;
-    while (flag[0] == 0u && now - t0 < max_ns) {
+    while (flag[0] != gen && now - t0 < max_ns) {
         __nanosleep(500u);
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     }
-    flag[1] = flag[0] != 0u ? 1u : 2u;
+    flag[1] = flag[0] == gen ? gen : 0u;
 }
 #endif
 

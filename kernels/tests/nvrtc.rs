@@ -42,11 +42,8 @@ fn every_backend_kernel_is_in_the_ptx() {
     let ptx = compile(src, CHECK_ARCH)
         .unwrap_or_else(|e| panic!("{e}"))
         .to_src();
-    let entries: Vec<&str> = ptx
-        .lines()
-        .filter_map(|l| l.split(".entry ").nth(1))
-        .map(|rest| rest.split(['(', ' ']).next().unwrap_or("").trim())
-        .collect();
+    // (The list every module load goes through to load each kernel.)
+    let entries = nmpsim_kernels::cuda::ptx_entries(&ptx);
     for name in KERNEL_NAMES {
         assert!(
             entries.contains(name),

@@ -248,12 +248,14 @@ struct Hold {
     side: Arc<CudaStream>,
     flag: CudaSlice<u32>,
     flag_ptr: cudarc::driver::sys::CUdeviceptr,
+    /// The last hold's number (the flag's value that releases it).
+    number: u32,
     /// Poolings (by `pooling_mode`) whose casting kernels are loaded.
     warmed: [bool; 3],
 }
 
-/// Longest a hold waits for the host (then it lets the stream go and the
-/// timing says it was not held).
+/// Longest a hold waits for the host (then it lets the stream go, and the
+/// timed call fails).
 const HOLD_MAX_NS: u64 = 2_000_000_000;
 
 /// The device's time for a batch's casting kernels
@@ -263,8 +265,10 @@ pub struct CastTiming {
     /// Nanoseconds between the events around the kernels.
     pub device_ns: f64,
     /// Whether the stream was held until the host had enqueued every
-    /// kernel: then `device_ns` holds no host launch gap. (False only if
-    /// the host took over 2 s to enqueue.)
+    /// kernel, so that `device_ns` holds no host launch gap. False on a
+    /// device without stream-ordered allocation, where freeing device
+    /// memory waits for the stream, so it cannot be held while the host
+    /// enqueues: `device_ns` then includes the host's launch gaps.
     pub held: bool,
 }
 
@@ -843,12 +847,13 @@ impl CudaBackend {
     /// time for the casting kernels alone.
     ///
     /// The inputs are copied to the device first. Then a one-thread kernel
-    /// holds the stream while the host enqueues every table's kernels, so
-    /// that the device runs them back to back: the time between the events
-    /// around them is the device's work, without the host's launch gaps or
-    /// the copies. `held` says whether the hold outlasted the enqueueing
-    /// (if not, the time includes some host gaps; the next call holds
-    /// longer). Errors name the table.
+    /// holds the stream while the host enqueues every table's kernels, and
+    /// the host releases it (a copy into its flag on a second stream) once
+    /// all are enqueued, so that the device runs them back to back: the
+    /// time between the events around them is the device's work, without
+    /// the host's launch gaps or the copies. If the hold gives up first
+    /// (after 2 s) the call fails. Without stream-ordered allocation there
+    /// is no hold (`held` false). Errors name the table.
     pub fn tensor_cast_tables_timed(
         &self,
         batches: &[TableBatch],
@@ -892,6 +897,7 @@ impl CudaBackend {
                 side,
                 flag,
                 flag_ptr,
+                number: 0,
                 warmed: [false; 3],
             });
         }
@@ -912,28 +918,37 @@ impl CudaBackend {
             hold.warmed[mode] = true;
         }
         self.sync()?;
-        self.stream
-            .memset_zeros(&mut hold.flag)
-            .map_err(driver_err("clearing the hold flag"))?;
-        launch!(
-            self,
-            K_HOLD,
-            LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (1, 1, 1),
-                shared_mem_bytes: 0,
-            },
-            &mut hold.flag,
-            &HOLD_MAX_NS
-        )?;
+        // Freeing device memory (the casting's temporaries) waits for the
+        // stream where allocation is not stream-ordered: no hold there.
+        let holding = self.gpu.ctx.has_async_alloc();
+        if holding {
+            hold.number = hold.number.wrapping_add(1).max(1);
+            launch!(
+                self,
+                K_HOLD,
+                LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                &mut hold.flag,
+                &hold.number,
+                &HOLD_MAX_NS
+            )?;
+        }
+        // From here to the release nothing returns early: the stream would
+        // wait out the hold.
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = self
             .stream
             .record_event(timing)
-            .map_err(driver_err("recording the start of casting"))?;
+            .map_err(driver_err("recording the start of casting"));
         let mut enqueued = Vec::with_capacity(batches.len());
         let mut failed = None;
         for (t, (b, input)) in batches.iter().zip(inputs).enumerate() {
+            if start.is_err() {
+                break;
+            }
             match input {
                 Some(i) => match self.enqueue_cast(i.idx, &i.off, i.w.as_ref(), b, pooling) {
                     Ok(c) => enqueued.push(Some(c)),
@@ -953,25 +968,42 @@ impl CudaBackend {
         // (so that the stream never waits out the hold). The flag's address
         // is used directly: the slice's own bookkeeping would make the copy
         // wait for the hold kernel, which waits for the copy.
-        let one = [1u32];
+        let number = [hold.number];
         // SAFETY: `flag_ptr` is the address of `hold.flag`, two u32 that live
-        // as long as `self`; the copy writes the first; `one` outlives it,
-        // as the stream is synchronised below before returning.
-        let released = unsafe {
-            cudarc::driver::result::memcpy_htod_async(hold.flag_ptr, &one, hold.side.cu_stream())
-        }
-        .map_err(driver_err("releasing the hold"));
+        // as long as `self`; the copy writes the first; `number` outlives it,
+        // as the side stream is synchronised below before returning.
+        let released = if holding {
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    hold.flag_ptr,
+                    &number,
+                    hold.side.cu_stream(),
+                )
+            }
+            .map_err(driver_err("releasing the hold"))
+        } else {
+            Ok(())
+        };
         let side_done = hold
             .side
             .synchronize()
             .map_err(driver_err("releasing the hold"));
         released?;
         side_done?;
+        let start = start?;
         if let Some(e) = failed {
             return Err(e);
         }
         let end = end?;
-        let held = self.download(&hold.flag, 2)?[1] == 1;
+        if holding && self.download(&hold.flag, 2)?[1] != hold.number {
+            return Err(KernelError::Cuda {
+                what: format!(
+                    "timing the casting: the host took over {} s to enqueue its kernels",
+                    HOLD_MAX_NS / 1_000_000_000
+                ),
+            });
+        }
+        let held = holding;
         drop(guard);
         let mut out = Vec::with_capacity(batches.len());
         for (t, (b, c)) in batches.iter().zip(enqueued).enumerate() {

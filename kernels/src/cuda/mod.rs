@@ -179,6 +179,16 @@ impl ParamKind {
     }
 }
 
+/// The names of every kernel (`.entry`) of `ptx`.
+pub fn ptx_entries(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|l| l.split(".entry ").nth(1))
+        .filter_map(|rest| rest.split(['(', ' ']).next())
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
 /// The parameters of kernel `kernel` in `ptx`, or `None` if it has no entry.
 pub fn ptx_params(ptx: &str, kernel: &str) -> Option<Vec<ParamKind>> {
     let head = format!(".entry {kernel}(");
@@ -355,6 +365,19 @@ impl Gpu {
             .ctx
             .load_module(ptx)
             .map_err(driver_err(&format!("loading the module of {}", src.name)))?;
+        // Load every kernel now. With the driver's lazy loading a kernel is
+        // otherwise loaded at its first launch, which can wait for the
+        // device to go idle: a first launch from one thread while another
+        // thread's stream is held (the timed casting) would stall. Querying
+        // an attribute loads the kernel.
+        for name in ptx_entries(&text) {
+            m.load_function(name)
+                .and_then(|f| f.num_regs())
+                .map_err(driver_err(&format!(
+                    "loading kernel `{name}` of {}",
+                    src.name
+                )))?;
+        }
         modules.insert(src.name, (m.clone(), text.clone()));
         Ok((m, text))
     }
