@@ -228,14 +228,23 @@ struct Segments {
     count: usize,
 }
 
+/// Runs of equal keys of a sorted device array, before their count is read
+/// ([`CudaBackend::runs`]).
+struct Runs {
+    /// Run number of every element.
+    seg: CudaSlice<u32>,
+    /// Key of every run (room for one per element).
+    unique: CudaSlice<u32>,
+    /// First element of every run, then `n`.
+    starts: CudaSlice<u32>,
+    /// The inclusive scan of the head flags: its last value is the count.
+    inclusive: CudaSlice<u32>,
+}
+
 /// A casting enqueued on the device ([`CudaBackend::enqueue_cast`]).
 struct CastOnDevice {
     casted_src: CudaSlice<u32>,
-    seg: CudaSlice<u32>,
-    /// Room for `n` runs; the first `count` hold them.
-    unique: CudaSlice<u32>,
-    /// The inclusive scan of the head flags: its last value is `count`.
-    inclusive: CudaSlice<u32>,
+    runs: Runs,
     scale: Option<CudaSlice<f32>>,
     n: usize,
     bags: usize,
@@ -785,32 +794,11 @@ impl CudaBackend {
                 (sorted, casted_src, scale)
             }
         };
-        // The runs, sized for the most there can be (one per lookup), so
-        // that nothing waits for their count.
-        let mut flags = self.zeros::<u32>(n)?;
-        launch!(self, K_HEAD_FLAGS, grid(n64), &sorted, &n64, &mut flags)?;
-        let inclusive = self.zeros::<u32>(n)?;
-        self.scan(&flags, &inclusive, n, true)?;
-        let mut seg = self.zeros::<u32>(n)?;
-        let mut unique = self.zeros::<u32>(n)?;
-        let mut starts = self.zeros::<u32>(n + 1)?;
-        launch!(
-            self,
-            K_SEGMENTS,
-            grid(n64),
-            &sorted,
-            &flags,
-            &inclusive,
-            &n64,
-            &mut seg,
-            &mut unique,
-            &mut starts
-        )?;
+        // (Room for a run per lookup, so that nothing waits for the count.)
+        let runs = self.runs(&sorted, n)?;
         Ok(CastOnDevice {
             casted_src,
-            seg,
-            unique,
-            inclusive,
+            runs,
             scale,
             n,
             bags,
@@ -823,16 +811,11 @@ impl CudaBackend {
     /// arrays.
     fn finish_cast(&self, c: CastOnDevice) -> Result<(Casted, Traffic), KernelError> {
         let n = c.n;
-        let last = self
-            .stream
-            .clone_dtoh(&c.inclusive.slice(n - 1..n))
-            .map_err(driver_err("copying from the device"))?;
-        self.sync()?;
-        let count = last[0] as usize;
+        let count = self.run_count(&c.runs, n)?;
         let casted = Casted {
             casted_src: self.download(&c.casted_src, n)?,
-            casted_dst: self.download(&c.seg, n)?,
-            unique_rows: self.download(&c.unique, count)?,
+            casted_dst: self.download(&c.runs.seg, n)?,
+            unique_rows: self.download(&c.runs.unique, count)?,
             scale: match &c.scale {
                 Some(s) => Some(self.download(s, n)?),
                 None => None,
@@ -1024,22 +1007,18 @@ impl CudaBackend {
         ))
     }
 
-    /// The runs of equal keys of the first `n > 0` values of `sorted`.
-    fn segments(&self, sorted: &CudaSlice<u32>, n: usize) -> Result<Segments, KernelError> {
+    /// The runs of equal keys of the first `n > 0` values of `sorted`,
+    /// enqueued with no wait: room for `n` runs, of which the first
+    /// [`Self::run_count`] are filled.
+    fn runs(&self, sorted: &CudaSlice<u32>, n: usize) -> Result<Runs, KernelError> {
         let n64 = n as u64;
         let mut flags = self.zeros::<u32>(n)?;
         launch!(self, K_HEAD_FLAGS, grid(n64), sorted, &n64, &mut flags)?;
         let inclusive = self.zeros::<u32>(n)?;
         self.scan(&flags, &inclusive, n, true)?;
-        let last = self
-            .stream
-            .clone_dtoh(&inclusive.slice(n - 1..n))
-            .map_err(driver_err("copying from the device"))?;
-        self.sync()?;
-        let count = last[0] as usize;
         let mut seg = self.zeros::<u32>(n)?;
-        let mut unique = self.zeros::<u32>(count)?;
-        let mut starts = self.zeros::<u32>(count + 1)?;
+        let mut unique = self.zeros::<u32>(n)?;
+        let mut starts = self.zeros::<u32>(n + 1)?;
         launch!(
             self,
             K_SEGMENTS,
@@ -1052,10 +1031,33 @@ impl CudaBackend {
             &mut unique,
             &mut starts
         )?;
-        Ok(Segments {
+        Ok(Runs {
             seg,
             unique,
             starts,
+            inclusive,
+        })
+    }
+
+    /// How many runs [`Self::runs`] found in its `n` values (waits for it).
+    fn run_count(&self, runs: &Runs, n: usize) -> Result<usize, KernelError> {
+        let last = self
+            .stream
+            .clone_dtoh(&runs.inclusive.slice(n - 1..n))
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()?;
+        Ok(last[0] as usize)
+    }
+
+    /// The runs of equal keys of the first `n > 0` values of `sorted`, and
+    /// their count.
+    fn segments(&self, sorted: &CudaSlice<u32>, n: usize) -> Result<Segments, KernelError> {
+        let runs = self.runs(sorted, n)?;
+        let count = self.run_count(&runs, n)?;
+        Ok(Segments {
+            seg: runs.seg,
+            unique: runs.unique,
+            starts: runs.starts,
             count,
         })
     }
