@@ -25,6 +25,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim dram --engine dramsim3 --preset DDR4-3200-x8 --stream random --requests 100000
   nmpsim dram --engine both --preset DDR4-2400-x8 --stream sequential --requests 200000
   nmpsim dram --engine ramulator --stream strided:4096 --write-fraction 0.3 --json
+  printf '0x0 R\\n0x40 W\\n0x1000 R\\n' > addrs.txt     # an address trace of your own (see --trace)
   nmpsim dram --trace addrs.txt --preset DDR4-2400-x16-2R --out runs/my-trace
   nmpsim dram --embedding-trace kaggle.nmpt --dim 16 --phase both
   nmpsim dram --engine native,ramulator --preset DDR4-3200-x8-2R --write-fraction 0.3 --check-timing

@@ -10,6 +10,8 @@ use clap::Args;
 use nmpsim_experiments::plot::{CsvChart, CsvChartOptions, read_csv_chart, write_chart_sized};
 
 const EXAMPLES: &str = "Examples:
+  # (what `nmpsim sweep experiments/specs/nmp-ranks.toml` and `nmpsim sweep
+  #  experiments/specs/dram-ddr4-speed.toml` write, then a results.csv of your own)
   nmpsim plot runs/sweep-nmp-ranks/results.csv --x ranks --y phases.0.report.effective_bandwidth_gbps --log-x
   nmpsim plot runs/sweep-dram-ddr4-speed/results.csv --x preset --y runs.0.bandwidth_gbps --group stream --group seed
   nmpsim plot results.csv --x batch --y sim_gbps --group engine --log-y --title 'Bandwidth' --out figs/bw

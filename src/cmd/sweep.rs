@@ -26,11 +26,12 @@ use serde::Serialize;
 use crate::rundir::{self, write_atomic};
 
 const EXAMPLES: &str = "Examples:
+  # (from the top of the source tree, which holds experiments/specs/)
   nmpsim sweep experiments/specs/dram-ddr4-speed.toml --dry-run
   nmpsim sweep experiments/specs/dram-ddr4-speed.toml            # writes runs/sweep-dram-ddr4-speed/
   nmpsim sweep experiments/specs/nmp-ranks.toml --jobs 1 --out runs/ranks   # --jobs 1: clean timings
-  nmpsim sweep big.toml --yes --shard 2/8 --out runs/big/shard-2
-  nmpsim sweep merge runs/big runs/big/shard-*
+  nmpsim sweep big.toml --yes --shard 2/8 --out runs/big/shard-2   # big.toml: a spec of yours
+  nmpsim sweep merge runs/big runs/big/shard-*                     # once shards 1 to 8 have run
   nmpsim sweep experiments/specs/nmp-ranks.toml --plot-x ranks \
       --plot-y phases.0.report.effective_bandwidth_gbps --plot-log-x   # + SVG/PNG beside results.csv
 
@@ -57,7 +58,7 @@ pub struct SweepCommand {
 enum SweepSub {
     /// Join shard directories of one sweep into OUT, with the results.csv an unsharded run gives.
     #[command(
-        after_help = "Examples:\n  nmpsim sweep merge runs/big runs/big/shard-1 runs/big/shard-2 runs/big/shard-3\n  nmpsim sweep merge runs/big runs/big/shard-*      # exit 1 if runs are missing"
+        after_help = "Examples:\n  # (after `nmpsim sweep SPEC --shard K/N --out runs/big/shard-K` for each K)\n  nmpsim sweep merge runs/big runs/big/shard-1 runs/big/shard-2 runs/big/shard-3\n  nmpsim sweep merge runs/big runs/big/shard-*      # exit 1 if runs are missing"
     )]
     Merge(MergeArgs),
 }

@@ -34,12 +34,16 @@ pub enum TraceCommand {
     Stats(StatsArgs),
     /// Convert Criteo TSV (label, 13 integer, 26 hex categorical fields) to a binary trace.
     #[command(after_help = "Examples:\n  \
+        nmpsim trace criteo-sample -o sample.tsv --samples 4096      # a small stand-in file\n  \
+        nmpsim trace convert sample.tsv -o sample.nmpt --batch 512\n  \
         nmpsim trace convert train.txt -o kaggle-train.nmpt --batch 2048 --max-ind-range 10000000\n  \
-        nmpsim trace convert day_0 -o day0.nmpt --max-ind-range 10000000")]
+        nmpsim trace convert day_0 -o day0.nmpt --max-ind-range 10000000\n\n\
+        train.txt and day_0 are Criteo's own downloads (Kaggle Display Advertising, and\n\
+        the Terabyte click logs), which nmpsim does not ship.")]
     Convert(ConvertArgs),
     /// Export a trace as CSV (batch,table,bag,position,row,weight), for inspection.
     #[command(
-        after_help = "Examples:\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -"
+        after_help = "Examples:\n  nmpsim trace gen --tables 2 --rows 1000 --bag 4 --batch 8 --batches 2 -o small.nmpt\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -"
     )]
     Export(ExportArgs),
     /// Write a Criteo-format TSV sample with labels from a planted teacher (Kaggle-like tables, capped rows).
@@ -108,7 +112,7 @@ fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
 /// Generator parameters shared by `gen` and `stats --profile`.
 #[derive(Args, Debug, Clone)]
 pub struct SpecArgs {
-    /// Named profile (see --list-profiles); the other options override it.
+    /// Named profile (`nmpsim trace gen --list-profiles` lists them); the other options override it.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Number of tables, 1 to 65536 (without a profile: default 1; with one: keep/cycle its tables).
@@ -160,7 +164,7 @@ impl SpecArgs {
             None => {
                 let Some(rows) = self.rows else {
                     bail!(
-                        "give --profile NAME, or --rows R (with optional --tables, --dist, --bag); see --list-profiles"
+                        "give --profile NAME, or --rows R (with optional --tables, --dist, --bag); `nmpsim trace gen --list-profiles` lists the profiles"
                     );
                 };
                 if self.rows_scale.is_some() {

@@ -33,6 +33,7 @@ use crate::rundir::{self, RunDir, csv_text};
   nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
   nmpsim train --model rm1 --mode all --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
   nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
+      # (data/criteo-sample.tsv ships with the source tree; `nmpsim trace criteo-sample` writes others)
   nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
   nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
   nmpsim train --model rm1 --device cuda --iters 50   # dense path run and timed on this machine's GPU
