@@ -6,7 +6,7 @@
 //! holds each of them to the same reference with the same tolerances.
 
 use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
-use rayon::slice::ParallelSliceMut;
+use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, Serialize};
 
 use crate::cast::Casted;
@@ -440,28 +440,53 @@ pub fn analytic_traffic(config: &CheckConfig) -> Result<TrafficBreakdown, Kernel
     }
     let weighted = pooling == Pooling::WeightedSum;
     let mut seeds = InputSeeds::new(config);
+    let batch_seeds: Vec<u64> = (0..config.tables).map(|_| seeds.next_table()[0]).collect();
+    // Tables in parallel (each from its own seed); the counts are integers,
+    // so their sum does not depend on the order they are added in.
+    let per_table = batch_seeds
+        .par_iter()
+        .enumerate()
+        .map(|(table, &batch_seed)| {
+            let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
+                .map_err(|e| KernelError::from(e).in_table(table))?;
+            let (n, bags, rows) = (batch.num_lookups(), batch.batch_size(), batch.num_rows);
+            let unique = {
+                let mut ids = batch.indices;
+                ids.sort_unstable();
+                ids.dedup();
+                ids.len()
+            };
+            Ok(TrafficBreakdown {
+                lookups: n as u64,
+                unique_rows: unique as u64,
+                gather_reduce: gather_reduce_traffic(n, bags, dim, weighted),
+                expand: expand_traffic(n, dim, weighted),
+                coalesce_sort: sort_pairs_traffic(n, rows),
+                coalesce_accumulate: coalesce_accumulate_traffic(n, unique, dim),
+                tensor_cast: tensor_cast_traffic(n, bags, unique, rows, pooling.scaled()),
+                casted_gather_reduce: casted_gather_reduce_traffic(
+                    n,
+                    unique,
+                    dim,
+                    pooling.scaled(),
+                ),
+                scatter_sgd: scatter_traffic(unique, dim, 0),
+                scatter_adagrad: scatter_traffic(unique, dim, dim),
+            })
+        })
+        .collect::<Result<Vec<_>, KernelError>>()?;
     let mut t = TrafficBreakdown::default();
-    for table in 0..config.tables {
-        let [batch_seed, ..] = seeds.next_table();
-        let batch = generate_table_batch(&spec, config.batch_size, batch_seed)
-            .map_err(|e| KernelError::from(e).in_table(table))?;
-        let (n, bags, rows) = (batch.num_lookups(), batch.batch_size(), batch.num_rows);
-        let unique = {
-            let mut ids = batch.indices;
-            ids.par_sort_unstable();
-            ids.dedup();
-            ids.len()
-        };
-        t.lookups += n as u64;
-        t.unique_rows += unique as u64;
-        t.gather_reduce += gather_reduce_traffic(n, bags, dim, weighted);
-        t.expand += expand_traffic(n, dim, weighted);
-        t.coalesce_sort += sort_pairs_traffic(n, rows);
-        t.coalesce_accumulate += coalesce_accumulate_traffic(n, unique, dim);
-        t.tensor_cast += tensor_cast_traffic(n, bags, unique, rows, pooling.scaled());
-        t.casted_gather_reduce += casted_gather_reduce_traffic(n, unique, dim, pooling.scaled());
-        t.scatter_sgd += scatter_traffic(unique, dim, 0);
-        t.scatter_adagrad += scatter_traffic(unique, dim, dim);
+    for p in per_table {
+        t.lookups += p.lookups;
+        t.unique_rows += p.unique_rows;
+        t.gather_reduce += p.gather_reduce;
+        t.expand += p.expand;
+        t.coalesce_sort += p.coalesce_sort;
+        t.coalesce_accumulate += p.coalesce_accumulate;
+        t.tensor_cast += p.tensor_cast;
+        t.casted_gather_reduce += p.casted_gather_reduce;
+        t.scatter_sgd += p.scatter_sgd;
+        t.scatter_adagrad += p.scatter_adagrad;
     }
     Ok(t)
 }
