@@ -16,6 +16,26 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Writes a Criteo-format sample of `samples` lines with at most `rows`
+/// rows per table into `dir/file` (`nmpsim trace criteo-sample`).
+fn criteo_sample(dir: &Path, file: &str, samples: u32, rows: &str) {
+    let samples = samples.to_string();
+    let o = nmpsim(
+        dir,
+        &[
+            "trace",
+            "criteo-sample",
+            "-o",
+            file,
+            "--samples",
+            &samples,
+            "--rows",
+            rows,
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("read json")).expect("parse json")
 }
@@ -223,20 +243,7 @@ fn all_modes_report_their_own_nmp_calibration() {
 #[test]
 fn criteo_sample_trains_and_unhashed_data_is_refused() {
     let t = TempDir::new("criteo");
-    let o = nmpsim(
-        &t.0,
-        &[
-            "trace",
-            "criteo-sample",
-            "-o",
-            "s.tsv",
-            "--samples",
-            "600",
-            "--rows",
-            "500",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    criteo_sample(&t.0, "s.tsv", 600, "500");
     let o = nmpsim(
         &t.0,
         &[
@@ -1300,20 +1307,7 @@ fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     if !common::make_fifo(&d.join("p")) {
         return;
     }
-    let o = nmpsim(
-        d,
-        &[
-            "trace",
-            "criteo-sample",
-            "-o",
-            "s.tsv",
-            "--samples",
-            "20",
-            "--rows",
-            "64",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    criteo_sample(d, "s.tsv", 20, "64");
     let data = std::fs::read(d.join("s.tsv")).unwrap();
     let fifo = d.join("p");
     let writer = std::thread::spawn(move || std::fs::write(fifo, data));
@@ -1358,20 +1352,7 @@ fn criteo_without_hashing_and_an_early_end() {
     let t = TempDir::new("nohash");
     let d = &t.0;
     for (file, rows) in [("s.tsv", "100"), ("big.tsv", "3000")] {
-        let o = nmpsim(
-            d,
-            &[
-                "trace",
-                "criteo-sample",
-                "-o",
-                file,
-                "--samples",
-                "24",
-                "--rows",
-                rows,
-            ],
-        );
-        assert!(o.status.success(), "{}", text(&o));
+        criteo_sample(d, file, 24, rows);
     }
     // The data comes through a pipe, read once: the run ends with it.
     let run = |data: &str, out: &str| {
@@ -1539,20 +1520,7 @@ fn nmp_flags_of_a_cpu_mode_are_noted() {
 #[test]
 fn log_lines_average_loss_over_samples() {
     let t = TempDir::new("per-sample");
-    let o = nmpsim(
-        &t.0,
-        &[
-            "trace",
-            "criteo-sample",
-            "-o",
-            "s.tsv",
-            "--samples",
-            "250",
-            "--rows",
-            "500",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    criteo_sample(&t.0, "s.tsv", 250, "500");
     // 250 samples, 100 held out: batches of 100 and 50.
     let o = nmpsim(
         &t.0,
