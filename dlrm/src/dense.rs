@@ -42,6 +42,16 @@ impl DenseOptimizer {
             DenseOptimizer::Adagrad { .. } => "adagrad",
         }
     }
+
+    /// Bytes one update of one parameter reads and writes: SGD reads the
+    /// weight and its gradient and writes the weight; Adagrad also reads and
+    /// writes the weight's accumulator.
+    pub fn step_bytes_per_param(&self) -> usize {
+        match self {
+            DenseOptimizer::Sgd => 12,
+            DenseOptimizer::Adagrad { .. } => 20,
+        }
+    }
 }
 
 /// What one dense backward pass returns.

@@ -111,6 +111,9 @@ pub struct DenseModel {
     pub top_backward_ns: f64,
     pub interaction_backward_ns: f64,
     pub bottom_backward_ns: f64,
+    /// The optimizer's update of every MLP parameter: one element-wise
+    /// kernel over the flat parameter buffer, as the CUDA backend runs it.
+    pub step_ns: f64,
     pub flops: f64,
 }
 
@@ -123,6 +126,7 @@ impl DenseModel {
             + self.top_backward_ns
             + self.interaction_backward_ns
             + self.bottom_backward_ns
+            + self.step_ns
     }
 }
 
@@ -144,9 +148,18 @@ fn mlp_ns(gpu: &GpuPreset, arch: &[usize], batch: usize, input_grad: bool) -> (f
     (f, b, flops)
 }
 
+/// Weights and biases of an MLP of layer widths `arch`.
+pub fn mlp_params(arch: &[usize]) -> usize {
+    arch.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+}
+
 /// The dense path of a DLRM (bottom MLP `bottom`, dot or cat interaction of
 /// `tables + 1` vectors of width `dim`, top MLP `top` including its input) at
-/// batch `batch`, as the GPU would run it.
+/// batch `batch`, as the GPU would run it. The optimizer step moves
+/// `step_bytes_per_param` bytes per MLP parameter (SGD 12: the weight and its
+/// gradient read, the weight written; Adagrad 20, with its accumulator read
+/// and written).
+#[allow(clippy::too_many_arguments)]
 pub fn model_dense(
     gpu: &GpuPreset,
     bottom: &[usize],
@@ -155,6 +168,7 @@ pub fn model_dense(
     dim: usize,
     dot: bool,
     batch: usize,
+    step_bytes_per_param: usize,
 ) -> DenseModel {
     let (bf, bb, bfl) = mlp_ns(gpu, bottom, batch, false);
     let (tf, tb, tfl) = mlp_ns(gpu, top, batch, true);
@@ -180,6 +194,8 @@ pub fn model_dense(
         top_backward_ns: tb,
         interaction_backward_ns: inb,
         bottom_backward_ns: bb,
+        step_ns: gpu
+            .stream_ns(((mlp_params(bottom) + mlp_params(top)) * step_bytes_per_param) as f64),
         flops: bfl + tfl + infl,
     }
 }
@@ -211,6 +227,7 @@ mod tests {
             16,
             true,
             2048,
+            12,
         );
         let mh = model_dense(
             &h,
@@ -220,8 +237,27 @@ mod tests {
             16,
             true,
             2048,
+            12,
         );
         assert!(mh.total_ns() < mv.total_ns());
+        // The optimizer step: one kernel over 12 bytes per parameter.
+        let params = (13 * 512 + 512) + (512 * 256 + 256) + (256 * 64 + 64) + (64 * 16 + 16);
+        let params = params + (367 * 512 + 512) + (512 * 256 + 256) + (256 + 1);
+        assert_eq!(
+            mlp_params(&[13, 512, 256, 64, 16]) + mlp_params(&[367, 512, 256, 1]),
+            params
+        );
+        let want = 12.0 * params as f64 / (900.0 * 0.8) + 5e3;
+        assert!((mv.step_ns - want).abs() < 1e-6);
+        let total = mv.bottom_forward_ns
+            + mv.interaction_forward_ns
+            + mv.top_forward_ns
+            + mv.loss_ns
+            + mv.top_backward_ns
+            + mv.interaction_backward_ns
+            + mv.bottom_backward_ns
+            + mv.step_ns;
+        assert_eq!(mv.total_ns(), total);
         assert!(mv.total_ns() > 0.0 && mv.flops > 0.0);
         // 1 MB over PCIe gen3 at 80%: 1e6 / 12.6 ns + 10 us.
         assert!((v.host_transfer_ns(1_000_000) - (1e6 / 12.6 + 1e4)).abs() < 1e-6);

@@ -205,6 +205,7 @@ impl Trainer {
             m.dim,
             m.interaction == Interaction::Dot,
             batch,
+            config.dense_optimizer.step_bytes_per_param(),
         )
     }
 
@@ -313,6 +314,7 @@ impl Trainer {
             ("loss", d.loss_ns),
             ("top backward", d.top_backward_ns),
             ("bottom backward", d.bottom_backward_ns),
+            ("optimizer step", d.step_ns),
         ] {
             timeline.push(
                 "mlp",

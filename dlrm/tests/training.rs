@@ -334,6 +334,25 @@ fn timeline_is_consistent() {
                 "{mode}"
             );
             assert!(rec.iteration_ns > 0.0 && rec.iteration_ns <= sum * (1.0 + 1e-12));
+            // The dense stage is the modelled dense path, optimizer step included.
+            let dense: f64 = t
+                .events
+                .iter()
+                .filter(|e| e.stage == nmpsim_dlrm::Stage::Dense)
+                .map(|e| e.time_ns)
+                .sum();
+            assert!(
+                (dense - tr.dense_model.total_ns()).abs() <= 1e-9 * dense,
+                "{mode}"
+            );
+            let step: Vec<_> = t
+                .events
+                .iter()
+                .filter(|e| e.primitive == "mlp" && e.detail == "optimizer step")
+                .collect();
+            assert_eq!(step.len(), 1, "{mode}");
+            assert_eq!(step[0].time_ns, tr.dense_model.step_ns);
+            assert!(step[0].time_ns > gpu.launch_us * 1e3, "{mode}");
             if mode.plan().casting.is_some() {
                 assert!(
                     t.events
