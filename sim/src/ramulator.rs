@@ -171,6 +171,10 @@ impl RankTrace {
 
 pub struct RamulatorEngine {
     sim: Option<RamulatorWrapper>,
+    /// The link through which Ramulator writes its command traces when the
+    /// work directory's path cannot go into its configuration (removed
+    /// after `sim`, which is dropped first).
+    _prefix_link: Option<PrefixLink>,
     config: DramConfig,
     stats_path: PathBuf,
     traces: Vec<RankTrace>,
@@ -187,6 +191,55 @@ pub struct RamulatorEngine {
     cycle: u64,
     /// Not Send: the instance is tied to its thread's statistics list.
     _thread_bound: PhantomData<*const ()>,
+}
+
+/// Whether `s` can be a value in Ramulator's configuration: it splits each
+/// line at spaces, tabs and `=`, and the file at line ends.
+fn config_safe(s: &str) -> bool {
+    !s.contains([' ', '\t', '=', '\n', '\r'])
+}
+
+/// A symbolic link to a work directory, in a directory whose path Ramulator's
+/// configuration can hold; removed when dropped.
+struct PrefixLink(PathBuf);
+
+impl PrefixLink {
+    fn to(work_dir: &Path) -> Result<Self, SimError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let target = std::fs::canonicalize(work_dir).map_err(|e| SimError::io(work_dir, e))?;
+        let name = format!(
+            "nmpsim-ramulator-link-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let tmp = std::env::temp_dir();
+        let dirs = [tmp.as_path(), Path::new("/tmp")];
+        let Some(parent) = dirs
+            .iter()
+            .find(|d| d.to_str().is_some_and(config_safe) && d.is_dir())
+        else {
+            return Err(SimError::Engine {
+                engine: "ramulator",
+                what: format!(
+                    "its configuration cannot name {} (Ramulator splits at spaces, tabs and `=`), \
+                     and no temporary directory without them is there to link it from; \
+                     use a work directory (--out) or TMPDIR without them",
+                    work_dir.display()
+                ),
+            });
+        };
+        let link = parent.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).map_err(|e| SimError::io(&link, e))?;
+        Ok(PrefixLink(link))
+    }
+}
+
+impl Drop for PrefixLink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl RamulatorEngine {
@@ -208,17 +261,41 @@ impl RamulatorEngine {
                     what: format!("path {} is not valid UTF-8", p.display()),
                 })
         };
-        let prefix = format!("{}/ramulator-", utf8(work_dir)?);
+        // Ramulator's configuration splits lines at spaces, tabs and `=`: a
+        // work directory whose path holds one is reached through a link
+        // whose path does not.
+        let dir = utf8(work_dir)?;
+        let (prefix_dir, link) = if config_safe(&dir) {
+            (dir, None)
+        } else {
+            let link = PrefixLink::to(work_dir)?;
+            (utf8(&link.0)?, Some(link))
+        };
+        let prefix = format!("{prefix_dir}/ramulator-");
         let cfg_path = work_dir.join("ramulator.cfg");
         std::fs::write(&cfg_path, config.ramulator_cfg(&prefix))
             .map_err(|e| SimError::io(&cfg_path, e))?;
         let stats_path = work_dir.join("ramulator.stats");
-        let traces = (0..config.ranks)
-            .map(|r| RankTrace::new(PathBuf::from(format!("{prefix}chan-0-rank-{r}.cmdtrace"))))
+        let traces: Vec<RankTrace> = (0..config.ranks)
+            .map(|r| RankTrace::new(work_dir.join(format!("ramulator-chan-0-rank-{r}.cmdtrace"))))
             .collect();
         let sim = RamulatorWrapper::new(&utf8(&cfg_path)?, &utf8(&stats_path)?);
+        // Ramulator opens every rank's trace as it starts: one missing now
+        // would read as a rank that never issued a command.
+        for t in &traces {
+            if !t.path.exists() {
+                return Err(SimError::Engine {
+                    engine: "ramulator",
+                    what: format!(
+                        "Ramulator did not create its command trace {}",
+                        t.path.display()
+                    ),
+                });
+            }
+        }
         Ok(RamulatorEngine {
             sim: Some(sim),
+            _prefix_link: link,
             config: config.clone(),
             stats_path,
             traces,

@@ -431,3 +431,56 @@ fn bus_bandwidth_counts_commands_and_stays_under_the_peak() {
     let s = run_stream(EngineKind::Native, &cfg, StreamKind::Sequential, 2000, 0.0);
     assert_eq!(s.bus_bandwidth_gbps, s.bandwidth_gbps);
 }
+
+/// Ramulator's configuration splits at spaces, tabs and `=`: a work
+/// directory whose path holds them (or a line end) gets the same command
+/// counts as a plain one, the traces land in it, and nothing is left behind.
+#[test]
+fn ramulator_work_directories_may_hold_spaces_and_equals_signs() {
+    let cfg = preset("DDR4-2400-x8");
+    let base = std::env::temp_dir().join(format!("nmpsim-sim-odd-{}", std::process::id()));
+    let run = |dir: &std::path::Path| {
+        let spec = StreamSpec {
+            seed: 3,
+            ..StreamSpec::new(StreamKind::Random, 1_000)
+        };
+        let src = synthetic(&spec, cfg.capacity_bytes()).unwrap().map(Ok);
+        let opts = RunOptions {
+            work_dir: Some(dir.to_path_buf()),
+            keep_command_traces: true,
+            ..RunOptions::default()
+        };
+        simulate(EngineKind::Ramulator, &cfg, src, &opts, None).unwrap()
+    };
+    let plain = run(&base.join("plain"));
+    assert!(plain.activations > 0);
+    for odd in ["a b", "a=b", "tab\there", "line\nend"] {
+        let dir = base.join(odd);
+        let s = run(&dir);
+        assert_eq!(
+            (s.cycles, s.activations, s.read_cmds, s.energy.total_pj),
+            (
+                plain.cycles,
+                plain.activations,
+                plain.read_cmds,
+                plain.energy.total_pj
+            ),
+            "{odd:?}"
+        );
+        assert!(
+            dir.join("ramulator-chan-0-rank-0.cmdtrace").is_file(),
+            "{odd:?}"
+        );
+    }
+    // Only the five work directories: no trace written beside them, and
+    // no link left in the temporary directory.
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 5);
+    let _ = std::fs::remove_dir_all(&base);
+    let links = format!("nmpsim-ramulator-link-{}-", std::process::id());
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&links))
+        .count();
+    assert_eq!(left, 0);
+}
