@@ -503,6 +503,14 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
     let err = rejected(&t.0, &["sweep", "r.toml", "--dry-run"]);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains("expected a list"), "{err}");
+    // A misspelt DRAM preset is found before anything runs, on its line.
+    spec_error(
+        "preset",
+        "command = \"dram\"\n[base]\nrequests = 100\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-2400-x9\"]\n",
+        5,
+        "preset",
+        "unknown DRAM preset `DDR4-2400-x9`",
+    );
     // A command without flags says so, rather than listing none.
     spec_error(
         "noflags",
@@ -580,10 +588,10 @@ fn large_sweeps_need_yes_and_dry_run_lists_them() {
 fn a_failing_run_is_recorded_and_the_others_complete() {
     let t = TempDir::new("failing");
     let d = &t.0;
-    // clap accepts any preset name; the command rejects the unknown one.
+    // The flag parser takes any stream name; the command rejects the unknown one.
     std::fs::write(
         d.join("f.toml"),
-        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-9999-x8\", \"DDR4-3200-x8\"]\n",
+        "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\nstream = [\"random\", \"bogus\", \"sequential\"]\n",
     )
     .expect("write spec");
     let o = nmpsim(
@@ -596,7 +604,7 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
             "--jobs",
             "1",
             "--plot-x",
-            "preset",
+            "stream",
             "--plot-y",
             "runs.0.bandwidth_gbps",
         ],
@@ -604,36 +612,28 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
     assert_eq!(o.status.code(), Some(1), "some runs failed: exit 1");
     // The plot of results.csv is drawn from the completed runs.
     for ext in ["svg", "png"] {
-        let p = d.join(format!("out/results-runs.0.bandwidth_gbps-vs-preset.{ext}"));
+        let p = d.join(format!("out/results-runs.0.bandwidth_gbps-vs-stream.{ext}"));
         assert!(
             std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
             "{}",
             p.display()
         );
     }
-    let svg = read(&d.join("out/results-runs.0.bandwidth_gbps-vs-preset.svg"));
-    assert!(svg.contains("DDR4-2400-x8") && svg.contains("DDR4-3200-x8"));
+    let svg = read(&d.join("out/results-runs.0.bandwidth_gbps-vs-stream.svg"));
+    assert!(svg.contains("random") && svg.contains("sequential"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("run 1 (preset=DDR4-9999-x8) failed"), "{err}");
+    assert!(err.contains("run 1 (stream=bogus) failed"), "{err}");
     let csv = read(&d.join("out/results.csv"));
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 4, "{csv}");
+    assert!(lines[1].contains(",random,completed,,"), "{}", lines[1]);
+    assert!(lines[2].contains(",bogus,failed,"), "{}", lines[2]);
     assert!(
-        lines[1].contains(",DDR4-2400-x8,completed,,"),
-        "{}",
-        lines[1]
-    );
-    assert!(lines[2].contains(",DDR4-9999-x8,failed,"), "{}", lines[2]);
-    assert!(
-        lines[2].contains("DDR4-9999-x8"),
-        "the error names the preset: {}",
+        lines[2].contains("`bogus` is not a stream kind"),
+        "the error names the stream: {}",
         lines[2]
     );
-    assert!(
-        lines[3].contains(",DDR4-3200-x8,completed,,"),
-        "{}",
-        lines[3]
-    );
+    assert!(lines[3].contains(",sequential,completed,,"), "{}", lines[3]);
     let bw = lines[0]
         .split(',')
         .position(|c| c == "runs.0.bandwidth_gbps")
@@ -653,13 +653,13 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
         serde_json::from_str(&read(&failed_dir.path().join("status.json"))).expect("status");
     assert_eq!(status["status"], "failed");
     assert_eq!(status["exit_code"], 2);
-    assert!(read(&failed_dir.path().join("stderr.log")).contains("DDR4-9999-x8"));
+    assert!(read(&failed_dir.path().join("stderr.log")).contains("`bogus` is not a stream kind"));
 
     // A plot of a column the table lacks is reported; results.csv stays.
     let o = nmpsim(
         d,
         &[
-            "sweep", "f.toml", "--out", "out", "--plot-x", "preset", "--plot-y", "nope",
+            "sweep", "f.toml", "--out", "out", "--plot-x", "stream", "--plot-y", "nope",
         ],
     );
     assert_eq!(o.status.code(), Some(1));

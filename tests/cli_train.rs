@@ -127,6 +127,12 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         && l.contains(",measured,")));
     let cfg = json(&run.join("config.json"));
     assert_eq!(cfg["config"]["train"]["batch"], 128);
+    // A 32-bit float reads as given, not widened (0.10000000149011612).
+    let cfg_text = std::fs::read_to_string(run.join("config.json")).unwrap();
+    assert!(
+        cfg_text.contains("\"lr\": 0.1") && !cfg_text.contains("0.1000000014"),
+        "{cfg_text}"
+    );
     // --json prints the same summary.
     let o = nmpsim(
         &t.0,
@@ -444,6 +450,10 @@ fn bad_configurations_fail_before_training() {
         (
             vec!["--lr", "1e300"],
             "1e300 is beyond the range of a 32-bit float",
+        ),
+        (
+            vec!["--lr", "1e-50"],
+            "1e-50 is below the smallest 32-bit float (1e-45) and would be read as 0",
         ),
         (vec!["--warmup-iters", "5"], "--warmup-iters 5 leaves none"),
         (

@@ -58,7 +58,7 @@ enum DramSub {
         #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
         engine: String,
         /// DDR4 preset (see `nmpsim dram presets`).
-        #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+        #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
         preset: String,
     },
     /// Engine speed: simulated requests and cycles per second on random and sequential reads.
@@ -74,7 +74,7 @@ struct RunArgs {
     #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
     engine: String,
     /// DDR4 preset (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
     preset: String,
     /// Address mapping override, most significant field first (e.g. ro-ra-ba-co-bg).
     #[arg(long, value_name = "FIELDS")]
@@ -154,7 +154,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     requests: u64,
     /// DDR4 preset (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET")]
+    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
     preset: String,
     /// Engines to measure (comma-separated, each once).
     #[arg(long, default_value = "native,dramsim3,ramulator", value_name = "LIST")]
@@ -273,7 +273,7 @@ fn presets(json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{:<18} {:>9} {:>7} {:>10} {:>13} {:>9}  Ramulator departs from JEDEC",
+        "{:<18} {:>9} {:>7} {:>10} {:>14} {:>9}  Ramulator departs from JEDEC",
         "preset",
         "capacity",
         "devices",
@@ -283,7 +283,7 @@ fn presets(json: bool) -> Result<ExitCode> {
     )?;
     for r in rows {
         outln!(
-            "{:<18} {:>6} GiB {:>7} {:>10.1} {:>13.2} {:>9}  {}",
+            "{:<18} {:>6} GiB {:>7} {:>10.1} {:>14.2} {:>9}  {}",
             r.name,
             r.capacity_bytes >> 30,
             r.devices_per_rank,

@@ -38,9 +38,18 @@ pub fn check_gbps(flag: &str, gbps: f64) -> anyhow::Result<()> {
     }
 }
 
+/// A `--preset` flag: a DDR4 preset name (checked when the flags are read,
+/// so a sweep's dry run finds a misspelt one).
+pub fn preset_arg(s: &str) -> Result<String, String> {
+    nmpsim_sim::DramConfig::preset(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// An f32 flag: a finite number past f32's range (`1e300`) is refused as
-/// such, rather than read as infinity and reported as `inf`. NaN, infinity
-/// and negative values pass through, for the command's own checks.
+/// such, rather than read as infinity and reported as `inf`, and so is a
+/// non-zero one that would round to 0 (`1e-50`). NaN, infinity and negative
+/// values pass through, for the command's own checks.
 pub fn f32_arg(s: &str) -> Result<f32, String> {
     let v: f64 = s
         .trim()
@@ -50,6 +59,12 @@ pub fn f32_arg(s: &str) -> Result<f32, String> {
         return Err(format!(
             "{s} is beyond the range of a 32-bit float (at most {:e})",
             f32::MAX
+        ));
+    }
+    if v != 0.0 && v as f32 == 0.0 {
+        return Err(format!(
+            "{s} is below the smallest 32-bit float ({:e}) and would be read as 0",
+            f32::from_bits(1)
         ));
     }
     Ok(v as f32)

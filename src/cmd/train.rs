@@ -142,7 +142,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 32)]
     ranks: u32,
     /// DDR4 preset of every rank.
-    #[arg(long, default_value = "DDR4-3200-x8")]
+    #[arg(long, default_value = "DDR4-3200-x8", value_parser = crate::cmd::preset_arg)]
     preset: String,
     /// Row placement on the ranks: vector-sliced, row-interleaved, table-per-rank.
     #[arg(long, default_value = "row-interleaved")]
