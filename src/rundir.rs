@@ -302,7 +302,7 @@ impl RunDir {
         let v = serde_json::json!({
             "command": command,
             "build": build_info(),
-            "config": config,
+            "config": short_floats(config)?,
         });
         self.write_file(CONFIG, serde_json::to_string_pretty(&v)?.as_bytes())
     }
@@ -400,9 +400,18 @@ pub fn results_json<R: Serialize>(command: &str, results: &R) -> Result<String> 
     let v = serde_json::json!({
         "command": command,
         "build": build_info(),
-        "results": results,
+        "results": short_floats(results)?,
     });
     Ok(serde_json::to_string_pretty(&v)?)
+}
+
+/// `value` as a JSON value whose 32-bit floats read as they were given:
+/// `0.01`, not the `0.009999999776482582` of the same number widened to 64
+/// bits (which is what converting straight to a value does). Written out
+/// first, each f32 takes its shortest form; read back, that is the f64 the
+/// value holds.
+fn short_floats<T: Serialize>(value: &T) -> Result<serde_json::Value> {
+    Ok(serde_json::from_str(&serde_json::to_string(value)?)?)
 }
 
 /// Writes `bytes` to `path` as a [`StreamedFile`]: through a temporary file

@@ -186,6 +186,36 @@ fn out_writes_a_run_directory_of_what_was_printed() {
         assert_eq!(*seed, 9, "{sub}: {config}");
         assert!(results["results"].is_object(), "{sub}");
     }
+    // With every backend asked for, the results say whether CUDA ran, and if
+    // not, why: "ok" covers only the backends listed.
+    let run = dir.join("all");
+    let mut args = vec![
+        "kernels",
+        "check",
+        "--backend",
+        "all",
+        "--json",
+        "--out",
+        run.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let o = nmpsim(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(printed["results"], file["results"]);
+    let r = &file["results"];
+    let ran_cuda = r["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["backend"] == "cuda");
+    assert_eq!(r["cuda_skipped"].is_string(), !ran_cuda, "{r}");
+    assert!(
+        r["cuda_skipped"].is_string() || r["cuda_skipped"].is_null(),
+        "{r}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

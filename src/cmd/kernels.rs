@@ -291,6 +291,18 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                     "MISMATCH"
                 }
             );
+            // The results say which backends ran, and why CUDA did not when
+            // it was asked for: "ok" covers only the backends listed.
+            #[derive(Serialize)]
+            struct Results<'a> {
+                #[serde(flatten)]
+                report: &'a nmpsim_kernels::check::CheckReport,
+                cuda_skipped: Option<&'a str>,
+            }
+            let results = Results {
+                report: &report,
+                cuda_skipped: skipped.as_deref(),
+            };
             if let Some(dir) = &out {
                 #[derive(Serialize)]
                 struct Config<'a> {
@@ -304,10 +316,13 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
                     backends: names,
                     cuda_skipped: skipped.as_deref(),
                 };
-                write_run_dir(dir, "kernels check", &config, &report, &text)?;
+                write_run_dir(dir, "kernels check", &config, &results, &text)?;
             }
             if json {
-                outln!("{}", crate::rundir::results_json("kernels check", &report)?)?;
+                outln!(
+                    "{}",
+                    crate::rundir::results_json("kernels check", &results)?
+                )?;
                 if let Some(reason) = &skipped {
                     eprintln!("cuda: skipped ({reason})");
                 }
