@@ -654,3 +654,142 @@ fn short_traces_and_small_tables_on_many_ranks_run() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
 }
+
+/// A batch whose DRAM requests would not fit in memory is refused by name,
+/// counted before any is built, instead of aborting on a failed allocation:
+/// row-interleaved load-gradient gives every rank a copy of the gradient
+/// (here 8192 ranks x 512 bags x 4 slices a table, under a 2.5 GB
+/// address-space limit).
+#[test]
+fn batches_whose_requests_do_not_fit_are_refused() {
+    let t = TempDir::new("reqmem");
+    let o = std::process::Command::new("sh")
+        .current_dir(&t.0)
+        .args([
+            "-c",
+            "ulimit -v 2500000 && exec \"$0\" nmp run --profile rm1 --rows 20000 --batch 512 --ranks 8192 \
+             --placement row-interleaved --primitive casted-gather-reduce --engine native -q --out o",
+            env!("CARGO_BIN_EXE_nmpsim"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("row-interleaved: load-gradient of batch 0")
+            && err.contains("over 8192 ranks) need")
+            && err.contains("fewer ranks, a smaller batch or another placement"),
+        "{err}"
+    );
+}
+
+/// Ranks that issued no column command have no row-hit rate (null, as
+/// `nmpsim dram` reports it), and a balanced batch's imbalance is at least
+/// 1 and its busy fraction at most 1 however the mean rounds.
+#[test]
+fn idle_ranks_have_no_hit_rate_and_balance_stays_in_range() {
+    let t = TempDir::new("idle");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--profile",
+            "rm1",
+            "--rows",
+            "2000",
+            "--batch",
+            "8",
+            "--ranks",
+            "16",
+            "--engine",
+            "native",
+            "--placement",
+            "table-per-rank",
+            "--primitive",
+            "scatter",
+            "-q",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut idle = 0;
+    for p in v["results"]["phases"].as_array().unwrap() {
+        let r = &p["report"];
+        assert!(r["load_imbalance"].as_f64().unwrap() >= 1.0, "{r}");
+        assert!(r["mean_busy_fraction"].as_f64().unwrap() <= 1.0, "{r}");
+        for k in r["per_rank"].as_array().unwrap() {
+            let commands = k["reads"].as_u64().unwrap() + k["writes"].as_u64().unwrap();
+            if commands == 0 {
+                idle += 1;
+                assert!(k["row_hit_rate"].is_null(), "{k}");
+            } else {
+                assert!(k["row_hit_rate"].as_f64().is_some(), "{k}");
+            }
+        }
+    }
+    // RM1's 10 tables, one a rank: 6 of the 16 ranks do nothing.
+    assert!(idle >= 6, "{idle}");
+}
+
+/// An NMP core sits on one DDR4 rank: a multi-rank preset is refused by
+/// `nmp run` (naming the flag) and by the NMP modes of `train`, before
+/// anything runs.
+#[test]
+fn multi_rank_presets_are_refused_for_the_pool() {
+    let t = TempDir::new("multirank");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "nmp",
+            "run",
+            "--profile",
+            "rm1",
+            "--rows",
+            "2000",
+            "--ranks",
+            "4",
+            "--batch",
+            "16",
+            "--preset",
+            "DDR4-3200-x8-4R",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "o",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--preset DDR4-3200-x8-4R: a channel of 4 ranks")
+            && err.contains("e.g. DDR4-3200-x8"),
+        "{err}"
+    );
+    assert!(!t.0.join("o").exists());
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "tcast-nmp",
+            "--iters",
+            "1",
+            "--preset",
+            "DDR4-2400-x16-2R",
+            "-q",
+            "--out",
+            "t",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("preset DDR4-2400-x16-2R has 2 ranks a channel"),
+        "{err}"
+    );
+}

@@ -197,6 +197,9 @@ impl PoolTimer {
             },
             energy: EnergyParams::default(),
         };
+        // (A multi-rank preset, say, is refused here rather than at the first
+        // simulated batch.)
+        params.validate()?;
         Ok(PoolTimer {
             setup,
             params,

@@ -22,10 +22,11 @@ pub mod placement;
 pub use placement::{Layout, LayoutParams, Piece, Placement, StateWidth, TableShape};
 pub mod pool;
 pub use pool::{
-    Pool, RankWork, gather_link_out_bytes, rank_work, scatter_link_out_bytes, validate,
+    Pool, RankWork, gather_link_out_bytes, rank_request_count, rank_work, scatter_link_out_bytes,
+    validate,
 };
 pub mod timing;
 pub use timing::{
-    BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy, PoolParams,
-    RankReport, run_batch,
+    BYTES_PER_REQUEST, BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy,
+    PoolParams, RankReport, run_batch, run_batch_within,
 };

@@ -279,21 +279,75 @@ fn check_rows(
 /// The requests and ALU work of `rank` for a valid instruction. `coal_rows`
 /// is the table's coalesced buffer content (for scatter).
 pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u32]) -> RankWork {
+    let mut requests = Vec::new();
+    let mut w = work_into(layout, instr, rank, coal_rows, &mut requests);
+    w.requests = requests;
+    w
+}
+
+/// How many requests [`rank_work`] would give `rank` for `instr`, counted
+/// without building them.
+pub fn rank_request_count(
+    layout: &Layout,
+    instr: &Instruction,
+    rank: u32,
+    coal_rows: &[u32],
+) -> u64 {
+    let mut n = RequestCount(0);
+    work_into(layout, instr, rank, coal_rows, &mut n);
+    n.0
+}
+
+/// Where [`work_into`] puts a rank's requests: a list of them, or a count.
+trait RequestSink {
+    fn push(&mut self, op: MemOp);
+    fn is_empty(&self) -> bool;
+}
+
+impl RequestSink for Vec<MemOp> {
+    fn push(&mut self, op: MemOp) {
+        Vec::push(self, op);
+    }
+    fn is_empty(&self) -> bool {
+        Vec::is_empty(self)
+    }
+}
+
+struct RequestCount(u64);
+
+impl RequestSink for RequestCount {
+    fn push(&mut self, _: MemOp) {
+        self.0 += 1;
+    }
+    fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// [`rank_work`] with its requests put in `sink` (the returned work's own
+/// list stays empty).
+fn work_into<S: RequestSink>(
+    layout: &Layout,
+    instr: &Instruction,
+    rank: u32,
+    coal_rows: &[u32],
+    sink: &mut S,
+) -> RankWork {
     let t = instr.table() as usize;
     let dim = layout.tables[t].dim as u64;
     let mut w = RankWork::default();
     let Some(region) = layout.regions[t][rank as usize].as_ref() else {
         return w;
     };
-    let rd = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::read(p.addr));
-    let wr = |w: &mut RankWork, p: &Piece| w.requests.push(MemOp::write(p.addr));
+    let rd = |s: &mut S, p: &Piece| s.push(MemOp::read(p.addr));
+    let wr = |s: &mut S, p: &Piece| s.push(MemOp::write(p.addr));
     match instr {
         Instruction::GatherReduce {
             offsets, indices, ..
         } => {
             for &row in indices {
                 for p in layout.row_pieces_on(t, row as u64, rank) {
-                    rd(&mut w, &p);
+                    rd(sink, &p);
                     w.alu_slices += 1;
                     w.alu_values += p.len as u64;
                 }
@@ -302,11 +356,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
             w.link_out_bytes = if layout.placement == Placement::RowInterleaved {
                 // A rank that looked up rows of the table returns partial
                 // sums of whole rows for every bag; one that did not, nothing.
-                if w.requests.is_empty() {
-                    0
-                } else {
-                    bags * dim * 4
-                }
+                if sink.is_empty() { 0 } else { bags * dim * 4 }
             } else {
                 bags * held_bytes(region, dim)
             };
@@ -314,7 +364,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
         Instruction::LoadGradient { bags, .. } => {
             for b in 0..*bags as u64 {
                 for p in layout.grad_pieces_on(t, b, rank) {
-                    wr(&mut w, &p);
+                    wr(sink, &p);
                 }
             }
         }
@@ -334,7 +384,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                     if !mine.is_empty() {
                         for g in layout.grad_pieces_on(t, casted_src[j] as u64, rank) {
                             if mine.iter().any(|p| p.slice == g.slice) {
-                                rd(&mut w, &g);
+                                rd(sink, &g);
                                 w.alu_slices += 1;
                                 w.alu_values += g.len as u64;
                             }
@@ -343,7 +393,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                     j += 1;
                 }
                 for p in &mine {
-                    wr(&mut w, p);
+                    wr(sink, p);
                 }
                 i = j;
             }
@@ -351,7 +401,7 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
         Instruction::LoadCoalesced { rows, .. } => {
             for (u, &row) in rows.iter().enumerate() {
                 for p in layout.coal_pieces_on(t, row as u64, u as u64, rank) {
-                    wr(&mut w, &p);
+                    wr(sink, &p);
                 }
             }
         }
@@ -373,27 +423,27 @@ pub fn rank_work(layout: &Layout, instr: &Instruction, rank: u32, coal_rows: &[u
                     .then(|| layout.row_state(t, row))
                     .filter(|(k, _)| *k == rank);
                 for p in &coal {
-                    rd(&mut w, p);
+                    rd(sink, p);
                 }
                 for p in &weights {
-                    rd(&mut w, p);
+                    rd(sink, p);
                 }
                 for p in &states {
-                    rd(&mut w, p);
+                    rd(sink, p);
                 }
                 if let Some((_, a)) = row_state {
-                    w.requests.push(MemOp::read(a & !(SLICE_BYTES - 1)));
+                    sink.push(MemOp::read(a & !(SLICE_BYTES - 1)));
                 }
                 for p in &weights {
-                    wr(&mut w, p);
+                    wr(sink, p);
                     w.alu_slices += 1;
                     w.alu_values += p.len as u64;
                 }
                 for p in &states {
-                    wr(&mut w, p);
+                    wr(sink, p);
                 }
                 if let Some((_, a)) = row_state {
-                    w.requests.push(MemOp::write(a & !(SLICE_BYTES - 1)));
+                    sink.push(MemOp::write(a & !(SLICE_BYTES - 1)));
                 }
                 if width == StateWidth::PerRow {
                     w.link_out_bytes += row_wise_exchange_bytes(layout, t, row, rank);
@@ -1030,6 +1080,18 @@ impl Pool {
             .into_par_iter()
             .map(|k| rank_work(&self.layout, instr, k, coal))
             .collect())
+    }
+
+    /// How many requests [`work`](Self::work) would give the ranks for
+    /// `instr`, all ranks together, counted without building them.
+    pub fn request_count(&self, instr: &Instruction) -> Result<u64, NmpError> {
+        validate(&self.layout, instr)?;
+        let t = instr.table() as usize;
+        let coal = &self.coal_rows[t];
+        Ok((0..self.layout.ranks())
+            .into_par_iter()
+            .map(|k| rank_request_count(&self.layout, instr, k, coal))
+            .sum())
     }
 }
 

@@ -153,6 +153,15 @@ impl PoolParams {
                 ))
             }
         };
+        if self.dram.ranks != 1 {
+            return Err(NmpError::param(
+                "dram",
+                format!(
+                    "preset {} has {} ranks a channel; an NMP core sits on one DDR4 rank, so each rank of the pool takes a single-rank preset (one without a -2R or -4R suffix)",
+                    self.dram.name, self.dram.ranks
+                ),
+            ));
+        }
         let c = &self.core;
         if c.request_queue == 0 {
             return Err(NmpError::param(
@@ -203,7 +212,9 @@ pub struct RankReport {
     /// batch's `dram_read_bytes + dram_write_bytes`.
     pub dram_bandwidth_gbps: f64,
     pub dram_energy_pj: f64,
-    pub row_hit_rate: f64,
+    /// Column commands that hit an open row, of all column commands; `None`
+    /// (null) for a rank that issued none.
+    pub row_hit_rate: Option<f64>,
 }
 
 /// Energy of a batch, in pJ.
@@ -277,6 +288,24 @@ pub fn run_batch(
     batch: &[Instruction],
     params: &PoolParams,
 ) -> Result<BatchReport, NmpError> {
+    run_batch_within(pool, batch, params, u64::MAX)
+}
+
+/// Bytes [`run_batch`] holds per DRAM request of a batch at most: the
+/// request itself in its rank's list, and as much again while an
+/// instruction's requests are appended to that list.
+pub const BYTES_PER_REQUEST: u64 = 2 * std::mem::size_of::<nmpsim_sim::MemOp>() as u64;
+
+/// [`run_batch`], refusing a batch whose requests would take more than
+/// `max_bytes` of memory ([`BYTES_PER_REQUEST`] each) before any of them is
+/// built. Each instruction's requests are counted first, so an instruction
+/// refused leaves the pool's data as the instructions before it left it.
+pub fn run_batch_within(
+    pool: &mut Pool,
+    batch: &[Instruction],
+    params: &PoolParams,
+    max_bytes: u64,
+) -> Result<BatchReport, NmpError> {
     if batch.is_empty() {
         return Err(NmpError::param("batch", "needs at least one instruction"));
     }
@@ -285,7 +314,23 @@ pub fn run_batch(
     let ranks = pool.layout().ranks() as usize;
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
     let mut link_in_bytes = 0u64;
+    let mut requests = 0u64;
     for instr in batch {
+        if max_bytes != u64::MAX {
+            requests += pool.request_count(instr)?;
+            let need = requests.saturating_mul(BYTES_PER_REQUEST);
+            if need > max_bytes {
+                return Err(NmpError::param(
+                    "batch",
+                    format!(
+                        "its DRAM requests up to instruction {} ({requests} over {ranks} ranks) need {:.1} GB to simulate, more than the {:.1} GB allowed (fewer ranks, a smaller batch or another placement need less)",
+                        instr.op(),
+                        need as f64 / 1e9,
+                        max_bytes as f64 / 1e9
+                    ),
+                ));
+            }
+        }
         let works = pool.work(instr)?;
         pool.execute(instr)?;
         link_in_bytes += encoded_len(instr);
@@ -362,7 +407,7 @@ pub fn run_batch(
                 }
             }),
             dram_energy_pj: s.as_ref().map_or(0.0, |s| s.energy.total_pj),
-            row_hit_rate: s.as_ref().and_then(|s| s.row_hit_rate).unwrap_or(0.0),
+            row_hit_rate: s.as_ref().and_then(|s| s.row_hit_rate),
         });
     }
     let compute_ns = reports.iter().map(|r| r.time_ns).fold(0.0, f64::max);
@@ -460,13 +505,15 @@ pub fn run_batch(
         },
         end_to_end_bandwidth_gbps: (dram_rd + dram_wr) as f64 / time_ns,
         peak_bandwidth_gbps: ranks as f64 * cfg.peak_bandwidth_gbps(),
+        // (The mean of equal times can round a little past their maximum:
+        // the fraction is at most 1 and the imbalance at least 1 by definition.)
         mean_busy_fraction: if compute_ns > 0.0 {
-            mean_time / compute_ns
+            (mean_time / compute_ns).min(1.0)
         } else {
             0.0
         },
         load_imbalance: if mean_time > 0.0 {
-            compute_ns / mean_time
+            (compute_ns / mean_time).max(1.0)
         } else {
             1.0
         },

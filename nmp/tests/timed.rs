@@ -321,3 +321,129 @@ fn alu_and_buffer_energy_count_elements_and_result_bytes() {
         );
     }
 }
+
+/// Counting a batch's requests (to refuse one too large to build) gives the
+/// number the ranks' work lists hold, for every instruction, placement and
+/// kind of optimizer state; a budget one request short refuses the batch
+/// before anything runs, and a budget that fits gives `run_batch`'s report.
+#[test]
+fn request_counts_equal_the_requests_built_and_bound_the_batch() {
+    use nmpsim_kernels::Optimizer;
+    use nmpsim_nmp::{BYTES_PER_REQUEST, run_batch_within};
+    let (rows, dim, bags) = (300u64, 40usize, 8usize);
+    let p = params(EngineKind::Native);
+    let optimizers = [
+        (StateWidth::None, Optimizer::Sgd { lr: 0.1 }),
+        (
+            StateWidth::PerElement,
+            Optimizer::Adagrad {
+                lr: 0.1,
+                eps: 1e-8,
+                initial_accumulator: 0.0,
+            },
+        ),
+        (
+            StateWidth::PerRow,
+            Optimizer::RowWiseAdagrad { lr: 0.1, eps: 1e-8 },
+        ),
+    ];
+    for placement in Placement::ALL {
+        for (state, optimizer) in optimizers {
+            let layout = Layout::new(
+                placement,
+                &[TableShape { rows, dim }; 2],
+                LayoutParams {
+                    ranks: 5,
+                    rank_capacity_bytes: 8 << 30,
+                    state_values_per_row: state,
+                    max_bags: 64,
+                    max_unique: rows,
+                },
+            )
+            .unwrap();
+            let mut pl = Pool::without_data(layout.clone());
+            let mut instrs = Vec::new();
+            for g in gather_batch(2, rows, bags, 3, 7) {
+                let Instruction::GatherReduce {
+                    table,
+                    offsets,
+                    indices,
+                    ..
+                } = &g
+                else {
+                    unreachable!()
+                };
+                let table = *table;
+                // Tensor Casting's arrays: (row, bag) pairs in row order.
+                let mut pairs: Vec<(u32, u32)> = (0..bags)
+                    .flat_map(|b| (offsets[b]..offsets[b + 1]).map(move |i| (i as usize, b as u32)))
+                    .map(|(i, b)| (indices[i], b))
+                    .collect();
+                pairs.sort();
+                let mut unique: Vec<u32> = pairs.iter().map(|&(r, _)| r).collect();
+                unique.dedup();
+                let casted_dst = pairs
+                    .iter()
+                    .map(|&(r, _)| unique.binary_search(&r).unwrap() as u32)
+                    .collect();
+                instrs.push(g.clone());
+                instrs.push(Instruction::LoadGradient {
+                    table,
+                    bags: bags as u32,
+                    grads: vec![0.0; bags * dim],
+                });
+                instrs.push(Instruction::CastedGatherReduce {
+                    table,
+                    num_bags: bags as u32,
+                    casted_src: pairs.iter().map(|&(_, b)| b).collect(),
+                    casted_dst,
+                    unique_rows: unique.clone(),
+                    scale: None,
+                });
+                instrs.push(Instruction::LoadCoalesced {
+                    table,
+                    rows: unique.clone(),
+                    grads: vec![0.0; unique.len() * dim],
+                });
+                instrs.push(Instruction::Scatter { table, optimizer });
+            }
+            let mut total = 0;
+            for instr in &instrs {
+                let n = pl.request_count(instr).unwrap();
+                let built: usize = pl
+                    .work(instr)
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.requests.len())
+                    .sum();
+                assert_eq!(n, built as u64, "{placement} {state:?}: {}", instr.op());
+                assert!(n > 0, "{placement}: {}", instr.op());
+                total += n;
+                pl.execute(instr).unwrap();
+            }
+            // The whole batch on a fresh pool: one request short of the
+            // budget is refused, the exact budget runs as run_batch does.
+            let short = total * BYTES_PER_REQUEST - 1;
+            let e = run_batch_within(&mut Pool::without_data(layout.clone()), &instrs, &p, short)
+                .expect_err("one request over the budget")
+                .to_string();
+            assert!(e.contains(&format!("({total} over 5 ranks)")), "{e}");
+            let mut a = run_batch_within(
+                &mut Pool::without_data(layout.clone()),
+                &instrs,
+                &p,
+                total * BYTES_PER_REQUEST,
+            )
+            .unwrap();
+            let mut b = run_batch(&mut Pool::without_data(layout), &instrs, &p).unwrap();
+            (
+                a.wall_s,
+                b.wall_s,
+                a.sim_requests_per_s,
+                b.sim_requests_per_s,
+            ) = (0.0, 0.0, 0.0, 0.0);
+            assert_eq!(a, b, "{placement} {state:?}");
+            assert_eq!(a.dram_requests, total);
+        }
+    }
+}

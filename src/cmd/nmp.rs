@@ -12,7 +12,7 @@ use nmpsim_kernels::{
 };
 use nmpsim_nmp::{
     BatchReport, CoreParams, EnergyParams, Instruction, Layout, LayoutParams, LinkParams,
-    Placement, Pool, PoolParams, StateWidth, TableShape, placement::SLICE_BYTES, run_batch,
+    Placement, Pool, PoolParams, StateWidth, TableShape, placement::SLICE_BYTES, run_batch_within,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
 use nmpsim_traces::{
@@ -93,7 +93,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ranks: u32,
     /// DDR4 preset of each rank (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8")]
+    #[arg(long, default_value = "DDR4-3200-x8", value_parser = crate::cmd::preset_arg)]
     preset: String,
     /// vector-sliced, row-interleaved, table-per-rank, or all.
     #[arg(long, default_value = "vector-sliced")]
@@ -289,6 +289,16 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     crate::cmd::check_link_gbps(a.link_gbps)?;
     let engine: EngineKind = a.engine.parse()?;
     let mut dram = DramConfig::preset(&a.preset)?;
+    if dram.ranks != 1 {
+        bail!(
+            "--preset {}: a channel of {} ranks; each NMP core sits on one DDR4 rank, so the pool's ranks (--ranks) take a single-rank preset, e.g. {}",
+            a.preset,
+            dram.ranks,
+            a.preset
+                .trim_end_matches(|c: char| c != '-')
+                .trim_end_matches('-')
+        );
+    }
     if let Some(m) = &a.mapping {
         dram.mapping = nmpsim_sim::AddressMapping::parse(m)?;
     }
@@ -405,6 +415,10 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
             "--rows or --dim, pick a smaller --profile or --trace, or leave out --check",
         )?;
     }
+    // A batch's DRAM requests are built before they are simulated: a batch
+    // that would take more than 80% of the memory available now is refused
+    // (counted before any is built) rather than aborting the process.
+    let request_budget = crate::cmd::memory_available().map_or(u64::MAX, |m| m.bytes / 10 * 8);
     let rd = RunDir::create(a.out.as_deref(), "nmp")?;
     rd.remove_earlier(&["phases.csv"])?;
     rd.write_config(
@@ -460,7 +474,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                                  instrs: Vec<Instruction>|
              -> Result<()> {
                 pb.set_message(format!("{placement} {phase}"));
-                let report = run_batch(pool, &instrs, &params)
+                let report = run_batch_within(pool, &instrs, &params, request_budget)
                     .with_context(|| format!("{placement}: {phase} of batch {bi}"))?;
                 phases.push(PhaseReport {
                     placement,
