@@ -644,7 +644,7 @@ fn a_partial_batch_gets_the_dense_time_of_its_size() {
         out
     };
     let partial = dense_events(4096, 40);
-    assert_eq!(partial.len(), 7, "{partial:?}");
+    assert_eq!(partial.len(), 8, "{partial:?}");
     assert_eq!(partial, dense_events(40, 40));
     let full = dense_events(4096, 4096);
     let (p, f): (f64, f64) = (
