@@ -46,12 +46,16 @@ pub struct DramCommand {
 #[derive(Subcommand, Debug)]
 enum DramSub {
     /// List the DDR4 presets with their capacity, peak and activation-bound bandwidth (every rank's, at most the peak).
+    #[command(after_help = "Examples:\n  nmpsim dram presets\n  nmpsim dram presets --json")]
     Presets {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Print the configuration file generated for an engine.
+    #[command(
+        after_help = "Examples:\n  nmpsim dram config --engine dramsim3 --preset DDR4-2400-x16 > ddr4.ini\n  nmpsim dram config --engine ramulator --preset DDR4-3200-x8-2R\n  nmpsim dram config --engine native   # the JEDEC timing table in cycles"
+    )]
     Config {
         /// Engine: dramsim3 (its .ini), ramulator (its config) or native (the
         /// timing table it derives).
