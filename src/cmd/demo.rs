@@ -193,7 +193,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         optimizer,
         threads: rayon::current_num_threads(),
     };
-    check_memory(&spec, a.dim, &optimizer)?;
+    check_memory(&spec, a.dim, &optimizer, a.pooling == Pooling::WeightedSum)?;
     let rundir = RunDir::create(a.out.as_deref(), "demo")?;
     rundir.remove_earlier(&["primitives.csv", "trace-stats.json"])?;
     rundir.write_config("demo", &config)?;
@@ -523,13 +523,36 @@ fn median(v: &[f64]) -> f64 {
 
 /// Refuses configurations whose tables and optimizer state would not fit in memory,
 /// before allocating anything.
-fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer) -> Result<()> {
+fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer, weighted: bool) -> Result<()> {
     let per_row = (dim + opt.state_values_per_row(dim)) as u128 * 4;
     let need: u128 = spec.tables.iter().map(|t| t.rows as u128 * per_row).sum();
     crate::cmd::check_memory(
         need,
         "the tables and optimizer state",
         "--rows, --tables or --dim",
+    )?;
+    // Then with one batch held at a time: every table's indices, offsets and
+    // weights, and the buffers the largest table's primitives reuse (pooled
+    // rows and the output gradient; the expanded gradient and its rows, the
+    // coalesced and the casted gradients, at most a row per lookup; the
+    // casting's arrays).
+    let b = spec.batch_size as u128;
+    let dim = dim as u128;
+    let lookups = |t: &nmpsim_traces::TableSpec| b * u128::from(t.bag_size.max());
+    let batch: u128 = spec
+        .tables
+        .iter()
+        .map(|t| 4 * (lookups(t) * (1 + u128::from(t.weighted | weighted)) + b + 1))
+        .sum();
+    let most = spec.tables.iter().map(lookups).max().unwrap_or(0);
+    let buffers = 4 * (2 * b * dim + most * (3 * dim + 1) + 4 * most);
+    crate::cmd::check_memory(
+        need + batch + buffers,
+        &format!(
+            "the tables and optimizer state, a batch of {b} bags on {} tables and the primitives' buffers",
+            spec.tables.len()
+        ),
+        "--batch, --bag, --tables, --rows or --dim",
     )
 }
 
