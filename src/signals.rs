@@ -1,4 +1,5 @@
 //! SIGINT and SIGTERM: a process ending on one removes its temporary files
+//! (staged outputs, the DRAM engines' work directories and command traces)
 //! first and exits with 128 + the signal (130, 143).
 //!
 //! [`install`] blocks both signals in every thread (threads started later
@@ -74,6 +75,8 @@ fn on_signal(sig: libc::c_int) {
         hook();
     }
     nmpsim_traces::staged::remove_temporaries();
+    // The DRAM engines' temporary directories, command traces and links.
+    nmpsim_sim::cleanup::remove_all();
     crate::rundir::note_kept_runs();
     // _exit, not exit: the other threads are still running, and exit's
     // clean-up (atexit handlers, the C++ engines' static destructors) would

@@ -793,3 +793,90 @@ fn multi_rank_presets_are_refused_for_the_pool() {
         "{err}"
     );
 }
+
+/// SIGINT or SIGTERM while reference engines run leaves none of their work
+/// behind: `nmp run`'s per-rank temporary directories (in TMPDIR), and the
+/// command traces Ramulator writes into a `dram` run's directory (kept only
+/// with --keep-command-traces).
+#[test]
+fn an_interrupted_run_leaves_no_engine_files() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let wait_for = |what: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !what() && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        what()
+    };
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let t = TempDir::new(&format!("engine-signal-{sig}"));
+        let tmp = t.0.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let count = |d: &std::path::Path| std::fs::read_dir(d).map_or(0, |r| r.count());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(&t.0)
+            .env("TMPDIR", &tmp)
+            .args([
+                "nmp",
+                "run",
+                "--profile",
+                "rm1",
+                "--rows",
+                "100000",
+                "--engine",
+                "dramsim3",
+                "--batches",
+                "50",
+                "-q",
+                "--out",
+                "n",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(&|| count(&tmp) > 0),
+            "no engine directory in {}",
+            tmp.display()
+        );
+        // SAFETY: a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        assert_eq!(child.wait().unwrap().code(), Some(code), "signal {sig}");
+        assert_eq!(
+            count(&tmp),
+            0,
+            "signal {sig} left {:?}",
+            std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
+        );
+
+        let engine_dir = t.0.join("d/engine-ramulator");
+        let trace = engine_dir.join("ramulator-chan-0-rank-0.cmdtrace");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+            .current_dir(&t.0)
+            .env("TMPDIR", &tmp)
+            .args([
+                "dram",
+                "--engine",
+                "ramulator",
+                "--requests",
+                "50000000",
+                "-q",
+                "--out",
+                "d",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_for(&|| trace.exists()), "no {}", trace.display());
+        unsafe { libc::kill(child.id() as i32, sig) };
+        assert_eq!(child.wait().unwrap().code(), Some(code), "signal {sig}");
+        assert!(
+            engine_dir.is_dir() && !trace.exists(),
+            "signal {sig} left {}",
+            trace.display()
+        );
+    }
+}

@@ -9,6 +9,7 @@
 //! engine with a request [`source`] and returns [`DramStats`], with energy from
 //! command counts through one IDD model ([`energy`]).
 
+pub mod cleanup;
 pub mod config;
 pub mod dramsim3;
 pub mod energy;

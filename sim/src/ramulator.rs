@@ -201,7 +201,11 @@ fn config_safe(s: &str) -> bool {
 
 /// A symbolic link to a work directory, in a directory whose path Ramulator's
 /// configuration can hold; removed when dropped.
-struct PrefixLink(PathBuf);
+struct PrefixLink {
+    path: PathBuf,
+    /// Removed by the signal handler if the process ends while it lives.
+    _registered: crate::cleanup::Registered,
+}
 
 impl PrefixLink {
     fn to(work_dir: &Path) -> Result<Self, SimError> {
@@ -231,14 +235,18 @@ impl PrefixLink {
         };
         let link = parent.join(name);
         let _ = std::fs::remove_file(&link);
+        let registered = crate::cleanup::register(&link, crate::cleanup::Leftover::File);
         std::os::unix::fs::symlink(&target, &link).map_err(|e| SimError::io(&link, e))?;
-        Ok(PrefixLink(link))
+        Ok(PrefixLink {
+            path: link,
+            _registered: registered,
+        })
     }
 }
 
 impl Drop for PrefixLink {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -269,7 +277,7 @@ impl RamulatorEngine {
             (dir, None)
         } else {
             let link = PrefixLink::to(work_dir)?;
-            (utf8(&link.0)?, Some(link))
+            (utf8(&link.path)?, Some(link))
         };
         let prefix = format!("{prefix_dir}/ramulator-");
         let cfg_path = work_dir.join("ramulator.cfg");

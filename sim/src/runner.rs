@@ -201,6 +201,21 @@ where
         None => (unique_temp_dir(kind), true),
     };
     std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e))?;
+    // (Removed below when the run ends; by the signal handler if the process
+    // ends first.)
+    let registered = if temporary {
+        Some(crate::cleanup::register(
+            &dir,
+            crate::cleanup::Leftover::Dir,
+        ))
+    } else if !opts.keep_command_traces {
+        Some(crate::cleanup::register(
+            &dir,
+            crate::cleanup::Leftover::CommandTraces,
+        ))
+    } else {
+        None
+    };
     let result = on_fresh_thread(|| run_on_this_thread(kind, config, source, opts, progress, &dir));
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
@@ -213,6 +228,7 @@ where
             }
         }
     }
+    drop(registered);
     result
 }
 
