@@ -466,6 +466,22 @@ impl StreamedFile {
 
 pub use nmpsim_experiments::results::csv_text;
 
+/// A counter of `unit` on stderr for work of unknown length (a trace read to
+/// its end), hidden as [`progress`] is.
+pub fn progress_count(what: &str, unit: &str, quiet: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let pb = ProgressBar::new_spinner();
+    if quiet {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(
+        ProgressStyle::with_template(&format!("{{msg:>12}} {{spinner}} {{pos}} {unit} {{per_sec}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
 /// A progress bar on stderr that hides itself when stderr is not a terminal or
 /// `quiet` is set.
 pub fn progress(len: u64, what: &str, quiet: bool) -> indicatif::ProgressBar {
