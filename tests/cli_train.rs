@@ -79,6 +79,8 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         s.contains("Latency breakdown") && s.contains("speedup vs base"),
         "{s}"
     );
+    // A fixed NMP bandwidth simulates nothing.
+    assert!(!s.contains("Cycle-level DRAM simulation"), "{s}");
     // The baselines hide nothing: their hidden column is 0.000, not -0.000.
     for m in ["baseline-cpu", "baseline-nmp"] {
         let row = s
@@ -185,6 +187,16 @@ fn nmp_mode_simulates_then_proxies() {
         .as_array()
         .unwrap();
     assert_eq!(cal.len(), 3, "{cal:?}");
+    // The simulator's own wall time is reported apart, in both forms.
+    let sim_s = r["results"]["simulation_wall_s"].as_f64().unwrap();
+    assert!(sim_s > 0.0, "{sim_s}");
+    let summary = std::fs::read_to_string(t.0.join("run/summary.txt")).unwrap();
+    assert!(
+        summary.contains(&format!(
+            "Cycle-level DRAM simulation of the pool: {sim_s:.1} s of this machine's wall time"
+        )),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -1246,6 +1246,13 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
             );
         }
     }
+    let sim_s = nmpsim_dlrm::pooltime::sim_wall_s();
+    if sim_s > 0.0 {
+        let _ = writeln!(
+            o,
+            "Cycle-level DRAM simulation of the pool: {sim_s:.1} s of this machine's wall time (measured; not in wall ms/it)"
+        );
+    }
     let _ = writeln!(o, "\nrun directory: {}", rd.display());
     o
 }
