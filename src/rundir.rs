@@ -475,8 +475,10 @@ pub fn progress_count(what: &str, unit: &str, quiet: bool) -> indicatif::Progres
         pb.set_draw_target(ProgressDrawTarget::hidden());
     }
     pb.set_style(
-        ProgressStyle::with_template(&format!("{{msg:>12}} {{spinner}} {{pos}} {unit} {{per_sec}}"))
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ProgressStyle::with_template(&format!(
+            "{{msg:>12}} {{spinner}} {{pos}} {unit} {{per_sec}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     pb.set_message(what.to_string());
     pb
