@@ -3,6 +3,9 @@
 
 use std::process::Command;
 
+#[allow(dead_code)] // (This file runs the binary itself, but for `nmpsim_within`.)
+mod common;
+
 fn tmpdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("nmpsim-cli-demo-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -199,15 +202,13 @@ fn libc_sigpipe() -> i32 {
 fn a_batch_beyond_memory_is_refused_before_anything_runs() {
     let dir = tmpdir("bigbatch");
     std::fs::create_dir_all(&dir).unwrap();
-    let o = Command::new("sh")
-        .current_dir(&dir)
-        .args([
-            "-c",
-            "ulimit -v 6000000 && exec \"$0\" demo --batch 1000000 --rows 1000 -q --out o",
-            env!("CARGO_BIN_EXE_nmpsim"),
-        ])
-        .output()
-        .unwrap();
+    let o = common::nmpsim_within(
+        &dir,
+        6_000_000,
+        &[
+            "demo", "--batch", "1000000", "--rows", "1000", "-q", "--out", "o",
+        ],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

@@ -1,7 +1,7 @@
 //! End-to-end tests of `nmpsim nmp …` through the built binary.
 
 mod common;
-use common::{TempDir, nmpsim};
+use common::{TempDir, nmpsim, nmpsim_within};
 
 #[test]
 fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
@@ -663,16 +663,31 @@ fn short_traces_and_small_tables_on_many_ranks_run() {
 #[test]
 fn batches_whose_requests_do_not_fit_are_refused() {
     let t = TempDir::new("reqmem");
-    let o = std::process::Command::new("sh")
-        .current_dir(&t.0)
-        .args([
-            "-c",
-            "ulimit -v 2500000 && exec \"$0\" nmp run --profile rm1 --rows 20000 --batch 512 --ranks 8192 \
-             --placement row-interleaved --primitive casted-gather-reduce --engine native -q --out o",
-            env!("CARGO_BIN_EXE_nmpsim"),
-        ])
-        .output()
-        .unwrap();
+    let o = nmpsim_within(
+        &t.0,
+        2_500_000,
+        &[
+            "nmp",
+            "run",
+            "--profile",
+            "rm1",
+            "--rows",
+            "20000",
+            "--batch",
+            "512",
+            "--ranks",
+            "8192",
+            "--placement",
+            "row-interleaved",
+            "--primitive",
+            "casted-gather-reduce",
+            "--engine",
+            "native",
+            "-q",
+            "--out",
+            "o",
+        ],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

@@ -13,6 +13,20 @@ pub fn nmpsim(dir: &Path, args: &[&str]) -> Output {
         .expect("spawn nmpsim")
 }
 
+/// [`nmpsim`] under an address-space limit of `kib` KiB (`ulimit -v`), which
+/// the memory checks take as the memory available.
+#[allow(dead_code)] // (Not every test file limits memory.)
+pub fn nmpsim_within(dir: &Path, kib: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .current_dir(dir)
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_nmpsim"))
+        .args(args)
+        .output()
+        .expect("spawn sh")
+}
+
 /// Makes a named pipe at `path`; false (with a note that the test is
 /// skipped) where `mkfifo` is not available.
 #[allow(dead_code)] // (Not every test file makes pipes.)
