@@ -672,6 +672,9 @@ struct Recorder {
     timeline_csv: BufWriter<File>,
     eval_csv: BufWriter<File>,
     pb: indicatif::ProgressBar,
+    /// The mode's first iterations whose NMP pool is simulated cycle by cycle
+    /// (the progress bar says so while they run: each takes long).
+    simulated: u64,
     /// Since the last log line: loss and accuracy times samples, wall ns,
     /// modelled ns, iterations, samples (loss and accuracy are averaged over
     /// samples, as in the DLRM reference; times over iterations).
@@ -848,6 +851,9 @@ impl Observer for Recorder {
         w.4 += 1;
         w.5 += r.batch_size;
         self.pb.inc(1);
+        if r.iteration + 1 == self.simulated {
+            self.pb.set_message(self.mode.as_str().to_string());
+        }
         let it = r.iteration + 1;
         if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
             self.log_window(it)?;
@@ -1400,6 +1406,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             None => open_data(&a, &r)?,
         };
         let mut tr = mode_trainer(&r, mode, pool.clone())?;
+        let simulated = if mode.uses_nmp() && r.nmp.fixed_bandwidth_gbps.is_none() {
+            r.nmp.sim_batches.min(r.train.iters)
+        } else {
+            0
+        };
+        if simulated > 0 {
+            pb.set_message(format!("{mode}: simulating the pool"));
+        }
         let placement = tr.embedding.placement();
         // (The modelled FLOPs are linear in the batch size; an epoch's last
         // batch may be smaller.)
@@ -1415,6 +1429,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             timeline_csv,
             eval_csv,
             pb: pb.clone(),
+            simulated,
             window: (0.0, 0.0, 0.0, 0.0, 0, 0),
             epoch: 0,
             warmup: a.warmup_iters,
