@@ -674,9 +674,9 @@ impl DoneRing {
         self.head = 0;
     }
 
-    /// Moves the entries due at `now` into `done`; returns how many.
+    /// Hands the entries due at `now` to `done`; returns how many.
     #[inline(always)]
-    fn drain_due(&mut self, now: u64, done: &mut Vec<Completion>) -> usize {
+    fn drain_due<D: DoneSink>(&mut self, now: u64, done: &mut D) -> usize {
         let m = self.slots.len() - 1;
         let mut k = 0;
         while k < self.len {
@@ -684,10 +684,7 @@ impl DoneRing {
             if s.0 > now {
                 break;
             }
-            done.push(Completion {
-                id: s.1,
-                cycle: now,
-            });
+            done.complete(s.1, now);
             s.0 = u64::MAX;
             k += 1;
         }
@@ -1593,7 +1590,16 @@ impl NativeEngine {
         (pick as usize, kind)
     }
 
+    #[inline(always)]
     fn log_cmd(&mut self, cycle: u64, q: usize, command: Command) {
+        if self.log.is_some() {
+            self.log_push(cycle, q, command);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_push(&mut self, cycle: u64, q: usize, command: Command) {
         if let Some(log) = self.log.as_mut() {
             log.push(CommandRecord {
                 cycle,
@@ -2097,7 +2103,7 @@ impl NativeEngine {
     }
 
     #[inline(always)]
-    fn emit(&mut self, now: u64, done: &mut Vec<Completion>) {
+    fn emit<D: DoneSink>(&mut self, now: u64, done: &mut D) {
         let mut n = 0;
         if self.quick_done.first_cycle() <= now {
             n = self.quick_done.drain_due(now, done);
@@ -2135,7 +2141,7 @@ impl NativeEngine {
 
     /// One clock edge: what [`DramEngine::tick`] does.
     #[inline(always)]
-    fn tick_once(&mut self, done: &mut Vec<Completion>) -> bool {
+    fn tick_once<D: DoneSink>(&mut self, done: &mut D) -> bool {
         let now = self.cycle;
         let emitted = self.next_done <= now;
         if emitted {
@@ -2148,6 +2154,52 @@ impl NativeEngine {
         }
         self.cycle = now + 1;
         emitted
+    }
+}
+
+impl NativeEngine {
+    /// [`DramEngine::tick_until_done`], handing completions to any sink.
+    #[inline]
+    pub(crate) fn run_until_done<D: DoneSink>(&mut self, limit: u64, done: &mut D) {
+        if self.cycle >= limit {
+            return;
+        }
+        // A request sent at this cycle: its transaction may move now.
+        if self.move_due && self.tick_once(done) {
+            return;
+        }
+        // The controller's cycles before the next completion, then that
+        // completion's cycle. `wake` is never behind `cycle`.
+        while self.wake < self.next_done.min(limit) {
+            self.step(self.wake);
+        }
+        if self.next_done >= limit {
+            self.cycle = self.cycle.max(limit);
+            return;
+        }
+        let now = self.next_done;
+        self.cycle = now;
+        self.tick_once(done);
+    }
+
+    /// [`DramEngine::tick`], handing completions to any sink.
+    #[inline]
+    pub(crate) fn tick_into<D: DoneSink>(&mut self, done: &mut D) {
+        self.tick_once(done);
+    }
+}
+
+/// Where the engine hands completed requests: the trait's vector, or a
+/// runner that needs only each request's latency
+/// ([`crate::runner`]'s fused loop for this engine).
+pub(crate) trait DoneSink {
+    fn complete(&mut self, id: RequestId, cycle: u64);
+}
+
+impl DoneSink for Vec<Completion> {
+    #[inline(always)]
+    fn complete(&mut self, id: RequestId, cycle: u64) {
+        self.push(Completion { id, cycle });
     }
 }
 
@@ -2240,25 +2292,7 @@ impl DramEngine for NativeEngine {
     }
 
     fn tick_until_done(&mut self, limit: u64, done: &mut Vec<Completion>) {
-        if self.cycle >= limit {
-            return;
-        }
-        // A request sent at this cycle: its transaction may move now.
-        if self.move_due && self.tick_once(done) {
-            return;
-        }
-        // The controller's cycles before the next completion, then that
-        // completion's cycle. `wake` is never behind `cycle`.
-        while self.wake < self.next_done.min(limit) {
-            self.step(self.wake);
-        }
-        if self.next_done >= limit {
-            self.cycle = self.cycle.max(limit);
-            return;
-        }
-        let now = self.next_done;
-        self.cycle = now;
-        self.tick_once(done);
+        self.run_until_done(limit, done);
     }
 
     fn cycle(&self) -> u64 {

@@ -264,7 +264,7 @@ where
     // below inlines its calls; the others through the trait object.
     if kind == EngineKind::Native {
         let mut engine = crate::native::NativeEngine::new(config)?;
-        measure(kind, &mut engine, config, source, opts, progress, started)
+        measure_native(&mut engine, config, source, opts, progress, started)
     } else {
         let mut engine = create_engine(kind, config, dir)?;
         measure(
@@ -327,15 +327,7 @@ where
     check_options(opts)?;
     let started = Instant::now();
     let config = crate::DramEngine::config(engine).clone();
-    measure(
-        EngineKind::Native,
-        engine,
-        &config,
-        source,
-        opts,
-        progress,
-        started,
-    )
+    measure_native(engine, &config, source, opts, progress, started)
 }
 
 /// The most requests a run may keep in flight ([`RunOptions::window`]).
@@ -371,8 +363,41 @@ where
     E: crate::DramEngine + ?Sized,
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
-    let (cycles, reads, writes, mut lat, report) =
-        drive(kind, engine, config, source, opts, progress)?;
+    let driven = drive(kind, engine, config, source, opts, progress)?;
+    Ok(statistics(kind, config, driven, progress, started))
+}
+
+/// [`drive_native`], then the statistics of the run that began at `started`.
+fn measure_native<S>(
+    engine: &mut crate::native::NativeEngine,
+    config: &DramConfig,
+    source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+    started: Instant,
+) -> Result<DramStats, SimError>
+where
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let driven = drive_native(engine, config, source, opts, progress)?;
+    Ok(statistics(
+        EngineKind::Native,
+        config,
+        driven,
+        progress,
+        started,
+    ))
+}
+
+/// The statistics of a driven run that began at `started`.
+fn statistics(
+    kind: EngineKind,
+    config: &DramConfig,
+    driven: Driven,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+    started: Instant,
+) -> DramStats {
+    let (cycles, reads, writes, mut lat, report) = driven;
     if let Some(own) = report
         .read_latency_cycles
         .as_deref()
@@ -388,7 +413,7 @@ where
         p(reads + writes);
     }
     let wall_s = started.elapsed().as_secs_f64();
-    Ok(assemble(
+    assemble(
         kind,
         config,
         cycles,
@@ -398,7 +423,7 @@ where
         report.counts,
         report.engine_energy,
         wall_s,
-    ))
+    )
 }
 
 /// The requests in flight, by id. The id of the `n`-th request sent is
@@ -585,6 +610,152 @@ where
     Ok((cycles, reads, writes, lat, report))
 }
 
+/// What [`drive_native`] keeps of the requests in flight: how many, and
+/// the latency of each read as it completes. A request's id is its send
+/// cycle, doubled, plus 1 for a write, so a completion carries all that is
+/// needed and no table of requests in flight is kept.
+struct Tally {
+    in_flight: usize,
+    completed: u64,
+    reads: u64,
+    writes: u64,
+    lat: LatencyHist,
+    /// A completion arrived with nothing in flight (an engine fault).
+    extra: Option<RequestId>,
+}
+
+impl crate::native::DoneSink for Tally {
+    #[inline(always)]
+    fn complete(&mut self, id: RequestId, cycle: u64) {
+        if self.in_flight == 0 {
+            self.extra = Some(id);
+            return;
+        }
+        self.in_flight -= 1;
+        self.completed += 1;
+        if id & 1 == 0 {
+            self.reads += 1;
+            self.lat.add(cycle.saturating_sub(id >> 1));
+        } else {
+            self.writes += 1;
+        }
+    }
+}
+
+/// [`drive`] for the native engine, step for step the same calls (so the
+/// same results), with completions going straight into the counts and the
+/// latency histogram instead of through a vector and a table of requests in
+/// flight.
+fn drive_native<S>(
+    engine: &mut crate::native::NativeEngine,
+    config: &DramConfig,
+    mut source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<Driven, SimError>
+where
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    use crate::DramEngine as _;
+    let mut t = Tally {
+        in_flight: 0,
+        completed: 0,
+        reads: 0,
+        writes: 0,
+        lat: LatencyHist::default(),
+        extra: None,
+    };
+    let mut next: Option<MemOp> = None;
+    let mut exhausted = false;
+    let mut sent = 0u64;
+    let mut last_progress_cycle = 0u64;
+    let mut reported = 0u64;
+    let capacity = config.capacity_bytes();
+    let (window, per_cycle, stall) = (opts.window, opts.issue_per_cycle, opts.stall_limit_cycles);
+
+    loop {
+        if !exhausted && t.in_flight < window {
+            let now = engine.cycle();
+            let mut issued = 0;
+            loop {
+                let op = match next.take() {
+                    Some(op) => op,
+                    None => match source.next() {
+                        Some(op) => op?,
+                        None => {
+                            exhausted = true;
+                            break;
+                        }
+                    },
+                };
+                if op.addr >= capacity {
+                    config.check_addr(op.addr, &format!(" (request #{sent})"))?;
+                }
+                let req = Request {
+                    id: now << 1 | op.access.is_write() as u64,
+                    addr: op.addr,
+                    access: op.access,
+                };
+                if !engine.try_send(req)? {
+                    next = Some(op);
+                    break;
+                }
+                t.in_flight += 1;
+                sent += 1;
+                issued += 1;
+                if issued == per_cycle || t.in_flight == window {
+                    break;
+                }
+            }
+        }
+        let before = t.completed;
+        if t.in_flight != 0 && (exhausted || t.in_flight >= window) {
+            let limit = engine.cycle() + stall + 1;
+            engine.run_until_done(limit, &mut t);
+        } else {
+            engine.tick_into(&mut t);
+        }
+        if let Some(id) = t.extra {
+            return Err(SimError::Engine {
+                engine: "native",
+                what: format!("request {id} completed with no request in flight"),
+            });
+        }
+        let completed_some = t.completed != before;
+        if completed_some {
+            last_progress_cycle = engine.cycle();
+            if let Some(p) = progress {
+                if t.completed >= reported + 4096 {
+                    reported = t.completed;
+                    p(t.completed);
+                }
+            }
+        }
+        if exhausted && t.in_flight == 0 && !engine.draining() {
+            break;
+        }
+        if !completed_some && engine.cycle() - last_progress_cycle > stall {
+            return Err(SimError::Engine {
+                engine: "native",
+                what: format!(
+                    "no request completed for {stall} cycles ({} in flight, {} pending in the engine)",
+                    t.in_flight,
+                    engine.pending()
+                ),
+            });
+        }
+    }
+    if engine.pending() != 0 {
+        return Err(SimError::Engine {
+            engine: "native",
+            what: format!("{} requests still pending at the end", engine.pending()),
+        });
+    }
+    let cycles = engine.cycle();
+    let report = engine.finish()?;
+    Ok((cycles, t.reads, t.writes, t.lat, report))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     kind: EngineKind,
@@ -699,6 +870,64 @@ mod tests {
         assert_eq!(h.quantile(0.75), 5_000);
         assert_eq!(h.quantile(1.0), 70_000);
         assert!((h.mean() - 75_006.0 / 4.0).abs() < 1e-9);
+    }
+
+    /// The native engine's fused loop gives what the generic loop gives
+    /// through the trait object: cycles, counts, every latency and the
+    /// command counts, over streams with writes, merges (small footprints),
+    /// bursts of several requests per cycle and windows from 1 to 256.
+    #[test]
+    fn the_native_fused_loop_equals_the_generic_loop() {
+        use crate::native::NativeEngine;
+        use crate::source::{StreamKind, StreamSpec, synthetic};
+        let presets = ["DDR4-3200-x8", "DDR4-2400-x16", "DDR4-2400-x8-2R"];
+        let kinds = [
+            StreamKind::Random,
+            StreamKind::Sequential,
+            StreamKind::Strided { stride_bytes: 4096 },
+        ];
+        let mut cases = 0;
+        for (p, preset) in presets.iter().enumerate() {
+            let cfg = DramConfig::preset(preset).unwrap();
+            for (k, kind) in kinds.iter().enumerate() {
+                for (window, per_cycle, writes, footprint) in [
+                    (32, 1, 0.0, None),
+                    (256, 4, 0.3, None),
+                    (1, 1, 0.5, None),
+                    (64, 2, 0.4, Some(64 * 64)),
+                ] {
+                    let mut spec = StreamSpec::new(*kind, 3000);
+                    spec.write_fraction = writes;
+                    spec.seed = (p * 10 + k) as u64;
+                    spec.footprint_bytes = footprint;
+                    let opts = RunOptions {
+                        window,
+                        issue_per_cycle: per_cycle,
+                        ..RunOptions::default()
+                    };
+                    let cap = cfg.capacity_bytes();
+                    let src = || synthetic(&spec, cap).unwrap().map(Ok);
+                    let mut a = NativeEngine::new(&cfg).unwrap();
+                    let fused = drive_native(&mut a, &cfg, src(), &opts, None).unwrap();
+                    let mut b: Box<dyn crate::DramEngine> =
+                        Box::new(NativeEngine::new(&cfg).unwrap());
+                    let generic =
+                        drive(EngineKind::Native, b.as_mut(), &cfg, src(), &opts, None).unwrap();
+                    let what = format!("{preset} {kind} window {window} x{per_cycle} w={writes}");
+                    assert_eq!(fused.0, generic.0, "cycles, {what}");
+                    assert_eq!(
+                        (fused.1, fused.2),
+                        (generic.1, generic.2),
+                        "reads and writes, {what}"
+                    );
+                    assert_eq!(fused.3.counts, generic.3.counts, "latencies, {what}");
+                    assert_eq!(fused.4, generic.4, "engine report, {what}");
+                    assert!(fused.1 + fused.2 == 3000, "{what}");
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 36);
     }
 
     #[test]
