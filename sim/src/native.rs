@@ -2159,7 +2159,7 @@ impl NativeEngine {
 
 impl NativeEngine {
     /// [`DramEngine::tick_until_done`], handing completions to any sink.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn run_until_done<D: DoneSink>(&mut self, limit: u64, done: &mut D) {
         if self.cycle >= limit {
             return;
