@@ -260,24 +260,17 @@ where
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
     let started = Instant::now();
-    // The native engine is driven through its own type, so that the loop
-    // below inlines its calls; the others through the trait object.
-    if kind == EngineKind::Native {
+    // The native engine is driven through its own type and loop, so that the
+    // loop inlines its calls; the others through the trait object.
+    let driven = if kind == EngineKind::Native {
         let mut engine = crate::native::NativeEngine::new(config)?;
-        measure_native(&mut engine, config, source, opts, progress, started)
+        drive_native(&mut engine, config, source, opts, progress)?
     } else {
         let mut engine = create_engine(kind, config, dir)?;
-        measure(
-            kind,
-            engine.as_mut(),
-            config,
-            source,
-            opts,
-            progress,
-            started,
-        )
-        .map_err(|e| with_disk_hint(e, dir))
-    }
+        drive(kind, engine.as_mut(), config, source, opts, progress)
+            .map_err(|e| with_disk_hint(e, dir))?
+    };
+    Ok(statistics(kind, config, driven, progress, started))
 }
 
 /// Below this many free bytes, a reference engine's output files may have
@@ -327,7 +320,14 @@ where
     check_options(opts)?;
     let started = Instant::now();
     let config = crate::DramEngine::config(engine).clone();
-    measure_native(engine, &config, source, opts, progress, started)
+    let driven = drive_native(engine, &config, source, opts, progress)?;
+    Ok(statistics(
+        EngineKind::Native,
+        &config,
+        driven,
+        progress,
+        started,
+    ))
 }
 
 /// The most requests a run may keep in flight ([`RunOptions::window`]).
@@ -347,46 +347,6 @@ fn check_options(opts: &RunOptions) -> Result<(), SimError> {
         ));
     }
     Ok(())
-}
-
-/// [`drive`], then the statistics of the run that began at `started`.
-fn measure<E, S>(
-    kind: EngineKind,
-    engine: &mut E,
-    config: &DramConfig,
-    source: S,
-    opts: &RunOptions,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-    started: Instant,
-) -> Result<DramStats, SimError>
-where
-    E: crate::DramEngine + ?Sized,
-    S: Iterator<Item = Result<MemOp, SimError>>,
-{
-    let driven = drive(kind, engine, config, source, opts, progress)?;
-    Ok(statistics(kind, config, driven, progress, started))
-}
-
-/// [`drive_native`], then the statistics of the run that began at `started`.
-fn measure_native<S>(
-    engine: &mut crate::native::NativeEngine,
-    config: &DramConfig,
-    source: S,
-    opts: &RunOptions,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-    started: Instant,
-) -> Result<DramStats, SimError>
-where
-    S: Iterator<Item = Result<MemOp, SimError>>,
-{
-    let driven = drive_native(engine, config, source, opts, progress)?;
-    Ok(statistics(
-        EngineKind::Native,
-        config,
-        driven,
-        progress,
-        started,
-    ))
 }
 
 /// The statistics of a driven run that began at `started`.
@@ -487,136 +447,100 @@ impl InFlight {
 
 type Driven = (u64, u64, u64, LatencyHist, crate::engine::EngineReport);
 
-/// Runs `source` through `engine` to the end: the front end of
-/// [`simulate`].
-fn drive<E, S>(
-    kind: EngineKind,
-    engine: &mut E,
-    config: &DramConfig,
-    mut source: S,
-    opts: &RunOptions,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-) -> Result<Driven, SimError>
-where
-    E: crate::DramEngine + ?Sized,
-    S: Iterator<Item = Result<MemOp, SimError>>,
-{
-    let mut in_flight = InFlight::new(opts.window);
-    let mut done: Vec<Completion> = Vec::with_capacity(64);
-    let mut next: Option<MemOp> = None;
-    let mut exhausted = false;
-    let mut sent = 0u64;
-    let (mut reads, mut writes) = (0u64, 0u64);
-    let mut lat = LatencyHist::default();
-    let mut last_progress_cycle = 0u64;
-    let mut reported = 0u64;
-    let capacity = config.capacity_bytes();
-    let (window, per_cycle, stall) = (opts.window, opts.issue_per_cycle, opts.stall_limit_cycles);
-
-    loop {
-        if !exhausted && in_flight.len < window {
-            let now = engine.cycle();
-            let mut issued = 0;
-            loop {
-                let op = match next.take() {
-                    Some(op) => op,
-                    None => match source.next() {
-                        Some(op) => op?,
-                        None => {
-                            exhausted = true;
-                            break;
-                        }
-                    },
-                };
-                if op.addr >= capacity {
-                    config.check_addr(op.addr, &format!(" (request #{sent})"))?;
-                }
-                let req = Request {
-                    id: in_flight.next_id(sent),
-                    addr: op.addr,
-                    access: op.access,
-                };
-                if !engine.try_send(req)? {
-                    next = Some(op);
-                    break;
-                }
-                in_flight.insert(req.id, now, op.access);
-                sent += 1;
-                issued += 1;
-                if issued == per_cycle || in_flight.len == window {
-                    break;
-                }
-            }
-        }
-        if in_flight.len != 0 && (exhausted || in_flight.len >= window) {
-            // Nothing can be sent before a request completes: let an
-            // event-driven engine jump to that cycle (same results as
-            // ticking every cycle; the stall check still fires).
-            let limit = engine.cycle() + stall + 1;
-            engine.tick_until_done(limit, &mut done);
-        } else {
-            engine.tick(&mut done);
-        }
-        let completed_some = !done.is_empty();
-        if completed_some {
-            for c in &done {
-                let Some((sent_at, access)) = in_flight.remove(c.id) else {
-                    return Err(SimError::Engine {
-                        engine: kind.name(),
-                        what: format!("request {} completed twice or was never sent", c.id),
-                    });
-                };
-                match access {
-                    Access::Read => {
-                        reads += 1;
-                        lat.add(c.cycle.saturating_sub(sent_at));
-                    }
-                    Access::Write => writes += 1,
-                }
-            }
-            done.clear();
-            last_progress_cycle = engine.cycle();
-            if let Some(p) = progress {
-                let completed = reads + writes;
-                if completed >= reported + 4096 {
-                    reported = completed;
-                    p(completed);
-                }
-            }
-        }
-        if exhausted && in_flight.len == 0 && !engine.draining() {
-            break;
-        }
-        // (An iteration that completed something has just made progress.)
-        if !completed_some && engine.cycle() - last_progress_cycle > stall {
-            return Err(SimError::Engine {
-                engine: kind.name(),
-                what: format!(
-                    "no request completed for {stall} cycles ({} in flight, {} pending in the engine)",
-                    in_flight.len,
-                    engine.pending()
-                ),
-            });
-        }
-    }
-    if engine.pending() != 0 {
-        return Err(SimError::Engine {
-            engine: kind.name(),
-            what: format!("{} requests still pending at the end", engine.pending()),
-        });
-    }
-    let cycles = engine.cycle();
-    let report = engine.finish()?;
-    Ok((cycles, reads, writes, lat, report))
+/// How [`drive_with`] keeps its requests in flight and hears of their
+/// completions: through the trait object's vector of completions and a table
+/// of ids ([`Generic`]), or straight from the native engine ([`Tally`]).
+trait Front<E: crate::DramEngine + ?Sized> {
+    /// Requests sent and not completed yet.
+    fn in_flight(&self) -> usize;
+    /// Sends the `n`-th request at cycle `now`; whether the engine took it.
+    fn send(&mut self, engine: &mut E, n: u64, now: u64, op: MemOp) -> Result<bool, SimError>;
+    /// Runs the engine to its next completion (before `limit`), or one cycle.
+    fn advance(&mut self, engine: &mut E, limit: Option<u64>);
+    /// Accounts for the completions of the last [`advance`](Self::advance);
+    /// whether there were any.
+    fn settle(&mut self, kind: EngineKind) -> Result<bool, SimError>;
+    /// Requests completed so far.
+    fn completed(&self) -> u64;
+    /// Reads, writes and the read latencies.
+    fn totals(self) -> (u64, u64, LatencyHist);
 }
 
-/// What [`drive_native`] keeps of the requests in flight: how many, and
-/// the latency of each read as it completes. A request's id is its send
-/// cycle, doubled, plus 1 for a write, so a completion carries all that is
-/// needed and no table of requests in flight is kept.
+/// The front end for any engine: ids name a slot of a table of requests in
+/// flight, and every completion's id is checked against it.
+struct Generic {
+    in_flight: InFlight,
+    done: Vec<Completion>,
+    reads: u64,
+    writes: u64,
+    lat: LatencyHist,
+}
+
+impl<E: crate::DramEngine + ?Sized> Front<E> for Generic {
+    fn in_flight(&self) -> usize {
+        self.in_flight.len
+    }
+
+    #[inline]
+    fn send(&mut self, engine: &mut E, n: u64, now: u64, op: MemOp) -> Result<bool, SimError> {
+        let req = Request {
+            id: self.in_flight.next_id(n),
+            addr: op.addr,
+            access: op.access,
+        };
+        let taken = engine.try_send(req)?;
+        if taken {
+            self.in_flight.insert(req.id, now, op.access);
+        }
+        Ok(taken)
+    }
+
+    #[inline]
+    fn advance(&mut self, engine: &mut E, limit: Option<u64>) {
+        match limit {
+            Some(limit) => engine.tick_until_done(limit, &mut self.done),
+            None => engine.tick(&mut self.done),
+        }
+    }
+
+    fn settle(&mut self, kind: EngineKind) -> Result<bool, SimError> {
+        for c in &self.done {
+            let Some((sent_at, access)) = self.in_flight.remove(c.id) else {
+                return Err(SimError::Engine {
+                    engine: kind.name(),
+                    what: format!("request {} completed twice or was never sent", c.id),
+                });
+            };
+            match access {
+                Access::Read => {
+                    self.reads += 1;
+                    self.lat.add(c.cycle.saturating_sub(sent_at));
+                }
+                Access::Write => self.writes += 1,
+            }
+        }
+        let some = !self.done.is_empty();
+        self.done.clear();
+        Ok(some)
+    }
+
+    fn completed(&self) -> u64 {
+        self.reads + self.writes
+    }
+
+    fn totals(self) -> (u64, u64, LatencyHist) {
+        (self.reads, self.writes, self.lat)
+    }
+}
+
+/// The native engine's front end: a request's id is its send cycle, doubled,
+/// plus 1 for a write, so a completion carries all that is needed, and the
+/// engine hands it straight to the counts and the latency histogram (no
+/// table of requests in flight, no vector of completions).
 struct Tally {
     in_flight: usize,
     completed: u64,
+    settled: u64,
     reads: u64,
     writes: u64,
     lat: LatencyHist,
@@ -642,29 +566,132 @@ impl crate::native::DoneSink for Tally {
     }
 }
 
-/// [`drive`] for the native engine, step for step the same calls (so the
+impl Front<crate::native::NativeEngine> for Tally {
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    #[inline(always)]
+    fn send(
+        &mut self,
+        engine: &mut crate::native::NativeEngine,
+        _n: u64,
+        now: u64,
+        op: MemOp,
+    ) -> Result<bool, SimError> {
+        use crate::DramEngine as _;
+        let taken = engine.try_send(Request {
+            id: now << 1 | op.access.is_write() as u64,
+            addr: op.addr,
+            access: op.access,
+        })?;
+        self.in_flight += taken as usize;
+        Ok(taken)
+    }
+
+    #[inline(always)]
+    fn advance(&mut self, engine: &mut crate::native::NativeEngine, limit: Option<u64>) {
+        match limit {
+            Some(limit) => engine.run_until_done(limit, self),
+            None => engine.tick_into(self),
+        }
+    }
+
+    #[inline(always)]
+    fn settle(&mut self, _kind: EngineKind) -> Result<bool, SimError> {
+        if let Some(id) = self.extra {
+            return Err(SimError::Engine {
+                engine: "native",
+                what: format!("request {id} completed with no request in flight"),
+            });
+        }
+        let some = self.completed != self.settled;
+        self.settled = self.completed;
+        Ok(some)
+    }
+
+    fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    fn totals(self) -> (u64, u64, LatencyHist) {
+        (self.reads, self.writes, self.lat)
+    }
+}
+
+/// Runs `source` through `engine` to the end: the front end of
+/// [`simulate`].
+fn drive<E, S>(
+    kind: EngineKind,
+    engine: &mut E,
+    config: &DramConfig,
+    source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<Driven, SimError>
+where
+    E: crate::DramEngine + ?Sized,
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let front = Generic {
+        in_flight: InFlight::new(opts.window),
+        done: Vec::with_capacity(64),
+        reads: 0,
+        writes: 0,
+        lat: LatencyHist::default(),
+    };
+    drive_with(kind, engine, front, config, source, opts, progress)
+}
+
+/// [`drive`] for the native engine: the same calls in the same order (so the
 /// same results), with completions going straight into the counts and the
-/// latency histogram instead of through a vector and a table of requests in
-/// flight.
+/// latency histogram.
 fn drive_native<S>(
     engine: &mut crate::native::NativeEngine,
     config: &DramConfig,
-    mut source: S,
+    source: S,
     opts: &RunOptions,
     progress: Option<&(dyn Fn(u64) + Sync)>,
 ) -> Result<Driven, SimError>
 where
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
-    use crate::DramEngine as _;
-    let mut t = Tally {
+    let front = Tally {
         in_flight: 0,
         completed: 0,
+        settled: 0,
         reads: 0,
         writes: 0,
         lat: LatencyHist::default(),
         extra: None,
     };
+    drive_with(
+        EngineKind::Native,
+        engine,
+        front,
+        config,
+        source,
+        opts,
+        progress,
+    )
+}
+
+/// The loop of [`drive`] and [`drive_native`].
+#[inline(always)]
+fn drive_with<E, F, S>(
+    kind: EngineKind,
+    engine: &mut E,
+    mut front: F,
+    config: &DramConfig,
+    mut source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<Driven, SimError>
+where
+    E: crate::DramEngine + ?Sized,
+    F: Front<E>,
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
     let mut next: Option<MemOp> = None;
     let mut exhausted = false;
     let mut sent = 0u64;
@@ -674,7 +701,7 @@ where
     let (window, per_cycle, stall) = (opts.window, opts.issue_per_cycle, opts.stall_limit_cycles);
 
     loop {
-        if !exhausted && t.in_flight < window {
+        if !exhausted && front.in_flight() < window {
             let now = engine.cycle();
             let mut issued = 0;
             loop {
@@ -691,55 +718,48 @@ where
                 if op.addr >= capacity {
                     config.check_addr(op.addr, &format!(" (request #{sent})"))?;
                 }
-                let req = Request {
-                    id: now << 1 | op.access.is_write() as u64,
-                    addr: op.addr,
-                    access: op.access,
-                };
-                if !engine.try_send(req)? {
+                if !front.send(engine, sent, now, op)? {
                     next = Some(op);
                     break;
                 }
-                t.in_flight += 1;
                 sent += 1;
                 issued += 1;
-                if issued == per_cycle || t.in_flight == window {
+                if issued == per_cycle || front.in_flight() == window {
                     break;
                 }
             }
         }
-        let before = t.completed;
-        if t.in_flight != 0 && (exhausted || t.in_flight >= window) {
+        let in_flight = front.in_flight();
+        if in_flight != 0 && (exhausted || in_flight >= window) {
+            // Nothing can be sent before a request completes: let an
+            // event-driven engine jump to that cycle (same results as
+            // ticking every cycle; the stall check still fires).
             let limit = engine.cycle() + stall + 1;
-            engine.run_until_done(limit, &mut t);
+            front.advance(engine, Some(limit));
         } else {
-            engine.tick_into(&mut t);
+            front.advance(engine, None);
         }
-        if let Some(id) = t.extra {
-            return Err(SimError::Engine {
-                engine: "native",
-                what: format!("request {id} completed with no request in flight"),
-            });
-        }
-        let completed_some = t.completed != before;
+        let completed_some = front.settle(kind)?;
         if completed_some {
             last_progress_cycle = engine.cycle();
             if let Some(p) = progress {
-                if t.completed >= reported + 4096 {
-                    reported = t.completed;
-                    p(t.completed);
+                let completed = front.completed();
+                if completed >= reported + 4096 {
+                    reported = completed;
+                    p(completed);
                 }
             }
         }
-        if exhausted && t.in_flight == 0 && !engine.draining() {
+        if exhausted && front.in_flight() == 0 && !engine.draining() {
             break;
         }
+        // (An iteration that completed something has just made progress.)
         if !completed_some && engine.cycle() - last_progress_cycle > stall {
             return Err(SimError::Engine {
-                engine: "native",
+                engine: kind.name(),
                 what: format!(
                     "no request completed for {stall} cycles ({} in flight, {} pending in the engine)",
-                    t.in_flight,
+                    front.in_flight(),
                     engine.pending()
                 ),
             });
@@ -747,13 +767,14 @@ where
     }
     if engine.pending() != 0 {
         return Err(SimError::Engine {
-            engine: "native",
+            engine: kind.name(),
             what: format!("{} requests still pending at the end", engine.pending()),
         });
     }
     let cycles = engine.cycle();
     let report = engine.finish()?;
-    Ok((cycles, t.reads, t.writes, t.lat, report))
+    let (reads, writes, lat) = front.totals();
+    Ok((cycles, reads, writes, lat, report))
 }
 
 #[allow(clippy::too_many_arguments)]
