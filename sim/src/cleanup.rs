@@ -48,6 +48,20 @@ pub fn register(path: &Path, what: Leftover) -> Registered {
     Registered(id)
 }
 
+/// Makes `path` with `make` and registers it as `what`, in one step as far
+/// as [`remove_all`] is concerned: what `make` made before `remove_all` runs
+/// is removed by it, and once `remove_all` has run, `make` never runs (the
+/// call waits for the process to end). Registering after making would leave
+/// what a signal caught in between; registering before would leave what
+/// `make` made after `remove_all` had looked.
+pub fn make<T>(path: &Path, what: Leftover, make: impl FnOnce() -> T) -> (T, Registered) {
+    let mut live = live();
+    let made = make();
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    live.push((id, path.to_path_buf(), what));
+    (made, Registered(id))
+}
+
 /// Removes everything registered, for a process about to end: the registry
 /// stays locked, so nothing registered later is left unremoved unnoticed (a
 /// thread registering from now on waits for the end). Returns how many

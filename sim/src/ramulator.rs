@@ -235,8 +235,11 @@ impl PrefixLink {
         };
         let link = parent.join(name);
         let _ = std::fs::remove_file(&link);
-        let registered = crate::cleanup::register(&link, crate::cleanup::Leftover::File);
-        std::os::unix::fs::symlink(&target, &link).map_err(|e| SimError::io(&link, e))?;
+        let (made, registered) =
+            crate::cleanup::make(&link, crate::cleanup::Leftover::File, || {
+                std::os::unix::fs::symlink(&target, &link)
+            });
+        made.map_err(|e| SimError::io(&link, e))?;
         Ok(PrefixLink {
             path: link,
             _registered: registered,

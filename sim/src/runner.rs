@@ -200,21 +200,18 @@ where
         Some(d) => (d.clone(), false),
         None => (unique_temp_dir(kind), true),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e))?;
     // (Removed below when the run ends; by the signal handler if the process
-    // ends first.)
+    // ends first. A temporary directory is made and registered in one step,
+    // so that a signal never leaves it behind.)
+    let make = || std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e));
     let registered = if temporary {
-        Some(crate::cleanup::register(
-            &dir,
-            crate::cleanup::Leftover::Dir,
-        ))
-    } else if !opts.keep_command_traces {
-        Some(crate::cleanup::register(
-            &dir,
-            crate::cleanup::Leftover::CommandTraces,
-        ))
+        let (made, registered) = crate::cleanup::make(&dir, crate::cleanup::Leftover::Dir, make);
+        made?;
+        Some(registered)
     } else {
-        None
+        make()?;
+        (!opts.keep_command_traces)
+            .then(|| crate::cleanup::register(&dir, crate::cleanup::Leftover::CommandTraces))
     };
     let result = on_fresh_thread(|| run_on_this_thread(kind, config, source, opts, progress, &dir));
     if temporary {
