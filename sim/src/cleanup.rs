@@ -43,9 +43,7 @@ impl Drop for Registered {
 /// Registers `path` to be removed as `what` if the process ends on a signal
 /// while the returned value lives.
 pub fn register(path: &Path, what: Leftover) -> Registered {
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    live().push((id, path.to_path_buf(), what));
-    Registered(id)
+    make(path, what, || ()).1
 }
 
 /// Makes `path` with `make` and registers it as `what`, in one step as far

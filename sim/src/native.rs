@@ -2139,9 +2139,10 @@ impl NativeEngine {
         }
     }
 
-    /// One clock edge: what [`DramEngine::tick`] does.
+    /// One clock edge: what [`DramEngine::tick`] does, handing completions
+    /// to any sink; whether any completed.
     #[inline(always)]
-    fn tick_once<D: DoneSink>(&mut self, done: &mut D) -> bool {
+    pub(crate) fn tick_once<D: DoneSink>(&mut self, done: &mut D) -> bool {
         let now = self.cycle;
         let emitted = self.next_done <= now;
         if emitted {
@@ -2179,12 +2180,6 @@ impl NativeEngine {
         }
         let now = self.next_done;
         self.cycle = now;
-        self.tick_once(done);
-    }
-
-    /// [`DramEngine::tick`], handing completions to any sink.
-    #[inline]
-    pub(crate) fn tick_into<D: DoneSink>(&mut self, done: &mut D) {
         self.tick_once(done);
     }
 }

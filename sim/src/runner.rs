@@ -534,9 +534,10 @@ impl<E: crate::DramEngine + ?Sized> Front<E> for Generic {
 /// plus 1 for a write, so a completion carries all that is needed, and the
 /// engine hands it straight to the counts and the latency histogram (no
 /// table of requests in flight, no vector of completions).
+#[derive(Default)]
 struct Tally {
     in_flight: usize,
-    completed: u64,
+    /// Requests completed when [`Front::settle`] last looked.
     settled: u64,
     reads: u64,
     writes: u64,
@@ -553,7 +554,6 @@ impl crate::native::DoneSink for Tally {
             return;
         }
         self.in_flight -= 1;
-        self.completed += 1;
         if id & 1 == 0 {
             self.reads += 1;
             self.lat.add(cycle.saturating_sub(id >> 1));
@@ -590,7 +590,9 @@ impl Front<crate::native::NativeEngine> for Tally {
     fn advance(&mut self, engine: &mut crate::native::NativeEngine, limit: Option<u64>) {
         match limit {
             Some(limit) => engine.run_until_done(limit, self),
-            None => engine.tick_into(self),
+            None => {
+                engine.tick_once(self);
+            }
         }
     }
 
@@ -602,13 +604,14 @@ impl Front<crate::native::NativeEngine> for Tally {
                 what: format!("request {id} completed with no request in flight"),
             });
         }
-        let some = self.completed != self.settled;
-        self.settled = self.completed;
+        let completed = self.reads + self.writes;
+        let some = completed != self.settled;
+        self.settled = completed;
         Ok(some)
     }
 
     fn completed(&self) -> u64 {
-        self.completed
+        self.reads + self.writes
     }
 
     fn totals(self) -> (u64, u64, LatencyHist) {
@@ -653,15 +656,7 @@ fn drive_native<S>(
 where
     S: Iterator<Item = Result<MemOp, SimError>>,
 {
-    let front = Tally {
-        in_flight: 0,
-        completed: 0,
-        settled: 0,
-        reads: 0,
-        writes: 0,
-        lat: LatencyHist::default(),
-        extra: None,
-    };
+    let front = Tally::default();
     drive_with(
         EngineKind::Native,
         engine,
