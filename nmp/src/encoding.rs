@@ -114,24 +114,33 @@ fn array_len(elements: usize) -> u64 {
 
 /// Encodes one instruction.
 ///
-/// # Panics
-///
-/// If an array holds more than `u32::MAX` elements (its count would not fit).
-pub fn encode(instr: &Instruction) -> Vec<u8> {
+/// Refuses (before writing anything) an instruction that [`decode`] would
+/// refuse once encoded: see [`check_encodable`].
+pub fn encode(instr: &Instruction) -> Result<Vec<u8>, NmpError> {
     let mut out = Vec::new();
-    encode_into(instr, &mut out);
-    out
+    encode_into(instr, &mut out)?;
+    Ok(out)
 }
 
-/// Appends the encoding of one instruction to `out`.
-///
-/// # Panics
-///
-/// If an array holds more than `u32::MAX` elements (its count would not fit).
-pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) {
+/// Appends the encoding of one instruction to `out`; on an error `out` is
+/// left as it was.
+pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) -> Result<(), NmpError> {
+    check_encodable(instr)?;
+    let total = encoded_len(instr);
+    let bytes = usize::try_from(total).map_err(|_| NmpError::Malformed {
+        op: instr.op(),
+        what: format!("its encoding of {total} bytes is larger than the address space"),
+    })?;
+    out.reserve(bytes);
+    write_into(instr, out);
+    Ok(())
+}
+
+/// Writes the encoding of `instr`, whose array counts fit their fields, as
+/// it is (whether or not [`decode`] would accept it).
+fn write_into(instr: &Instruction, out: &mut Vec<u8>) {
     let total = encoded_len(instr);
     let start = out.len();
-    out.reserve(usize::try_from(total).expect("instruction larger than the address space"));
     let (flags, kind) = match instr {
         Instruction::GatherReduce {
             pooling, weights, ..
@@ -155,15 +164,15 @@ pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) {
             weights,
             ..
         } => {
-            put_u32s(out, "offsets", offsets);
-            put_u32s(out, "indices", indices);
+            put_u32s(out, offsets);
+            put_u32s(out, indices);
             if let Some(weights) = weights {
-                put_f32s(out, "weights", weights);
+                put_f32s(out, weights);
             }
         }
         Instruction::LoadGradient { bags, grads, .. } => {
             out.extend_from_slice(&bags.to_le_bytes());
-            put_f32s(out, "grads", grads);
+            put_f32s(out, grads);
         }
         Instruction::CastedGatherReduce {
             num_bags,
@@ -174,16 +183,16 @@ pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) {
             ..
         } => {
             out.extend_from_slice(&num_bags.to_le_bytes());
-            put_u32s(out, "casted_src", casted_src);
-            put_u32s(out, "casted_dst", casted_dst);
-            put_u32s(out, "unique_rows", unique_rows);
+            put_u32s(out, casted_src);
+            put_u32s(out, casted_dst);
+            put_u32s(out, unique_rows);
             if let Some(scale) = scale {
-                put_f32s(out, "scale", scale);
+                put_f32s(out, scale);
             }
         }
         Instruction::LoadCoalesced { rows, grads, .. } => {
-            put_u32s(out, "rows", rows);
-            put_f32s(out, "grads", grads);
+            put_u32s(out, rows);
+            put_f32s(out, grads);
         }
         Instruction::Scatter { optimizer, .. } => {
             let (params, n) = optimizer_params(optimizer);
@@ -195,22 +204,105 @@ pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) {
     debug_assert_eq!((out.len() - start) as u64, total);
 }
 
-fn put_count(out: &mut Vec<u8>, field: &str, len: usize) {
-    let count = u32::try_from(len).unwrap_or_else(|_| {
-        panic!("field {field}: {len} elements do not fit the u32 count of the encoding")
-    });
-    out.extend_from_slice(&count.to_le_bytes());
+/// Checks what the binary encoding requires of an instruction's fields, the
+/// rules [`decode`] enforces: every array's count fits its `u32` field,
+/// `weights` has one value per index, `casted_dst` and `scale` one per
+/// `casted_src` entry, and gradients split into whole rows (`bags` rows for
+/// load-gradient, one per entry of `rows` for load-coalesced). What depends
+/// on the pool (tables, row counts, dimensions) is checked when the
+/// instruction runs.
+pub fn check_encodable(instr: &Instruction) -> Result<(), NmpError> {
+    let op = instr.op();
+    let malformed = |what: String| Err(NmpError::Malformed { op, what });
+    let fits = |field: &str, len: usize| {
+        if u32::try_from(len).is_ok() {
+            Ok(())
+        } else {
+            malformed(format!(
+                "`{field}` holds {len} values, more than the {} its u32 count can say",
+                u32::MAX
+            ))
+        }
+    };
+    let same = |field: &str, len: usize, of: &str, want: usize| {
+        if len == want {
+            Ok(())
+        } else {
+            malformed(format!(
+                "`{field}` holds {len} values but `{of}` holds {want}: one per entry is expected"
+            ))
+        }
+    };
+    let whole_rows = |field: &str, len: usize, rows_field: &str, rows: usize| {
+        let ok = if rows == 0 { len == 0 } else { len % rows == 0 };
+        if ok {
+            Ok(())
+        } else {
+            malformed(format!(
+                "`{field}` holds {len} values, not a whole number of rows for {rows_field} = {rows}"
+            ))
+        }
+    };
+    match instr {
+        Instruction::GatherReduce {
+            offsets,
+            indices,
+            weights,
+            ..
+        } => {
+            fits("offsets", offsets.len())?;
+            fits("indices", indices.len())?;
+            if let Some(w) = weights {
+                same("weights", w.len(), "indices", indices.len())?;
+            }
+        }
+        Instruction::LoadGradient { bags, grads, .. } => {
+            fits("grads", grads.len())?;
+            whole_rows("grads", grads.len(), "bags", *bags as usize)?;
+        }
+        Instruction::CastedGatherReduce {
+            casted_src,
+            casted_dst,
+            unique_rows,
+            scale,
+            ..
+        } => {
+            fits("casted_src", casted_src.len())?;
+            fits("unique_rows", unique_rows.len())?;
+            same(
+                "casted_dst",
+                casted_dst.len(),
+                "casted_src",
+                casted_src.len(),
+            )?;
+            if let Some(s) = scale {
+                same("scale", s.len(), "casted_src", casted_src.len())?;
+            }
+        }
+        Instruction::LoadCoalesced { rows, grads, .. } => {
+            fits("rows", rows.len())?;
+            fits("grads", grads.len())?;
+            whole_rows("grads", grads.len(), "the count of `rows`", rows.len())?;
+        }
+        Instruction::Scatter { .. } => {}
+    }
+    Ok(())
 }
 
-fn put_u32s(out: &mut Vec<u8>, field: &str, values: &[u32]) {
-    put_count(out, field, values.len());
+/// Writes an array's count ([`check_encodable`] has made sure it fits).
+fn put_count(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+}
+
+fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
+    put_count(out, values.len());
     for v in values {
         out.extend_from_slice(&v.to_le_bytes());
     }
 }
 
-fn put_f32s(out: &mut Vec<u8>, field: &str, values: &[f32]) {
-    put_count(out, field, values.len());
+fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
+    put_count(out, values.len());
     for v in values {
         out.extend_from_slice(&v.to_le_bytes());
     }
@@ -719,6 +811,52 @@ mod tests {
         prop_oneof![gather, load_gradient, casted, load_coalesced, scatter]
     }
 
+    /// Instructions whose array lengths are drawn independently: consistent
+    /// or not.
+    fn any_shape() -> impl Strategy<Value = Instruction> {
+        let opt_f32s = |max: usize| prop::option::of(prop::collection::vec(value(), 0..max));
+        let any_f32s = |max: usize| prop::collection::vec(value(), 0..max);
+        prop_oneof![
+            (u32s(4), u32s(5), opt_f32s(6)).prop_map(|(offsets, indices, weights)| {
+                Instruction::GatherReduce {
+                    table: 1,
+                    pooling: Pooling::WeightedSum,
+                    offsets,
+                    indices,
+                    weights,
+                }
+            }),
+            (0u32..4, any_f32s(7)).prop_map(|(bags, grads)| Instruction::LoadGradient {
+                table: 2,
+                bags,
+                grads
+            }),
+            (u32s(4), u32s(4), u32s(3), opt_f32s(5)).prop_map(
+                |(casted_src, casted_dst, unique_rows, scale)| Instruction::CastedGatherReduce {
+                    table: 3,
+                    num_bags: 2,
+                    casted_src,
+                    casted_dst,
+                    unique_rows,
+                    scale,
+                }
+            ),
+            (u32s(4), any_f32s(7)).prop_map(|(rows, grads)| Instruction::LoadCoalesced {
+                table: 4,
+                rows,
+                grads
+            }),
+        ]
+    }
+
+    /// The bytes of `instr` as written, even where [`check_encodable`]
+    /// refuses it (to test what `decode` says of such bytes).
+    fn raw(instr: &Instruction) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_into(instr, &mut out);
+        out
+    }
+
     fn message(bytes: &[u8]) -> String {
         decode(bytes).unwrap_err().to_string()
     }
@@ -738,7 +876,7 @@ mod tests {
 
         #[test]
         fn round_trips(instr in instruction()) {
-            let bytes = encode(&instr);
+            let bytes = encode(&instr).unwrap();
             prop_assert_eq!(encoded_len(&instr), bytes.len() as u64);
             prop_assert_eq!(bytes.len() % 4, 0);
             let (back, used) = decode(&bytes).unwrap();
@@ -754,7 +892,7 @@ mod tests {
         fn streams_round_trip(instrs in prop::collection::vec(instruction(), 0..6)) {
             let mut bytes = Vec::new();
             for instr in &instrs {
-                encode_into(instr, &mut bytes);
+                encode_into(instr, &mut bytes).unwrap();
             }
             let total: u64 = instrs.iter().map(encoded_len).sum();
             prop_assert_eq!(total, bytes.len() as u64);
@@ -763,7 +901,7 @@ mod tests {
 
         #[test]
         fn every_truncation_is_an_error(instr in instruction()) {
-            let bytes = encode(&instr);
+            let bytes = encode(&instr).unwrap();
             for k in 0..bytes.len() {
                 prop_assert!(decode(&bytes[..k]).is_err(), "prefix of {} bytes decoded", k);
                 if k > 0 {
@@ -793,7 +931,24 @@ mod tests {
             bytes.extend_from_slice(&body);
             if let Ok((back, used)) = decode(&bytes) {
                 prop_assert_eq!(used, bytes.len());
-                prop_assert_eq!(encode(&back), bytes);
+                prop_assert_eq!(encode(&back).unwrap(), bytes);
+            }
+        }
+
+        #[test]
+        fn encode_accepts_exactly_what_decode_accepts(instr in any_shape()) {
+            let bytes = raw(&instr);
+            let decoded = decode(&bytes);
+            let mut out = vec![7u8; 3];
+            match encode_into(&instr, &mut out) {
+                Ok(()) => {
+                    prop_assert_eq!(&out[3..], &bytes[..]);
+                    prop_assert_eq!(decoded.unwrap().0, instr);
+                }
+                Err(e) => {
+                    prop_assert!(decoded.is_err(), "encode refused what decode accepts: {}", e);
+                    prop_assert_eq!(out, vec![7u8; 3], "a refused instruction wrote bytes");
+                }
             }
         }
 
@@ -802,13 +957,13 @@ mod tests {
             instr in instruction(),
             edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
         ) {
-            let mut bytes = encode(&instr);
+            let mut bytes = encode(&instr).unwrap();
             for (at, value) in edits {
                 let i = at.index(bytes.len());
                 bytes[i] = value;
             }
             if let Ok((back, used)) = decode(&bytes) {
-                prop_assert_eq!(used, encode(&back).len());
+                prop_assert_eq!(used, encode(&back).unwrap().len());
             }
             let _ = decode_all(&bytes);
         }
@@ -820,14 +975,14 @@ mod tests {
             table: 0x0102_0304,
             optimizer: Optimizer::RowWiseAdagrad { lr: 1.0, eps: 0.0 },
         };
-        let bytes = encode(&instr);
+        let bytes = encode(&instr).unwrap();
         let mut want = vec![0xA5, 0, OPT_ROW_WISE_ADAGRAD, 0, 4, 3, 2, 1];
         want.extend_from_slice(&24u64.to_le_bytes());
         want.extend_from_slice(&1.0f32.to_le_bytes());
         want.extend_from_slice(&0.0f32.to_le_bytes());
         assert_eq!(bytes, want);
 
-        let bytes = encode(&example_gather());
+        let bytes = encode(&example_gather()).unwrap();
         assert_eq!(&bytes[..4], &[0xA1, FLAG_OPTIONAL, POOLING_WEIGHTED_SUM, 0]);
         // Header, then three arrays of three elements each.
         assert_eq!(bytes.len(), HEADER_BYTES + 3 * 16);
@@ -843,7 +998,7 @@ mod tests {
         let want = [
             0xa5, 0, 0, 0, 3, 0, 0, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3f,
         ];
-        assert_eq!(encode(&instr), want);
+        assert_eq!(encode(&instr).unwrap(), want);
     }
 
     #[test]
@@ -853,7 +1008,7 @@ mod tests {
                 table: 3,
                 optimizer,
             };
-            assert_eq!(decode(&encode(&instr)).unwrap().0, instr);
+            assert_eq!(decode(&encode(&instr).unwrap()).unwrap().0, instr);
         }
         for pooling in Pooling::ALL {
             let instr = Instruction::GatherReduce {
@@ -863,7 +1018,7 @@ mod tests {
                 indices: vec![5],
                 weights: None,
             };
-            assert_eq!(decode(&encode(&instr)).unwrap().0, instr);
+            assert_eq!(decode(&encode(&instr).unwrap()).unwrap().0, instr);
         }
     }
 
@@ -875,7 +1030,7 @@ mod tests {
             bags: 1,
             grads: vec![nan, -0.0],
         };
-        let bytes = encode(&instr);
+        let bytes = encode(&instr).unwrap();
         let Instruction::LoadGradient { grads, .. } = decode(&bytes).unwrap().0 else {
             panic!("wrong variant");
         };
@@ -890,7 +1045,7 @@ mod tests {
             rows: vec![1, 2, 3],
             grads: vec![0.0; 3],
         };
-        let mut bytes = encode(&instr);
+        let mut bytes = encode(&instr).unwrap();
         // rows count at 16: 3 -> 1000; 12 bytes of rows and 16 of grads follow.
         bytes[16..20].copy_from_slice(&1000u32.to_le_bytes());
         assert_eq!(
@@ -899,13 +1054,89 @@ mod tests {
         );
 
         // A gather-reduce's indices count (after offsets' 4 + 12 bytes) at 32.
-        let mut bytes = encode(&example_gather());
+        let mut bytes = encode(&example_gather()).unwrap();
         bytes[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
         let e = message(&bytes);
         assert!(
             e.starts_with("instruction bytes at offset 32: gather-reduce field indices: count 4294967295 needs 17179869180 bytes"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn encode_names_the_field_that_does_not_fit() {
+        let e = |instr: Instruction| encode(&instr).unwrap_err().to_string();
+        assert_eq!(
+            e(Instruction::GatherReduce {
+                table: 0,
+                pooling: Pooling::WeightedSum,
+                offsets: vec![0, 2],
+                indices: vec![1, 2],
+                weights: Some(vec![1.0]),
+            }),
+            "instruction gather-reduce: `weights` holds 1 values but `indices` holds 2: one per entry is expected"
+        );
+        assert_eq!(
+            e(Instruction::LoadGradient {
+                table: 0,
+                bags: 3,
+                grads: vec![0.0; 4],
+            }),
+            "instruction load-gradient: `grads` holds 4 values, not a whole number of rows for bags = 3"
+        );
+        assert_eq!(
+            e(Instruction::LoadGradient {
+                table: 0,
+                bags: 0,
+                grads: vec![0.0; 2],
+            }),
+            "instruction load-gradient: `grads` holds 2 values, not a whole number of rows for bags = 0"
+        );
+        assert_eq!(
+            e(Instruction::CastedGatherReduce {
+                table: 0,
+                num_bags: 2,
+                casted_src: vec![0, 1],
+                casted_dst: vec![0, 1],
+                unique_rows: vec![5],
+                scale: Some(vec![1.0; 3]),
+            }),
+            "instruction casted-gather-reduce: `scale` holds 3 values but `casted_src` holds 2: one per entry is expected"
+        );
+        assert!(
+            e(Instruction::CastedGatherReduce {
+                table: 0,
+                num_bags: 2,
+                casted_src: vec![0, 1],
+                casted_dst: vec![0],
+                unique_rows: vec![5],
+                scale: None,
+            })
+            .contains("`casted_dst` holds 1 values but `casted_src` holds 2")
+        );
+        assert_eq!(
+            e(Instruction::LoadCoalesced {
+                table: 0,
+                rows: vec![1, 2],
+                grads: vec![0.0; 3],
+            }),
+            "instruction load-coalesced: `grads` holds 3 values, not a whole number of rows for the count of `rows` = 2"
+        );
+        // What decode accepts, encode does too: empty arrays, and no rows.
+        for ok in [
+            Instruction::LoadGradient {
+                table: 0,
+                bags: 0,
+                grads: vec![],
+            },
+            Instruction::LoadCoalesced {
+                table: 0,
+                rows: vec![],
+                grads: vec![],
+            },
+        ] {
+            assert_eq!(decode(&encode(&ok).unwrap()).unwrap().0, ok);
+        }
     }
 
     #[test]
@@ -919,7 +1150,7 @@ mod tests {
         };
         // offsets 4 + 8, indices 4 + 8: weights count at 40.
         assert_eq!(
-            message(&encode(&instr)),
+            message(&raw(&instr)),
             "instruction bytes at offset 40: gather-reduce field weights: count 1 differs from the count 2 of indices (at offset 28)"
         );
 
@@ -929,7 +1160,7 @@ mod tests {
             grads: vec![0.0; 4],
         };
         assert_eq!(
-            message(&encode(&instr)),
+            message(&raw(&instr)),
             "instruction bytes at offset 20: load-gradient field grads: count 4 is not a multiple of bags = 3"
         );
 
@@ -941,14 +1172,14 @@ mod tests {
             unique_rows: vec![5],
             scale: None,
         };
-        assert!(message(&encode(&instr)).starts_with(
+        assert!(message(&raw(&instr)).starts_with(
             "instruction bytes at offset 32: casted-gather-reduce field casted_dst: count 1 differs"
         ),);
     }
 
     #[test]
     fn header_errors_name_field_and_offset() {
-        let good = encode(&example_gather());
+        let good = encode(&example_gather()).unwrap();
 
         let mut bytes = good.clone();
         bytes[0] = 0x07;
@@ -964,7 +1195,8 @@ mod tests {
         let mut bytes = encode(&Instruction::Scatter {
             table: 0,
             optimizer: Optimizer::Sgd { lr: 0.1 },
-        });
+        })
+        .unwrap();
         bytes[2] = 4;
         assert!(message(&bytes).contains("offset 2: header field kind: unknown optimizer kind 4"));
 
@@ -1007,9 +1239,9 @@ mod tests {
             table: 0,
             optimizer: Optimizer::Sgd { lr: 0.1 },
         };
-        let mut bytes = encode(&first);
+        let mut bytes = encode(&first).unwrap();
         let second_at = bytes.len();
-        encode_into(&example_gather(), &mut bytes);
+        encode_into(&example_gather(), &mut bytes).unwrap();
         bytes[second_at + 2] = 7;
         let e = decode_all(&bytes).unwrap_err().to_string();
         assert!(

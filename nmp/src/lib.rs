@@ -15,7 +15,9 @@ pub mod encoding;
 pub mod error;
 pub mod isa;
 
-pub use encoding::{HEADER_BYTES, decode, decode_all, encode, encode_into, encoded_len};
+pub use encoding::{
+    HEADER_BYTES, check_encodable, decode, decode_all, encode, encode_into, encoded_len,
+};
 pub use error::NmpError;
 pub use isa::Instruction;
 pub mod placement;
