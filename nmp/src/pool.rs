@@ -1093,6 +1093,55 @@ impl Pool {
             .map(|k| rank_request_count(&self.layout, instr, k, coal))
             .sum())
     }
+
+    /// Checks a whole batch before any of it runs, as [`execute`](Self::execute)
+    /// would check it one instruction at a time: each instruction against the
+    /// layout, and against the buffers as the instructions before it leave
+    /// them (a casted gather-reduce needs its table's gradient buffer to hold
+    /// its bags). With `count`, also returns each instruction's request count
+    /// ([`request_count`](Self::request_count) at its turn), else nothing.
+    /// Changes nothing: the buffers' later states are tracked aside, without
+    /// copying them.
+    pub fn check_batch(&self, batch: &[Instruction], count: bool) -> Result<Vec<u64>, NmpError> {
+        let mut bags: Vec<Option<u32>> = vec![None; self.grad_bags.len()];
+        let mut coal: Vec<Option<&[u32]>> = vec![None; self.coal_rows.len()];
+        let mut counts = Vec::with_capacity(if count { batch.len() } else { 0 });
+        for instr in batch {
+            validate(&self.layout, instr)?;
+            let t = instr.table() as usize;
+            let rows = coal[t].unwrap_or(&self.coal_rows[t]);
+            if count {
+                counts.push(
+                    (0..self.layout.ranks())
+                        .into_par_iter()
+                        .map(|k| rank_request_count(&self.layout, instr, k, rows))
+                        .sum(),
+                );
+            }
+            match instr {
+                Instruction::LoadGradient { bags: b, .. } => bags[t] = Some(*b),
+                Instruction::CastedGatherReduce {
+                    num_bags,
+                    unique_rows,
+                    ..
+                } => {
+                    let held = bags[t].unwrap_or(self.grad_bags[t]);
+                    if *num_bags != held {
+                        return Err(NmpError::Malformed {
+                            op: instr.op(),
+                            what: format!(
+                                "the casting is for {num_bags} bags but the gradient buffer holds {held} (send LoadGradient first)"
+                            ),
+                        });
+                    }
+                    coal[t] = Some(unique_rows);
+                }
+                Instruction::LoadCoalesced { rows, .. } => coal[t] = Some(rows),
+                _ => {}
+            }
+        }
+        Ok(counts)
+    }
 }
 
 /// Access helper for reports: total request bytes of a set of rank works.

@@ -278,11 +278,12 @@ pub struct BatchReport {
     pub sim_requests_per_s: f64,
 }
 
-/// Executes a batch of instructions: validates each, computes it on the
-/// pool's data (if any), and times the whole batch rank by rank, in parallel.
-/// Instructions run one after another, each validated just before it runs:
-/// an error in a later one leaves the earlier ones' changes to the pool's
-/// data in place.
+/// Executes a batch of instructions: checks the whole batch, computes each
+/// instruction on the pool's data (if any), and times the whole batch rank by
+/// rank, in parallel. A batch with a bad instruction anywhere is refused
+/// before the first one runs ([`Pool::check_batch`]): the pool's data is then
+/// as it was. (An error of a DRAM engine, after the data has changed, is not
+/// an error of the batch and is not undone.)
 pub fn run_batch(
     pool: &mut Pool,
     batch: &[Instruction],
@@ -298,8 +299,8 @@ pub const BYTES_PER_REQUEST: u64 = 2 * std::mem::size_of::<nmpsim_sim::MemOp>() 
 
 /// [`run_batch`], refusing a batch whose requests would take more than
 /// `max_bytes` of memory ([`BYTES_PER_REQUEST`] each) before any of them is
-/// built. Each instruction's requests are counted first, so an instruction
-/// refused leaves the pool's data as the instructions before it left it.
+/// built: the requests are counted when the batch is checked, before any
+/// instruction runs, so a refused batch leaves the pool's data as it was.
 pub fn run_batch_within(
     pool: &mut Pool,
     batch: &[Instruction],
@@ -315,22 +316,23 @@ pub fn run_batch_within(
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
     let mut link_in_bytes = 0u64;
     let mut requests = 0u64;
-    for instr in batch {
-        if max_bytes != u64::MAX {
-            requests += pool.request_count(instr)?;
-            let need = requests.saturating_mul(BYTES_PER_REQUEST);
-            if need > max_bytes {
-                return Err(NmpError::param(
-                    "batch",
-                    format!(
-                        "its DRAM requests up to instruction {} ({requests} over {ranks} ranks) need {:.1} GB to simulate, more than the {:.1} GB allowed (fewer ranks, a smaller batch or another placement need less)",
-                        instr.op(),
-                        need as f64 / 1e9,
-                        max_bytes as f64 / 1e9
-                    ),
-                ));
-            }
+    let counts = pool.check_batch(batch, max_bytes != u64::MAX)?;
+    for (instr, n) in batch.iter().zip(&counts) {
+        requests += n;
+        let need = requests.saturating_mul(BYTES_PER_REQUEST);
+        if need > max_bytes {
+            return Err(NmpError::param(
+                "batch",
+                format!(
+                    "its DRAM requests up to instruction {} ({requests} over {ranks} ranks) need {:.1} GB to simulate, more than the {:.1} GB allowed (fewer ranks, a smaller batch or another placement need less)",
+                    instr.op(),
+                    need as f64 / 1e9,
+                    max_bytes as f64 / 1e9
+                ),
+            ));
         }
+    }
+    for instr in batch {
         let works = pool.work(instr)?;
         pool.execute(instr)?;
         link_in_bytes += encoded_len(instr);

@@ -408,8 +408,10 @@ fn request_counts_equal_the_requests_built_and_bound_the_batch() {
                 instrs.push(Instruction::Scatter { table, optimizer });
             }
             let mut total = 0;
+            let mut each = Vec::new();
             for instr in &instrs {
                 let n = pl.request_count(instr).unwrap();
+                each.push(n);
                 let built: usize = pl
                     .work(instr)
                     .unwrap()
@@ -421,6 +423,11 @@ fn request_counts_equal_the_requests_built_and_bound_the_batch() {
                 total += n;
                 pl.execute(instr).unwrap();
             }
+            // Checked as a whole on a fresh pool, each instruction's count
+            // is what it is at its turn.
+            let fresh = Pool::without_data(layout.clone());
+            assert_eq!(fresh.check_batch(&instrs, true).unwrap(), each);
+            assert!(fresh.check_batch(&instrs, false).unwrap().is_empty());
             // The whole batch on a fresh pool: one request short of the
             // budget is refused, the exact budget runs as run_batch does.
             let short = total * BYTES_PER_REQUEST - 1;
@@ -446,4 +453,88 @@ fn request_counts_equal_the_requests_built_and_bound_the_batch() {
             assert_eq!(a.dram_requests, total);
         }
     }
+}
+
+#[test]
+fn a_batch_with_a_bad_instruction_anywhere_changes_nothing() {
+    use nmpsim_kernels::{EmbeddingTable, Optimizer};
+    let (rows, dim) = (64u64, 16usize);
+    let layout = Layout::new(
+        Placement::RowInterleaved,
+        &[TableShape { rows, dim }; 2],
+        LayoutParams {
+            ranks: 4,
+            rank_capacity_bytes: 1 << 30,
+            state_values_per_row: StateWidth::None,
+            max_bags: 16,
+            max_unique: rows,
+        },
+    )
+    .unwrap();
+    let mut pl = Pool::new(layout);
+    for t in 0..2 {
+        pl.load_table(t, &EmbeddingTable::seeded(rows, dim, 3 + t as u64).unwrap())
+            .unwrap();
+    }
+    let p = params(EngineKind::Native);
+    // Runs alone: the scatter changes table 0 and its coalesced buffer.
+    let good = vec![
+        Instruction::LoadCoalesced {
+            table: 0,
+            rows: vec![2, 9],
+            grads: vec![1.0; 2 * dim],
+        },
+        Instruction::Scatter {
+            table: 0,
+            optimizer: Optimizer::Sgd { lr: 0.5 },
+        },
+    ];
+    let bad_tail = [
+        // An index past the table.
+        Instruction::GatherReduce {
+            table: 1,
+            pooling: Pooling::Sum,
+            offsets: vec![0, 1],
+            indices: vec![rows as u32],
+            weights: None,
+        },
+        // A casting for more bags than the gradient buffer holds (the load
+        // before it in the batch sets 2).
+        Instruction::CastedGatherReduce {
+            table: 1,
+            num_bags: 3,
+            casted_src: vec![0],
+            casted_dst: vec![0],
+            unique_rows: vec![5],
+            scale: None,
+        },
+        // A table the pool does not hold.
+        Instruction::Scatter {
+            table: 2,
+            optimizer: Optimizer::Sgd { lr: 0.5 },
+        },
+    ];
+    let before = (pl.read_table(0).unwrap(), pl.read_coalesced(0));
+    for bad in bad_tail {
+        let mut batch = good.clone();
+        batch.push(Instruction::LoadGradient {
+            table: 1,
+            bags: 2,
+            grads: vec![0.0; 2 * dim],
+        });
+        batch.push(bad.clone());
+        let e = run_batch(&mut pl, &batch, &p)
+            .expect_err(bad.op())
+            .to_string();
+        assert!(e.contains(bad.op()), "{e}");
+        assert_eq!(
+            (pl.read_table(0).unwrap(), pl.read_coalesced(0)),
+            before,
+            "{e}"
+        );
+    }
+    // The good part alone does change them: the checks above can fail.
+    run_batch(&mut pl, &good, &p).unwrap();
+    assert_ne!(pl.read_table(0).unwrap(), before.0);
+    assert_ne!(pl.read_coalesced(0), before.1);
 }
