@@ -132,14 +132,14 @@ pub fn encode_into(instr: &Instruction, out: &mut Vec<u8>) -> Result<(), NmpErro
         what: format!("its encoding of {total} bytes is larger than the address space"),
     })?;
     out.reserve(bytes);
-    write_into(instr, out);
+    write_into(instr, total, out);
     Ok(())
 }
 
-/// Writes the encoding of `instr`, whose array counts fit their fields, as
-/// it is (whether or not [`decode`] would accept it).
-fn write_into(instr: &Instruction, out: &mut Vec<u8>) {
-    let total = encoded_len(instr);
+/// Writes the encoding of `instr` (`total` bytes, [`encoded_len`]), whose
+/// array counts fit their fields, as it is (whether or not [`decode`] would
+/// accept it).
+fn write_into(instr: &Instruction, total: u64, out: &mut Vec<u8>) {
     let start = out.len();
     let (flags, kind) = match instr {
         Instruction::GatherReduce {
@@ -234,8 +234,7 @@ pub fn check_encodable(instr: &Instruction) -> Result<(), NmpError> {
         }
     };
     let whole_rows = |field: &str, len: usize, rows_field: &str, rows: usize| {
-        let ok = if rows == 0 { len == 0 } else { len % rows == 0 };
-        if ok {
+        if splits_into_rows(len, rows) {
             Ok(())
         } else {
             malformed(format!(
@@ -603,6 +602,11 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
     Ok((instr, total))
 }
 
+/// Whether `len` values split into `rows` equal rows (none into no rows).
+fn splits_into_rows(len: usize, rows: usize) -> bool {
+    if rows == 0 { len == 0 } else { len % rows == 0 }
+}
+
 /// Checks that an array of `len` values splits into `rows` equal rows.
 fn check_rows(
     r: &Reader<'_>,
@@ -612,8 +616,7 @@ fn check_rows(
     rows: usize,
     rows_field: &str,
 ) -> Result<(), NmpError> {
-    let fits = if rows == 0 { len == 0 } else { len % rows == 0 };
-    if fits {
+    if splits_into_rows(len, rows) {
         Ok(())
     } else {
         Err(r.error(
@@ -853,7 +856,7 @@ mod tests {
     /// refuses it (to test what `decode` says of such bytes).
     fn raw(instr: &Instruction) -> Vec<u8> {
         let mut out = Vec::new();
-        write_into(instr, &mut out);
+        write_into(instr, encoded_len(instr), &mut out);
         out
     }
 

@@ -801,15 +801,7 @@ impl Pool {
                     unique_rows,
                     ..
                 } => {
-                    if *num_bags != self.grad_bags[t] {
-                        return Err(NmpError::Malformed {
-                            op: instr.op(),
-                            what: format!(
-                                "the casting is for {num_bags} bags but the gradient buffer holds {} (send LoadGradient first)",
-                                self.grad_bags[t]
-                            ),
-                        });
-                    }
+                    bags_held(instr, *num_bags, self.grad_bags[t])?;
                     self.coal_rows[t] = unique_rows.clone();
                 }
                 Instruction::LoadCoalesced { rows, .. } => self.coal_rows[t] = rows.clone(),
@@ -932,15 +924,7 @@ impl Pool {
                 scale,
                 ..
             } => {
-                if *num_bags != self.grad_bags[t] {
-                    return Err(NmpError::Malformed {
-                        op: instr.op(),
-                        what: format!(
-                            "the casting is for {num_bags} bags but the gradient buffer holds {} (send LoadGradient first)",
-                            self.grad_bags[t]
-                        ),
-                    });
-                }
+                bags_held(instr, *num_bags, self.grad_bags[t])?;
                 let mut i = 0;
                 let mut acc = vec![0.0f32; dim];
                 while i < casted_dst.len() {
@@ -1086,12 +1070,16 @@ impl Pool {
     /// `instr`, all ranks together, counted without building them.
     pub fn request_count(&self, instr: &Instruction) -> Result<u64, NmpError> {
         validate(&self.layout, instr)?;
-        let t = instr.table() as usize;
-        let coal = &self.coal_rows[t];
-        Ok((0..self.layout.ranks())
+        Ok(self.count_requests(instr, &self.coal_rows[instr.table() as usize]))
+    }
+
+    /// The requests of a valid `instr`, all ranks together, with `coal` as
+    /// its table's coalesced rows.
+    fn count_requests(&self, instr: &Instruction, coal: &[u32]) -> u64 {
+        (0..self.layout.ranks())
             .into_par_iter()
             .map(|k| rank_request_count(&self.layout, instr, k, coal))
-            .sum())
+            .sum()
     }
 
     /// Checks a whole batch before any of it runs, as [`execute`](Self::execute)
@@ -1111,12 +1099,7 @@ impl Pool {
             let t = instr.table() as usize;
             let rows = coal[t].unwrap_or(&self.coal_rows[t]);
             if count {
-                counts.push(
-                    (0..self.layout.ranks())
-                        .into_par_iter()
-                        .map(|k| rank_request_count(&self.layout, instr, k, rows))
-                        .sum(),
-                );
+                counts.push(self.count_requests(instr, rows));
             }
             match instr {
                 Instruction::LoadGradient { bags: b, .. } => bags[t] = Some(*b),
@@ -1126,14 +1109,7 @@ impl Pool {
                     ..
                 } => {
                     let held = bags[t].unwrap_or(self.grad_bags[t]);
-                    if *num_bags != held {
-                        return Err(NmpError::Malformed {
-                            op: instr.op(),
-                            what: format!(
-                                "the casting is for {num_bags} bags but the gradient buffer holds {held} (send LoadGradient first)"
-                            ),
-                        });
-                    }
+                    bags_held(instr, *num_bags, held)?;
                     coal[t] = Some(unique_rows);
                 }
                 Instruction::LoadCoalesced { rows, .. } => coal[t] = Some(rows),
@@ -1142,6 +1118,20 @@ impl Pool {
         }
         Ok(counts)
     }
+}
+
+/// Refuses a casted gather-reduce for `num_bags` bags when the gradient
+/// buffer holds `held`.
+fn bags_held(instr: &Instruction, num_bags: u32, held: u32) -> Result<(), NmpError> {
+    if num_bags == held {
+        return Ok(());
+    }
+    Err(NmpError::Malformed {
+        op: instr.op(),
+        what: format!(
+            "the casting is for {num_bags} bags but the gradient buffer holds {held} (send LoadGradient first)"
+        ),
+    })
 }
 
 /// Access helper for reports: total request bytes of a set of rank works.
