@@ -8,7 +8,7 @@ mod cmd;
 mod rundir;
 mod signals;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -77,6 +77,21 @@ fn restore_sigpipe() {
     }
 }
 
+/// The command line with every option that takes a value accepting one that
+/// looks like a negative number (`--write-fraction -0.1`): the value then
+/// reaches the option's own check, whose error names the option and what it
+/// expects, instead of clap's "unexpected argument '-0' found".
+fn with_negative_numbers(c: clap::Command) -> clap::Command {
+    c.mut_args(|a| {
+        if !a.is_positional() && a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(with_negative_numbers)
+}
+
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
     signals::install();
@@ -84,7 +99,10 @@ fn main() -> std::process::ExitCode {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match with_negative_numbers(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         // `--help` and `--version` go to stdout like any output: one that
         // cannot be written is an error (clap's own printing ignores it).

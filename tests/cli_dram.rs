@@ -370,6 +370,17 @@ fn bad_preset_and_engine_list_what_is_valid() {
     assert!(err.contains("dramsim3, ramulator"), "{err}");
     let err = fails(d, &["dram", "--stream", "zigzag", "--requests", "10"]);
     assert!(err.contains("strided:"), "{err}");
+    let err = fails(d, &["dram", "--engine", "native,", "--requests", "10"]);
+    assert!(
+        err.contains("--engine native,: an empty engine name"),
+        "{err}"
+    );
+    // A negative number reaches the option's own check, which names it.
+    let err = fails(d, &["dram", "--write-fraction", "-0.1", "--requests", "10"]);
+    assert!(
+        err.contains("--write-fraction: -0.1; expected a value in 0.0..=1.0"),
+        "{err}"
+    );
     // Nothing is run, so no run directory is created.
     assert!(!d.join("runs").exists());
 }
@@ -1077,4 +1088,59 @@ fn a_missing_trace_is_named_whatever_the_engines() {
         );
         assert!(!err.contains("pipe"), "{engines}: {err}");
     }
+}
+
+/// Posted writes that no WRITE command carried (merged in the write buffer,
+/// or left there at the end by DRAMsim3) make `bandwidth` exceed the bus
+/// bandwidth: the summary says so, naming the engine. Native issues every
+/// write of a stream without repeats, so it gets no note; nor does
+/// --keep-command-traces go unremarked where Ramulator does not run.
+#[test]
+fn writes_no_command_carried_are_noted() {
+    let t = TempDir::new("writenote");
+    let out = ok(
+        &t.0,
+        &[
+            "dram",
+            "--engine",
+            "dramsim3,native",
+            "--write-fraction",
+            "1",
+            "--requests",
+            "100",
+            "-q",
+            "--out",
+            "w",
+        ],
+    );
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("note: dramsim3: 100 writes completed but "))
+        .unwrap_or_else(|| panic!("no note for dramsim3:\n{out}"));
+    assert!(
+        note.contains("DRAMsim3 leaves the writes still buffered"),
+        "{note}"
+    );
+    assert!(!out.contains("note: native"), "{out}");
+    let summary = std::fs::read_to_string(t.0.join("w/summary.txt")).unwrap();
+    assert!(summary.contains(note), "{summary}");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "dram",
+            "--engine",
+            "native",
+            "--keep-command-traces",
+            "--requests",
+            "10",
+            "--out",
+            "k",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("note: --keep-command-traces keeps Ramulator's command traces, and --engine native does not run Ramulator"),
+        "{err}"
+    );
 }

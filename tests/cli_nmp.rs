@@ -163,6 +163,14 @@ fn a_zero_link_or_queue_is_refused_before_anything_runs() {
             "--link-gbps 1e-320: expected a positive, finite bandwidth in GB/s, at least 1e-6",
         ),
         (["--queue", "0"], "--queue 0"),
+        // A negative number reaches the option's own check (not clap's
+        // "unexpected argument '-2'"), and a zero count is named.
+        (
+            ["--link-gbps", "-25"],
+            "--link-gbps -25: expected a positive",
+        ),
+        (["--dim", "0"], "--dim 0: expected at least 1"),
+        (["--batches", "0"], "--batches 0: expected at least 1"),
         // More batches than memory holds: refused from the first one.
         (
             ["--batches", "18446744073709551615"],
@@ -894,4 +902,38 @@ fn an_interrupted_run_leaves_no_engine_files() {
             trace.display()
         );
     }
+}
+
+/// The scatter's optimizer options are noted as unused with another
+/// primitive (they have defaults, so the command line tells), and not with
+/// -q or the scatter.
+#[test]
+fn optimizer_options_without_the_scatter_are_noted() {
+    let t = TempDir::new("optnote");
+    let base = [
+        "nmp", "run", "--rows", "1000", "--batch", "16", "--engine", "native",
+    ];
+    let run = |extra: &[&str], out: &str| {
+        let mut a = base.to_vec();
+        a.extend(extra);
+        a.extend(["--out", out]);
+        let o = nmpsim(&t.0, &a);
+        assert!(
+            o.status.success(),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["--lr", "0.5", "--optimizer=adagrad"], "a");
+    assert!(
+        err.contains(
+            "note: --optimizer and --lr set the scatter's optimizer, which --primitive gather-reduce does not use"
+        ),
+        "{err}"
+    );
+    let err = run(&["--lr", "0.5", "--primitive", "scatter"], "b");
+    assert!(!err.contains("note:"), "{err}");
+    let err = run(&["--lr", "0.5", "-q"], "c");
+    assert!(!err.contains("note:"), "{err}");
 }

@@ -284,6 +284,8 @@ fn charts_never_destroy_their_input_or_an_earlier_pair() {
             "batch",
             "--y",
             "runs.0.bandwidth_gbps",
+            "--group",
+            "engine",
             "--out",
             "t",
         ],
@@ -302,6 +304,8 @@ fn charts_never_destroy_their_input_or_an_earlier_pair() {
             "batch",
             "--y",
             "runs.0.bandwidth_gbps",
+            "--group",
+            "engine",
             "--out",
             out,
         ]

@@ -582,6 +582,15 @@ fn absurd_sizes_are_refused_by_flag() {
             vec!["trace", "gen", "--rows", "10", "-o", "no/such/dir/x.nmpt"],
             "no/such/dir/x.nmpt: No such file",
         ),
+        // Listing writes no trace: an output file with it is refused.
+        (
+            vec!["trace", "gen", "--list-profiles", "-o", "z.nmpt"],
+            "'--list-profiles' cannot be used with '--output <FILE>'",
+        ),
+        (
+            vec!["trace", "criteo-sample", "--rows", "0", "-o", "c.tsv"],
+            "--rows 0: expected at least 1",
+        ),
         // One batch of 24 GB: past a record's 4 GiB (it once aborted on an
         // allocation failure).
         (
@@ -608,6 +617,86 @@ fn absurd_sizes_are_refused_by_flag() {
         assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
     }
     assert!(!d.join("huge.nmpt").exists());
+}
+
+/// `trace stats` on generated batches counts what it holds: each batch and a
+/// copy of its indices (sorted for the unique rows). RM1's 10 tables of 10^6
+/// bags of 80 lookups are 3.2 GB a batch, 6.4 GB with the copy: under a
+/// 6 GB address-space limit that is refused up front, naming the flags, not
+/// run until memory runs out.
+#[test]
+fn trace_stats_refuses_a_batch_it_cannot_hold_with_its_copy() {
+    let t = TempDir::new("stats-memory");
+    let o = common::nmpsim_within(
+        &t.0,
+        6_000_000,
+        &[
+            "trace",
+            "stats",
+            "--profile",
+            "rm1",
+            "--batch",
+            "1000000",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("one batch of --batch 1000000 x --bag 80 lookups over 10 tables need")
+            && err.contains("lower --batch or --bag"),
+        "{err}"
+    );
+}
+
+/// Input file names that are not UTF-8 are recorded in the run's files with
+/// the odd bytes replaced, not refused (nor a panic).
+#[cfg(unix)]
+#[test]
+fn input_names_that_are_not_utf8_are_recorded_lossily() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let t = TempDir::new("non-utf8");
+    let name = OsStr::from_bytes(b"u\xff.nmpt");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "trace",
+            "gen",
+            "--rows",
+            "100",
+            "--batches",
+            "2",
+            "-q",
+            "-o",
+            "a.nmpt",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(t.0.join("a.nmpt"), t.0.join(name)).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .arg("trace")
+        .arg("stats")
+        .arg(name)
+        .args(["--json", "--out", "st"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let config = std::fs::read_to_string(t.0.join("st/config.json")).unwrap();
+    assert!(config.contains("u\u{fffd}.nmpt"), "{config}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .args(["dram", "--engine", "native", "--embedding-trace"])
+        .arg(name)
+        .args(["-q", "--json", "--out", "dr"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let config = std::fs::read_to_string(t.0.join("dr/config.json")).unwrap();
+    assert!(config.contains("u\u{fffd}.nmpt"), "{config}");
 }
 
 /// SIGINT or SIGTERM during `trace gen` ends it with 130 or 143 and leaves

@@ -1586,3 +1586,62 @@ fn log_lines_average_loss_over_samples() {
     let want = format!("loss {:.4}, accuracy {:.3} %", loss / n, 100.0 * acc / n);
     assert!(s.contains(&want), "{want} not in {s}");
 }
+
+/// Evaluating every N iterations on an empty test set is refused, naming
+/// both options, before anything runs.
+#[test]
+fn a_test_frequency_without_test_batches_is_refused() {
+    let t = TempDir::new("testfreq");
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--iters",
+            "3",
+            "--batch",
+            "8",
+            "--test-batches",
+            "0",
+            "--test-freq",
+            "1",
+            "-q",
+            "--out",
+            "o",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--test-freq 1: evaluates on the test set, which --test-batches 0 leaves empty"
+        ),
+        "{err}"
+    );
+    assert!(!t.0.join("o").exists());
+}
+
+/// An argument that is not UTF-8 (here the run directory's name) is no
+/// panic where the command line is searched for the NMP flags a CPU mode
+/// does not use: the note still names them.
+#[cfg(unix)]
+#[test]
+fn a_run_directory_name_that_is_not_utf8_is_no_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = TempDir::new("non-utf8-out");
+    let out = std::ffi::OsStr::from_bytes(b"o\xff");
+    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        .current_dir(&t.0)
+        .args([
+            "train", "--iters", "2", "--batch", "8", "--ranks", "4", "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("note: --ranks sets up the NMP pool, which --mode baseline-cpu does not use"),
+        "{err}"
+    );
+    assert!(t.0.join(out).join("results.json").is_file());
+}

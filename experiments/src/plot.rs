@@ -343,9 +343,10 @@ fn parse_number(s: &str) -> Option<f64> {
 ///   run's row), are skipped and counted, per y column.
 /// - When every remaining x value is a number the chart is [`ChartKind::Lines`]
 ///   (points sorted by x) unless `opts.bars`; otherwise [`ChartKind::Bars`]
-///   with categories in first-appearance order. Bars are not aggregated: two
-///   rows of one category in one series are an error naming them (they would
-///   be drawn on top of each other), to be split by a group column.
+///   with categories in first-appearance order. Nothing is aggregated: two
+///   rows of one category (or x) in one series are an error naming them
+///   (bars drawn on top of each other, or a line zig-zagging at one x), to be
+///   split by a group column.
 /// - A column named by `x`, `ys` or `group` must appear once in the header.
 /// - A group column whose value is a number is shown as `column=value` in the
 ///   series name; several group columns are joined with `, `.
@@ -488,20 +489,36 @@ pub fn chart_from_csv_text(
         (1, false) => groups[g].clone(),
         _ => format!("{} ({})", ys[k], groups[g]),
     };
-    if kind == ChartKind::Bars {
-        // One bar per category and series: rows that share both would be
-        // drawn on top of each other, the tallest hiding the rest.
-        let mut lines: HashMap<(usize, usize, &str), Vec<usize>> = HashMap::new();
+    {
+        // One bar per category and series, one point per x and series: rows
+        // that share both would be bars drawn on top of each other (the
+        // tallest hiding the rest), or a line zig-zagging up and down at one
+        // x. (Numbers are compared as numbers: `256` and `256.0` are one x.)
+        // Per (y column, group, numeric x, category): the rows' lines, and
+        // the first one's x as written.
+        type Rows<'a> = (Vec<usize>, &'a str);
+        let mut lines: HashMap<(usize, usize, u64, &str), Rows> = HashMap::new();
         let mut order = Vec::new();
         for (line, xv, k, g, _) in &obs {
-            let at = lines.entry((*k, *g, xv.as_str())).or_default();
+            let id = match kind {
+                // (+ 0.0 makes -0 and 0 one x.)
+                ChartKind::Lines => (
+                    *k,
+                    *g,
+                    parse_number(xv).map_or(0, |v| (v + 0.0).to_bits()),
+                    "",
+                ),
+                ChartKind::Bars => (*k, *g, 0, xv.as_str()),
+            };
+            let (at, first) = lines.entry(id).or_insert_with(|| (Vec::new(), xv.as_str()));
             if at.len() == 1 {
-                order.push((*k, *g, xv.as_str()));
+                order.push((id, *first));
             }
             at.push(*line);
         }
-        if let Some(&(k, g, xv)) = order.first() {
-            let at = &lines[&(k, g, xv)];
+        if let Some(&(id, xv)) = order.first() {
+            let (k, g) = (id.0, id.1);
+            let at = &lines[&id].0;
             let mut shown = at
                 .iter()
                 .take(4)
@@ -511,19 +528,30 @@ pub fn chart_from_csv_text(
             if at.len() > 4 {
                 shown.push_str(", ...");
             }
+            let (pair, why) = match kind {
+                ChartKind::Bars => (
+                    "category",
+                    "a bar chart draws one bar per category and series, so they would hide \
+                     each other",
+                ),
+                ChartKind::Lines => (
+                    "x",
+                    "a line chart joins one point per x in each series, so the line would \
+                     zig-zag between them at one x",
+                ),
+            };
             let more = match order.len() - 1 {
                 0 => String::new(),
-                1 => " (and so does 1 more category and series pair)".to_string(),
-                n => format!(" (and so do {n} more category and series pairs)"),
+                1 => format!(" (and so does 1 more {pair} and series pair)"),
+                n => format!(" (and so do {n} more {pair} and series pairs)"),
             };
             return Err(PlotError::Csv {
                 file: file.to_string(),
                 message: format!(
-                    "{} rows (lines {shown}) have {x} = `{xv}` in series `{}`{more}: a bar chart \
-                     draws one bar per category and series, so they would hide each other; \
+                    "{} rows (lines {shown}) have {x} = `{xv}` in series `{}`{more}: {why}; \
                      split them into series by the column that tells them apart (plot's \
                      --group COLUMN, a sweep's --plot-group COLUMN; e.g. seed) or filter the \
-                     table to one row per category",
+                     table to one row per {pair}",
                     at.len(),
                     series_name(k, g),
                 ),
@@ -1657,9 +1685,48 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let c = from_text(&text, "stream", &["gbps"], &["seed"], &Default::default()).unwrap();
         assert_eq!(c.chart.series.len(), 8);
         assert!(c.chart.series.iter().all(|s| s.points.len() == 2));
-        // Line charts join replicates of one x (documented), as before.
-        let c = from_text(SWEEP, "batch", &["sim_gbps"], &[], &Default::default()).unwrap();
-        assert_eq!(c.chart.series[0].points.len(), 5);
+    }
+
+    #[test]
+    fn lines_with_two_points_at_one_x_are_refused_not_zigzagged() {
+        // Two engines per batch size: without --group engine, one line
+        // would jump up and down at each batch.
+        let msg = from_text(SWEEP, "batch", &["sim_gbps"], &[], &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
+            "{msg}"
+        );
+        assert!(msg.contains("a line chart joins one point per x"), "{msg}");
+        assert!(
+            msg.contains("(and so does 1 more x and series pair)"),
+            "{msg}"
+        );
+        assert!(msg.contains("--group COLUMN"), "{msg}");
+        // Numbers are compared as numbers.
+        let msg = from_text(
+            "x,y\n256,1\n256.0,2\n",
+            "x",
+            &["y"],
+            &[],
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("2 rows (lines 2, 3) have x = `256`"), "{msg}");
+        // Per series: grouped by what tells them apart, each line has one
+        // point per x.
+        let c = from_text(
+            SWEEP,
+            "batch",
+            &["sim_gbps"],
+            &["engine"],
+            &Default::default(),
+        )
+        .unwrap();
+        let points: Vec<usize> = c.chart.series.iter().map(|s| s.points.len()).collect();
+        assert_eq!(points, [3, 2]);
     }
 
     #[test]
@@ -1687,7 +1754,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
     fn several_ys_and_groups_name_series() {
         let c = from_text(
             SWEEP,
-            "batch",
+            "run",
             &["sim_gbps", "wall_s"],
             &[],
             &Default::default(),

@@ -221,6 +221,9 @@ fn engines_of(s: &str, flag: &str) -> Result<Vec<EngineKind>> {
         .split(',')
         .map(|e| {
             let e = e.trim();
+            if e.is_empty() {
+                bail!("{flag} {s}: an empty engine name; separate the engines with single commas, with none at either end");
+            }
             if ["all", "both"].iter().any(|w| e.eq_ignore_ascii_case(w)) {
                 bail!("{flag} {s}: `{e}` stands alone; give it by itself, or list the engines");
             }
@@ -310,9 +313,11 @@ fn presets(json: bool) -> Result<ExitCode> {
 enum SourceConfig {
     Stream(StreamSpec),
     AddressTrace {
+        #[serde(serialize_with = "crate::rundir::lossy_path")]
         path: PathBuf,
     },
     EmbeddingTrace {
+        #[serde(serialize_with = "crate::rundir::lossy_path")]
         path: PathBuf,
         dim: usize,
         base: u64,
@@ -607,6 +612,12 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     }
     if a.max_batches == Some(0) {
         bail!("--max-batches 0: expected at least 1 batch of the embedding trace");
+    }
+    if a.keep_command_traces && !engines.contains(&EngineKind::Ramulator) && !a.quiet {
+        eprintln!(
+            "note: --keep-command-traces keeps Ramulator's command traces, and --engine {} does not run Ramulator",
+            a.engine
+        );
     }
     let source = SourceConfig::from_args(&a)?;
     if let SourceConfig::AddressTrace { path } = &source {
@@ -1022,6 +1033,25 @@ fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> Stri
                 |x| format!("{x:.3}")
             ),
             a.energy_ratio
+        );
+    }
+    for x in r.runs.iter().filter(|x| x.write_cmds < x.writes) {
+        // `bandwidth` counts requests as they complete, and a posted write
+        // completes when accepted: writes merged in the write buffer, or
+        // still there when the run ends, count though no WRITE carried them.
+        let _ = writeln!(
+            s,
+            "note: {}: {} writes completed but {} WRITE commands issued (writes to one line \
+             merge in the write buffer{}); bandwidth counts the writes, bus bandwidth the \
+             commands (docs/dram.md, \"Writes are posted\")",
+            x.engine.name(),
+            x.writes,
+            x.write_cmds,
+            if x.engine == EngineKind::Dramsim3 {
+                ", and DRAMsim3 leaves the writes still buffered at the end unissued"
+            } else {
+                ""
+            }
         );
     }
     if !r.timing_checks.is_empty() {

@@ -86,6 +86,39 @@ fn count_arg(s: &str, max: usize, what: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Which of `flags` the command line gives (as `--flag VALUE` or
+/// `--flag=VALUE`): for options with defaults, whose values cannot tell given
+/// from default.
+pub fn flags_given<'a>(flags: &[&'a str]) -> Vec<&'a str> {
+    flags
+        .iter()
+        .filter(|f| {
+            // (args_os: an argument that is not UTF-8, such as a file name,
+            // would make `args` panic.)
+            std::env::args_os().any(|x| {
+                let x = x.to_string_lossy();
+                x == **f || x.strip_prefix(**f).is_some_and(|r| r.starts_with('='))
+            })
+        })
+        .copied()
+        .collect()
+}
+
+/// Refuses the counts among `counts` (option name, value) that are 0, naming
+/// each of them.
+pub fn at_least_one(counts: &[(&str, u64)]) -> anyhow::Result<()> {
+    let zero: Vec<&str> = counts
+        .iter()
+        .filter(|(_, v)| *v == 0)
+        .map(|(name, _)| *name)
+        .collect();
+    match zero[..] {
+        [] => Ok(()),
+        [one] => anyhow::bail!("{one} 0: expected at least 1"),
+        _ => anyhow::bail!("{} are 0: each must be at least 1", zero.join(", ")),
+    }
+}
+
 /// clap's parser of a count that must be at least 1 (`--batch`, `--bag`,
 /// `--rows`, `--dim`).
 pub fn positive_arg<T: std::str::FromStr + Default + PartialEq>(s: &str) -> Result<T, String> {

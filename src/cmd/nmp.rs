@@ -271,9 +271,11 @@ fn pooling_of(tb: &TableBatch) -> Pooling {
 }
 
 fn run_pool(a: RunArgs) -> Result<ExitCode> {
-    if a.batches == 0 || a.dim == 0 || a.ranks == 0 {
-        bail!("--batches, --dim and --ranks must be at least 1");
-    }
+    crate::cmd::at_least_one(&[
+        ("--batches", a.batches),
+        ("--dim", a.dim as u64),
+        ("--ranks", a.ranks as u64),
+    ])?;
     if a.queue == 0 {
         bail!("--queue 0: the core needs at least 1 request in flight");
     }
@@ -308,6 +310,17 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         vec![a.placement.parse()?]
     };
     let optimizer = parse_optimizer(&a.optimizer, a.lr)?;
+    if !a.quiet && !matches!(a.primitive, Primitive::Scatter) {
+        let given = crate::cmd::flags_given(&["--optimizer", "--lr"]);
+        if !given.is_empty() {
+            eprintln!(
+                "note: {} set{} the scatter's optimizer, which --primitive {} does not use",
+                given.join(" and "),
+                if given.len() == 1 { "s" } else { "" },
+                a.primitive.name()
+            );
+        }
+    }
     let params = PoolParams {
         engine,
         dram: dram.clone(),

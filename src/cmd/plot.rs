@@ -22,8 +22,8 @@ and prints their paths. A numeric x gives a line chart (points in x order), any
 other x grouped bars (categories in file order); --bars forces bars. Rows whose y
 is empty or not a number (failed runs) are skipped and counted on stderr, per y
 column. The series are the --group values, or the y columns when there are
-several, or both. Bars are not aggregated: rows sharing a category in one series
-(replicates, seeds) are an error; split them with --group.";
+several, or both. Nothing is aggregated: rows sharing a category (bars) or an x
+(lines) in one series (replicates, seeds) are an error; split them with --group.";
 
 /// `nmpsim plot`: draw a chart of a results table.
 #[derive(Args, Debug)]

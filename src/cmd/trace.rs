@@ -84,9 +84,7 @@ fn named_file(output: &Path, flag: &str) -> Result<()> {
 
 fn criteo_sample_cmd(a: CriteoSampleArgs) -> Result<ExitCode> {
     named_file(&a.output, "-o")?;
-    if a.samples == 0 || a.rows == 0 {
-        anyhow::bail!("--samples and --rows must be at least 1");
-    }
+    crate::cmd::at_least_one(&[("--samples", a.samples as u64), ("--rows", a.rows)])?;
     if a.rows > nmpsim_traces::format::MAX_TABLE_ROWS {
         anyhow::bail!("--rows {}: expected at most 2^32 (row ids are u32)", a.rows);
     }
@@ -219,7 +217,7 @@ pub struct GenArgs {
     )]
     output: Option<PathBuf>,
     /// List the named profiles and exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output")]
     list_profiles: bool,
     /// No progress bar.
     #[arg(short, long)]
@@ -337,9 +335,11 @@ fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
 /// Refuses, before anything is allocated or created, a spec one of whose
 /// batches cannot be held, naming --batch and --bag: a batch record beyond
 /// the format's limit (`record`: when one is written), or the batch's arrays
-/// (every table's offsets, indices and weights, the bytes of its record) and
-/// the record built from them beyond the memory available, as `kernels
-/// check` measures it.
+/// (every table's offsets, indices and weights, the bytes of its record)
+/// twice over beyond the memory available, as `kernels check` measures it.
+/// Twice: `trace gen` holds the batch and the record built from it, `trace
+/// stats` the batch and a copy of every table's indices (sorted to count
+/// the unique rows).
 fn check_batch_fits(spec: &GenSpec, record: bool) -> Result<()> {
     use nmpsim_traces::format::{MAX_RECORD_PAYLOAD, batch_payload_bytes};
     let b = spec.batch_size as u64;
@@ -364,7 +364,7 @@ fn check_batch_fits(spec: &GenSpec, record: bool) -> Result<()> {
             payload as f64 / 1e9
         );
     }
-    let need = payload * if record { 2 } else { 1 };
+    let need = payload * 2;
     crate::cmd::check_memory(need, &format!("one batch of {shape}"), "--batch or --bag")
 }
 
@@ -375,7 +375,7 @@ fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
             let mut sb = StatsBuilder::new(&reader.header().table_rows);
             let config = serde_json::json!({
                 "source": "trace",
-                "file": path,
+                "file": path.to_string_lossy(),
                 "metadata": serde_json::from_str::<serde_json::Value>(&reader.header().metadata)
                     .unwrap_or_else(|_| serde_json::Value::String(reader.header().metadata.clone())),
             });
@@ -513,7 +513,7 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
     let batcher = CriteoBatcher::new(reader, a.batch).context("--batch")?;
     let meta = serde_json::json!({
         "source": "criteo-tsv",
-        "input": &a.input,
+        "input": a.input.to_string_lossy(),
         "batch_size": a.batch,
         "max_ind_range": a.max_ind_range,
     });

@@ -411,8 +411,12 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     } else if a.max_ind_range.is_some() || a.test_data.is_some() {
         bail!("--max-ind-range and --test-data apply to Criteo data given with --data");
     }
-    if a.batch == 0 || a.iters == 0 {
-        bail!("--batch and --iters must be at least 1");
+    crate::cmd::at_least_one(&[("--batch", a.batch as u64), ("--iters", a.iters)])?;
+    if a.test_freq > 0 && a.test_batches == 0 {
+        bail!(
+            "--test-freq {}: evaluates on the test set, which --test-batches 0 leaves empty; give --test-batches 1 or more, or drop --test-freq",
+            a.test_freq
+        );
     }
     // A data file that cannot be read stops the run before its directory
     // exists. A pipe is not opened here: that would wait for its writer and
@@ -1331,11 +1335,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     if !a.quiet && !r.modes.iter().any(|m| m.uses_nmp()) {
         // (Flags with defaults cannot tell given from default: the command
         // line says.)
-        let given: Vec<&str> = NMP_FLAGS
-            .iter()
-            .filter(|f| std::env::args().any(|x| x == **f || x.starts_with(&format!("{f}="))))
-            .copied()
-            .collect();
+        let given = crate::cmd::flags_given(&NMP_FLAGS);
         if !given.is_empty() {
             eprintln!(
                 "note: {} set{} up the NMP pool, which --mode {} does not use",

@@ -190,13 +190,49 @@ pub fn profile(name: &str, o: &ProfileOverrides) -> Result<GenSpec, TraceError> 
         batch_size: o.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         seed: o.seed.unwrap_or(0),
     };
-    Generator::new(spec.clone())?;
+    Generator::new(spec.clone()).map_err(|e| match o.rows_scale {
+        // The scaled rows are what the spec is refused for: name the scale.
+        Some(s) => {
+            let mut rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            let rows: Vec<String> = rows.iter().map(u64::to_string).collect();
+            TraceError::param(
+                "rows_scale",
+                format!(
+                    "{} leaves tables of {} rows, and then {e}",
+                    if (1e-4..1e6).contains(&s) {
+                        s.to_string()
+                    } else {
+                        format!("{s:e}")
+                    },
+                    rows.join(", ")
+                ),
+            )
+        }
+        None => e,
+    })?;
     Ok(spec)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scale_that_leaves_too_few_rows_is_named() {
+        let o = ProfileOverrides {
+            rows_scale: Some(1e-30),
+            ..Default::default()
+        };
+        let e = profile("rm1", &o).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "invalid parameter `rows_scale`: 1e-30 leaves tables of 1 rows, and then"
+            ) && e.contains("bag_size"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn every_listed_profile_resolves() {
