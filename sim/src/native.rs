@@ -49,9 +49,10 @@
 //! the transaction move, at the end of the cycle. The results are those of
 //! running the controller at every cycle ([`NativeEngine::every_cycle`],
 //! tested). A bank queue keeps the masks of its writes and of its entries that
-//! hit the open row, so finding its first READ and WRITE is a bit scan; the
-//! addresses of unissued reads and writes are in open-addressing tables sized
-//! once. Nothing is allocated per request.
+//! hit the open row, so finding its first READ and WRITE is a bit scan. A read
+//! or write waiting for its bank queue is found by scanning that bank's own
+//! list in the transaction queue and its command ring (no hash tables).
+//! Nothing is allocated per request.
 //!
 //! # Command log
 //!
