@@ -196,7 +196,95 @@ fn nmp_mode_simulates_then_proxies() {
             "Cycle-level DRAM simulation of the pool: {sim_s:.1} s of this machine's wall time"
         )),
         "{summary}"
-    );
+    ); // The breakdown's NMP cells name the iteration the proxy comes from.
+    assert!(summary.contains("proxy(it 0)"), "{summary}");
+    let b = &r["results"]["modes"][0]["breakdown_ms"];
+    let gr = b
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["primitive"] == "gather-reduce")
+        .unwrap();
+    assert_eq!(gr["proxy_of_iterations"], serde_json::json!([0, 0]));
+}
+
+/// Every proxy in a summarised iteration shows in the summary: the primitive's
+/// sources in `results.json` hold `simulated-proxy` with the iterations it
+/// comes from, and its cell in `summary.txt` says `proxy(it A-B)`. Without
+/// `--sim-batches`, every NMP time is simulated and none is a proxy.
+#[test]
+fn a_proxy_in_a_reported_mean_is_labelled_where_it_is_read() {
+    let t = TempDir::new("proxy-label");
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train", "--model", "tiny", "--mode", "all", "--batch", "32", "--iters", "3",
+            "--ranks", "2", "--out", out, "-q",
+        ];
+        args.extend_from_slice(extra);
+        let o = nmpsim(&t.0, &args);
+        assert!(o.status.success(), "{}", text(&o));
+        t.0.join(out)
+    };
+    for (dir, proxied) in [
+        (run("every", &[]), false),
+        (run("first", &["--sim-batches", "1"]), true),
+        (
+            run("first2", &["--sim-batches", "2", "--warmup-iters", "0"]),
+            true,
+        ),
+    ] {
+        let r = json(&dir.join("results.json"));
+        let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+        let tl = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+        let warmup = r["results"]["modes"][0]["warmup_iterations"]
+            .as_u64()
+            .unwrap();
+        let mut seen_proxy = false;
+        for m in r["results"]["modes"].as_array().unwrap() {
+            let mode = m["mode"].as_str().unwrap();
+            let row = summary
+                .lines()
+                .find(|l| l.starts_with(&format!("{mode} ")))
+                .unwrap_or_else(|| panic!("no row for {mode} in {summary}"));
+            for b in m["breakdown_ms"].as_array().unwrap() {
+                let p = b["primitive"].as_str().unwrap();
+                // Proxy events of this primitive in the iterations the mean covers.
+                let in_mean = tl.lines().skip(1).any(|l| {
+                    let f: Vec<&str> = l.split(',').collect();
+                    f[0] == mode
+                        && f[1].parse::<u64>().unwrap() >= warmup
+                        && f[4] == p
+                        && f[7] == "simulated-proxy"
+                });
+                let sources = b["sources"].to_string();
+                if in_mean {
+                    seen_proxy = true;
+                    assert!(sources.contains("simulated-proxy"), "{mode} {p}: {sources}");
+                    let it = &b["proxy_of_iterations"];
+                    assert!(it.is_array(), "{mode} {p}: no proxy_of_iterations");
+                    assert!(row.contains("proxy(it "), "{mode} {p}: {row}");
+                } else {
+                    assert!(!sources.contains("proxy"), "{mode} {p}: {sources}");
+                }
+            }
+            if m["mode"].as_str().unwrap().ends_with("-nmp") {
+                // The pool's simulated energy is reported for the NMP modes.
+                assert!(
+                    m["nmp_energy_j_per_iteration"].as_f64().unwrap() > 0.0,
+                    "{m}"
+                );
+            } else {
+                assert_eq!(m["nmp_energy_j_per_iteration"].as_f64().unwrap(), 0.0);
+            }
+        }
+        assert_eq!(seen_proxy, proxied, "{}", dir.display());
+        if !proxied {
+            assert!(!tl.contains("simulated-proxy"));
+            // (The legend explains `proxy(it A-B)`; no cell holds one.)
+            assert!(!summary.contains("proxy(it 0"));
+            assert!(summary.contains("every iteration simulated"), "{summary}");
+        }
+    }
 }
 
 #[test]
@@ -1270,7 +1358,8 @@ fn a_small_last_batch_sends_at_most_its_own_results() {
         .filter(|l| l.contains("pooled embeddings pool to gpu"))
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            (f[1].parse().unwrap(), f[f.len() - 1].parse().unwrap())
+            // (mode,iteration,...,time_ns,bytes,energy_pj)
+            (f[1].parse().unwrap(), f[9].parse().unwrap())
         })
         .collect();
     assert_eq!(pooled.len(), 14, "{csv}");
@@ -1313,7 +1402,8 @@ fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
             .lines()
             .find(|l| l.contains("indices host to gpu"))
             .unwrap_or_else(|| panic!("{csv}"));
-        l.rsplit(',').next().unwrap().parse().unwrap()
+        // (The bytes, before the energy column.)
+        l.rsplit(',').nth(1).unwrap().parse().unwrap()
     };
     // tiny: 3 tables of 2 lookups a bag, batch 8: 27 offsets and 48 indices.
     assert_eq!(copy(false, "u"), 4 * (27 + 48));

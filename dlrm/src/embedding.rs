@@ -602,6 +602,7 @@ impl EmbeddingStrategy for SystemModes {
                 time_ns,
                 coal_bytes + grad_bytes,
             );
+            ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
         } else {
             ctx.timeline.push(
                 coal_name,
@@ -694,6 +695,7 @@ impl EmbeddingStrategy for SystemModes {
                 time_ns,
                 bytes,
             );
+            ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
             // Row-wise Adagrad's exchanges between a row's ranks go through
             // the host: what the ranks still hold when the scatter ends
             // follows it (all of it for a fixed-bandwidth pool).
@@ -898,6 +900,7 @@ impl SystemModes {
                     time_ns,
                     gather_bytes,
                 );
+                ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
                 // The results (pooled vectors, or a row-interleaved pool's
                 // partial sums) drain over the link while the pool computes,
                 // in its time above; what the ranks still hold follows. A

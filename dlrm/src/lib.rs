@@ -40,7 +40,7 @@ pub use gpu::{DenseModel, GpuPreset};
 pub use interaction::Interaction;
 pub use mlp::{Linear, Mlp, parse_arch};
 pub use model::{Coalescing, Dlrm, DlrmConfig, Forward, Grads};
-pub use pooltime::{NmpSetup, PoolTimer};
+pub use pooltime::{NmpSetup, PoolTimer, SimBatches};
 pub use presets::{Preset, PresetOverrides, preset};
 pub use schedule::LrSchedule;
 pub use timeline::{Event, Resource, Source, Stage, StepTimeline};

@@ -1,9 +1,11 @@
-//! Time of the NMP pool's primitives inside training, by the paper's method:
-//! the first `sim_batches` iterations run cycle-level on the timed pool of
-//! the `nmp` crate (each rank's requests through its DRAM engine); their
-//! effective bandwidth (primitive bytes over simulated compute time) is then
-//! the proxy for the later iterations. A fixed bandwidth can replace the
-//! simulation altogether (then the time is modelled).
+//! Time of the NMP pool's primitives inside training. By default every
+//! iteration runs cycle-level on the timed pool of the `nmp` crate (each
+//! rank's requests through its DRAM engine). With [`SimBatches::First`], only
+//! the first iterations do, and their effective bandwidth (primitive bytes
+//! over simulated compute time) is the proxy for the later ones: the paper's
+//! emulation method, faster, and labelled [`Source::SimulatedProxy`]. A fixed
+//! bandwidth can replace the simulation altogether (then the time is
+//! modelled).
 //!
 //! The pool computes no data here: the trainer's numerics come from the
 //! `kernels` crate, whose results the `nmp` crate's functional pool is tested
@@ -24,6 +26,79 @@ use serde::{Deserialize, Serialize};
 use crate::DlrmError;
 use crate::timeline::Source;
 
+/// Which iterations of a mode run cycle by cycle on the DRAM engines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SimBatches {
+    /// Every iteration (the default): no time is a proxy.
+    #[default]
+    All,
+    /// The first N; later iterations use their bandwidth (`simulated-proxy`).
+    First(u64),
+}
+
+impl SimBatches {
+    /// Whether iteration `i` (0-based) is simulated cycle by cycle.
+    pub fn simulates(self, i: u64) -> bool {
+        match self {
+            SimBatches::All => true,
+            SimBatches::First(n) => i < n,
+        }
+    }
+
+    /// How many of `iters` iterations are simulated cycle by cycle.
+    pub fn of(self, iters: u64) -> u64 {
+        match self {
+            SimBatches::All => iters,
+            SimBatches::First(n) => n.min(iters),
+        }
+    }
+
+    /// `all`, or a number of iterations (`0` is allowed only with a fixed
+    /// bandwidth, which [`NmpSetup::validate`] checks).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(SimBatches::All);
+        }
+        s.parse::<u64>()
+            .map(SimBatches::First)
+            .map_err(|_| format!("`{s}` is not a number of iterations or `all`"))
+    }
+}
+
+impl std::fmt::Display for SimBatches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimBatches::All => f.write_str("all"),
+            SimBatches::First(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for SimBatches {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SimBatches::All => s.serialize_str("all"),
+            SimBatches::First(n) => s.serialize_u64(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SimBatches {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(SimBatches::First(n)),
+            Raw::S(s) => SimBatches::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// How the NMP pool is built and timed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NmpSetup {
@@ -37,25 +112,28 @@ pub struct NmpSetup {
     pub link_gbps: f64,
     /// Fixed cost of one link transfer, µs.
     pub link_latency_us: f64,
-    /// Iterations simulated cycle by cycle before the proxy takes over.
-    pub sim_batches: u64,
+    /// Iterations simulated cycle by cycle (every one by default; with
+    /// `First(n)` the proxy takes over after n).
+    pub sim_batches: SimBatches,
     /// Skip simulation: every NMP primitive runs at this effective bandwidth.
     pub fixed_bandwidth_gbps: Option<f64>,
 }
 
 impl Default for NmpSetup {
     /// 32 DDR4-3200 x8 ranks (Table I), row-interleaved rows with each row's
-    /// slices in one DRAM row, DRAMsim3, a 25 GB/s link, one simulated batch.
+    /// slices in one DRAM row, the native engine (DRAMsim3's timing, fast
+    /// enough to simulate every iteration), a 25 GB/s link, every iteration
+    /// simulated.
     fn default() -> Self {
         NmpSetup {
             ranks: 32,
             preset: "DDR4-3200-x8".into(),
             mapping: Some("ro-ra-ba-bg-co".into()),
             placement: Placement::RowInterleaved,
-            engine: EngineKind::Dramsim3,
+            engine: EngineKind::Native,
             link_gbps: 25.0,
             link_latency_us: 1.0,
-            sim_batches: 1,
+            sim_batches: SimBatches::All,
             fixed_bandwidth_gbps: None,
         }
     }
@@ -74,7 +152,7 @@ impl NmpSetup {
             Some(b) if !(b > 0.0 && b.is_finite()) => {
                 return bad("fixed NMP bandwidth must be a positive number of GB/s");
             }
-            None if self.sim_batches == 0 => {
+            None if self.sim_batches == SimBatches::First(0) => {
                 return bad(
                     "0 simulated batches and no fixed NMP bandwidth: the bandwidth proxy needs at least one simulated batch to take its bandwidth from",
                 );
@@ -110,6 +188,12 @@ pub struct PoolTime {
     /// sends the whole result (`nmpsim_nmp::gather_link_out_bytes` and
     /// `scatter_link_out_bytes` on [`PoolTimer::layout`]).
     pub link_out_tail_bytes: Option<u64>,
+    /// The pool's energy for the primitive, pJ: the engines' DRAM energy
+    /// (commands, and background until the slowest rank is done) plus the
+    /// cores' ALU, buffer and link energy (`nmpsim_nmp::PoolEnergy`); for a
+    /// proxy, the simulated batches' energy per byte times this batch's
+    /// bytes. `None` for a fixed bandwidth, which models no energy.
+    pub energy_pj: Option<f64>,
 }
 
 /// The calibration of one primitive: bytes and simulated time summed over
@@ -124,6 +208,9 @@ pub struct Calibration {
     /// Result bytes the ranks still held when compute ended, summed.
     #[serde(default)]
     pub link_out_tail_bytes: u64,
+    /// The pool's energy over the simulated batches, pJ.
+    #[serde(default)]
+    pub energy_pj: f64,
 }
 
 impl Calibration {
@@ -138,8 +225,8 @@ impl Calibration {
 }
 
 /// What a simulated batch gave: primitive bytes, compute ns, DRAM bytes,
-/// and the link-out tail bytes.
-type Simulated = (u64, f64, u64, u64);
+/// the link-out tail bytes and the pool's energy (pJ).
+type Simulated = (u64, f64, u64, u64, f64);
 
 /// Times NMP primitives for one model on one pool.
 pub struct PoolTimer {
@@ -250,11 +337,12 @@ impl PoolTimer {
                 time_ns: bytes as f64 / bw,
                 source: Source::Modelled,
                 link_out_tail_bytes: None,
+                energy_pj: None,
             });
         }
-        if iteration < self.setup.sim_batches {
+        if self.setup.sim_batches.simulates(iteration) {
             let key = (primitive.to_string(), iteration, fingerprint);
-            let (b, ns, dram, tail) = match self.cache.get(&key) {
+            let (b, ns, dram, tail, pj) = match self.cache.get(&key) {
                 Some(&v) => v,
                 None => {
                     let started = Instant::now();
@@ -267,6 +355,7 @@ impl PoolTimer {
                         report.compute_ns,
                         report.dram_read_bytes + report.dram_write_bytes,
                         report.link_out_tail_bytes,
+                        report.energy.total_pj,
                     );
                     self.cache.insert(key, v);
                     v
@@ -278,10 +367,12 @@ impl PoolTimer {
             c.batches += 1;
             c.dram_bytes += dram;
             c.link_out_tail_bytes += tail;
+            c.energy_pj += pj;
             return Ok(PoolTime {
                 time_ns: ns,
                 source: Source::Simulated,
                 link_out_tail_bytes: Some(tail),
+                energy_pj: Some(pj),
             });
         }
         let cal = self.calibration.get(primitive);
@@ -295,10 +386,12 @@ impl PoolTimer {
             })?;
         // (The simulated batches' mean tail: at most a buffer per rank.)
         let tail = cal.map_or(0, |c| c.link_out_tail_bytes / c.batches.max(1));
+        let pj_per_byte = cal.map_or(0.0, |c| c.energy_pj / c.bytes.max(1) as f64);
         Ok(PoolTime {
             time_ns: bytes as f64 / bw,
             source: Source::SimulatedProxy,
             link_out_tail_bytes: Some(tail),
+            energy_pj: Some(pj_per_byte * bytes as f64),
         })
     }
 }

@@ -126,6 +126,12 @@ pub struct Event {
     pub time_ns: f64,
     /// Bytes the primitive moves (memory traffic, or link bytes for transfers).
     pub bytes: u64,
+    /// Energy the primitive's own accounting gives, pJ: the NMP pool's
+    /// simulated energy (DRAM commands and background, ALU, buffers, link)
+    /// for its primitives; 0 where nothing computes it (CPU, GPU and link
+    /// energy is modelled from power and busy time instead).
+    #[serde(default)]
+    pub energy_pj: f64,
 }
 
 /// The events of one iteration.
@@ -156,7 +162,32 @@ impl StepTimeline {
             source,
             time_ns: time_ns.max(0.0),
             bytes,
+            energy_pj: 0.0,
         });
+    }
+
+    /// Sets the energy of the event pushed last (see [`Event::energy_pj`]).
+    pub fn set_last_energy(&mut self, energy_pj: f64) {
+        if let Some(e) = self.events.last_mut() {
+            e.energy_pj = energy_pj.max(0.0);
+        }
+    }
+
+    /// Time `resource` is busy in this iteration: the sum of its events'
+    /// times (a processor's events of one lane run one after another; the
+    /// lanes of one stage never put the same processor to work twice at
+    /// once in the trainer's timelines, so the sum is not double-counted).
+    pub fn busy_ns(&self, resource: Resource) -> f64 {
+        self.events
+            .iter()
+            .filter(|e| e.resource == resource)
+            .map(|e| e.time_ns)
+            .sum()
+    }
+
+    /// The events' own energy added up, pJ ([`Event::energy_pj`]).
+    pub fn energy_pj(&self) -> f64 {
+        self.events.iter().map(|e| e.energy_pj).sum()
     }
 
     /// Each lane's total time in a stage.

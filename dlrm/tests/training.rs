@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use nmpsim_dlrm::{
     Coalescing, DenseOptimizer, Dlrm, DlrmConfig, GpuPreset, Interaction, LrSchedule, NmpSetup,
-    PoolTimer, PresetOverrides, Quiet, Source, SystemMode, TeacherData, TrainConfig, loss, preset,
-    trainer::system_mode_trainer,
+    PoolTimer, PresetOverrides, Quiet, SimBatches, Source, SystemMode, TeacherData, TrainConfig,
+    loss, preset, trainer::system_mode_trainer,
 };
 use nmpsim_kernels::{Optimizer, Pooling};
 use nmpsim_traces::{Batch, GenSpec};
@@ -211,7 +211,7 @@ fn the_four_modes_agree() {
         // A small simulated pool: 2 ranks, one cycle-level batch, then the proxy.
         let setup = NmpSetup {
             ranks: 2,
-            sim_batches: 1,
+            sim_batches: SimBatches::First(1),
             ..NmpSetup::default()
         };
         let pool = pool_for(&cfg, setup, 32 * 2);
@@ -415,7 +415,7 @@ fn nmp_time_is_simulated_then_proxied() {
     let cfg = config(model.clone(), 64, 3, 0.05);
     let setup = NmpSetup {
         ranks: 2,
-        sim_batches: 1,
+        sim_batches: SimBatches::First(1),
         ..NmpSetup::default()
     };
     let pool = pool_for(&cfg, setup, 128);
@@ -439,10 +439,65 @@ fn nmp_time_is_simulated_then_proxied() {
     };
     assert_eq!(nmp(&r0), vec![Source::Simulated; 3]);
     assert_eq!(nmp(&r1), vec![Source::SimulatedProxy; 3]);
-    let cal = &pool.lock().unwrap().calibration;
+    let cal = pool.lock().unwrap().calibration.clone();
     for p in ["gather-reduce", "casted-gather-reduce", "scatter"] {
         assert!(cal[p].gbps() > 0.0, "{p}");
+        assert!(cal[p].energy_pj > 0.0, "{p}");
     }
+    // The pool's energy: simulated in iteration 0; in the proxy, the
+    // simulated batch's energy per byte times this batch's bytes.
+    for e in r0.timeline.events.iter().chain(&r1.timeline.events) {
+        if e.resource == nmpsim_dlrm::Resource::Nmp {
+            assert!(e.energy_pj > 0.0, "{e:?}");
+        } else {
+            assert_eq!(e.energy_pj, 0.0, "{e:?}");
+        }
+    }
+    for e in r1
+        .timeline
+        .events
+        .iter()
+        .filter(|e| e.resource == nmpsim_dlrm::Resource::Nmp)
+    {
+        let c = &cal[e.primitive.as_str()];
+        let want = c.energy_pj / c.bytes as f64 * e.bytes as f64;
+        assert!((e.energy_pj - want).abs() <= 1e-9 * want, "{e:?} {want}");
+    }
+}
+
+/// By default every iteration's pool time is simulated cycle by cycle (no
+/// proxy), on the native engine.
+#[test]
+fn nmp_time_is_simulated_in_every_iteration_by_default() {
+    let (model, spec) = tiny();
+    let cfg = config(model.clone(), 64, 3, 0.05);
+    let setup = NmpSetup {
+        ranks: 2,
+        ..NmpSetup::default()
+    };
+    assert_eq!(setup.engine, nmpsim_sim::EngineKind::Native);
+    let pool = pool_for(&cfg, setup, 128);
+    let mut tr = system_mode_trainer(
+        cfg,
+        SystemMode::TcastNmp,
+        GpuPreset::named("v100").unwrap(),
+        Some(pool.clone()),
+    )
+    .unwrap();
+    let mut data = teacher(&spec, 64, 1, model.bottom[0]);
+    for i in 0..3 {
+        let r = tr.step(i, &data.next_batch()).unwrap();
+        assert!(
+            r.timeline
+                .events
+                .iter()
+                .filter(|e| e.resource == nmpsim_dlrm::Resource::Nmp)
+                .all(|e| e.source == Source::Simulated),
+            "iteration {i}"
+        );
+    }
+    let cal = &pool.lock().unwrap().calibration;
+    assert_eq!(cal["scatter"].batches, 3);
 }
 
 #[test]

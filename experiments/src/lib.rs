@@ -15,6 +15,8 @@
 //!   tidy `results.csv` ([`results_csv`]).
 //! - [`layout`]: the files of a sweep directory and of each run directory, and
 //!   loading a finished run back from disk ([`load_row`]).
+//! - [`thresholds`]: the thresholds of `nmpsim reproduce`'s checks, fixed
+//!   before any result, in one table.
 //! - [`plot`]: line and grouped-bar charts of a results table, as SVG and PNG
 //!   ([`plot::chart_from_csv`], [`plot::write_chart`]).
 //!
@@ -32,6 +34,7 @@ pub mod results;
 pub mod schema;
 pub mod shard;
 pub mod spec;
+pub mod thresholds;
 
 pub use error::{SpecError, SpecErrors};
 pub use expand::{Run, expand, plan_hash};

@@ -25,6 +25,7 @@ use crate::layout::{self, RUN_STDOUT, Status};
 use crate::plot::{Chart, ChartKind, Series, XValue};
 use crate::results::csv_text;
 use crate::spec::Spec;
+use crate::thresholds::{CheckKind, threshold};
 
 /// How big the runs are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,23 +45,29 @@ impl Size {
     }
 }
 
-/// Powers for the modelled energy of Figure 14, in watts. The paper measured
-/// CPU socket and GPU power and took the memory node's from Micron's DDR4
-/// calculator; here they are named parameters.
+/// Powers for the energy of Figure 14, in watts. The paper measured CPU
+/// socket and GPU power and took the memory node's from Micron's DDR4
+/// calculator. Here the CPU and the GPU draw their active power while the
+/// timeline has them busy and their idle power otherwise; the pool's energy
+/// while its primitives run is the DRAM engines' simulated energy (with the
+/// cores' ALU, buffers and link), and its background power otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PowerModel {
-    /// Host CPU sockets (the paper's DGX-1: two Xeon E5-2698 v4, 135 W TDP each).
-    pub cpu_w: f64,
-    /// The GPU (V100 SXM2 TDP).
-    pub gpu_w: f64,
+    /// Host CPU sockets busy (the paper's DGX-1: two Xeon E5-2698 v4, 135 W TDP each).
+    pub cpu_active_w: f64,
+    /// Host CPU sockets idle.
+    pub cpu_idle_w: f64,
+    /// The GPU busy (V100 SXM2 TDP).
+    pub gpu_active_w: f64,
+    /// The GPU idle.
+    pub gpu_idle_w: f64,
     /// NMP ranks in the pool.
     pub ranks: u32,
-    /// One rank streaming reads (from the DRAM preset's IDD4R).
-    pub rank_active_w: f64,
-    /// One rank idle with banks open (IDD3N).
+    /// One rank between the pool's primitives: precharge standby (IDD2N),
+    /// as the simulated background is.
     pub rank_idle_w: f64,
-    /// Where the rank powers come from, for the report.
-    pub rank_source: String,
+    /// Each power and where it comes from, for the report.
+    pub sources: Vec<String>,
 }
 
 /// One embedded sweep.
@@ -106,13 +113,38 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
-/// A qualitative claim of the paper and whether our runs show it.
+/// A claim of the paper and whether our runs show it, by a threshold of
+/// [`crate::thresholds::THRESHOLDS`] fixed before any result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
+    /// The threshold's id (`fig4.backward`).
+    pub id: String,
     pub claim: String,
     pub paper: String,
+    /// The threshold: its rule with the tolerance applied.
+    pub threshold: String,
     pub ours: String,
     pub holds: bool,
+    pub kind: CheckKind,
+}
+
+/// The check of threshold `id`, with our value and its outcome.
+fn check(id: &str, ours: String, holds: bool) -> Check {
+    let t = threshold(id);
+    Check {
+        id: t.id.into(),
+        claim: t.claim.into(),
+        paper: t.paper.into(),
+        threshold: t.rule_text(),
+        ours,
+        holds,
+        kind: t.kind,
+    }
+}
+
+/// Whether every value passes threshold `id`'s rule (none: no).
+fn passes(id: &str, xs: &[f64]) -> bool {
+    threshold(id).rule.admits_all(xs)
 }
 
 /// One reproducible item.
@@ -130,7 +162,7 @@ pub struct Inputs {
     pub size: Size,
     pub power: PowerModel,
     /// `--engine`, when given: the DRAM engine of the pool's simulations
-    /// (each command's own default, DRAMsim3, otherwise).
+    /// (otherwise each command's own default: DRAMsim3 for `nmp run`, native for `train`).
     pub engine: Option<String>,
     pub sweeps: BTreeMap<String, Vec<RunResult>>,
 }
@@ -142,6 +174,17 @@ impl Inputs {
             None | Some("dramsim3") => "DRAMsim3",
             Some("ramulator") => "Ramulator",
             Some("native") => "native",
+            Some(other) => other,
+        }
+    }
+
+    /// The DRAM engine the training runs simulated the pool on: `--engine`,
+    /// or `train`'s own default, the native engine.
+    fn train_engine_name(&self) -> &str {
+        match self.engine.as_deref() {
+            None | Some("native") => "native",
+            Some("dramsim3") => "DRAMsim3",
+            Some("ramulator") => "Ramulator",
             Some(other) => other,
         }
     }
@@ -349,7 +392,6 @@ fn train_base(s: Size) -> String {
          rows = {rows}\n\
          iters = {iters}\n\
          warmup-iters = 1\n\
-         sim-batches = 1\n\
          test-batches = 1\n\
          print-freq = 0\n"
     )
@@ -420,7 +462,6 @@ fn sweeps_link(s: Size) -> Vec<SweepDef> {
              iters = {iters}\n\
              warmup-iters = 1\n\
              batch = {batch}\n\
-             sim-batches = 1\n\
              test-batches = 1\n\
              print-freq = 0\n\n\
              [axes]\n\
@@ -719,18 +760,8 @@ fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "expanded gradients are 10x the backpropagated gradients".into(),
-                paper: "exactly 10x".into(),
-                ours: range(&expand_ratios),
-                holds: exact,
-            },
-            Check {
-                claim: "coalescing shrinks the gradients more as the batch grows".into(),
-                paper: "coalesced share falls with batch".into(),
-                ours: shrink_desc,
-                holds: shrinking,
-            },
+            check("fig5b.expand", range(&expand_ratios), exact),
+            check("fig5b.shrink", shrink_desc, shrinking),
         ],
         notes: vec![
             "Counted, not simulated: lookups and unique rows of generated traces (10 tables, 10 lookups per bag, dim 64), `nmpsim kernels traffic`.".into(),
@@ -825,23 +856,13 @@ fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "expand-coalesce moves about 3x the bytes of gather-reduce".into(),
-                paper: "about 3x".into(),
-                ours: range(&ec_gr),
-                holds: ec_gr.iter().all(|x| (2.0..=4.0).contains(x)),
-            },
-            Check {
-                claim: "the casted gather-reduce halves expand-coalesce's traffic".into(),
-                paper: "2x".into(),
-                ours: range(&ec_cgr),
-                holds: ec_cgr.iter().all(|x| (1.5..=3.0).contains(x)),
-            },
+            check("fig6.ec-gr", range(&ec_gr), passes("fig6.ec-gr", &ec_gr)),
+            check("fig6.ec-cgr", range(&ec_cgr), passes("fig6.ec-cgr", &ec_cgr)),
         ],
         notes: vec![
             "Analytic bytes of each primitive's algorithm (docs/kernels.md), counted on generated traces: the paper's method (\"derived analytically by its algorithmic property\").".into(),
             "Expand-coalesce = expand + the coalesce accumulation, as the paper's Figure 6 counts it (the sort's traffic is listed apart).".into(),
-            "The checks accept 2-4x for the paper's \"around 3x\" and 1.5-3x for its 2x: the ratios depend on how many lookups coalesce, hence on the index distribution.".into(),
+            "Both checks are identities, not findings: with 10 lookups per bag and dim 64 the byte formulas confine expand-coalesce / gather-reduce to 2.73-3.64x and expand-coalesce / casted gather-reduce to 1.99-2.95x whatever the trace (the share of lookups that coalesce moves them within those bands), so they test the paper's arithmetic, not nmpsim.".into(),
         ],
     })
 }
@@ -932,18 +953,20 @@ fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "no configuration exceeds the pool's peak".into(),
-                paper: format!("peak {peak:.1} GB/s"),
-                ours: if within { "all within".into() } else { "a run exceeds the peak".into() },
-                holds: within,
-            },
-            Check {
-                claim: "the NMP pool sustains over 600 GB/s".into(),
-                paper: "over 600 GB/s".into(),
-                ours: format!("{best_bw:.0} GB/s ({best_cfg})"),
-                holds: best_bw > 600.0,
-            },
+            check(
+                "table1.peak",
+                if within {
+                    format!("all within {peak:.1} GB/s")
+                } else {
+                    format!("a run exceeds {peak:.1} GB/s")
+                },
+                within,
+            ),
+            check(
+                "table1.600",
+                format!("{best_bw:.0} GB/s ({best_cfg})"),
+                passes("table1.600", &[best_bw]),
+            ),
         ],
         notes: vec![
             format!(
@@ -979,6 +1002,10 @@ struct ModeRun {
     /// stage (forward-embedding, dense, backward-embedding, ...) -> ms per
     /// iteration
     stages: BTreeMap<String, f64>,
+    /// resource (cpu, gpu, nmp, host-link, pool-link) -> busy ms per iteration
+    busy: BTreeMap<String, f64>,
+    /// The pool's simulated energy per iteration, J (0 where none).
+    nmp_energy_j: f64,
 }
 
 impl ModeRun {
@@ -995,6 +1022,20 @@ impl ModeRun {
     }
     fn is_nmp(&self) -> bool {
         self.placement.values().any(|w| w == "nmp")
+    }
+    /// Busy ms per iteration of a resource: the run's own figure, or (from
+    /// an nmpsim that did not report it) the time of the primitives placed
+    /// on it.
+    fn busy(&self, resource: &str) -> f64 {
+        match self.busy.get(resource) {
+            Some(ms) => *ms,
+            None => self
+                .placement
+                .iter()
+                .filter(|(_, w)| w.as_str() == resource)
+                .map(|(p, _)| self.ms(p))
+                .sum(),
+        }
     }
 }
 
@@ -1058,8 +1099,14 @@ fn mode_runs(r: &RunResult) -> Result<Vec<ModeRun>, String> {
                 Some((p.first()?.as_str()?.to_string(), p.get(1)?.as_f64()?))
             })
             .collect();
+        let busy = pairs(m.get("busy_ms_per_iteration").unwrap_or(&Value::Null))
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+            .collect();
         out.push(ModeRun {
             stages,
+            busy,
+            nmp_energy_j: num(m, "nmp_energy_j_per_iteration").unwrap_or(0.0),
             mode: m
                 .get("mode")
                 .and_then(Value::as_str)
@@ -1098,11 +1145,11 @@ fn training_notes(inp: &Inputs) -> Vec<String> {
 fn training_notes_at(inp: &Inputs, batch: &str) -> Vec<String> {
     vec![
         format!(
-            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; the first iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved), later ones use that simulated bandwidth (simulated-proxy).",
+            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; every iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved): no reported NMP time is a proxy.",
             batch,
             quick_full(inp.size, "100,000", "1,000,000"),
             quick_full(inp.size, 4, 8),
-            inp.engine_name()
+            inp.train_engine_name()
         ),
         "CPU primitives are measured on this machine (its CPU, not the paper's Xeon); the MLPs, interaction and casting are modelled on a V100 roofline, transfers as bytes over the link's bandwidth plus a fixed latency (docs/dlrm.md). The paper measured a DGX-1 and emulated the NMP pool on a GPU.".into(),
         "Measured CPU times move with the host's load: on a 2-core machine with other work running, one configuration's baseline-cpu iteration has differed by 2x between runs (and so every speedup over it), while simulated and modelled times are the same in every run. Run the training items with nothing else running, and compare speedups only within one run.".into(),
@@ -1162,8 +1209,6 @@ fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
             },
         ]);
     }
-    let max_light = light.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let min_heavy = heavy.iter().copied().fold(f64::INFINITY, f64::min);
     let mut notes = training_notes(inp);
     notes.push("Shares of baseline-cpu's modelled iteration (the stages add up to it: nothing overlaps in baseline-cpu). The dense stage is the MLPs and the interaction, forward and backward, modelled on the GPU; the paper's MLP share is of its measured CPU-GPU system.".into());
     Ok(Outcome {
@@ -1181,18 +1226,21 @@ fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "the embedding backward takes most of a baseline iteration (over half, every model)".into(),
-                paper: "62-92%".into(),
-                ours: range_pct(&backward),
-                holds: !backward.is_empty() && backward.iter().all(|b| *b > 50.0),
-            },
-            Check {
-                claim: "the MLPs' share is small for RM1/2 and larger for the MLP-intensive RM3/4".into(),
-                paper: "under 1% vs 24%".into(),
-                ours: format!("RM1/2 {} vs RM3/4 {}", range_pct(&light), range_pct(&heavy)),
-                holds: !light.is_empty() && !heavy.is_empty() && max_light < 5.0 && min_heavy > max_light,
-            },
+            check(
+                "fig4.backward",
+                range_pct(&backward),
+                passes("fig4.backward", &backward),
+            ),
+            check(
+                "fig4.mlp-light",
+                format!("RM1/2 {}", range_pct(&light)),
+                passes("fig4.mlp-light", &light),
+            ),
+            check(
+                "fig4.mlp-heavy",
+                format!("RM3/4 {} (mean {:.1}%)", range_pct(&heavy), mean(&heavy)),
+                !heavy.is_empty() && passes("fig4.mlp-heavy", &[mean(&heavy)]),
+            ),
         ],
         notes,
     })
@@ -1277,7 +1325,7 @@ fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
     ]);
     let mut notes = training_notes(inp);
     notes.push("Casting runs on the GPU beside the forward gather-reduce and is hidden there; it is counted here anyway, as the paper's Figure 12 does.".into());
-    notes.push("The checks are on direction, not size. The NMP gain (the casted gather-reduce's, as the paper's 1.3-6.1x: casting takes the same time on both) divides a CPU time measured on this machine (whatever its cores; the paper's was a server Xeon) by the simulated 32-rank pool's time (819.2 GB/s peak): the fewer the measuring CPU's cores, the larger the gain, so its size is not comparable with the paper's 1.3-6.1x.".into());
+    notes.push("The NMP gain (the casted gather-reduce's, as the paper's 1.3-6.1x: casting takes the same time on both) divides a CPU time measured on this machine (whatever its cores; the paper's was a server Xeon) by the simulated 32-rank pool's time (819.2 GB/s peak): the fewer the measuring CPU's cores, the larger the gain. Where it falls outside the paper's range, that is the reason to look at first.".into());
     Ok(Outcome {
         csv: csv_text(
             &[
@@ -1304,20 +1352,16 @@ fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "on the CPU, casting + casted gather-reduce beats expand-coalesce".into(),
-                paper: "1.1-9.5x".into(),
-                ours: range(&cpu_gain),
-                holds: !cpu_gain.is_empty() && cpu_gain.iter().all(|g| *g > 1.0),
-            },
-            Check {
-                claim:
-                    "on NMP the casted gather-reduce is faster again than on the CPU (direction)"
-                        .into(),
-                paper: "1.3-6.1x".into(),
-                ours: range(&nmp_gain),
-                holds: !nmp_gain.is_empty() && nmp_gain.iter().all(|g| *g > 1.0),
-            },
+            check(
+                "fig12.cpu",
+                range(&cpu_gain),
+                passes("fig12.cpu", &cpu_gain),
+            ),
+            check(
+                "fig12.nmp",
+                range(&nmp_gain),
+                passes("fig12.nmp", &nmp_gain),
+            ),
         ],
         notes,
     })
@@ -1400,24 +1444,35 @@ fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "Tensor Casting on the CPU speeds up training".into(),
-                paper: "1.2-1.6x".into(),
-                ours: range(&tc),
-                holds: !tc.is_empty() && tc.iter().all(|x| *x > 1.0),
-            },
-            Check {
-                claim: "baseline-nmp is slower than tcast-cpu on average".into(),
-                paper: "about 15% slower".into(),
-                ours: format!("baseline-nmp / tcast-cpu speed: {bn_mean:.2} (mean)"),
-                holds: bn_mean < 1.0,
-            },
-            Check {
-                claim: "tcast-nmp is the fastest mode".into(),
-                paper: "2.0-15x, mean 6.9x".into(),
-                ours: format!("{}, mean {:.1}x", range(&tn), mean(&tn)),
-                holds: !tn.is_empty() && nmp_beats,
-            },
+            check(
+                "fig13.tcast-cpu",
+                range(&tc),
+                passes("fig13.tcast-cpu", &tc),
+            ),
+            check(
+                "fig13.baseline-nmp",
+                format!("{bn_mean:.2} (mean of baseline-nmp / tcast-cpu speed)"),
+                !bn_vs_tc.is_empty() && passes("fig13.baseline-nmp", &[bn_mean]),
+            ),
+            check(
+                "fig13.tcast-nmp",
+                range(&tn),
+                passes("fig13.tcast-nmp", &tn),
+            ),
+            check(
+                "fig13.tcast-nmp-mean",
+                format!("mean {:.1}x", mean(&tn)),
+                !tn.is_empty() && passes("fig13.tcast-nmp-mean", &[mean(&tn)]),
+            ),
+            check(
+                "fig13.fastest",
+                if nmp_beats {
+                    "fastest for every model".into()
+                } else {
+                    "not the fastest for every model".into()
+                },
+                !tn.is_empty() && nmp_beats,
+            ),
         ],
         notes: training_notes(inp),
     })
@@ -1436,23 +1491,14 @@ fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
     );
     let mut tn_lowest = true;
     let mut tc_below_bn = true;
+    // NMP modes whose run gave no simulated pool energy (a fixed bandwidth).
+    let mut no_pool_energy = Vec::new();
     // The models where a claim fails.
     let (mut not_lowest, mut tc_above) = (Vec::new(), Vec::new());
     let mut any = false;
     for (model, modes) in &models {
-        let energy = |m: &ModeRun| -> (f64, f64, f64) {
-            let host = (pw.cpu_w + pw.gpu_w) * m.iter_ms * 1e-3;
-            let pool = if m.is_nmp() {
-                let busy = m.nmp_busy_ms().min(m.iter_ms);
-                pw.ranks as f64
-                    * (pw.rank_active_w * busy + pw.rank_idle_w * (m.iter_ms - busy))
-                    * 1e-3
-            } else {
-                0.0
-            };
-            (host, pool, host + pool)
-        };
-        let Some(base) = find(modes, "baseline-cpu").map(|m| energy(m).2) else {
+        let energy = |m: &ModeRun| -> Energy { energy_of(pw, m) };
+        let Some(base) = find(modes, "baseline-cpu").map(|m| energy(m).total()) else {
             continue;
         };
         let mut line = vec![model_label(model)];
@@ -1462,13 +1508,19 @@ fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
                 line.push("-".into());
                 continue;
             };
-            let (host, pool, total) = energy(m);
+            let e = energy(m);
+            let total = e.total();
+            if m.is_nmp() && m.nmp_energy_j <= 0.0 {
+                no_pool_energy.push(format!("{} {mode}", model_label(model)));
+            }
             e_of.insert(mode, total);
             rows.push(vec![
                 model.clone(),
                 mode.to_string(),
-                format!("{:.6}", host),
-                format!("{:.6}", pool),
+                format!("{:.6}", e.cpu),
+                format!("{:.6}", e.gpu),
+                format!("{:.6}", e.pool_active),
+                format!("{:.6}", e.pool_idle),
                 format!("{:.6}", total),
                 format!("{:.4}", total / base),
             ]);
@@ -1501,18 +1553,30 @@ fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
     ]);
     let mut notes = training_notes(inp);
     notes.push(format!(
-        "Modelled energy, the paper's method (power x execution time per node): CPU {} W and GPU {} W for the whole iteration in every mode; in the NMP modes also {} ranks at {:.2} W while the pool computes and {:.2} W otherwise ({}).",
-        pw.cpu_w, pw.gpu_w, pw.ranks, pw.rank_active_w, pw.rank_idle_w, pw.rank_source
+        "Energy from its sources: the CPU at {} W while the timeline has it busy and {} W otherwise, the GPU at {} W busy and {} W otherwise (busy: the time of the primitives placed on it, per iteration, from `busy_ms_per_iteration`); in the NMP modes the pool's energy while its primitives run is the DRAM engines' simulated energy of those primitives (commands, and background until the slowest rank is done, plus the cores' ALU, buffer and link energy: `nmp_energy_j_per_iteration`), and {} ranks at {:.2} W (precharge standby) for the rest of the iteration.",
+        pw.cpu_active_w, pw.cpu_idle_w, pw.gpu_active_w, pw.gpu_idle_w, pw.ranks, pw.rank_idle_w
     ));
-    notes.push("The paper measured CPU and GPU power (powerstat, nvidia-smi) and used Micron's calculator for 32 ranks of 128 GB LR-DIMMs; NMP logic power is negligible in both.".into());
-    notes.push("\"While the pool computes\" is the time of its primitives, which includes the cycles a primitive waits for its outputs to drain over the host link: under row-interleaved placement the forward gather-reduce is link-bound, so streaming power is charged for time in which the ranks partly wait, and the pool's energy is an upper bound there.".into());
+    notes.push(format!(
+        "Powers and their sources: {}.",
+        pw.sources.join("; ")
+    ));
+    notes.push("The paper measured CPU and GPU power (powerstat, nvidia-smi) and used Micron's calculator for 32 ranks of 128 GB LR-DIMMs; NMP logic power is negligible in both. As in the paper, the CPU modes' host DRAM is not charged (the sockets' power does not include their DIMMs).".into());
+    notes.push("What still follows from time alone: with a CPU and GPU that draw their active power whenever busy, a mode that keeps the host busy for longer costs more; the checks can now fail for a mode that is faster but keeps a higher-power resource busier, or whose pool moves more DRAM energy, which Figure 13's checks cannot.".into());
+    if !no_pool_energy.is_empty() {
+        notes.push(format!(
+            "No simulated pool energy for {} (a fixed NMP bandwidth, or a run from an older nmpsim): their pool energy while computing is counted as 0.",
+            no_pool_energy.join(", ")
+        ));
+    }
     Ok(Outcome {
         csv: csv_text(
             &[
                 "model",
                 "mode",
-                "host_j_per_iteration",
-                "pool_j_per_iteration",
+                "cpu_j_per_iteration",
+                "gpu_j_per_iteration",
+                "pool_simulated_j_per_iteration",
+                "pool_background_j_per_iteration",
                 "total_j_per_iteration",
                 "normalised",
             ],
@@ -1530,29 +1594,69 @@ fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
             &md,
         ),
         checks: vec![
-            Check {
-                claim: "tcast-nmp uses the least energy".into(),
-                paper: "lowest of the four".into(),
-                ours: if tn_lowest {
+            check(
+                "fig14.lowest",
+                if tn_lowest {
                     "lowest for every model".into()
                 } else {
                     format!("not lowest for {}", not_lowest.join(", "))
                 },
-                holds: any && tn_lowest,
-            },
-            Check {
-                claim: "tcast-cpu uses less energy than baseline-nmp".into(),
-                paper: "below".into(),
-                ours: if tc_below_bn {
+                any && tn_lowest,
+            ),
+            check(
+                "fig14.tcast-cpu",
+                if tc_below_bn {
                     "below for every model".into()
                 } else {
                     format!("not below for {}", tc_above.join(", "))
                 },
-                holds: any && tc_below_bn,
-            },
+                any && tc_below_bn,
+            ),
         ],
         notes,
     })
+}
+
+/// One mode's energy per iteration, J.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Energy {
+    cpu: f64,
+    gpu: f64,
+    /// The pool while its primitives run: simulated.
+    pool_active: f64,
+    /// The pool for the rest of the iteration: background power.
+    pool_idle: f64,
+}
+
+impl Energy {
+    fn total(&self) -> f64 {
+        self.cpu + self.gpu + self.pool_active + self.pool_idle
+    }
+}
+
+/// A mode's energy per iteration: each resource's busy time at its active
+/// power and the rest of the iteration at its idle power; the pool's own
+/// simulated energy while it computes.
+fn energy_of(pw: &PowerModel, m: &ModeRun) -> Energy {
+    let split = |busy: f64, active: f64, idle: f64| {
+        let busy = busy.clamp(0.0, m.iter_ms);
+        (active * busy + idle * (m.iter_ms - busy)) * 1e-3
+    };
+    let (pool_active, pool_idle) = if m.is_nmp() {
+        let busy = m.nmp_busy_ms().min(m.iter_ms);
+        (
+            m.nmp_energy_j,
+            pw.ranks as f64 * pw.rank_idle_w * (m.iter_ms - busy) * 1e-3,
+        )
+    } else {
+        (0.0, 0.0)
+    };
+    Energy {
+        cpu: split(m.busy("cpu"), pw.cpu_active_w, pw.cpu_idle_w),
+        gpu: split(m.busy("gpu"), pw.gpu_active_w, pw.gpu_idle_w),
+        pool_active,
+        pool_idle,
+    }
 }
 
 fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
@@ -1565,8 +1669,9 @@ fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
         "pool busy (% of iteration)",
         ChartKind::Bars,
     );
-    let mut tn = Vec::new();
-    let mut bn = Vec::new();
+    // Utilisation (%) per mode, for RM1/2 and RM3/4.
+    let (mut tn_light, mut tn_heavy, mut bn_light, mut bn_heavy) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Per model with both modes: tcast-nmp keeps the pool busier (compared
     // model by model; a model missing a mode cannot support the claim).
     let mut higher = !models.is_empty();
@@ -1593,10 +1698,12 @@ fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
             ]);
             line.push(format!("{u:.1}%"));
             push_point(&mut c, mode, XValue::Cat(model_label(model)), u);
-            if mode == "tcast-nmp" {
-                tn.push(u);
-            } else {
-                bn.push(u);
+            let light = model == "rm1" || model == "rm2";
+            match (mode == "tcast-nmp", light) {
+                (true, true) => tn_light.push(u),
+                (true, false) => tn_heavy.push(u),
+                (false, true) => bn_light.push(u),
+                (false, false) => bn_heavy.push(u),
             }
         }
         let paper = if model == "rm1" || model == "rm2" {
@@ -1628,16 +1735,34 @@ fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
             ],
             &md,
         ),
-        checks: vec![Check {
-            claim: "Tensor Casting keeps the pool far busier".into(),
-            paper: "92%/44% vs 6.5%/8.5%".into(),
-            ours: format!(
-                "tcast-nmp mean {:.0}%, baseline-nmp mean {:.0}%",
-                mean(&tn),
-                mean(&bn)
-            ),
-            holds: !tn.is_empty() && higher,
-        }],
+        checks: {
+            let group = |id: &str, xs: &[f64], what: &str| {
+                check(
+                    id,
+                    if xs.is_empty() {
+                        format!("no {what} run")
+                    } else {
+                        format!("{what} mean {:.1}% ({})", mean(xs), range_pct(xs))
+                    },
+                    !xs.is_empty() && passes(id, &[mean(xs)]),
+                )
+            };
+            vec![
+                check(
+                    "fig15.busier",
+                    if higher {
+                        "busier for every model".into()
+                    } else {
+                        "not busier for every model".into()
+                    },
+                    higher,
+                ),
+                group("fig15.tcast-light", &tn_light, "RM1/2"),
+                group("fig15.tcast-heavy", &tn_heavy, "RM3/4"),
+                group("fig15.baseline-light", &bn_light, "RM1/2"),
+                group("fig15.baseline-heavy", &bn_heavy, "RM3/4"),
+            ]
+        },
         notes: {
             let mut n = training_notes(inp);
             n.push("Utilisation = time per iteration of the primitives placed on the pool (simulated) over the modelled iteration time. A primitive's time includes the cycles it waits for its outputs to drain over the host link: under row-interleaved placement (the default) the forward gather-reduce is link-bound (Table I: about 63 GB/s effective against over 700 GB/s drawn from the ranks), so the pool counts as busy while it waits on the link, and a faster link lowers the figure with the same DRAM work.".into());
@@ -1653,6 +1778,8 @@ struct Sensitivity {
     chart: Chart,
     table: String,
     tcast_nmp: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Per model, the tcast-cpu speedup at each swept value.
+    tcast_cpu: BTreeMap<String, Vec<(f64, f64)>>,
 }
 
 /// Speedups of the modes against one swept parameter.
@@ -1662,6 +1789,7 @@ fn sensitivity(inp: &Inputs, sweep: &str, param: &str, title: &str) -> Result<Se
     let mut c = chart(title, param, "speedup over baseline-cpu", ChartKind::Lines);
     c.log_x = true;
     let mut tn: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut tc: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in inp.completed(sweep)? {
         let model = r.param("model");
         let model = if model.is_empty() { "rm1" } else { model };
@@ -1692,15 +1820,20 @@ fn sensitivity(inp: &Inputs, sweep: &str, param: &str, title: &str) -> Result<Se
                     m.speedup,
                 );
             }
-            if mode == "tcast-nmp" {
-                tn.entry(model.to_string())
+            let into = match mode {
+                "tcast-nmp" => Some(&mut tn),
+                "tcast-cpu" => Some(&mut tc),
+                _ => None,
+            };
+            if let Some(into) = into {
+                into.entry(model.to_string())
                     .or_default()
                     .push((x, m.speedup));
             }
         }
         md.push(line);
     }
-    for v in tn.values_mut() {
+    for v in tn.values_mut().chain(tc.values_mut()) {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     let csv = csv_text(
@@ -1729,6 +1862,7 @@ fn sensitivity(inp: &Inputs, sweep: &str, param: &str, title: &str) -> Result<Se
         chart: c,
         table,
         tcast_nmp: tn,
+        tcast_cpu: tc,
     })
 }
 
@@ -1738,15 +1872,58 @@ fn analyse_fig16(inp: &Inputs) -> Result<Outcome, String> {
         chart: c,
         table,
         tcast_nmp: tn,
+        tcast_cpu: tc,
     } = sensitivity(inp, "batch", "batch", "Speedup against the batch size")?;
-    let all_up = tn.values().flatten().all(|(_, s)| *s > 1.0);
+    // The default batch: the Figure 12-15 runs' (the paper's 2048 at full size).
+    let default = quick_full(inp.size, 512.0, 2048.0);
+    let speedups = |m: &BTreeMap<String, Vec<(f64, f64)>>, keep: &dyn Fn(f64) -> bool| {
+        m.values()
+            .flatten()
+            .filter(|(x, _)| keep(*x))
+            .map(|(_, s)| *s)
+            .collect::<Vec<f64>>()
+    };
+    let at_default = speedups(&tc, &|x| x == default);
+    let larger = speedups(&tc, &|x| x > default);
+    // Growth: each Tensor Casting mode's speedup at a model's largest batch
+    // above its speedup at the smallest.
+    let grows = |m: &BTreeMap<String, Vec<(f64, f64)>>| {
+        !m.is_empty()
+            && m.values().all(|v| match (v.first(), v.last()) {
+                (Some(a), Some(b)) => v.len() > 1 && b.1 > a.1,
+                _ => false,
+            })
+    };
+    let growth = grows(&tc) && grows(&tn);
     // Robust: no batch size loses most of a model's speedup (its smallest at
-    // least half its largest).
-    let robust = tn.values().all(|v| {
-        let lo = v.iter().map(|(_, s)| *s).fold(f64::INFINITY, f64::min);
-        let hi = v.iter().map(|(_, s)| *s).fold(0.0, f64::max);
-        !v.is_empty() && lo >= 0.5 * hi
-    });
+    // least half its largest): the smallest ratio over the models.
+    let ratios: Vec<f64> = tn
+        .values()
+        .map(|v| {
+            let lo = v.iter().map(|(_, s)| *s).fold(f64::INFINITY, f64::min);
+            let hi = v.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+            lo / hi
+        })
+        .collect();
+    let maxima: Vec<f64> = tn
+        .values()
+        .map(|v| v.iter().map(|(_, s)| *s).fold(0.0, f64::max))
+        .collect();
+    let trend = |m: &BTreeMap<String, Vec<(f64, f64)>>, mode: &str| {
+        m.iter()
+            .map(|(model, v)| {
+                format!(
+                    "{} {mode} {}",
+                    model_label(model),
+                    v.iter()
+                        .map(|(_, s)| format!("{s:.2}x"))
+                        .collect::<Vec<_>>()
+                        .join(" -> ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let desc = tn
         .iter()
         .map(|(m, v)| {
@@ -1767,18 +1944,35 @@ fn analyse_fig16(inp: &Inputs) -> Result<Outcome, String> {
         charts: vec![("speedup".into(), c)],
         table_md: table,
         checks: vec![
-            Check {
-                claim: "tcast-nmp speeds up training at every batch size".into(),
-                paper: "up to 15x".into(),
-                ours: desc.clone(),
-                holds: !tn.is_empty() && all_up,
-            },
-            Check {
-                claim: "the tcast-nmp speedup holds across batch sizes (each model's smallest at least half its largest)".into(),
-                paper: "robust across a wide range of batch sizes".into(),
-                ours: desc,
-                holds: !tn.is_empty() && robust,
-            },
+            check(
+                "fig16.growth",
+                format!("{}; {}", trend(&tc, "tcast-cpu"), trend(&tn, "tcast-nmp")),
+                growth,
+            ),
+            check(
+                "fig16.tcast-cpu-default",
+                format!("{} at batch {default}", range(&at_default)),
+                passes("fig16.tcast-cpu-default", &at_default),
+            ),
+            check(
+                "fig16.tcast-cpu-larger",
+                if larger.is_empty() {
+                    "no batch larger than the default".into()
+                } else {
+                    range(&larger)
+                },
+                passes("fig16.tcast-cpu-larger", &larger),
+            ),
+            check(
+                "fig16.tcast-nmp-max",
+                format!("largest per model: {}", range(&maxima)),
+                passes("fig16.tcast-nmp-max", &maxima),
+            ),
+            check(
+                "fig16.robust",
+                format!("smallest / largest: {} ({desc})", range(&ratios)),
+                passes("fig16.robust", &ratios),
+            ),
         ],
         notes,
     })
@@ -1790,8 +1984,9 @@ fn analyse_fig17(inp: &Inputs) -> Result<Outcome, String> {
         chart: c,
         table,
         tcast_nmp: tn,
+        ..
     } = sensitivity(inp, "dim", "dim", "Speedup against the embedding dimension")?;
-    let all_up = tn.values().flatten().all(|(_, s)| *s > 1.0);
+    let all: Vec<f64> = tn.values().flatten().map(|(_, s)| *s).collect();
     let desc = tn
         .values()
         .flatten()
@@ -1805,12 +2000,11 @@ fn analyse_fig17(inp: &Inputs) -> Result<Outcome, String> {
         csv,
         charts: vec![("speedup".into(), c)],
         table_md: table,
-        checks: vec![Check {
-            claim: "tcast-nmp speeds up training at every embedding dimension".into(),
-            paper: "speedups hold for dims below and above 64".into(),
-            ours: desc,
-            holds: !tn.is_empty() && all_up,
-        }],
+        checks: vec![check(
+            "fig17.every-dim",
+            desc,
+            passes("fig17.every-dim", &all),
+        )],
         notes,
     })
 }
@@ -1897,10 +2091,10 @@ fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
     c.hlines.push(("paper at 25 GB/s: 99%".into(), 0.99));
     let mut notes = training_notes(inp);
     notes[0] = format!(
-        "`nmpsim train --mode tcast-nmp` per link bandwidth and row placement; the link is modelled (bytes / bandwidth + 1 us per transfer), the pool simulated ({}).",
-        inp.engine_name()
+        "`nmpsim train --mode tcast-nmp` per link bandwidth and row placement; the link is modelled (bytes / bandwidth + 1 us per transfer), the pool simulated cycle by cycle in every iteration ({}).",
+        inp.train_engine_name()
     );
-    notes[1] = "Nothing here is measured: the pool is simulated (its later iterations as simulated-proxy), and the MLPs, interaction, casting and transfers are modelled (docs/dlrm.md).".into();
+    notes[1] = "Nothing here is measured: the pool is simulated, and the MLPs, interaction, casting and transfers are modelled (docs/dlrm.md).".into();
     // (Nothing measured: the host's load does not move these numbers.)
     notes.truncate(2);
     notes.push("Row-interleaved placement (the trainer's default, the fastest for the casted gather-reduce) returns, from every rank that looked up any row of a table, a partial sum of every bag (docs/nmp-isa.md), so at these sizes, where every rank is touched, its forward gather-reduce moves 32x the pooled bytes over the link; vector-sliced placement (TensorDIMM's) reduces each slice completely on its rank and returns only the pooled vectors. The paper omits these results (\"for brevity\") and names no placement.".into());
@@ -1928,16 +2122,17 @@ fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
             ],
             &md,
         ),
-        checks: vec![Check {
-            claim: "25 GB/s reaches nearly the performance of 150 GB/s (best placement, same placement at both; holds at 95% or more)".into(),
-            paper: "99%".into(),
-            ours: at25
-                .iter()
+        checks: vec![check(
+            "link.25",
+            at25.iter()
                 .map(|(m, (r, p))| format!("{}: {:.1}% ({p})", model_label(m), 100.0 * r))
                 .collect::<Vec<_>>()
                 .join(", "),
-            holds: !at25.is_empty() && at25.values().all(|(r, _)| *r >= 0.95),
-        }],
+            passes(
+                "link.25",
+                &at25.values().map(|(r, _)| 100.0 * r).collect::<Vec<_>>(),
+            ),
+        )],
         notes,
     })
 }
@@ -1965,7 +2160,20 @@ pub fn markdown(
     let _ = writeln!(s, "{}", out.table_md);
     if !out.checks.is_empty() {
         let held = out.checks.iter().filter(|c| c.holds).count();
-        let _ = writeln!(s, "## Checks ({held} of {} hold)\n", out.checks.len());
+        let identities = out
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Identity)
+            .count();
+        let _ = writeln!(
+            s,
+            "## Checks ({held} of {} hold{})\n",
+            out.checks.len(),
+            match identities {
+                0 => String::new(),
+                n => format!("; {n} of them identities"),
+            }
+        );
         let rows: Vec<Vec<String>> = out
             .checks
             .iter()
@@ -1973,11 +2181,13 @@ pub fn markdown(
                 vec![
                     c.claim.clone(),
                     c.paper.clone(),
+                    c.threshold.clone(),
                     c.ours.clone(),
-                    if c.holds {
-                        "yes".into()
-                    } else {
-                        "**no**".into()
+                    match (c.holds, c.kind) {
+                        (true, CheckKind::Finding) => "yes".into(),
+                        (false, CheckKind::Finding) => "**no**".into(),
+                        (true, CheckKind::Identity) => "yes (identity)".into(),
+                        (false, CheckKind::Identity) => "**no** (identity)".into(),
                     },
                 ]
             })
@@ -1985,7 +2195,11 @@ pub fn markdown(
         let _ = writeln!(
             s,
             "{}",
-            md_table(&["claim", "paper", "nmpsim", "holds"], &rows)
+            md_table(&["claim", "paper", "holds when", "nmpsim", "holds"], &rows)
+        );
+        let _ = writeln!(
+            s,
+            "Thresholds are the paper's numbers with the tolerance of one rule, fixed before any result (docs/reproducing.md, \"Thresholds\"). An identity's outcome is fixed by construction and is not a finding.\n"
         );
     }
     if !out.notes.is_empty() {
@@ -2008,12 +2222,13 @@ mod tests {
 
     fn power() -> PowerModel {
         PowerModel {
-            cpu_w: 270.0,
-            gpu_w: 300.0,
+            cpu_active_w: 270.0,
+            cpu_idle_w: 40.0,
+            gpu_active_w: 300.0,
+            gpu_idle_w: 40.0,
             ranks: 32,
-            rank_active_w: 2.0,
-            rank_idle_w: 0.5,
-            rank_source: "test".into(),
+            rank_idle_w: 0.3,
+            sources: vec!["test".into()],
         }
     }
 
@@ -2166,7 +2381,9 @@ mod tests {
         let want =
             (l * 260.0 + l * 256.0 + l * 264.0 + u * 256.0) / (l * 260.0 + 2048.0 * 10.0 * 256.0);
         assert!((ec_gr - want).abs() < 0.01, "{ec_gr} vs {want}");
-        assert_eq!(o.checks[0].holds, (2.0..=4.0).contains(&want));
+        assert_eq!(o.checks[0].holds, (2.7..=3.3).contains(&want));
+        // Both ratios are identities of the byte formulas.
+        assert!(o.checks.iter().all(|c| c.kind == CheckKind::Identity));
     }
 
     fn pool_run(prim: &str, plc: &str, eff: f64) -> RunResult {
@@ -2220,17 +2437,46 @@ mod tests {
         })
     }
 
+    /// `mode` with busy times (cpu, gpu, nmp ms) and the pool's energy (J).
+    fn with_busy(mut m: Value, cpu: f64, gpu: f64, nmp: f64, nmp_j: f64) -> Value {
+        m["busy_ms_per_iteration"] = json!([["cpu", cpu], ["gpu", gpu], ["nmp", nmp]]);
+        m["nmp_energy_j_per_iteration"] = json!(nmp_j);
+        m
+    }
+
+    /// A `train --mode all` run whose figures sit at the paper's: tcast-cpu
+    /// 1.4x, baseline-nmp at 0.87 of its speed, tcast-nmp 6.9x (or, slow,
+    /// 500 ms), the pool busy 92% / 6.5% (RM1/2) or 44% / 8.5% (RM3/4),
+    /// casting + casted gather-reduce 3.8x faster than expand-coalesce on the
+    /// CPU and the casted gather-reduce 3.5x faster again on NMP.
     fn train_run(model: &str, nmp_fast: bool) -> RunResult {
-        let tn_iter = if nmp_fast { 10.0 } else { 500.0 };
+        let heavy = model == "rm3" || model == "rm4";
+        let base = 400.0;
+        let tc = base / 1.4;
+        let bn = base / (1.4 * 0.87);
+        let tn = if nmp_fast { base / 6.9 } else { 500.0 };
+        let (ut, ub) = if heavy { (0.44, 0.085) } else { (0.92, 0.065) };
+        let (tbusy, bbusy) = (ut * tn, ub * bn);
+        let cgr_nmp = 0.3 * tbusy;
+        let cgr_cpu = 3.5 * cgr_nmp;
+        let ec = 3.8 * (1.0 + cgr_cpu);
         run(
             &[("model", model)],
             json!({"modes": [
-                mode("baseline-cpu", 400.0, 1.0, &[("gather-reduce", 50.0), ("expand-coalesce", 270.0), ("scatter", 80.0)], &[("gather-reduce", "cpu"), ("expand-coalesce", "cpu"), ("scatter", "cpu")]),
-                mode("tcast-cpu", 200.0, 2.0, &[("gather-reduce", 50.0), ("casting", 1.0), ("casted-gather-reduce", 70.0), ("scatter", 79.0)], &[("gather-reduce", "cpu"), ("casting", "gpu"), ("casted-gather-reduce", "cpu"), ("scatter", "cpu")]),
-                mode("baseline-nmp", 300.0, 400.0 / 300.0, &[("gather-reduce", 7.0), ("expand-coalesce", 270.0), ("scatter", 3.0)], &[("gather-reduce", "nmp"), ("expand-coalesce", "cpu"), ("scatter", "nmp")]),
-                mode("tcast-nmp", tn_iter, 400.0 / tn_iter, &[("gather-reduce", 5.0), ("casting", 0.5), ("casted-gather-reduce", 2.0), ("scatter", 2.0)], &[("gather-reduce", "nmp"), ("casting", "gpu"), ("casted-gather-reduce", "nmp"), ("scatter", "nmp")]),
+                with_busy(mode("baseline-cpu", base, 1.0, &[("gather-reduce", 50.0), ("expand-coalesce", ec), ("scatter", 80.0)], &[("gather-reduce", "cpu"), ("expand-coalesce", "cpu"), ("scatter", "cpu")]), 390.0, 5.0, 0.0, 0.0),
+                with_busy(mode("tcast-cpu", tc, 1.4, &[("gather-reduce", 50.0), ("casting", 1.0), ("casted-gather-reduce", cgr_cpu), ("scatter", 79.0)], &[("gather-reduce", "cpu"), ("casting", "gpu"), ("casted-gather-reduce", "cpu"), ("scatter", "cpu")]), tc - 15.0, 5.0, 0.0, 0.0),
+                with_busy(mode("baseline-nmp", bn, base / bn, &[("gather-reduce", bbusy / 2.0), ("expand-coalesce", ec), ("scatter", bbusy / 2.0)], &[("gather-reduce", "nmp"), ("expand-coalesce", "cpu"), ("scatter", "nmp")]), bn - bbusy - 10.0, 5.0, bbusy, 0.05 * bbusy),
+                with_busy(mode("tcast-nmp", tn, base / tn, &[("gather-reduce", 0.4 * tbusy), ("casting", 1.0), ("casted-gather-reduce", cgr_nmp), ("scatter", 0.3 * tbusy)], &[("gather-reduce", "nmp"), ("casting", "gpu"), ("casted-gather-reduce", "nmp"), ("scatter", "nmp")]), 0.0, 5.0, tbusy, 0.05 * tbusy),
             ]}),
         )
+    }
+
+    /// The check of threshold `id` in an outcome.
+    fn by_id<'a>(o: &'a Outcome, id: &str) -> &'a Check {
+        o.checks
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no check {id}: {:?}", o.checks))
     }
 
     #[test]
@@ -2245,34 +2491,90 @@ mod tests {
             assert!(!o.csv.is_empty() && !o.charts.is_empty());
         }
         let o15 = analyse_fig15(&inp).unwrap();
-        // tcast-nmp: 9 ms of 10 on the pool.
+        // tcast-nmp: 92% of 57.97 ms on the pool.
         assert!(
-            o15.csv.contains("rm1,tcast-nmp,9.0000,10.0000,90.000"),
+            o15.csv.contains("rm1,tcast-nmp,53.3333,57.9710,92.000"),
             "{}",
             o15.csv
         );
         // A slow tcast-nmp fails the speed and energy claims.
         let inp = inputs("models", vec![train_run("rm1", false)]);
-        assert!(!analyse_fig13(&inp).unwrap().checks[2].holds);
-        assert!(!analyse_fig14(&inp).unwrap().checks[0].holds);
+        let o13 = analyse_fig13(&inp).unwrap();
+        for id in ["fig13.tcast-nmp", "fig13.tcast-nmp-mean", "fig13.fastest"] {
+            assert!(!by_id(&o13, id).holds, "{id}");
+        }
+        assert!(by_id(&o13, "fig13.tcast-cpu").holds);
+        // Slow, but with the host idle the whole time it still uses the least
+        // energy: energy is not time restated. A pool that spends 200 J per
+        // iteration is no longer lowest.
+        assert!(by_id(&analyse_fig14(&inp).unwrap(), "fig14.lowest").holds);
+        let mut r = train_run("rm1", false);
+        r.results["modes"][3]["nmp_energy_j_per_iteration"] = json!(200.0);
+        let inp = inputs("models", vec![r]);
+        assert!(!by_id(&analyse_fig14(&inp).unwrap(), "fig14.lowest").holds);
         // A model missing a mode cannot support "fastest" or "busier", even
         // beside one that has them all.
         let mut partial = train_run("rm3", true);
         let modes = partial.results["modes"].as_array_mut().unwrap();
         modes.retain(|m| m["mode"] != "baseline-nmp");
         let inp = inputs("models", vec![train_run("rm1", true), partial]);
-        assert!(!analyse_fig13(&inp).unwrap().checks[2].holds);
-        assert!(!analyse_fig15(&inp).unwrap().checks[0].holds);
+        assert!(!by_id(&analyse_fig13(&inp).unwrap(), "fig13.fastest").holds);
+        assert!(!by_id(&analyse_fig15(&inp).unwrap(), "fig15.busier").holds);
     }
 
+    /// The paper's numbers bound each training check: outside its
+    /// tolerance, a check fails whatever the direction.
     #[test]
-    fn fig12_nmp_gain_is_the_casted_gather_reduce_alone() {
-        let inp = inputs("models", vec![train_run("rm1", true)]);
-        let o = analyse_fig12(&inp).unwrap();
-        // Casted GR 70 ms on the CPU, 2 on NMP: 35x (with casting, 71 / 2.5,
-        // it would be 28.4x).
-        assert!(o.table_md.contains("| 35.00x |"), "{}", o.table_md);
-        assert_eq!(o.checks[1].ours, "35.00x");
+    fn training_checks_fail_outside_the_papers_numbers() {
+        // tcast-cpu at 2x (over 1.76x) and baseline-nmp ahead of it.
+        let mut r = train_run("rm1", true);
+        r.results["modes"][1]["speedup_over_baseline_cpu"] = json!(2.0);
+        r.results["modes"][2]["speedup_over_baseline_cpu"] = json!(2.5);
+        let o = analyse_fig13(&inputs("models", vec![r])).unwrap();
+        assert!(!by_id(&o, "fig13.tcast-cpu").holds);
+        assert!(!by_id(&o, "fig13.baseline-nmp").holds);
+        assert!(by_id(&o, "fig13.tcast-nmp").holds);
+        // The casted gather-reduce 35x faster on NMP: over the paper's 6.1x.
+        let mut r = train_run("rm1", true);
+        let cgr_nmp = r.results["modes"][3]["breakdown_ms"][2]["ms_per_iteration"]
+            .as_f64()
+            .unwrap();
+        r.results["modes"][1]["breakdown_ms"][2]["ms_per_iteration"] = json!(35.0 * cgr_nmp);
+        let o = analyse_fig12(&inputs("models", vec![r])).unwrap();
+        assert!(!by_id(&o, "fig12.nmp").holds);
+        assert_eq!(by_id(&o, "fig12.nmp").ours, "35.00x");
+        assert_eq!(by_id(&o, "fig12.nmp").threshold, "1.17x to 6.71x");
+    }
+
+    /// Energy is not time restated: two modes of equal time whose busy
+    /// resources differ get different energy, each resource at its own
+    /// active and idle power, and the pool its simulated energy.
+    #[test]
+    fn energy_follows_busy_resources_not_time_alone() {
+        let pw = power();
+        let runs = mode_runs(&run(
+            &[("model", "rm1")],
+            json!({"modes": [
+                with_busy(mode("a", 100.0, 1.0, &[("p", 90.0)], &[("p", "cpu")]), 90.0, 10.0, 0.0, 0.0),
+                with_busy(mode("b", 100.0, 1.0, &[("p", 90.0)], &[("p", "gpu")]), 10.0, 90.0, 0.0, 0.0),
+                with_busy(mode("c", 100.0, 1.0, &[("p", 40.0)], &[("p", "nmp")]), 0.0, 10.0, 40.0, 2.0),
+            ]}),
+        ))
+        .unwrap();
+        let e: Vec<Energy> = runs.iter().map(|m| energy_of(&pw, m)).collect();
+        // a: CPU 90 ms at 270 W + 10 ms at 40 W; GPU 10 ms at 300 W + 90 at 40 W.
+        let close = |x: f64, want: f64| assert!((x - want).abs() < 1e-9, "{x} vs {want}");
+        close(e[0].cpu, 0.09 * 270.0 + 0.01 * 40.0);
+        close(e[0].gpu, 0.01 * 300.0 + 0.09 * 40.0);
+        close(e[1].cpu, 0.01 * 270.0 + 0.09 * 40.0);
+        close(e[1].gpu, 0.09 * 300.0 + 0.01 * 40.0);
+        assert!((e[0].total() - e[1].total()).abs() > 1.0, "{e:?}");
+        // c: the pool's simulated 2 J while it computes, 32 ranks x 0.3 W for
+        // the other 60 ms.
+        close(e[2].pool_active, 2.0);
+        close(e[2].pool_idle, 32.0 * 0.3 * 0.06);
+        // A CPU mode has no pool energy.
+        assert_eq!(e[0].pool_active + e[0].pool_idle, 0.0);
     }
 
     #[test]
@@ -2293,7 +2595,7 @@ mod tests {
         };
         let inp = inputs(
             "models",
-            vec![with_stages("rm1", 2.0), with_stages("rm3", 80.0)],
+            vec![with_stages("rm1", 2.0), with_stages("rm3", 96.0)],
         );
         let o = analyse_fig4(&inp).unwrap();
         assert!(o.checks.iter().all(|c| c.holds), "{:?}", o.checks);
@@ -2302,41 +2604,83 @@ mod tests {
             "{}",
             o.csv
         );
-        assert_eq!(o.checks[0].ours, "66.5-86.0%");
-        assert_eq!(o.checks[1].ours, "RM1/2 0.5-0.5% vs RM3/4 20.0-20.0%");
-        // A backward under half, or MLPs as heavy on RM1 as on RM3, fail.
+        assert_eq!(o.checks[0].ours, "62.5-86.0%");
+        assert_eq!(o.checks[1].ours, "RM1/2 0.5-0.5%");
+        assert_eq!(o.checks[2].ours, "RM3/4 24.0-24.0% (mean 24.0%)");
+        // MLPs at 20% on RM3/4 are outside the paper's 24% +-10%.
         let inp = inputs(
             "models",
-            vec![with_stages("rm1", 150.0), with_stages("rm3", 80.0)],
+            vec![with_stages("rm1", 2.0), with_stages("rm3", 80.0)],
+        );
+        let o = analyse_fig4(&inp).unwrap();
+        assert!(o.checks[0].holds && o.checks[1].holds && !o.checks[2].holds);
+        // A backward under 55.8%, or MLPs as heavy on RM1 as on RM3, fail.
+        let inp = inputs(
+            "models",
+            vec![with_stages("rm1", 150.0), with_stages("rm3", 96.0)],
         );
         let o = analyse_fig4(&inp).unwrap();
         assert!(!o.checks[0].holds && !o.checks[1].holds, "{:?}", o.checks);
     }
 
     #[test]
-    fn fig16_speedups_hold_unless_one_batch_loses_most() {
-        let at = |model: &str, batch: &str, speedup: f64| {
+    fn fig16_checks_the_trend_and_the_papers_speedups() {
+        let at = |model: &str, batch: &str, tc: f64, tn: f64| {
             run(
                 &[("model", model), ("batch", batch)],
                 json!({"modes": [
                     mode("baseline-cpu", 100.0, 1.0, &[], &[]),
-                    mode("tcast-nmp", 100.0 / speedup, speedup, &[], &[]),
+                    mode("tcast-cpu", 100.0 / tc, tc, &[], &[]),
+                    mode("tcast-nmp", 100.0 / tn, tn, &[], &[]),
                 ]}),
             )
         };
-        // Falling from 25x to 16x still holds; to 10x does not.
+        // Growing speedups at the paper's numbers: every check holds
+        // (quick size: the default batch is 512).
         let o = analyse_fig16(&inputs(
             "batch",
-            vec![at("rm1", "256", 25.0), at("rm1", "512", 16.0)],
+            vec![
+                at("rm1", "256", 1.3, 12.0),
+                at("rm1", "512", 1.5, 14.0),
+                at("rm1", "1024", 2.0, 15.0),
+            ],
         ))
         .unwrap();
-        assert!(o.checks[1].holds, "{:?}", o.checks);
+        assert!(o.checks.iter().all(|c| c.holds), "{:?}", o.checks);
+        // Falling from 25x to 10x: no growth, not robust, far over 15x.
         let o = analyse_fig16(&inputs(
             "batch",
-            vec![at("rm1", "256", 25.0), at("rm1", "1024", 10.0)],
+            vec![
+                at("rm1", "256", 1.3, 25.0),
+                at("rm1", "512", 1.5, 16.0),
+                at("rm1", "1024", 2.0, 10.0),
+            ],
         ))
         .unwrap();
-        assert!(!o.checks[1].holds && o.checks[0].holds, "{:?}", o.checks);
+        for id in ["fig16.growth", "fig16.robust", "fig16.tcast-nmp-max"] {
+            assert!(!by_id(&o, id).holds, "{id}: {:?}", o.checks);
+        }
+        // Falling to 16x of 25x is still robust (at least half).
+        let o = analyse_fig16(&inputs(
+            "batch",
+            vec![at("rm1", "256", 1.3, 25.0), at("rm1", "512", 1.5, 16.0)],
+        ))
+        .unwrap();
+        assert!(by_id(&o, "fig16.robust").holds);
+        // A flat tcast-cpu does not grow, and 1.2x above the default is
+        // short of 1.4x - 10%.
+        let o = analyse_fig16(&inputs(
+            "batch",
+            vec![
+                at("rm1", "256", 1.3, 12.0),
+                at("rm1", "512", 1.3, 14.0),
+                at("rm1", "1024", 1.2, 15.0),
+            ],
+        ))
+        .unwrap();
+        assert!(!by_id(&o, "fig16.growth").holds);
+        assert!(!by_id(&o, "fig16.tcast-cpu-larger").holds);
+        assert!(by_id(&o, "fig16.tcast-cpu-default").holds);
     }
 
     fn link_run(placement: &str, link: &str, iter: f64) -> RunResult {
@@ -2377,9 +2721,9 @@ mod tests {
             "{:?}",
             o.checks
         );
-        // 93% is short of the paper's 99% by more than the 95% the check allows.
+        // 84.5% is short of the paper's 99% by more than its 10%.
         let runs = vec![
-            link_run("vector-sliced", "25", 2.0),
+            link_run("vector-sliced", "25", 2.2),
             link_run("vector-sliced", "150", 1.86),
         ];
         assert!(!analyse_link(&inputs("link", runs)).unwrap().checks[0].holds);
@@ -2406,18 +2750,15 @@ mod tests {
         let it = item("fig6").unwrap();
         let out = Outcome {
             table_md: "| a |\n|---|\n".into(),
-            checks: vec![Check {
-                claim: "c".into(),
-                paper: "p".into(),
-                ours: "o".into(),
-                holds: false,
-            }],
+            checks: vec![check("fig6.ec-gr", "o".into(), false)],
             notes: vec!["n".into()],
             ..Default::default()
         };
         let md = markdown(it, Size::Quick, None, &out, &["fig6.csv".into()]);
         assert!(md.contains("nmpsim reproduce fig6 --quick"));
-        assert!(md.contains("0 of 1 hold"));
-        assert!(md.contains("**no**"));
+        assert!(md.contains("0 of 1 hold; 1 of them identities"), "{md}");
+        assert!(md.contains("**no** (identity)"));
+        // The threshold is in the report.
+        assert!(md.contains("| 2.7x to 3.3x |"), "{md}");
     }
 }

@@ -147,10 +147,16 @@ struct ItemSummary {
 
 #[derive(Serialize)]
 struct ClaimSummary {
+    /// The threshold's id (docs/reproducing.md, "Thresholds").
+    id: String,
     claim: String,
     paper: String,
+    /// The threshold: the paper's number with its tolerance.
+    threshold: String,
     ours: String,
     holds: bool,
+    /// `finding`, or `identity` for a check whose outcome the formulas fix.
+    kind: String,
 }
 
 #[derive(Serialize)]
@@ -193,15 +199,22 @@ fn power_model() -> Result<PowerModel> {
     let dev = cfg.org.devices_per_rank() as f64;
     let p = &cfg.power;
     Ok(PowerModel {
-        cpu_w: 270.0,
-        gpu_w: 300.0,
+        cpu_active_w: 270.0,
+        cpu_idle_w: 40.0,
+        gpu_active_w: 300.0,
+        gpu_idle_w: 40.0,
         ranks: 32,
-        rank_active_w: dev * p.vdd_v * p.idd4r_ma * 1e-3,
-        rank_idle_w: dev * p.vdd_v * p.idd3n_ma * 1e-3,
-        rank_source: format!(
-            "{preset}: {dev} devices x {} V x IDD4R {} mA streaming, IDD3N {} mA idle",
-            p.vdd_v, p.idd4r_ma, p.idd3n_ma
-        ),
+        rank_idle_w: dev * p.vdd_v * p.idd2n_ma * 1e-3,
+        sources: vec![
+            "CPU busy 270 W: two Xeon E5-2698 v4 (the paper's DGX-1) at their 135 W TDP (Intel's data sheet)".into(),
+            "CPU idle 40 W: 20 W a socket, an assumption (about 15% of TDP for an idle Broadwell-EP socket in package C-states), not a measurement".into(),
+            "GPU busy 300 W: V100 SXM2 TDP (NVIDIA's data sheet)".into(),
+            "GPU idle 40 W: an assumption (a V100 SXM2's usual idle reading in nvidia-smi), not a measurement".into(),
+            format!(
+                "pool between primitives: {preset}, {dev} devices x {} V x IDD2N {} mA a rank (the preset's data-sheet currents, as the engines' background energy uses)",
+                p.vdd_v, p.idd2n_ma
+            ),
+        ],
     })
 }
 
@@ -445,10 +458,13 @@ fn write_item(
             .checks
             .iter()
             .map(|c| ClaimSummary {
+                id: c.id.clone(),
                 claim: c.claim.clone(),
                 paper: c.paper.clone(),
+                threshold: c.threshold.clone(),
                 ours: c.ours.clone(),
                 holds: c.holds,
+                kind: c.kind.as_str().into(),
             })
             .collect(),
     })
@@ -470,11 +486,17 @@ fn print_item(s: &ItemSummary) -> Result<(), crate::out::StdoutError> {
     )?;
     for c in &s.claims {
         outln!(
-            "        [{}] {}: paper {}, nmpsim {}",
+            "        [{}] {}: paper {} (holds when {}), nmpsim {}{}",
             if c.holds { "yes" } else { " no" },
             c.claim,
             c.paper,
-            c.ours
+            c.threshold,
+            c.ours,
+            if c.kind == "identity" {
+                " (an identity: fixed by the formulas)"
+            } else {
+                ""
+            }
         )?;
     }
     Ok(())

@@ -15,8 +15,8 @@ use nmpsim_dlrm::trainer::system_mode_trainer_with_dense;
 use nmpsim_dlrm::{
     CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, EvalRecord,
     GpuPreset, Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset,
-    PresetOverrides, Source, Stage, Status, SystemMode, TeacherData, TrainConfig, parse_arch,
-    preset,
+    PresetOverrides, Resource, SimBatches, Source, Stage, Status, SystemMode, TeacherData,
+    TrainConfig, parse_arch, preset,
 };
 use nmpsim_experiments::results::csv_field;
 use nmpsim_nmp::Placement;
@@ -42,8 +42,9 @@ use crate::rundir::{self, RunDir, csv_text};
 Times: every primitive of the modelled system is labelled measured (CPU
 kernels on this machine; with --device cuda also the dense path and casting,
 timed with CUDA events on this machine's GPU), simulated (the NMP pool,
-cycle-level for the first --sim-batches iterations, then their bandwidth as a
-proxy), emulated (with --device cuda: the NMP pool's primitives and link as
+cycle by cycle on the DRAM engine in every iteration; with --sim-batches N only
+the first N, later ones labelled proxy: their bandwidth applied to the batch's
+bytes), emulated (with --device cuda: the NMP pool's primitives and link as
 CUDA kernels on a stream of their own, held to the simulated time), or
 modelled (the GPU by roofline from --gpu, the links by bandwidth). `ms/it` in
 the log lines is this machine's wall clock.")]
@@ -150,16 +151,19 @@ pub struct TrainArgs {
     /// Address mapping fields of the ranks.
     #[arg(long, default_value = "ro-ra-ba-bg-co")]
     mapping: String,
-    /// DRAM engine: dramsim3, ramulator or native (Rust; on one rank per channel it gives
-    /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
-    #[arg(long, default_value = "dramsim3")]
+    /// DRAM engine: native (the default: Rust; on one rank per channel it gives dramsim3's
+    /// results but for the writes dramsim3 leaves unissued, over 20x faster, which makes
+    /// simulating every iteration affordable), dramsim3 or ramulator.
+    #[arg(long, default_value = "native")]
     engine: String,
     /// NMP pool link bandwidth, GB/s.
     #[arg(long, default_value_t = 25.0)]
     link_gbps: f64,
-    /// Iterations simulated cycle by cycle before the bandwidth proxy.
-    #[arg(long, default_value_t = 1)]
-    sim_batches: u64,
+    /// Iterations of each NMP mode simulated cycle by cycle: all (the default), or N,
+    /// after which the simulated bandwidth is applied to later batches' bytes (faster;
+    /// those times are labelled proxy, with the iterations they come from).
+    #[arg(long, default_value = "all", value_name = "N|all", value_parser = sim_batches_arg)]
+    sim_batches: SimBatches,
     /// Skip DRAM simulation: every NMP primitive runs at this effective GB/s (modelled).
     #[arg(long, value_name = "GBPS")]
     nmp_bandwidth: Option<f64>,
@@ -175,6 +179,11 @@ pub struct TrainArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// `--sim-batches`: `all` or a number of iterations.
+fn sim_batches_arg(s: &str) -> Result<SimBatches, String> {
+    SimBatches::parse(s)
+}
 
 /// The flags that set up the NMP pool: only the NMP modes use them.
 const NMP_FLAGS: [&str; 8] = [
@@ -481,7 +490,7 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
     crate::cmd::check_link_gbps(a.link_gbps)?;
     match a.nmp_bandwidth {
         Some(b) => crate::cmd::check_gbps("--nmp-bandwidth", b)?,
-        None if a.sim_batches == 0 => bail!(
+        None if a.sim_batches == SimBatches::First(0) => bail!(
             "--sim-batches 0 without --nmp-bandwidth: the NMP modes take their bandwidth from the simulated batches, so simulate at least 1 or give a fixed bandwidth"
         ),
         _ => {}
@@ -702,6 +711,10 @@ struct ModeAgg {
     /// (primitive, sources, ns) of the modelled iteration.
     primitives: Vec<(String, Vec<Source>, f64)>,
     stages: Vec<(Stage, f64)>,
+    /// Busy ns of each resource (the sum of its events).
+    busy: Vec<(Resource, f64)>,
+    /// The NMP pool's simulated energy, pJ (its primitives' events).
+    nmp_energy_pj: f64,
     last_loss: f64,
     evals: Vec<EvalRecord>,
 }
@@ -753,6 +766,14 @@ impl Recorder {
 }
 
 const LOG: &str = "train.log";
+/// The resources whose busy time the summary reports.
+const RESOURCES: [Resource; 5] = [
+    Resource::Cpu,
+    Resource::Gpu,
+    Resource::Nmp,
+    Resource::HostLink,
+    Resource::PoolLink,
+];
 const ITERATIONS_CSV: &str = "iterations.csv";
 const TIMELINE_CSV: &str = "timeline.csv";
 const EVAL_CSV: &str = "eval.csv";
@@ -788,6 +809,14 @@ impl Observer for Recorder {
                     .push((e.primitive.clone(), vec![e.source], e.time_ns)),
             }
         }
+        for res in RESOURCES {
+            let ns = r.timeline.busy_ns(res);
+            match a.busy.iter_mut().find(|(x, _)| *x == res) {
+                Some((_, t)) => *t += ns,
+                None => a.busy.push((res, ns)),
+            }
+        }
+        a.nmp_energy_pj += r.timeline.energy_pj();
         for st in Stage::ALL {
             let ns = r.timeline.stage_ns(st);
             match a.stages.iter_mut().find(|(s, _)| *s == st) {
@@ -812,7 +841,7 @@ impl Observer for Recorder {
         for e in &r.timeline.events {
             writeln!(
                 self.timeline_csv,
-                "{m},{},{},{},{},{},{},{},{:.1},{}",
+                "{m},{},{},{},{},{},{},{},{:.1},{},{}",
                 r.iteration,
                 e.stage.as_str(),
                 e.lane,
@@ -822,7 +851,13 @@ impl Observer for Recorder {
                 e.resource.as_str(),
                 e.source.as_str(),
                 e.time_ns,
-                e.bytes
+                e.bytes,
+                // (Empty where no accounting of its own gives the energy.)
+                if e.energy_pj > 0.0 {
+                    format!("{:.1}", e.energy_pj)
+                } else {
+                    String::new()
+                }
             )
             .map_err(|e| self.io_err(TIMELINE_CSV, e))?;
         }
@@ -941,6 +976,13 @@ struct ModeSummary {
     modelled_samples_per_second: f64,
     breakdown_ms: Vec<Breakdown>,
     stages_ms: Vec<(Stage, f64)>,
+    /// Per resource, the time it is busy per iteration (its events' times
+    /// added up): what the energy model charges at active power.
+    busy_ms_per_iteration: Vec<(Resource, f64)>,
+    /// The NMP pool's simulated energy per iteration (DRAM commands and
+    /// background while its primitives run, ALU, buffers, link), J; 0 for
+    /// the CPU modes and for a fixed `--nmp-bandwidth`, which models none.
+    nmp_energy_j_per_iteration: f64,
     speedup_over_baseline_cpu: Option<f64>,
     /// The last iteration's loss; `None` when no iteration ran.
     final_loss: Option<f64>,
@@ -961,6 +1003,32 @@ struct Breakdown {
     primitive: String,
     ms_per_iteration: f64,
     sources: Vec<Source>,
+    /// Where `sources` holds `simulated-proxy`: the iterations (first and
+    /// last, 0-based) whose simulated bandwidth the proxy applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proxy_of_iterations: Option<(u64, u64)>,
+}
+
+impl Breakdown {
+    /// The table's label of where the time came from: `meas`, `sim`,
+    /// `proxy(it 0-1)`, ... joined by `+`.
+    fn label(&self) -> String {
+        self.sources
+            .iter()
+            .map(|x| match x {
+                Source::Measured => "meas".to_string(),
+                Source::Simulated => "sim".to_string(),
+                Source::SimulatedProxy => match self.proxy_of_iterations {
+                    Some((a, b)) if a == b => format!("proxy(it {a})"),
+                    Some((a, b)) => format!("proxy(it {a}-{b})"),
+                    None => "proxy".to_string(),
+                },
+                Source::Modelled => "model".to_string(),
+                Source::Emulated => "emu".to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("+")
+    }
 }
 
 /// Where the run stands when a summary is written: after each mode it is
@@ -1063,9 +1131,12 @@ fn summarize(
                 primitive: p.clone(),
                 ms_per_iteration: t / n / 1e6,
                 sources: s.clone(),
+                proxy_of_iterations: None,
             })
             .collect(),
         stages_ms: agg.stages.iter().map(|(s, t)| (*s, t / n / 1e6)).collect(),
+        busy_ms_per_iteration: agg.busy.iter().map(|(r, t)| (*r, t / n / 1e6)).collect(),
+        nmp_energy_j_per_iteration: agg.nmp_energy_pj / n * 1e-12,
         speedup_over_baseline_cpu: None,
         final_loss: (agg.iterations > 0).then_some(agg.last_loss),
         final_eval: agg.evals.last().cloned(),
@@ -1081,21 +1152,6 @@ fn summarize(
     }
 }
 
-/// Short labels for the tables: meas(ured), sim(ulated), proxy (simulated
-/// bandwidth applied to later batches), model(led).
-fn sources_label(s: &[Source]) -> String {
-    s.iter()
-        .map(|x| match x {
-            Source::Measured => "meas",
-            Source::Simulated => "sim",
-            Source::SimulatedProxy => "proxy",
-            Source::Modelled => "model",
-            Source::Emulated => "emu",
-        })
-        .collect::<Vec<_>>()
-        .join("+")
-}
-
 fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
@@ -1108,7 +1164,14 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
             r.nmp.placement,
             match r.nmp.fixed_bandwidth_gbps {
                 Some(b) => format!("fixed {b} GB/s, modelled"),
-                None => format!("{} simulated batch(es), then proxy", r.nmp.sim_batches),
+                None => match r.nmp.sim_batches {
+                    SimBatches::All =>
+                        format!("{} engine, every iteration simulated", r.nmp.engine),
+                    SimBatches::First(n) => format!(
+                        "{} engine, {n} simulated iteration(s), then proxy",
+                        r.nmp.engine
+                    ),
+                },
             }
         )
     } else {
@@ -1144,11 +1207,19 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     );
     let _ = writeln!(
         o,
-        "(meas: measured on this machine; sim: simulated NMP pool; proxy: simulated bandwidth applied; model: modelled; emu: GPU emulation of the pool;\n hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
+        "(meas: measured on this machine; sim: NMP pool simulated cycle by cycle; proxy(it A-B): the bandwidth simulated in iterations A to B applied to\n this batch's bytes; model: modelled; emu: GPU emulation of the pool; hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
     );
+    // (Wide enough for the longest source label.)
+    let lw = modes
+        .iter()
+        .flat_map(|m| m.breakdown_ms.iter().map(|b| b.label().len()))
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let cw = lw + 10;
     let _ = write!(o, "{:<14}", "mode");
     for p in &prims {
-        let _ = write!(o, " {:>20}", p);
+        let _ = write!(o, " {:>cw$}", p);
     }
     let _ = writeln!(o, " {:>10} {:>10}", "hidden", "iteration");
     for m in modes {
@@ -1156,15 +1227,10 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
         for p in &prims {
             match m.breakdown_ms.iter().find(|b| &b.primitive == p) {
                 Some(b) => {
-                    let _ = write!(
-                        o,
-                        " {:>9.3} {:<10}",
-                        b.ms_per_iteration,
-                        sources_label(&b.sources)
-                    );
+                    let _ = write!(o, " {:>9.3} {:<lw$}", b.ms_per_iteration, b.label());
                 }
                 None => {
-                    let _ = write!(o, " {:>20}", "-");
+                    let _ = write!(o, " {:>cw$}", "-");
                 }
             }
         }
@@ -1387,7 +1453,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let mut timeline_csv = csv_file(
         &dir,
         TIMELINE_CSV,
-        "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes",
+        "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes,energy_pj",
     )?;
     let mut eval_csv = csv_file(&dir, EVAL_CSV, "mode,iteration,samples,loss,accuracy,auc")?;
     let mut log = Some(log);
@@ -1407,7 +1473,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         };
         let mut tr = mode_trainer(&r, mode, pool.clone())?;
         let simulated = if mode.uses_nmp() && r.nmp.fixed_bandwidth_gbps.is_none() {
-            r.nmp.sim_batches.min(r.train.iters)
+            r.nmp.sim_batches.of(r.train.iters)
         } else {
             0
         };
@@ -1468,6 +1534,16 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             calib,
         );
         summary.warmup_iterations = rec.warm.iterations;
+        // A proxy names the simulated iterations it comes from.
+        if let SimBatches::First(n) = r.nmp.sim_batches
+            && n > 0
+        {
+            for b in &mut summary.breakdown_ms {
+                if b.sources.contains(&Source::SimulatedProxy) {
+                    b.proxy_of_iterations = Some((0, n.min(r.train.iters).max(1) - 1));
+                }
+            }
+        }
         summaries.push(summary);
         let Recorder {
             log: l,
