@@ -46,6 +46,11 @@ step() {
 }
 
 export NMPSIM_REQUIRE_GPU=1
+# The log's first lines say when and on what it ran: bench/gpu/keep.sh files
+# the log under bench/gpu/results/<date>-<device>/ from them.
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$logs/session.log"
+echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)" | tee -a "$logs/session.log"
+echo "build: $("$dir/nmpsim" --version 2>/dev/null | head -n 1)" | tee -a "$logs/session.log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
     2>&1 | tee -a "$logs/session.log"
 bin="$dir/nmpsim"

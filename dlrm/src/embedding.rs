@@ -964,6 +964,8 @@ impl SystemModes {
             let t0 = Instant::now();
             self.casted.clear();
             let mut cast_bytes = 0u64;
+            // The modelled GPU time of each table's casting.
+            let mut cast_model_ns = 0.0;
             let (mut idx_bytes, mut out_bytes) = (0u64, 0u64);
             // Measured on a real GPU (the kernels alone), or computed here
             // and its GPU time modelled.
@@ -978,6 +980,11 @@ impl SystemModes {
                     for (t, tb) in batch.tables.iter().enumerate() {
                         let (c, tr) = tensor_cast(tb, self.pooling).map_err(|e| e.in_table(t))?;
                         cast_bytes += tr.total_bytes();
+                        cast_model_ns += self.env.gpu.casting_ns(
+                            tb.indices.len(),
+                            tb.num_rows,
+                            tr.total_bytes(),
+                        );
                         self.casted.push(c);
                     }
                     ctx.host.add("casting", ns_since(t0));
@@ -1005,11 +1012,9 @@ impl SystemModes {
             );
             let (cast_source, cast_ns) = match measured_ns {
                 Some(ns) => (Source::Measured, ns),
-                None => {
-                    // Sort-by-key, flag, scan: a handful of kernels, memory-bound.
-                    let ns = gpu.stream_ns(cast_bytes as f64) + 6.0 * gpu.launch_us * 1e3;
-                    (Source::Modelled, ns)
-                }
+                // Per table: the sort-by-key's passes, flags and scan, at
+                // the casting kernels' share of the bandwidth fitted on an H100.
+                None => (Source::Modelled, cast_model_ns),
             };
             ctx.timeline.push(
                 "casting",

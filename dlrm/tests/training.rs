@@ -708,3 +708,45 @@ fn a_partial_batch_gets_the_dense_time_of_its_size() {
     );
     assert!(p < f, "40 samples {p} ns, 4096 samples {f} ns");
 }
+
+/// The modelled casting is fitted to the one casting time measured on a GPU:
+/// an RM1 batch (10 tables of 1M rows, batch 2048, 80 lookups a bag) cast in
+/// 1.36-1.41 ms of kernel time on an H100 (docs/gpu.md). The fitted share of
+/// the bandwidth is the one that gives the middle of that range on this
+/// batch's analytic bytes; the V100 takes the same share of its bandwidth.
+#[test]
+fn modelled_casting_is_fitted_to_the_h100_measurement() {
+    use nmpsim_dlrm::gpu::{CASTING_EFFICIENCY, CASTING_FIXED_LAUNCHES};
+    use nmpsim_kernels::radix::gpu_passes;
+    use nmpsim_kernels::traffic::{radix_pass_bytes, radix_passes};
+    let p = preset("rm1", &PresetOverrides::default()).unwrap();
+    let mut data = teacher(&p.data, 2048, 1, p.config.bottom[0]);
+    let batch = data.next_batch();
+    let h100 = GpuPreset::named("h100").unwrap();
+    let v100 = GpuPreset::named("v100").unwrap();
+    let (mut bytes, mut launches, mut h, mut v) = (0u64, 0u32, 0.0, 0.0);
+    for tb in &batch.tables {
+        let (_, tr) = nmpsim_kernels::tensor_cast(tb, Pooling::Sum).unwrap();
+        // 1M rows: 20 key bits, three 8-bit passes on the GPU.
+        let passes = gpu_passes(tb.num_rows);
+        assert_eq!(passes, 3);
+        let n = tb.indices.len();
+        bytes += tr.total_bytes() + radix_pass_bytes(n, passes - radix_passes(tb.num_rows));
+        launches += 3 * passes + CASTING_FIXED_LAUNCHES;
+        h += h100.casting_ns(n, tb.num_rows, tr.total_bytes());
+        v += v100.casting_ns(n, tb.num_rows, tr.total_bytes());
+    }
+    assert_eq!(batch.tables.len(), 10);
+    // The fit: the share that gives 1.385 ms on the H100.
+    let fitted = bytes as f64 / ((1.385e6 - launches as f64 * 5e3) * 3350.0);
+    eprintln!("casting: {bytes} bytes, {launches} launches; fitted share {fitted:.5}");
+    assert!(
+        (fitted - CASTING_EFFICIENCY).abs() < 0.01 * fitted,
+        "CASTING_EFFICIENCY {CASTING_EFFICIENCY}, fitted {fitted:.5}"
+    );
+    assert!((1.36e6..=1.41e6).contains(&h), "h100 {h} ns");
+    // The V100: the launches alike, the bytes at 900 of 3350 GB/s.
+    let launch_ns = launches as f64 * 5e3;
+    let want_v = launch_ns + (h - launch_ns) * 3350.0 / 900.0;
+    assert!((v - want_v).abs() < 1e-6 * want_v, "v100 {v} vs {want_v}");
+}

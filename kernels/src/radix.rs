@@ -22,6 +22,14 @@ const PARALLEL_N: usize = 1 << 16;
 
 /// Number of key bits needed for keys below `num_rows`. Keys are `u32`, so
 /// at most 32 whatever `num_rows` (a count past 2^32 adds no key).
+/// Digit width of the CUDA backend's LSD radix sort (8 bits a pass).
+pub const GPU_DIGIT_BITS: u32 = 8;
+
+/// Passes of the CUDA backend's radix sort for keys below `num_rows`.
+pub fn gpu_passes(num_rows: u64) -> u32 {
+    key_bits(num_rows).div_ceil(GPU_DIGIT_BITS)
+}
+
 pub fn key_bits(num_rows: u64) -> u32 {
     if num_rows <= 1 {
         0

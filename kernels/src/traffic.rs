@@ -72,6 +72,14 @@ pub fn radix_passes(num_rows: u64) -> u32 {
     crate::radix::plan(crate::radix::key_bits(num_rows)).0
 }
 
+/// Bytes of `passes` radix passes over `n` (key, value) pairs, as
+/// [`sort_pairs_traffic`] counts each: the keys read for the histogram, the
+/// pairs read and written. (What a sort with a narrower digit moves beyond
+/// this crate's radix plan.)
+pub fn radix_pass_bytes(n: usize, passes: u32) -> u64 {
+    n as u64 * passes as u64 * (WORD_BYTES + 2 * 2 * WORD_BYTES)
+}
+
 /// Stable radix sort of `n` (key, value) pairs: each pass reads and writes
 /// both arrays; a histogram pass reads the keys once more per pass.
 pub fn sort_pairs_traffic(n: usize, num_rows: u64) -> Traffic {

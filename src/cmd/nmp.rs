@@ -142,7 +142,22 @@ struct PhaseReport {
     phase: &'static str,
     /// Whether this phase is the primitive asked for (others set it up).
     primary: bool,
+    /// The bytes of table, gradient and optimizer-state rows the phase's
+    /// algorithm moves in memory, by the kernels' analytic accounting
+    /// (Fig. 6): the kernels' traffic less the index arrays and pooled
+    /// outputs, which the pool takes and returns over its link. Beside the
+    /// report's `dram_read_bytes` and `dram_write_bytes`, what the simulated
+    /// DRAM moved. `None` for a phase that only sets up another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    analytic_dram_bytes: Option<AnalyticBytes>,
     report: BatchReport,
+}
+
+/// Read and written bytes of the analytic accounting.
+#[derive(Serialize, Clone, Copy, Default)]
+struct AnalyticBytes {
+    read: u64,
+    write: u64,
 }
 
 #[derive(Serialize)]
@@ -480,10 +495,13 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         } else {
             Pool::without_data(layout)
         };
+        // Bytes of one row of the tables (f32).
+        let row_bytes = 4 * a.dim as u64;
         for (bi, batch) in batches.iter().enumerate() {
             let mut run_phase = |pool: &mut Pool,
                                  phase: &'static str,
                                  primary: bool,
+                                 analytic_dram_bytes: Option<AnalyticBytes>,
                                  instrs: Vec<Instruction>|
              -> Result<()> {
                 pb.set_message(format!("{placement} {phase}"));
@@ -494,6 +512,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                     batch: bi as u64,
                     phase,
                     primary,
+                    analytic_dram_bytes,
                     report,
                 });
                 pb.inc(1);
@@ -528,13 +547,21 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         }
                         checks.push((placement, bi as u64, worst));
                     }
-                    run_phase(&mut pool, "gather-reduce", true, gathers)?;
+                    // Every lookup reads its row (the kernels' `n x row`).
+                    let rows: u64 = batch.tables.iter().map(|tb| tb.indices.len() as u64).sum();
+                    let analytic = AnalyticBytes {
+                        read: rows * row_bytes,
+                        write: 0,
+                    };
+                    run_phase(&mut pool, "gather-reduce", true, Some(analytic), gathers)?;
                 }
                 Primitive::CastedGatherReduce | Primitive::Scatter => {
                     let mut loads = Vec::new();
                     let mut casts = Vec::new();
                     // The kernels' coalesced gradients of each table (--check).
                     let mut want_coalesced = Vec::new();
+                    // Lookups and unique rows of the batch, over its tables.
+                    let (mut lookups, mut unique) = (0u64, 0u64);
                     for (t, tb) in batch.tables.iter().enumerate() {
                         let bags = tb.offsets.len() as u32 - 1;
                         let grads = if a.check {
@@ -544,6 +571,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             vec![0.0; bags as usize * a.dim]
                         };
                         let (c, _) = tensor_cast(tb, pooling_of(tb))?;
+                        lookups += tb.indices.len() as u64;
+                        unique += c.unique_rows.len() as u64;
                         if a.check {
                             want_coalesced.push(casted_gather_reduce(&c, &grads, a.dim)?.0);
                         }
@@ -561,11 +590,20 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             scale: c.scale,
                         });
                     }
-                    run_phase(&mut pool, "load-gradient", false, loads)?;
+                    run_phase(&mut pool, "load-gradient", false, None, loads)?;
+                    // Casted gather-reduce: a gradient row read per lookup,
+                    // a coalesced row written per unique row (the kernels'
+                    // `n x row` and `U x row`).
+                    let analytic = AnalyticBytes {
+                        read: lookups * row_bytes,
+                        write: unique * row_bytes,
+                    };
+                    let primary = a.primitive == Primitive::CastedGatherReduce;
                     run_phase(
                         &mut pool,
                         "casted-gather-reduce",
-                        a.primitive == Primitive::CastedGatherReduce,
+                        primary,
+                        primary.then_some(analytic),
                         casts,
                     )?;
                     if a.check && a.primitive == Primitive::CastedGatherReduce {
@@ -586,7 +624,15 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                                 optimizer,
                             })
                             .collect();
-                        run_phase(&mut pool, "scatter", true, scatters)?;
+                        // Scatter: per unique row, its gradient and weight row
+                        // and optimizer state read, weight and state written
+                        // (the kernels' `scatter_traffic` less the row ids).
+                        let state = 4 * optimizer.state_values_per_row(a.dim) as u64;
+                        let analytic = AnalyticBytes {
+                            read: unique * (2 * row_bytes + state),
+                            write: unique * (row_bytes + state),
+                        };
+                        run_phase(&mut pool, "scatter", true, Some(analytic), scatters)?;
                         if a.check {
                             // The kernels apply the same coalesced gradients;
                             // the tables and the optimizer state must agree.

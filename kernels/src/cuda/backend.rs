@@ -112,7 +112,7 @@ const BLOCK: u32 = 256;
 const TILE: usize = 2048;
 /// Digits of one radix pass (`RADIX`, 8-bit digits).
 const RADIX: usize = 256;
-const RADIX_BITS: u32 = 8;
+const RADIX_BITS: u32 = crate::radix::GPU_DIGIT_BITS;
 /// Sorted positions per chunk of the coalesce and casted gather-reduce
 /// (`SEG_CHUNK` in the source).
 const SEG_CHUNK: usize = 16;
