@@ -110,10 +110,26 @@ fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
     }
     assert_eq!(dists, 2);
     let md = read(&out.join("fig6/fig6.md"));
+    // Three checks: the two ratios, identities of the byte formulas, and the
+    // simulated DRAM's bytes against the analytic ones, a finding, with one
+    // row per pool run (3 primitives x 3 placements).
     assert!(
-        md.contains("| paper |") && md.contains("2 of 2 hold"),
+        md.contains("| paper |") && md.contains("of 3 hold; 2 of them identities"),
         "{md}"
     );
+    assert!(
+        md.contains("(identity)") && md.contains("| 0.98x to 1.02x |"),
+        "{md}"
+    );
+    for prim in ["gather-reduce", "casted-gather-reduce", "scatter"] {
+        assert_eq!(
+            md.lines()
+                .filter(|l| l.starts_with(&format!("| {prim} | ")))
+                .count(),
+            3,
+            "{prim}: {md}"
+        );
+    }
 
     // Table I: every configuration's effective and memory-side bandwidth is
     // positive and within the pool's peak (32 x 25.6 GB/s); the casted
@@ -190,7 +206,7 @@ fn unknown_items_are_rejected_with_the_list() {
     let list = String::from_utf8_lossy(&o.stdout);
     // What each sweep runs, at the size asked for.
     assert!(
-        list.contains("sweep pool: `nmpsim nmp run`, 6 runs;") && list.contains("--batch 256 "),
+        list.contains("sweep pool: `nmpsim nmp run`, 9 runs;") && list.contains("--batch 256 "),
         "{list}"
     );
     let full = nmpsim(&t.0, &["reproduce", "--list", "--full"]);
