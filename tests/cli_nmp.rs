@@ -595,7 +595,7 @@ fn layouts_beyond_memory_are_refused() {
 /// the ranks that hold its rows, and is not refused as if every rank did.
 #[test]
 fn short_traces_and_small_tables_on_many_ranks_run() {
-    let t = TempDir::new("short");
+    let t = TempDir::new("short-many-ranks");
     let d = &t.0;
     let o = nmpsim(
         d,

@@ -1323,7 +1323,7 @@ fn a_finished_run_outlives_failed_reruns() {
 /// epoch's one-sample last batch does not carry a full batch's leftover.
 #[test]
 fn a_small_last_batch_sends_at_most_its_own_results() {
-    let t = TempDir::new("tail");
+    let t = TempDir::new("small-last-batch");
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/criteo-sample.tsv");
     // 4096 lines, 315 held out: 3781 = 12 x 315 + 1, so iteration 12 has one sample.
     let o = nmpsim(

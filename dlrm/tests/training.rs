@@ -408,6 +408,24 @@ fn timeline_is_consistent() {
     }
 }
 
+/// A tcast-nmp trainer on a pool of `setup`, its pool timer, and its data.
+fn tcast_nmp_on(
+    cfg: TrainConfig,
+    setup: NmpSetup,
+    spec: &GenSpec,
+    model: &DlrmConfig,
+) -> (nmpsim_dlrm::Trainer, Arc<Mutex<PoolTimer>>, TeacherData) {
+    let pool = pool_for(&cfg, setup, 128);
+    let tr = system_mode_trainer(
+        cfg,
+        SystemMode::TcastNmp,
+        GpuPreset::named("v100").unwrap(),
+        Some(pool.clone()),
+    )
+    .unwrap();
+    (tr, pool, teacher(spec, 64, 1, model.bottom[0]))
+}
+
 /// The simulated pool labels its first batches simulated, later ones proxy.
 #[test]
 fn nmp_time_is_simulated_then_proxied() {
@@ -418,15 +436,7 @@ fn nmp_time_is_simulated_then_proxied() {
         sim_batches: SimBatches::First(1),
         ..NmpSetup::default()
     };
-    let pool = pool_for(&cfg, setup, 128);
-    let mut tr = system_mode_trainer(
-        cfg,
-        SystemMode::TcastNmp,
-        GpuPreset::named("v100").unwrap(),
-        Some(pool.clone()),
-    )
-    .unwrap();
-    let mut data = teacher(&spec, 64, 1, model.bottom[0]);
+    let (mut tr, pool, mut data) = tcast_nmp_on(cfg, setup, &spec, &model);
     let r0 = tr.step(0, &data.next_batch()).unwrap();
     let r1 = tr.step(1, &data.next_batch()).unwrap();
     let nmp = |r: &nmpsim_dlrm::IterRecord| -> Vec<Source> {
@@ -476,15 +486,7 @@ fn nmp_time_is_simulated_in_every_iteration_by_default() {
         ..NmpSetup::default()
     };
     assert_eq!(setup.engine, nmpsim_sim::EngineKind::Native);
-    let pool = pool_for(&cfg, setup, 128);
-    let mut tr = system_mode_trainer(
-        cfg,
-        SystemMode::TcastNmp,
-        GpuPreset::named("v100").unwrap(),
-        Some(pool.clone()),
-    )
-    .unwrap();
-    let mut data = teacher(&spec, 64, 1, model.bottom[0]);
+    let (mut tr, pool, mut data) = tcast_nmp_on(cfg, setup, &spec, &model);
     for i in 0..3 {
         let r = tr.step(i, &data.next_batch()).unwrap();
         assert!(

@@ -10,7 +10,7 @@
 //! runs) name it identically, so it runs once. Nothing here starts processes.
 //!
 //! `--quick` sizes finish in minutes on a 2-core machine; `--full` uses the
-//! paper's sizes (batch 2048, 1M-row tables): about 20 minutes on the native engine;
+//! paper's sizes (batch 2048, 1M-row tables): about 55 minutes on the native engine, every training iteration simulated;
 //! the pool simulations take 17-26x as long on DRAMsim3 (docs/performance.md).
 
 use std::collections::BTreeMap;
@@ -1951,6 +1951,29 @@ fn sensitivity(inp: &Inputs, sweep: &str, param: &str, title: &str) -> Result<Se
     })
 }
 
+/// Per model, its speedups against the swept value, as one text: `RM1: 256:
+/// 25.0x, 512: 16.0x` with the values, `RM1 tcast-cpu 1.30x -> 1.50x`
+/// without (`label` between the model and its speedups).
+fn speedups_text(m: &BTreeMap<String, Vec<(f64, f64)>>, label: &str, with_x: bool) -> String {
+    m.iter()
+        .map(|(model, v)| {
+            let pts: Vec<String> = v
+                .iter()
+                .map(|(x, s)| {
+                    if with_x {
+                        format!("{x}: {s:.1}x")
+                    } else {
+                        format!("{s:.2}x")
+                    }
+                })
+                .collect();
+            let sep = if with_x { ", " } else { " -> " };
+            format!("{}{label}{}", model_label(model), pts.join(sep))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn analyse_fig16(inp: &Inputs) -> Result<Outcome, String> {
     let Sensitivity {
         csv,
@@ -1995,34 +2018,9 @@ fn analyse_fig16(inp: &Inputs) -> Result<Outcome, String> {
         .map(|v| v.iter().map(|(_, s)| *s).fold(0.0, f64::max))
         .collect();
     let trend = |m: &BTreeMap<String, Vec<(f64, f64)>>, mode: &str| {
-        m.iter()
-            .map(|(model, v)| {
-                format!(
-                    "{} {mode} {}",
-                    model_label(model),
-                    v.iter()
-                        .map(|(_, s)| format!("{s:.2}x"))
-                        .collect::<Vec<_>>()
-                        .join(" -> ")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
+        speedups_text(m, &format!(" {mode} "), false)
     };
-    let desc = tn
-        .iter()
-        .map(|(m, v)| {
-            format!(
-                "{}: {}",
-                model_label(m),
-                v.iter()
-                    .map(|(x, s)| format!("{x}: {s:.1}x"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let desc = speedups_text(&tn, ": ", true);
     let notes = training_notes_at(inp, "as swept");
     Ok(Outcome {
         csv,

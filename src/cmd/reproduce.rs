@@ -25,7 +25,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim reproduce fig6                  # quick (the default): minutes on 2 cores
   nmpsim reproduce table1 fig6 fig5b
   nmpsim reproduce all                   # every item, quick sizes -> runs/reproduce-quick/
-  nmpsim reproduce all --full --engine native   # the paper's sizes: ~20 min, >10 GB of memory
+  nmpsim reproduce all --full --engine native   # the paper's sizes: ~55 min, >10 GB of memory
   nmpsim reproduce --list
 
 Each item writes <OUT>/<item>/<item>.csv, <item>-*.svg/.png and <item>.md (the
@@ -44,7 +44,7 @@ pub struct ReproduceArgs {
     /// Small sizes that finish in minutes on a 2-core machine (the default).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// The paper's sizes (batch 2048, 1M-row tables): about 20 minutes with --engine native (its pool simulations take 17-26x as long on dramsim3, docs/performance.md), and over 10 GB of memory for RM2's tables.
+    /// The paper's sizes (batch 2048, 1M-row tables): about 55 minutes with --engine native, every training iteration simulated (on dramsim3 the pool simulations take 17-26x as long, docs/performance.md), and over 10 GB of memory for RM2's tables.
     #[arg(long)]
     full: bool,
     /// Output directory [default: runs/reproduce-quick or runs/reproduce-full].
