@@ -894,6 +894,17 @@ fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
     })
 }
 
+/// The phase of an `nmp run` that ran the primitive asked for.
+fn primary_phase(r: &RunResult) -> Result<&Value, String> {
+    r.results
+        .get("phases")
+        .and_then(Value::as_array)
+        .ok_or("no phases")?
+        .iter()
+        .find(|p| p.get("primary").and_then(Value::as_bool) == Some(true))
+        .ok_or_else(|| "no primary phase in the `nmp run` output".to_string())
+}
+
 /// Per pool run: the markdown rows of the simulated DRAM bytes against the
 /// analytic row bytes, and the ratios.
 fn dram_against_analytic(inp: &Inputs) -> Result<(String, Vec<f64>), String> {
@@ -901,15 +912,7 @@ fn dram_against_analytic(inp: &Inputs) -> Result<(String, Vec<f64>), String> {
     let mut md = Vec::new();
     let mut ratios = Vec::new();
     for r in &runs {
-        let phases = r
-            .results
-            .get("phases")
-            .and_then(Value::as_array)
-            .ok_or("no phases")?;
-        let p = phases
-            .iter()
-            .find(|p| p.get("primary").and_then(Value::as_bool) == Some(true))
-            .ok_or("no primary phase in the `nmp run` output")?;
+        let p = primary_phase(r)?;
         let a = p
             .get("analytic_dram_bytes")
             .ok_or("no analytic_dram_bytes in the `nmp run` output (an older nmpsim?)")?;
@@ -968,15 +971,7 @@ fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
     let mut within = true;
     // (The sweep's scatter runs are Figure 6's; Table I is the two gather-reduces.)
     for r in runs.iter().filter(|r| r.param("primitive") != "scatter") {
-        let phases = r
-            .results
-            .get("phases")
-            .and_then(Value::as_array)
-            .ok_or("no phases")?;
-        let p = phases
-            .iter()
-            .find(|p| p.get("primary").and_then(Value::as_bool) == Some(true))
-            .ok_or("no primary phase in the `nmp run` output")?;
+        let p = primary_phase(r)?;
         let rep = p.get("report").ok_or("no report")?;
         let eff = num(rep, "effective_bandwidth_gbps").ok_or("no effective_bandwidth_gbps")?;
         let mem = num(rep, "memory_side_bandwidth_gbps").ok_or("no memory_side_bandwidth_gbps")?;
