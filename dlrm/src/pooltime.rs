@@ -66,15 +66,6 @@ impl SimBatches {
     }
 }
 
-impl std::fmt::Display for SimBatches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SimBatches::All => f.write_str("all"),
-            SimBatches::First(n) => write!(f, "{n}"),
-        }
-    }
-}
-
 impl Serialize for SimBatches {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

@@ -168,25 +168,16 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// The DRAM engine the pool was simulated on, as the notes name it.
+    /// The DRAM engine the pool was simulated on, as the notes name it:
+    /// `--engine`, or `nmp run`'s own default, DRAMsim3.
     fn engine_name(&self) -> &str {
-        match self.engine.as_deref() {
-            None | Some("dramsim3") => "DRAMsim3",
-            Some("ramulator") => "Ramulator",
-            Some("native") => "native",
-            Some(other) => other,
-        }
+        engine_label(self.engine.as_deref().unwrap_or("dramsim3"))
     }
 
     /// The DRAM engine the training runs simulated the pool on: `--engine`,
     /// or `train`'s own default, the native engine.
     fn train_engine_name(&self) -> &str {
-        match self.engine.as_deref() {
-            None | Some("native") => "native",
-            Some("dramsim3") => "DRAMsim3",
-            Some("ramulator") => "Ramulator",
-            Some(other) => other,
-        }
+        engine_label(self.engine.as_deref().unwrap_or("native"))
     }
 
     fn runs(&self, sweep: &str) -> Result<&[RunResult], String> {
@@ -211,6 +202,15 @@ impl Inputs {
             ));
         }
         Ok(ok)
+    }
+}
+
+/// A DRAM engine's name as the notes write it.
+fn engine_label(engine: &str) -> &str {
+    match engine {
+        "dramsim3" => "DRAMsim3",
+        "ramulator" => "Ramulator",
+        other => other,
     }
 }
 

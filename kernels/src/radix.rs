@@ -20,8 +20,6 @@ const SMALL_N: usize = 4096;
 /// Below this many pairs a pass runs on one chunk (no rayon overhead).
 const PARALLEL_N: usize = 1 << 16;
 
-/// Number of key bits needed for keys below `num_rows`. Keys are `u32`, so
-/// at most 32 whatever `num_rows` (a count past 2^32 adds no key).
 /// Digit width of the CUDA backend's LSD radix sort (8 bits a pass).
 pub const GPU_DIGIT_BITS: u32 = 8;
 
@@ -30,6 +28,8 @@ pub fn gpu_passes(num_rows: u64) -> u32 {
     key_bits(num_rows).div_ceil(GPU_DIGIT_BITS)
 }
 
+/// Number of key bits needed for keys below `num_rows`. Keys are `u32`, so
+/// at most 32 whatever `num_rows` (a count past 2^32 adds no key).
 pub fn key_bits(num_rows: u64) -> u32 {
     if num_rows <= 1 {
         0

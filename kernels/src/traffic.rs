@@ -54,7 +54,14 @@ pub(crate) fn row_bytes(dim: usize) -> u64 {
 pub fn gather_reduce_traffic(n: usize, bags: usize, dim: usize, weighted: bool) -> Traffic {
     let (n, b, d) = (n as u64, bags as u64, row_bytes(dim));
     let idx = n * WORD_BYTES + (b + 1) * WORD_BYTES + if weighted { n * WORD_BYTES } else { 0 };
-    Traffic::new(n * d + idx, b * d)
+    gather_reduce_row_traffic(n as usize, dim) + Traffic::new(idx, b * d)
+}
+
+/// The table rows of [`gather_reduce_traffic`]: a row read per lookup. (On
+/// the NMP pool, what its DRAM moves: the indices come and the pooled rows
+/// go over its link.)
+pub fn gather_reduce_row_traffic(n: usize, dim: usize) -> Traffic {
+    Traffic::new(n as u64 * row_bytes(dim), 0)
 }
 
 /// Expand (index-select of the output gradient by `dst`): read `n` gradient
@@ -128,15 +135,30 @@ pub fn tensor_cast_traffic(
 /// Casted gather-reduce (Alg. 3): read `n` gradient rows and the casted
 /// (src, dst) arrays (plus `n` scales when present); write `U` rows and `U` row ids.
 pub fn casted_gather_reduce_traffic(n: usize, unique: usize, dim: usize, scaled: bool) -> Traffic {
-    let (n, u, d) = (n as u64, unique as u64, row_bytes(dim));
-    let idx = n * 2 * WORD_BYTES + if scaled { n * WORD_BYTES } else { 0 };
-    Traffic::new(n * d + idx, u * d + u * WORD_BYTES)
+    let (n64, u) = (n as u64, unique as u64);
+    let idx = n64 * 2 * WORD_BYTES + if scaled { n64 * WORD_BYTES } else { 0 };
+    casted_gather_reduce_row_traffic(n, unique, dim) + Traffic::new(idx, u * WORD_BYTES)
+}
+
+/// The gradient rows of [`casted_gather_reduce_traffic`]: a row read per
+/// lookup, a coalesced row written per unique row (on the NMP pool, what its
+/// DRAM moves; the casted arrays come over its link).
+pub fn casted_gather_reduce_row_traffic(n: usize, unique: usize, dim: usize) -> Traffic {
+    let d = row_bytes(dim);
+    Traffic::new(n as u64 * d, unique as u64 * d)
 }
 
 /// Scatter with an optimizer: read `U` row ids, `U` gradient rows, `U` weight
 /// rows and the optimizer state of those rows; write the weights and state back.
 pub fn scatter_traffic(unique: usize, dim: usize, state_values_per_row: usize) -> Traffic {
+    scatter_row_traffic(unique, dim, state_values_per_row)
+        + Traffic::new(unique as u64 * WORD_BYTES, 0)
+}
+
+/// The rows of [`scatter_traffic`], its row ids left out: per unique row, the
+/// gradient, weight and state rows read, the weight and state rows written.
+pub fn scatter_row_traffic(unique: usize, dim: usize, state_values_per_row: usize) -> Traffic {
     let (u, d) = (unique as u64, row_bytes(dim));
     let s = u * state_values_per_row as u64 * WORD_BYTES;
-    Traffic::new(u * WORD_BYTES + 2 * u * d + s, u * d + s)
+    Traffic::new(2 * u * d + s, u * d + s)
 }

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use nmpsim_kernels::traffic::{
+    casted_gather_reduce_row_traffic, gather_reduce_row_traffic, scatter_row_traffic,
+};
 use nmpsim_kernels::{
     EmbeddingTable, Optimizer, OptimizerState, Pooling, casted_gather_reduce, gather_reduce,
     scatter_update, tensor_cast,
@@ -158,6 +161,15 @@ struct PhaseReport {
 struct AnalyticBytes {
     read: u64,
     write: u64,
+}
+
+impl From<nmpsim_kernels::Traffic> for AnalyticBytes {
+    fn from(t: nmpsim_kernels::Traffic) -> Self {
+        AnalyticBytes {
+            read: t.read_bytes,
+            write: t.write_bytes,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -495,8 +507,6 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         } else {
             Pool::without_data(layout)
         };
-        // Bytes of one row of the tables (f32).
-        let row_bytes = 4 * a.dim as u64;
         for (bi, batch) in batches.iter().enumerate() {
             let mut run_phase = |pool: &mut Pool,
                                  phase: &'static str,
@@ -547,12 +557,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         }
                         checks.push((placement, bi as u64, worst));
                     }
-                    // Every lookup reads its row (the kernels' `n x row`).
-                    let rows: u64 = batch.tables.iter().map(|tb| tb.indices.len() as u64).sum();
-                    let analytic = AnalyticBytes {
-                        read: rows * row_bytes,
-                        write: 0,
-                    };
+                    let lookups = batch.tables.iter().map(|tb| tb.indices.len()).sum();
+                    let analytic = gather_reduce_row_traffic(lookups, a.dim).into();
                     run_phase(&mut pool, "gather-reduce", true, Some(analytic), gathers)?;
                 }
                 Primitive::CastedGatherReduce | Primitive::Scatter => {
@@ -561,7 +567,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                     // The kernels' coalesced gradients of each table (--check).
                     let mut want_coalesced = Vec::new();
                     // Lookups and unique rows of the batch, over its tables.
-                    let (mut lookups, mut unique) = (0u64, 0u64);
+                    let (mut lookups, mut unique) = (0usize, 0usize);
                     for (t, tb) in batch.tables.iter().enumerate() {
                         let bags = tb.offsets.len() as u32 - 1;
                         let grads = if a.check {
@@ -571,8 +577,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                             vec![0.0; bags as usize * a.dim]
                         };
                         let (c, _) = tensor_cast(tb, pooling_of(tb))?;
-                        lookups += tb.indices.len() as u64;
-                        unique += c.unique_rows.len() as u64;
+                        lookups += tb.indices.len();
+                        unique += c.unique_rows.len();
                         if a.check {
                             want_coalesced.push(casted_gather_reduce(&c, &grads, a.dim)?.0);
                         }
@@ -591,13 +597,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                         });
                     }
                     run_phase(&mut pool, "load-gradient", false, None, loads)?;
-                    // Casted gather-reduce: a gradient row read per lookup,
-                    // a coalesced row written per unique row (the kernels'
-                    // `n x row` and `U x row`).
-                    let analytic = AnalyticBytes {
-                        read: lookups * row_bytes,
-                        write: unique * row_bytes,
-                    };
+                    let analytic = casted_gather_reduce_row_traffic(lookups, unique, a.dim).into();
                     let primary = a.primitive == Primitive::CastedGatherReduce;
                     run_phase(
                         &mut pool,
@@ -624,14 +624,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
                                 optimizer,
                             })
                             .collect();
-                        // Scatter: per unique row, its gradient and weight row
-                        // and optimizer state read, weight and state written
-                        // (the kernels' `scatter_traffic` less the row ids).
-                        let state = 4 * optimizer.state_values_per_row(a.dim) as u64;
-                        let analytic = AnalyticBytes {
-                            read: unique * (2 * row_bytes + state),
-                            write: unique * (row_bytes + state),
-                        };
+                        let per_row = optimizer.state_values_per_row(a.dim);
+                        let analytic = scatter_row_traffic(unique, a.dim, per_row).into();
                         run_phase(&mut pool, "scatter", true, Some(analytic), scatters)?;
                         if a.check {
                             // The kernels apply the same coalesced gradients;

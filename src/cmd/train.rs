@@ -162,7 +162,7 @@ pub struct TrainArgs {
     /// Iterations of each NMP mode simulated cycle by cycle: all (the default), or N,
     /// after which the simulated bandwidth is applied to later batches' bytes (faster;
     /// those times are labelled proxy, with the iterations they come from).
-    #[arg(long, default_value = "all", value_name = "N|all", value_parser = sim_batches_arg)]
+    #[arg(long, default_value = "all", value_name = "N|all", value_parser = SimBatches::parse)]
     sim_batches: SimBatches,
     /// Skip DRAM simulation: every NMP primitive runs at this effective GB/s (modelled).
     #[arg(long, value_name = "GBPS")]
@@ -179,11 +179,6 @@ pub struct TrainArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
-
-/// `--sim-batches`: `all` or a number of iterations.
-fn sim_batches_arg(s: &str) -> Result<SimBatches, String> {
-    SimBatches::parse(s)
-}
 
 /// The flags that set up the NMP pool: only the NMP modes use them.
 const NMP_FLAGS: [&str; 8] = [
@@ -1540,7 +1535,8 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         {
             for b in &mut summary.breakdown_ms {
                 if b.sources.contains(&Source::SimulatedProxy) {
-                    b.proxy_of_iterations = Some((0, n.min(r.train.iters).max(1) - 1));
+                    b.proxy_of_iterations =
+                        Some((0, r.nmp.sim_batches.of(r.train.iters).max(1) - 1));
                 }
             }
         }
