@@ -19,7 +19,7 @@ use nmpsim_kernels::table::fill_uniform;
 use nmpsim_kernels::{
     Casted, Coalesced, EmbeddingTable, Expanded, Optimizer, OptimizerState, Pooling, Traffic,
     casted_gather_reduce, casted_gather_reduce_into, coalesce, coalesce_into, expand, expand_into,
-    gather_reduce, scatter_update, tensor_cast,
+    gather_reduce, gather_reduce_into, scatter_update, tensor_cast,
 };
 use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
 
@@ -123,10 +123,11 @@ fn primitives(c: &mut Criterion) {
                 .map(|(t, b)| gather_reduce(t, b, Pooling::Sum).unwrap().1),
         );
         g.throughput(Throughput::Bytes(bytes));
+        let mut outs = vec![Vec::new(); TABLES];
         g.bench_function(w.name, |bench| {
             bench.iter(|| {
-                for (t, b) in s.tables.iter().zip(&w.batches) {
-                    black_box(gather_reduce(t, b, Pooling::Sum).unwrap());
+                for ((t, b), o) in s.tables.iter().zip(&w.batches).zip(outs.iter_mut()) {
+                    black_box(gather_reduce_into(t, b, Pooling::Sum, o).unwrap());
                 }
             })
         });

@@ -7,13 +7,106 @@ use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::pooling::{Pooling, lookup_scale};
 use crate::table::{EmbeddingTable, resize_for_overwrite};
 use crate::traffic::{Traffic, expand_traffic, gather_reduce_traffic};
-use crate::vecops::{PREFETCH_AHEAD, add_into, add_scaled_into, prefetch};
+use crate::vecops::{add_into, add_scaled_into, prefetch_distance, prefetch_row};
 
-/// Bags per rayon task: big enough to amortise scheduling, small enough to
-/// balance a 2048-bag batch over many cores.
+/// Bags per rayon task in the expand: big enough to amortise scheduling,
+/// small enough to balance a 2048-bag batch over many cores.
 const BAGS_PER_TASK: usize = 16;
-/// Row length (f32 values) with a register-resident accumulator in gather-reduce.
-const FIXED_DIM: usize = 64;
+/// Lookups per rayon task in the forward gather-reduce (whole bags each).
+const LOOKUPS_PER_TASK: usize = 1024;
+
+/// Bags per forward task: about [`LOOKUPS_PER_TASK`] lookups' worth, at least one.
+fn bags_per_task(lookups: usize, bags: usize) -> usize {
+    let per_bag = lookups.div_ceil(bags.max(1)).max(1);
+    (LOOKUPS_PER_TASK / per_bag).clamp(1, bags.max(1))
+}
+
+/// The bags of one forward task: `offsets` are theirs (one more than bags),
+/// indexing the whole batch's `idx` and `weights`.
+struct Bags<'a> {
+    data: &'a [f32],
+    idx: &'a [u32],
+    weights: Option<&'a [f32]>,
+    offsets: &'a [u32],
+    mean: bool,
+}
+
+impl Bags<'_> {
+    /// Rows of `D` values: a fixed-size accumulator the compiler keeps in
+    /// vector registers across the bag, and rows read as `[f32; D]`, so no
+    /// per-lookup loop bound or accumulator load/store. Each element still
+    /// adds its rows in lookup order (the multiply of a weighted row rounded
+    /// before the add), so results equal [`Bags::reduce_any`]'s bit for bit.
+    #[inline(always)]
+    fn reduce_fixed<const D: usize>(&self, out: &mut [f32]) {
+        let (data, idx) = (self.data, self.idx);
+        let ahead = prefetch_distance(D);
+        let row = |i: usize| -> &[f32; D] {
+            let r = idx[i] as usize;
+            data[r * D..r * D + D].try_into().expect("D values")
+        };
+        for (b, acc) in out.chunks_exact_mut(D).enumerate() {
+            let (s, e) = (self.offsets[b] as usize, self.offsets[b + 1] as usize);
+            let mut local = [0.0f32; D];
+            match self.weights {
+                None => {
+                    for i in s..e {
+                        if i + ahead < idx.len() {
+                            prefetch_row(data, idx[i + ahead] as usize * D, D);
+                        }
+                        let x = row(i);
+                        for k in 0..D {
+                            local[k] += x[k];
+                        }
+                    }
+                }
+                Some(w) => {
+                    for i in s..e {
+                        if i + ahead < idx.len() {
+                            prefetch_row(data, idx[i + ahead] as usize * D, D);
+                        }
+                        let (x, wi) = (row(i), w[i]);
+                        for k in 0..D {
+                            local[k] += wi * x[k];
+                        }
+                    }
+                }
+            }
+            if self.mean && e > s {
+                let len = (e - s) as f32;
+                local.iter_mut().for_each(|a| *a /= len);
+            }
+            acc.copy_from_slice(&local);
+        }
+    }
+
+    /// Any row length: the same sums, accumulated in the output row.
+    fn reduce_any(&self, out: &mut [f32], dim: usize) {
+        let (data, idx) = (self.data, self.idx);
+        let ahead = prefetch_distance(dim);
+        let row = |i: usize| {
+            let r = idx[i] as usize;
+            &data[r * dim..(r + 1) * dim]
+        };
+        for (b, acc) in out.chunks_exact_mut(dim).enumerate() {
+            let (s, e) = (self.offsets[b] as usize, self.offsets[b + 1] as usize);
+            acc.fill(0.0);
+            for i in s..e {
+                if i + ahead < idx.len() {
+                    prefetch_row(data, idx[i + ahead] as usize * dim, dim);
+                }
+                match self.weights {
+                    Some(w) => add_scaled_into(acc, row(i), w[i]),
+                    None => add_into(acc, row(i)),
+                }
+            }
+            if self.mean && e > s {
+                let len = (e - s) as f32;
+                acc.iter_mut().for_each(|a| *a /= len);
+            }
+        }
+    }
+}
 
 /// Gradients expanded to one row per lookup (the input of [`crate::coalesce`](fn@crate::coalesce)).
 #[derive(Debug, Clone, PartialEq)]
@@ -97,59 +190,59 @@ pub fn gather_reduce(
     batch: &TableBatch,
     pooling: Pooling,
 ) -> Result<(Vec<f32>, Traffic), KernelError> {
+    let mut out = Vec::new();
+    let traffic = gather_reduce_into(table, batch, pooling, &mut out)?;
+    Ok((out, traffic))
+}
+
+/// [`gather_reduce`] into a reused buffer (see [`expand_into`] for why).
+pub fn gather_reduce_into(
+    table: &EmbeddingTable,
+    batch: &TableBatch,
+    pooling: Pooling,
+    out: &mut Vec<f32>,
+) -> Result<Traffic, KernelError> {
     check_gather_inputs(table, batch, pooling)?;
     let dim = table.dim;
     let bags = batch.batch_size();
     let idx = &batch.indices;
-    let weights = batch.weights.as_deref();
-    let data = &table.data;
-    let row = |i: usize| {
-        let r = idx[i] as usize;
-        &data[r * dim..(r + 1) * dim]
+    let weights = match (pooling, batch.weights.as_deref()) {
+        (Pooling::WeightedSum, Some(w)) => Some(w),
+        _ => None,
     };
-    let mut out = vec![0.0f32; bags * dim];
-    out.par_chunks_mut(dim * BAGS_PER_TASK)
+    let data = &table.data;
+    // Every value is written below (each bag's row is overwritten).
+    resize_for_overwrite(out, bags * dim);
+    // Tasks of whole bags holding about LOOKUPS_PER_TASK lookups: a batch of
+    // one-lookup bags (Criteo) is a few tasks, not thousands of tiny ones.
+    let per_task = bags_per_task(idx.len(), bags);
+    let mean = pooling == Pooling::Mean;
+    out.par_chunks_mut(dim * per_task)
         .enumerate()
         .for_each(|(task, chunk)| {
-            for (j, acc) in chunk.chunks_exact_mut(dim).enumerate() {
-                let bag = task * BAGS_PER_TASK + j;
-                let (s, e) = (batch.offsets[bag] as usize, batch.offsets[bag + 1] as usize);
-                let weighted = match (pooling, weights) {
-                    (Pooling::WeightedSum, Some(w)) => Some(w),
-                    _ => None,
-                };
-                if dim == FIXED_DIM && weighted.is_none() {
-                    // The common unweighted dim-64 case: a fixed-size accumulator the
-                    // compiler keeps in vector registers across the bag, instead of
-                    // loading and storing `acc` for every lookup. Each element still
-                    // sums its rows in the same order, so results are bit-identical.
-                    let mut local = [0.0f32; FIXED_DIM];
-                    for i in s..e {
-                        if i + PREFETCH_AHEAD < idx.len() {
-                            prefetch(row(i + PREFETCH_AHEAD));
-                        }
-                        add_into(&mut local, row(i));
-                    }
-                    acc.copy_from_slice(&local);
-                } else {
-                    for i in s..e {
-                        if i + PREFETCH_AHEAD < idx.len() {
-                            prefetch(row(i + PREFETCH_AHEAD));
-                        }
-                        match weighted {
-                            Some(w) => add_scaled_into(acc, row(i), w[i]),
-                            None => add_into(acc, row(i)),
-                        }
-                    }
-                }
-                if pooling == Pooling::Mean && e > s {
-                    let len = (e - s) as f32;
-                    acc.iter_mut().for_each(|a| *a /= len);
-                }
+            let first = task * per_task;
+            let offsets = &batch.offsets[first..=first + chunk.len() / dim];
+            let bags = Bags {
+                data,
+                idx,
+                weights,
+                offsets,
+                mean,
+            };
+            match dim {
+                16 => bags.reduce_fixed::<16>(chunk),
+                32 => bags.reduce_fixed::<32>(chunk),
+                64 => bags.reduce_fixed::<64>(chunk),
+                128 => bags.reduce_fixed::<128>(chunk),
+                _ => bags.reduce_any(chunk, dim),
             }
         });
-    let traffic = gather_reduce_traffic(idx.len(), bags, dim, pooling == Pooling::WeightedSum);
-    Ok((out, traffic))
+    Ok(gather_reduce_traffic(
+        idx.len(),
+        bags,
+        dim,
+        pooling == Pooling::WeightedSum,
+    ))
 }
 
 /// Backward of gather-reduce before coalescing: lookup `i` of bag `b` gets

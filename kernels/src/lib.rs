@@ -17,8 +17,9 @@
 //!
 //! What this crate is not: it knows no DRAM timing, no NMP hardware and no
 //! training loop; it does not generate traces except inside [`check`], and it
-//! never measures time.
+//! measures time only in [`bench`] (CPU wall clock) and `cuda::bench` (CUDA events).
 
+pub mod bench;
 pub mod cast;
 pub mod check;
 pub mod coalesce;
@@ -40,7 +41,7 @@ mod tests;
 pub use cast::{Casted, casted_gather_reduce, casted_gather_reduce_into, tensor_cast};
 pub use coalesce::{CoalesceTraffic, Coalesced, coalesce, coalesce_into};
 pub use error::KernelError;
-pub use gather::{Expanded, expand, expand_into, gather_reduce};
+pub use gather::{Expanded, expand, expand_into, gather_reduce, gather_reduce_into};
 pub use optimizer::{Optimizer, OptimizerState, scatter_update};
 pub use pooling::Pooling;
 pub use table::EmbeddingTable;

@@ -653,3 +653,64 @@ fn resize_for_overwrite_keeps_capacity_and_length() {
     assert_eq!(v.len(), 1000);
     assert!(v[10..].iter().all(|&x| x == 0.0));
 }
+
+proptest! {
+    /// The forward's specialised row widths (16, 32, 64, 128: register
+    /// accumulators) and the general path (any other width) compute the
+    /// same f32 sums, in lookup order, as a plain scalar loop: bit for bit,
+    /// for sum, mean and weighted sum, empty bags included, with real-valued
+    /// (not integer) rows and weights, where any change of order would show.
+    #[test]
+    fn every_forward_width_sums_in_lookup_order(
+        batch in batch_strategy(),
+        dim in prop::sample::select(vec![1usize, 8, 16, 24, 32, 64, 100, 128]),
+        seed in any::<u64>(),
+    ) {
+        let mut table = EmbeddingTable::zeros(batch.num_rows, dim).unwrap();
+        fill_uniform(&mut table.data, -1.0, 1.0, seed);
+        let mut batch = batch;
+        if let Some(w) = batch.weights.as_mut() {
+            fill_uniform(w, -2.0, 2.0, seed ^ 1);
+        }
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::WeightedSum] {
+            let (got, _) = gather_reduce(&table, &batch, pooling).unwrap();
+            for b in 0..batch.batch_size() {
+                let (s, e) = (batch.offsets[b] as usize, batch.offsets[b + 1] as usize);
+                for k in 0..dim {
+                    let mut acc = 0.0f32;
+                    for i in s..e {
+                        let x = table.row(batch.indices[i] as u64).unwrap()[k];
+                        acc += match pooling {
+                            Pooling::WeightedSum => batch.weights.as_ref().unwrap()[i] * x,
+                            _ => x,
+                        };
+                    }
+                    if pooling == Pooling::Mean && e > s {
+                        acc /= (e - s) as f32;
+                    }
+                    prop_assert_eq!(got[b * dim + k].to_bits(), acc.to_bits(), "{:?} dim {} bag {} k {}", pooling, dim, b, k);
+                }
+            }
+        }
+    }
+}
+
+/// A reused output buffer (bigger, then smaller, then bigger again) holds
+/// exactly the fresh result each time: nothing of an earlier call leaks.
+#[test]
+fn gather_reduce_into_reuses_a_buffer_without_leftovers() {
+    let table = EmbeddingTable::seeded(50, 16, 3).unwrap();
+    let big = TableBatch::new(50, vec![0, 2, 3, 5], vec![1, 2, 3, 4, 49], None).unwrap();
+    let small = TableBatch::new(50, vec![0, 1, 1], vec![7], None).unwrap();
+    let mut buf = vec![f32::NAN; 3];
+    for b in [&big, &small, &big] {
+        for pooling in [Pooling::Sum, Pooling::Mean] {
+            gather_reduce_into(&table, b, pooling, &mut buf).unwrap();
+            assert_eq!(buf, gather_reduce(&table, b, pooling).unwrap().0);
+        }
+    }
+    // The empty bag of `small` is zeros, not what `big` left there.
+    gather_reduce_into(&table, &small, Pooling::Sum, &mut buf).unwrap();
+    assert_eq!(buf.len(), 2 * 16);
+    assert!(buf[16..].iter().all(|&x| x == 0.0));
+}

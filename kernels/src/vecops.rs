@@ -23,6 +23,47 @@ pub(crate) fn add_scaled_into(acc: &mut [f32], row: &[f32], scale: f32) {
     }
 }
 
+/// Cache lines the forward gather asks for ahead of use, per thread: 16
+/// lookups of 256-byte rows. Chosen on the benchmark machine (2-vCPU Xeon,
+/// `bench/peer/kernels.py`, RM1-like batches) over 32 and 48 lines and over
+/// prefetching into L2 only, which were slower on Zipf rows (hot rows
+/// already in cache) and no faster on uniform ones; no prefetch at all was
+/// about 1.5x slower.
+const LINES_IN_FLIGHT: usize = 64;
+
+/// Lookups ahead to prefetch rows of `dim` f32 values: [`LINES_IN_FLIGHT`]
+/// lines' worth, at least 4 and at most 64 lookups (narrow rows need many
+/// lookups in flight, wide rows few).
+#[inline(always)]
+pub(crate) fn prefetch_distance(dim: usize) -> usize {
+    let lines = (dim * 4).div_ceil(64).max(1);
+    (LINES_IN_FLIGHT / lines).clamp(4, 64)
+}
+
+/// Hints the cache to fetch the `dim` values at `data[start..]` (every
+/// line) soon. Only a hint: it never faults (the address is not checked
+/// against `data`, a prefetch past its end is harmless) and does nothing off
+/// x86-64.
+#[inline(always)]
+pub(crate) fn prefetch_row(data: &[f32], start: usize, dim: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = data.as_ptr().wrapping_add(start) as *const i8;
+        let mut off = 0;
+        while off < dim * 4 {
+            // SAFETY: prefetch has no architectural effect and cannot fault.
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off))
+            };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, start, dim);
+}
+
 /// Hints the cache to fetch `row` (all its lines) soon. Only a hint: it never
 /// faults and does nothing off x86-64.
 #[inline(always)]

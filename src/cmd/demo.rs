@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use nmpsim_kernels::{
     Coalesced, EmbeddingTable, Expanded, Optimizer, OptimizerState, Pooling, Traffic,
-    casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
+    casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce_into, scatter_update,
     tensor_cast,
 };
 use nmpsim_traces::{Distribution, GenSpec, Generator, ProfileOverrides, StatsBuilder, TraceStats};
@@ -257,6 +257,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     };
     let (mut expanded, mut coalesced, mut casted_grads) =
         (empty_expanded(), empty_coalesced(), empty_coalesced());
+    let mut pooled = Vec::new();
     for bi in 0..a.batches {
         let batch = generator.next_batch();
         stats.add(&batch)?;
@@ -266,7 +267,8 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             let b = tb.batch_size();
             let ctx = || format!("batch {bi}, table {t}");
             let t0 = Instant::now();
-            let (_pooled, gr) = gather_reduce(&tables[t], tb, a.pooling).with_context(ctx)?;
+            let gr =
+                gather_reduce_into(&tables[t], tb, a.pooling, &mut pooled).with_context(ctx)?;
             let t_gr = t0.elapsed().as_secs_f64();
 
             // The gradient the top of the network would send back: seeded, per table and batch.

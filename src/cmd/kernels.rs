@@ -59,26 +59,65 @@ pub enum KernelsCommand {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
-    /// Time the CUDA gather-reduce and casted gather-reduce kernels (CUDA
-    /// events, kernel time only, median of --reps after a warm-up) and report
-    /// achieved GB/s (analytic bytes / time) and the fraction of the device's
-    /// copy bandwidth. The gather-reduce is timed twice: every table in one
-    /// launch (as the pool emulation runs it) and one launch per table.
+    /// Time the embedding primitives: on the CPU (wall clock, every
+    /// primitive, optionally on a trace) or on CUDA (kernel time).
+    ///
+    /// `--backend cpu` times forward gather-reduce (sum, mean, and weighted
+    /// sum when the batches carry weights), the baseline backward (expand,
+    /// coalesce), Tensor Casting's (tensor-cast, casted gather-reduce) and
+    /// the scatter with SGD and with Adagrad, each over every table of one
+    /// batch per repetition, output buffers reused as a trainer reuses them.
+    /// Tables and output gradients are seeded (the kernels crate's `bench`
+    /// module says how, so another tool can rebuild them); `--trace FILE`
+    /// runs a trace's batches in turn, else batches are generated from the
+    /// size flags. `--dump DIR` also writes every table's pooled outputs and
+    /// two tables' coalesced gradients and updated rows (`.npy`) for a peer
+    /// to compare against (bench/peer/kernels.py does). Medians over --reps.
+    ///
+    /// `--backend cuda` times the CUDA gather-reduce and casted gather-reduce
+    /// kernels (CUDA events, kernel time only, median of --reps after a
+    /// warm-up) and reports achieved GB/s (analytic bytes / time) and the
+    /// fraction of the device's copy bandwidth. The gather-reduce is timed
+    /// twice: every table in one launch (as the pool emulation runs it) and
+    /// one launch per table.
     ///
     /// The default is RM1-like (80 lookups per bag, batch 2048) with tables
-    /// far larger than the L2 cache: 8 x 4M rows x 64 f32 = 8.19 GB
-    /// (7.63 GiB) of device memory. Exits 2 when no GPU can be used (the reason is printed).
+    /// far larger than any cache: 8 x 4M rows x 64 f32 = 8.19 GB (7.63 GiB)
+    /// of memory (on the CPU twice that, with Adagrad's state). The backend is
+    /// cpu with --trace, else cuda. Exits 2 when CUDA is asked for and no GPU
+    /// can be used (the reason is printed).
     #[command(
-        after_help = "Examples:\n  nmpsim kernels bench --backend cuda\n  nmpsim kernels bench --backend cuda --tables 4 --rows 1000000 --dim 128 --reps 50\n  nmpsim kernels bench --backend cuda --json > bench.json"
+        after_help = "Examples:\n  nmpsim trace gen --tables 10 --rows 1000000 --bag 80 --batch 2048 --dist zipf:1.05 --weighted --batches 4 -o rm1z.nmpt\n  nmpsim kernels bench --trace rm1z.nmpt --reps 10\n  nmpsim kernels bench --trace rm1z.nmpt --threads 2 --json --dump dump/\n  nmpsim kernels bench --backend cpu --tables 2 --rows 100000 --reps 5\n  nmpsim kernels bench --backend cuda\n  nmpsim kernels bench --backend cuda --tables 4 --rows 1000000 --dim 128 --reps 50\n  nmpsim kernels bench --backend cuda --json > bench.json"
     )]
     Bench(BenchArgs),
 }
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Backend to time; only `cuda` has kernel timing.
-    #[arg(long, default_value = "cuda")]
-    backend: String,
+    /// Backend to time: cpu or cuda (default: cpu with --trace, else cuda).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Trace whose batches the CPU bench runs (tables and rows from its header).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["tables", "rows", "batch_size", "bag_size", "distribution"])]
+    trace: Option<PathBuf>,
+    /// Batches: the first N of --trace (default all), or N generated (default 1).
+    #[arg(long, value_name = "N", value_parser = crate::cmd::positive_arg::<usize>)]
+    batches: Option<usize>,
+    /// Untimed repetitions before the timed ones (CPU).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Threads of the CPU kernels (default: every core).
+    #[arg(long, value_parser = crate::cmd::positive_arg::<usize>)]
+    threads: Option<usize>,
+    /// Also write the outputs a peer compares against (.npy) into this new directory (CPU).
+    #[arg(long, value_name = "DIR")]
+    dump: Option<PathBuf>,
+    /// Learning rate of the SGD and Adagrad scatters (CPU).
+    #[arg(long, default_value_t = 0.01)]
+    lr: f32,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
     /// Number of embedding tables (1 to 65536).
     #[arg(long, value_parser = crate::cmd::tables_arg, default_value_t = 8)]
     tables: usize,
@@ -375,15 +414,222 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-#[cfg(feature = "cuda")]
 fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
-    use nmpsim_kernels::cuda::bench::{EmbeddingBenchConfig, bench_embedding};
-    if a.backend != "cuda" {
+    let backend = a
+        .backend
+        .clone()
+        .unwrap_or_else(|| if a.trace.is_some() { "cpu" } else { "cuda" }.into());
+    match backend.as_str() {
+        "cpu" => bench_cpu(a),
+        "cuda" => {
+            for (set, flag) in [
+                (a.trace.is_some(), "--trace"),
+                (a.dump.is_some(), "--dump"),
+                (a.threads.is_some(), "--threads"),
+                (a.batches.is_some(), "--batches"),
+            ] {
+                if set {
+                    anyhow::bail!(
+                        "{flag} is for --backend cpu; the CUDA bench generates its batch"
+                    );
+                }
+            }
+            bench_cuda(a)
+        }
+        other => anyhow::bail!("--backend: unknown backend `{other}`; available: cpu, cuda"),
+    }
+}
+
+/// The batches of the CPU bench and each table's rows: a trace's, or
+/// generated from the size flags.
+fn bench_batches(a: &BenchArgs) -> anyhow::Result<(Vec<nmpsim_traces::Batch>, Vec<u64>)> {
+    use nmpsim_traces::{BagSize, Batch, TableSpec, TraceReader, generate_table_batch};
+    if let Some(path) = &a.trace {
+        let reader = TraceReader::open(path)?;
+        let rows = reader.header().table_rows.clone();
+        let want = a.batches.unwrap_or(usize::MAX);
+        let mut batches = Vec::new();
+        for b in reader.take(want) {
+            batches.push(b?);
+        }
+        if batches.is_empty() {
+            anyhow::bail!("--trace {}: the trace has no batch", path.display());
+        }
+        return Ok((batches, rows));
+    }
+    let distribution: Distribution = a
+        .distribution
+        .parse()
+        .with_context(|| "--dist".to_string())?;
+    let spec = TableSpec {
+        rows: a.rows,
+        distribution,
+        bag_size: BagSize::Fixed { size: a.bag_size },
+        weighted: true,
+    };
+    let n = a.batches.unwrap_or(1);
+    let batches = (0..n)
+        .map(|k| {
+            let tables = (0..a.tables)
+                .map(|t| {
+                    let seed = a.seed ^ ((k * a.tables + t) as u64).wrapping_mul(0x9E37_79B9);
+                    generate_table_batch(&spec, a.batch_size, seed)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Batch {
+                tables,
+                dense: None,
+                num_dense: 0,
+                labels: None,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((batches, vec![a.rows; a.tables]))
+}
+
+fn bench_cpu(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    use nmpsim_kernels::bench::{CpuBenchConfig, bench_cpu, dump_outputs};
+    if let Some(dir) = &a.dump
+        && dir.exists()
+    {
         anyhow::bail!(
-            "--backend: `{}` has no kernel timing; only `cuda` can be benched",
-            a.backend
+            "--dump {}: already exists; name a new directory (nothing is overwritten)",
+            dir.display()
         );
     }
+    if a.trace.is_none() {
+        // Tables and Adagrad's state, before the batches are generated.
+        let need = 2 * a.tables as u128 * a.rows as u128 * a.dim as u128 * 4;
+        crate::cmd::check_memory(
+            need,
+            &format!(
+                "--tables {} x --rows {} x --dim {} (tables and Adagrad state)",
+                a.tables, a.rows, a.dim
+            ),
+            "--tables, --rows or --dim",
+        )?;
+    }
+    let (batches, rows) = bench_batches(&a)?;
+    let total_rows: u128 = rows.iter().map(|&r| r as u128).sum();
+    let lookups: u128 = batches
+        .iter()
+        .flat_map(|b| &b.tables)
+        .map(|t| t.indices.len() as u128)
+        .sum();
+    crate::cmd::check_memory(
+        2 * total_rows * a.dim as u128 * 4
+            + 3 * lookups * a.dim as u128 * 4 / batches.len() as u128,
+        &format!(
+            "{} tables of {} rows in all x --dim {} (tables, Adagrad state, gradient buffers)",
+            rows.len(),
+            total_rows,
+            a.dim
+        ),
+        "--dim or the trace's tables",
+    )?;
+    let config = CpuBenchConfig {
+        dim: a.dim,
+        reps: a.reps as usize,
+        warmup: a.warmup,
+        seed: a.seed,
+        lr: a.lr,
+        eps: 1e-10,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(a.threads.unwrap_or(0))
+        .build()
+        .context("cannot start the kernel threads")?;
+    let dumped = match &a.dump {
+        Some(dir) => Some(
+            pool.install(|| dump_outputs(&batches[0], &rows, &config, dir))
+                .with_context(|| format!("--dump {}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let pb = crate::rundir::progress(
+        (config.warmup + config.reps) as u64,
+        "repetitions",
+        a.quiet || a.json,
+    );
+    let r = pool.install(|| {
+        bench_cpu(&batches, &rows, &config, |done, _| {
+            pb.set_position(done as u64)
+        })
+    })?;
+    pb.finish_and_clear();
+    let mut o = String::new();
+    let source = match &a.trace {
+        Some(p) => format!("trace {}", p.display()),
+        None => format!("generated ({})", a.distribution),
+    };
+    let _ = writeln!(
+        o,
+        "cpu, {} threads: {} tables x dim {}, {} ({}), {} lookups, {} unique rows; {} timed reps after {} warm-up",
+        r.threads,
+        r.tables,
+        r.dim,
+        crate::cmd::plural(r.batches, "batch", "batches"),
+        source,
+        r.lookups,
+        r.unique_rows,
+        config.reps,
+        config.warmup
+    );
+    let _ = writeln!(
+        o,
+        "{:<26} {:>10} {:>10} {:>10} {:>14} {:>9}",
+        "primitive", "median ms", "min ms", "max ms", "bytes", "GB/s"
+    );
+    for p in &r.primitives {
+        let _ = writeln!(
+            o,
+            "{:<26} {:>10.3} {:>10.3} {:>10.3} {:>14} {:>9.2}",
+            p.primitive, p.median_ms, p.min_ms, p.max_ms, p.bytes, p.gbps
+        );
+    }
+    let _ = write!(
+        o,
+        "measured (wall clock, every table of one batch per rep); bytes: the analytic traffic \
+         (Fig. 6 accounting); the scatters apply each rep's coalesced gradients (SGD lr {}, \
+         Adagrad lr {} eps {:e})",
+        config.lr, config.lr, config.eps
+    );
+    if let Some(files) = &dumped {
+        let _ = write!(
+            o,
+            "\n{} outputs for a peer written to {}",
+            files.len(),
+            a.dump.as_ref().expect("dumped").display()
+        );
+    }
+    #[derive(Serialize)]
+    struct Config<'a> {
+        backend: &'static str,
+        trace: Option<String>,
+        #[serde(flatten)]
+        bench: &'a CpuBenchConfig,
+        table_rows: &'a [u64],
+    }
+    let cfg = Config {
+        backend: "cpu",
+        trace: a.trace.as_ref().map(|p| p.display().to_string()),
+        bench: &config,
+        table_rows: &rows,
+    };
+    if let Some(dir) = &a.out {
+        write_run_dir(dir, "kernels bench", &cfg, &r, &o)?;
+    }
+    if a.json {
+        outln!("{}", crate::rundir::results_json("kernels bench", &r)?)?;
+    } else {
+        outln!("{o}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "cuda")]
+fn bench_cuda(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    use nmpsim_kernels::cuda::bench::{EmbeddingBenchConfig, bench_embedding};
     let distribution: Distribution = a
         .distribution
         .parse()
@@ -470,7 +716,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn bench(_: BenchArgs) -> anyhow::Result<ExitCode> {
+fn bench_cuda(_: BenchArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "error: kernels bench --backend cuda: {}",
         cuda_backend().unwrap_err()

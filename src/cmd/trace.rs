@@ -46,9 +46,18 @@ pub enum TraceCommand {
         train.txt and day_0 are Criteo's own downloads (Kaggle Display Advertising, and\n\
         the Terabyte click logs), which nmpsim does not ship.")]
     Convert(ConvertArgs),
-    /// Export a trace as CSV (batch,table,bag,position,row,weight), for inspection.
+    /// Export a trace as CSV (batch,table,bag,position,row,weight), for inspection,
+    /// or as NumPy `.npy` arrays, for other tools to run the same lookups.
+    ///
+    /// `--npy DIR` writes, per batch k and table t, `bKKKKK_tTTT_offsets.npy`
+    /// (int64, B + 1 bag boundaries: PyTorch's `EmbeddingBag` with
+    /// `include_last_offset=True`), `bKKKKK_tTTT_indices.npy` (int64 rows) and,
+    /// for weighted tables, `bKKKKK_tTTT_weights.npy` (float32); dense
+    /// features and labels when the trace has them; and `manifest.json`
+    /// listing every table's rows and every file. `numpy.load` reads them,
+    /// with no other package. DIR must not exist yet.
     #[command(
-        after_help = "Examples:\n  nmpsim trace gen --tables 2 --rows 1000 --bag 4 --batch 8 --batches 2 -o small.nmpt\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -"
+        after_help = "Examples:\n  nmpsim trace gen --tables 2 --rows 1000 --bag 4 --batch 8 --batches 2 -o small.nmpt\n  nmpsim trace export small.nmpt --csv small.csv\n  nmpsim trace export small.nmpt --csv -\n  nmpsim trace export small.nmpt --npy small-npy\n  python3 -c \"import numpy; print(numpy.load('small-npy/b00000_t000_indices.npy'))\""
     )]
     Export(ExportArgs),
     /// Write a Criteo-format TSV sample with labels from a planted teacher (Kaggle-like tables, capped rows).
@@ -274,8 +283,16 @@ pub struct ExportArgs {
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// CSV output path, or - for stdout.
-    #[arg(long, value_name = "OUT.csv")]
-    csv: PathBuf,
+    #[arg(
+        long,
+        value_name = "OUT.csv",
+        required_unless_present = "npy",
+        conflicts_with = "npy"
+    )]
+    csv: Option<PathBuf>,
+    /// Directory (new) of NumPy `.npy` arrays and a manifest.json.
+    #[arg(long, value_name = "DIR")]
+    npy: Option<PathBuf>,
 }
 
 pub fn run(c: TraceCommand) -> Result<ExitCode> {
@@ -552,7 +569,21 @@ fn convert_cmd(a: ConvertArgs) -> Result<ExitCode> {
 
 fn export_cmd(a: ExportArgs) -> Result<ExitCode> {
     let reader = TraceReader::open(&a.file)?;
-    if a.csv == Path::new("-") {
+    if let Some(dir) = &a.npy {
+        let header = reader.header().clone();
+        let source = a.file.display().to_string();
+        let m = nmpsim_traces::npy::export_dir(&header, &source, reader, dir)
+            .with_context(|| format!("--npy {}", dir.display()))?;
+        eprintln!(
+            "wrote {} of {} to {} (manifest.json lists the files)",
+            crate::cmd::plural(m.batches.len(), "batch", "batches"),
+            crate::cmd::plural(m.tables.len(), "table", "tables"),
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let csv = a.csv.expect("clap requires --csv without --npy");
+    if csv == Path::new("-") {
         let mut w = crate::out::Writer::default();
         let written = write_csv(reader, &mut w);
         if let Some(e) = w.into_error() {
@@ -560,11 +591,11 @@ fn export_cmd(a: ExportArgs) -> Result<ExitCode> {
         }
         written?;
     } else {
-        rundir::refuse_same_file(&a.file, &a.csv, "--csv")?;
+        rundir::refuse_same_file(&a.file, &csv, "--csv")?;
         // A half-written CSV would look like a short trace: it takes its
         // name only once complete.
-        let mut out = rundir::StreamedFile::create(&a.csv)?;
-        write_csv(reader, out.writer()).with_context(|| format!("--csv {}", a.csv.display()))?;
+        let mut out = rundir::StreamedFile::create(&csv)?;
+        write_csv(reader, out.writer()).with_context(|| format!("--csv {}", csv.display()))?;
         out.commit()?;
     }
     Ok(ExitCode::SUCCESS)

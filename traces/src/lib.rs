@@ -17,6 +17,7 @@ pub mod criteo;
 mod error;
 pub mod format;
 pub mod r#gen;
+pub mod npy;
 pub mod profiles;
 pub mod rng;
 pub mod staged;
