@@ -8,7 +8,7 @@
 use nmpsim_traces::TableBatch;
 use rayon::prelude::*;
 
-use crate::coalesce::{Coalesced, ROWS_PER_TASK, segment_starts};
+use crate::coalesce::{Coalesced, rows_per_task, segment_starts};
 use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::check_pooling;
 use crate::pooling::{Pooling, lookup_scale};
@@ -214,7 +214,7 @@ pub fn casted_gather_reduce_into(
     grads
         .par_chunks_mut(dim)
         .enumerate()
-        .with_min_len(ROWS_PER_TASK)
+        .with_min_len(rows_per_task(src.len(), unique))
         .for_each(|(u, acc)| {
             let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
             acc.fill(0.0);

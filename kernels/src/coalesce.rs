@@ -11,8 +11,18 @@ use crate::table::resize_for_overwrite;
 use crate::traffic::{Traffic, coalesce_accumulate_traffic, sort_pairs_traffic};
 use crate::vecops::{PREFETCH_AHEAD, add_into, prefetch};
 
-/// Unique rows per rayon task in the accumulate loops.
+/// Unique rows per rayon task in the accumulate loops, at least.
 pub(crate) const ROWS_PER_TASK: usize = 64;
+/// Lookups per rayon task in the accumulate loops, about: a table whose
+/// batch has few lookups (one per bag) is a task or two, not dozens.
+const LOOKUPS_PER_TASK: usize = 4096;
+
+/// Unique rows per accumulate task for `lookups` lookups into `unique` rows:
+/// [`ROWS_PER_TASK`], or more where rows have few lookups each.
+pub(crate) fn rows_per_task(lookups: usize, unique: usize) -> usize {
+    let per_task = (LOOKUPS_PER_TASK as u128 * unique as u128 / lookups.max(1) as u128) as usize;
+    per_task.max(ROWS_PER_TASK)
+}
 
 /// One gradient per touched table row, the input of [`crate::scatter_update`].
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +125,7 @@ pub fn coalesce_into(
     grads
         .par_chunks_mut(dim)
         .enumerate()
-        .with_min_len(ROWS_PER_TASK)
+        .with_min_len(rows_per_task(n, unique))
         .for_each(|(u, acc)| {
             let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
             acc.fill(0.0);

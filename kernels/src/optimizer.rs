@@ -14,7 +14,7 @@ use crate::error::KernelError;
 use crate::gather::check_table;
 use crate::table::EmbeddingTable;
 use crate::traffic::{Traffic, scatter_traffic};
-use crate::vecops::{PREFETCH_AHEAD, prefetch};
+use crate::vecops::{prefetch, prefetch_distance};
 
 /// An embedding optimizer, chosen by name in configs (`kind = "sgd"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -304,6 +304,9 @@ pub fn scatter_update(
     let mut weights = split_rows(&mut table.data, dim, &grads.rows);
     let mut states = split_rows(&mut state.values, per_row, &grads.rows);
     let opt = *optimizer;
+    // Rows ahead: as many lines in flight as the forward keeps (a row and
+    // its state each), but at most 16 rows of a 64-row task.
+    let ahead = prefetch_distance(dim + per_row).min(16);
     weights
         .par_chunks_mut(ROWS_PER_TASK)
         .zip(states.par_chunks_mut(ROWS_PER_TASK))
@@ -312,9 +315,9 @@ pub fn scatter_update(
             for k in 0..ws.len() {
                 // The touched rows are scattered over the table: fetch the
                 // rows a few updates ahead so their misses overlap.
-                if k + PREFETCH_AHEAD < ws.len() {
-                    prefetch(&*ws[k + PREFETCH_AHEAD]);
-                    prefetch(&*sts[k + PREFETCH_AHEAD]);
+                if k + ahead < ws.len() {
+                    prefetch(&*ws[k + ahead]);
+                    prefetch(&*sts[k + ahead]);
                 }
                 update_row(&opt, ws[k], sts[k], &gs[k * dim..(k + 1) * dim]);
             }

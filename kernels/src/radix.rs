@@ -16,7 +16,7 @@ use crate::error::KernelError;
 /// Widest digit; 2^11 counters per chunk stay in L1.
 const MAX_DIGIT_BITS: u32 = 11;
 /// Below this many pairs a comparison sort beats setting up passes.
-const SMALL_N: usize = 4096;
+const SMALL_N: usize = 256;
 /// Below this many pairs a pass runs on one chunk (no rayon overhead).
 const PARALLEL_N: usize = 1 << 16;
 
@@ -81,8 +81,16 @@ pub fn sort_pairs(
         .map(|(&k, &v)| ((k as u64) << 32) | v as u64)
         .collect();
     sort_packed(&mut packed, key_bits(num_rows));
-    let sorted_keys = packed.par_iter().map(|&p| (p >> 32) as u32).collect();
-    let sorted_values = packed.par_iter().map(|&p| p as u32).collect();
+    let (sorted_keys, sorted_values) = if packed.len() < PARALLEL_N {
+        // A small batch (one lookup per bag, say) is unpacked on this
+        // thread: splitting it over the pool costs more than the work.
+        packed.iter().map(|&p| ((p >> 32) as u32, p as u32)).unzip()
+    } else {
+        (
+            packed.par_iter().map(|&p| (p >> 32) as u32).collect(),
+            packed.par_iter().map(|&p| p as u32).collect(),
+        )
+    };
     Ok((sorted_keys, sorted_values))
 }
 

@@ -23,12 +23,15 @@ pub(crate) fn add_scaled_into(acc: &mut [f32], row: &[f32], scale: f32) {
     }
 }
 
-/// Cache lines the forward gather asks for ahead of use, per thread: 16
-/// lookups of 256-byte rows. Chosen on the benchmark machine (2-vCPU Xeon,
-/// `bench/peer/kernels.py`, RM1-like batches) over 32 and 48 lines and over
-/// prefetching into L2 only, which were slower on Zipf rows (hot rows
-/// already in cache) and no faster on uniform ones; no prefetch at all was
-/// about 1.5x slower.
+/// Cache lines the forward gather asks for ahead of use, per thread (16
+/// lookups of 256-byte rows), fetched into L2 (`T1`): the L2 tracks far more
+/// outstanding misses than the L1's few fill buffers, and hot rows already in
+/// cache stay where they are. Chosen on the benchmark machine (2-vCPU Xeon
+/// with AVX-512) by the dim-64 loop run on four RM1-like batches with the
+/// variants interleaved in one process, 16 passes each (medians, ms, Zipf
+/// 1.05 / uniform): L2, 16 rows ahead 17.5 / 27.5; L2, 8 ahead 23.8 / 27.9;
+/// L1, 12 ahead 19.2 / 30.1. No prefetch at all was about 1.5x slower in an
+/// earlier, noisier comparison (whole binaries alternated).
 const LINES_IN_FLIGHT: usize = 64;
 
 /// Lookups ahead to prefetch rows of `dim` f32 values: [`LINES_IN_FLIGHT`]
@@ -40,7 +43,7 @@ pub(crate) fn prefetch_distance(dim: usize) -> usize {
     (LINES_IN_FLIGHT / lines).clamp(4, 64)
 }
 
-/// Hints the cache to fetch the `dim` values at `data[start..]` (every
+/// Hints the L2 cache to fetch the `dim` values at `data[start..]` (every
 /// line) soon. Only a hint: it never faults (the address is not checked
 /// against `data`, a prefetch past its end is harmless) and does nothing off
 /// x86-64.
@@ -48,14 +51,14 @@ pub(crate) fn prefetch_distance(dim: usize) -> usize {
 pub(crate) fn prefetch_row(data: &[f32], start: usize, dim: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        use core::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
         let p = data.as_ptr().wrapping_add(start) as *const i8;
         let mut off = 0;
         while off < dim * 4 {
             // SAFETY: prefetch has no architectural effect and cannot fault.
             #[allow(unused_unsafe)]
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off))
+                _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(off))
             };
             off += 64;
         }
