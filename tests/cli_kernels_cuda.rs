@@ -101,9 +101,13 @@ fn bench_without_a_gpu_exits_2_and_bad_backends_are_refused() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
         assert!(v["results"]["gather_reduce"]["gbps"].as_f64().unwrap() > 0.0);
     }
-    let out = nmpsim(&t.0, &["kernels", "bench", "--backend", "cpu"]);
+    let out = nmpsim(&t.0, &["kernels", "bench", "--backend", "tpu"]);
     assert!(!out.status.success());
-    assert!(text(&out).contains("only `cuda`"), "{}", text(&out));
+    assert!(
+        text(&out).contains("unknown backend `tpu`; available: cpu, cuda"),
+        "{}",
+        text(&out)
+    );
     let out = nmpsim(&t.0, &["kernels", "check", "--backend", "tpu"]);
     assert!(text(&out).contains("unknown backend `tpu`"));
 }

@@ -245,7 +245,7 @@ pub fn bench_cpu(
             let mut traffic = Traffic::default();
             let start = Instant::now();
             for t in 0..table_rows.len() {
-                traffic = traffic + f(t)?;
+                traffic += f(t)?;
             }
             rep_ms[p] = start.elapsed().as_secs_f64() * 1e3;
             rep_bytes[p] = traffic.total_bytes();

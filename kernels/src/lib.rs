@@ -17,7 +17,7 @@
 //!
 //! What this crate is not: it knows no DRAM timing, no NMP hardware and no
 //! training loop; it does not generate traces except inside [`check`], and it
-//! measures time only in [`bench`] (CPU wall clock) and `cuda::bench` (CUDA events).
+//! measures time only in [`bench`](mod@bench) (CPU wall clock) and `cuda::bench` (CUDA events).
 
 pub mod bench;
 pub mod cast;

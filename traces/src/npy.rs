@@ -280,9 +280,10 @@ pub struct Manifest {
 pub const MANIFEST_FORMAT: &str = "nmpsim-npy/1";
 
 /// Writes every batch of `batches` (whose shape `header` describes) as
-/// `.npy` files into `dir`, which must not exist yet: the files are written
-/// into `dir` with a `.partial` suffix, renamed to `dir` once complete, so a
-/// failed export never looks like a short trace. Returns the manifest.
+/// `.npy` files into `dir`, which must not exist yet (nor `dir.partial`):
+/// the files are written into `dir.partial`, renamed to `dir` once complete,
+/// so a failed export never looks like a short trace (and what it wrote is
+/// removed). Returns the manifest.
 pub fn export_dir<I>(
     header: &TraceHeader,
     source: &str,
@@ -305,7 +306,14 @@ where
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     if partial.exists() {
-        fs::remove_dir_all(&partial).map_err(|e| TraceError::io(&partial, e))?;
+        // Never removed here: it may be an interrupted export, or anything else.
+        return Err(TraceError::param(
+            "dir",
+            format!(
+                "{} exists (an interrupted export?); remove it or name another directory",
+                partial.display()
+            ),
+        ));
     }
     fs::create_dir_all(&partial).map_err(|e| TraceError::io(&partial, e))?;
     let result = write_batches(header, source, batches, &partial);
@@ -477,12 +485,26 @@ mod tests {
         let back: Manifest =
             serde_json::from_str(&fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
         assert_eq!(back, m);
-        // An existing directory is never overwritten.
+        // An existing directory is never overwritten, nor a `.partial` one removed.
         let e = export_dir(&header, "t.nmpt", batches.iter().cloned().map(Ok), &d)
             .unwrap_err()
             .to_string();
         assert!(e.contains("already exists"), "{e}");
         fs::remove_dir_all(&d).unwrap();
+        let mut partial = d.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        fs::create_dir_all(&partial).unwrap();
+        fs::write(partial.join("keep.txt"), "mine").unwrap();
+        let e = export_dir(&header, "t.nmpt", batches.iter().cloned().map(Ok), &d)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("interrupted export"), "{e}");
+        assert_eq!(
+            fs::read_to_string(partial.join("keep.txt")).unwrap(),
+            "mine"
+        );
+        fs::remove_dir_all(&partial).unwrap();
     }
 
     #[test]
