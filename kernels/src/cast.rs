@@ -6,9 +6,8 @@
 //! per lookup and writes each coalesced row once, with no expanded tensor.
 
 use nmpsim_traces::TableBatch;
-use rayon::prelude::*;
 
-use crate::coalesce::{Coalesced, rows_per_task, segment_starts};
+use crate::coalesce::{Coalesced, accumulate_segments, rows_per_task, segment_starts};
 use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::check_pooling;
 use crate::pooling::{Pooling, lookup_scale};
@@ -65,18 +64,16 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
             (sorted_src, casted_src, scale)
         }
     };
-    // Scan: flag the first lookup of every run of equal src ...
-    let scan: Vec<u32> = (0..n)
-        .map(|i| u32::from(i == 0 || sorted_src[i] != sorted_src[i - 1]))
-        .collect();
-    // ... and the cumulative sum minus one numbers the runs.
+    // Scan: flag the first lookup of every run of equal src, and the
+    // cumulative sum of the flags minus one numbers the runs (one pass).
     let mut casted_dst = Vec::with_capacity(n);
     let mut unique_rows = Vec::new();
     let mut sum = 0u32;
     for i in 0..n {
-        sum += scan[i];
+        let flag = i == 0 || sorted_src[i] != sorted_src[i - 1];
+        sum += u32::from(flag);
         casted_dst.push(sum - 1);
-        if scan[i] == 1 {
+        if flag {
             unique_rows.push(sorted_src[i]);
         }
     }
@@ -99,8 +96,8 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
     ))
 }
 
-/// Checks a [`Casted`] against Alg. 2's invariants; returns its segment starts.
-pub(crate) fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
+/// Checks a [`Casted`] against Alg. 2's invariants.
+pub(crate) fn check_casted(c: &Casted) -> Result<(), KernelError> {
     let n = c.casted_src.len();
     if c.casted_dst.len() != n {
         return Err(KernelError::shape(
@@ -170,7 +167,7 @@ pub(crate) fn check_casted(c: &Casted) -> Result<Vec<u32>, KernelError> {
             ),
         ));
     }
-    Ok(segment_starts(&c.casted_dst))
+    Ok(())
 }
 
 /// Algorithm 3: `coal[casted_dst[i]] += scale[i] * grad_out[casted_src[i]]`.
@@ -200,7 +197,7 @@ pub fn casted_gather_reduce_into(
 ) -> Result<Traffic, KernelError> {
     check_dim(dim)?;
     check_grad_out(grad_out, casted.num_bags, dim)?;
-    let starts = check_casted(casted)?;
+    check_casted(casted)?;
     let unique = casted.unique_rows.len();
     let src = &casted.casted_src;
     let scale = casted.scale.as_deref();
@@ -208,26 +205,38 @@ pub fn casted_gather_reduce_into(
         let b = src[i] as usize;
         &grad_out[b * dim..(b + 1) * dim]
     };
+    let add = |acc: &mut [f32], i: usize| {
+        if i + PREFETCH_AHEAD < src.len() {
+            prefetch(row(i + PREFETCH_AHEAD));
+        }
+        match scale {
+            Some(sc) => add_scaled_into(acc, row(i), sc[i]),
+            None => add_into(acc, row(i)),
+        }
+    };
     let grads = &mut out.grads;
-    // Zeroed row by row in the tasks, as in `coalesce_into`.
     resize_for_overwrite(grads, unique * dim);
-    grads
-        .par_chunks_mut(dim)
-        .enumerate()
-        .with_min_len(rows_per_task(src.len(), unique))
-        .for_each(|(u, acc)| {
-            let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
-            acc.fill(0.0);
-            for i in s..e {
-                if i + PREFETCH_AHEAD < src.len() {
-                    prefetch(row(i + PREFETCH_AHEAD));
-                }
-                match scale {
-                    Some(sc) => add_scaled_into(acc, row(i), sc[i]),
-                    None => add_into(acc, row(i)),
-                }
-            }
-        });
+    let per_task = rows_per_task(src.len(), unique);
+    if per_task >= unique {
+        // One task (a batch of few lookups): walk the lookups in order, each
+        // adding into its slot. `casted_dst` is non-decreasing, so every slot
+        // adds its lookups in the same order as the segments below do, and
+        // no segment starts are needed.
+        grads.fill(0.0);
+        for (i, &d) in casted.casted_dst.iter().enumerate() {
+            let d = d as usize;
+            add(&mut grads[d * dim..(d + 1) * dim], i);
+        }
+    } else {
+        // Zeroed row by row in the tasks, as in `coalesce_into`.
+        accumulate_segments(
+            grads,
+            &segment_starts(&casted.casted_dst),
+            dim,
+            per_task,
+            add,
+        );
+    }
     out.rows.clear();
     out.rows.extend_from_slice(&casted.unique_rows);
     out.dim = dim;

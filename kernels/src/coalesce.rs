@@ -122,24 +122,39 @@ pub fn coalesce_into(
     // is in cache, instead of in a separate pass over the whole buffer.
     resize_for_overwrite(grads, unique * dim);
     let g = &expanded.grads;
-    grads
-        .par_chunks_mut(dim)
-        .enumerate()
-        .with_min_len(rows_per_task(n, unique))
-        .for_each(|(u, acc)| {
-            let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
-            acc.fill(0.0);
-            for j in s..e {
-                if j + PREFETCH_AHEAD < n {
-                    let p = sorted_pos[j + PREFETCH_AHEAD] as usize;
-                    prefetch(&g[p * dim..(p + 1) * dim]);
-                }
-                let p = sorted_pos[j] as usize;
-                add_into(acc, &g[p * dim..(p + 1) * dim]);
-            }
-        });
+    accumulate_segments(grads, &starts, dim, rows_per_task(n, unique), |acc, j| {
+        if j + PREFETCH_AHEAD < n {
+            let p = sorted_pos[j + PREFETCH_AHEAD] as usize;
+            prefetch(&g[p * dim..(p + 1) * dim]);
+        }
+        let p = sorted_pos[j] as usize;
+        add_into(acc, &g[p * dim..(p + 1) * dim]);
+    });
     Ok(CoalesceTraffic {
         sort: sort_pairs_traffic(n, num_rows),
         accumulate: coalesce_accumulate_traffic(n, unique, dim),
     })
+}
+
+/// Row `u` of `grads` (zeroed here) adds `add(row, i)` for every lookup `i`
+/// of its segment `starts[u]..starts[u + 1]`, in order; rows in parallel,
+/// `per_task` rows a task.
+pub(crate) fn accumulate_segments(
+    grads: &mut [f32],
+    starts: &[u32],
+    dim: usize,
+    per_task: usize,
+    add: impl Fn(&mut [f32], usize) + Sync,
+) {
+    grads
+        .par_chunks_mut(dim)
+        .enumerate()
+        .with_min_len(per_task)
+        .for_each(|(u, acc)| {
+            let (s, e) = (starts[u] as usize, starts[u + 1] as usize);
+            acc.fill(0.0);
+            for i in s..e {
+                add(acc, i);
+            }
+        });
 }

@@ -1595,7 +1595,8 @@ impl CudaBackend {
     ) -> Result<StagedCasted, KernelError> {
         check_dim(dim)?;
         check_grad_out(grad_out, casted.num_bags, dim)?;
-        let starts = check_casted(casted)?;
+        check_casted(casted)?;
+        let starts = crate::coalesce::segment_starts(&casted.casted_dst);
         check_coalesced_rows(&casted.unique_rows, u64::MAX)?;
         let unique = casted.unique_rows.len();
         let n = casted.casted_src.len();
