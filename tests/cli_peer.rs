@@ -65,20 +65,12 @@ fn npy_export_holds_exactly_the_traces_lookups() {
         let batch = batch.unwrap();
         for (tb, files) in batch.tables.iter().zip(&m.batches[k].tables) {
             let get = |f: &str| npy::read(&t.0.join("out").join(f)).unwrap();
-            let idx: Vec<u32> = get(&files.indices)
-                .as_i64()
-                .unwrap()
-                .into_iter()
-                .map(|x| x as u32)
-                .collect();
-            assert_eq!(idx, tb.indices);
-            let off: Vec<u32> = get(&files.offsets)
-                .as_i64()
-                .unwrap()
-                .into_iter()
-                .map(|x| x as u32)
-                .collect();
-            assert_eq!(off, tb.offsets);
+            let as_u32 = |f: &str| -> Vec<u32> {
+                let v = get(f).as_i64().unwrap();
+                v.into_iter().map(|x| u32::try_from(x).unwrap()).collect()
+            };
+            assert_eq!(as_u32(&files.indices), tb.indices);
+            assert_eq!(as_u32(&files.offsets), tb.offsets);
             let w = get(files.weights.as_ref().unwrap()).as_f32().unwrap();
             assert_eq!(Some(w), tb.weights);
         }
