@@ -130,8 +130,13 @@ pub fn seeded_tables(
     table_rows
         .iter()
         .enumerate()
-        .map(|(t, &rows)| EmbeddingTable::seeded(rows, dim, seed.wrapping_add(t as u64)))
+        .map(|(t, &rows)| seeded_table(t, rows, dim, seed))
         .collect()
+}
+
+/// The seeded table `t` (of `rows` rows).
+fn seeded_table(t: usize, rows: u64, dim: usize, seed: u64) -> Result<EmbeddingTable, KernelError> {
+    EmbeddingTable::seeded(rows, dim, seed.wrapping_add(t as u64))
 }
 
 /// The seeded output gradient of table `t` for `bags` bags.
@@ -182,6 +187,8 @@ struct Scratch {
     expanded: Expanded,
     coalesced: Coalesced,
     casted_out: Coalesced,
+    /// SGD keeps no values per row; its state only records the table's rows.
+    sgd: OptimizerState,
     adagrad: OptimizerState,
 }
 
@@ -224,11 +231,11 @@ pub fn bench_cpu(
                     dim,
                     grads: Vec::new(),
                 },
+                sgd: OptimizerState::new(&sgd, rows, dim)?,
                 adagrad: OptimizerState::new(&adagrad, rows, dim)?,
             })
         })
         .collect::<Result<Vec<_>, KernelError>>()?;
-    let mut sgd_state = OptimizerState::new(&sgd, 0, dim)?;
 
     let total = config.warmup + config.reps.max(1);
     // times[p][rep], bytes[p][rep]
@@ -288,10 +295,8 @@ pub fn bench_cpu(
             casted_gather_reduce_into(c, &grads[t][..bags * dim], dim, &mut scratch[t].casted_out)
         })?;
         timed(9, &mut |t| {
-            if sgd_state.rows != tables[t].rows {
-                sgd_state = OptimizerState::new(&sgd, tables[t].rows, dim)?;
-            }
-            scatter_update(&mut tables[t], &mut sgd_state, &scratch[t].coalesced, &sgd)
+            let s = &mut scratch[t];
+            scatter_update(&mut tables[t], &mut s.sgd, &s.coalesced, &sgd)
         })?;
         timed(10, &mut |t| {
             let s = &mut scratch[t];
@@ -403,7 +408,7 @@ pub fn dump_outputs(
     };
     let dumped = dumped_tables(table_rows);
     for (t, tb) in batch.tables.iter().enumerate() {
-        let table = EmbeddingTable::seeded(table_rows[t], dim, config.seed.wrapping_add(t as u64))?;
+        let table = seeded_table(t, table_rows[t], dim, config.seed)?;
         for (name, pooling) in [
             ("sum", Pooling::Sum),
             ("mean", Pooling::Mean),

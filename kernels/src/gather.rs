@@ -242,6 +242,8 @@ pub fn gather_reduce_into(
     // one-lookup bags (Criteo) is a few tasks, not thousands of tiny ones.
     let per_task = bags_per_task(idx.len(), bags);
     let mean = pooling == Pooling::Mean;
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::is_x86_feature_detected!("avx512f");
     out.par_chunks_mut(dim * per_task)
         .enumerate()
         .for_each(|(task, chunk)| {
@@ -255,8 +257,8 @@ pub fn gather_reduce_into(
                 mean,
             };
             #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F (checked just above).
+            if avx512 {
+                // SAFETY: the CPU has AVX-512F (checked before the tasks).
                 unsafe { bags.reduce_avx512(chunk, dim) };
                 return;
             }

@@ -50,43 +50,37 @@ pub(crate) fn prefetch_distance(dim: usize) -> usize {
 #[inline(always)]
 pub(crate) fn prefetch_row(data: &[f32], start: usize, dim: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
-        let p = data.as_ptr().wrapping_add(start) as *const i8;
-        let mut off = 0;
-        while off < dim * 4 {
-            // SAFETY: prefetch has no architectural effect and cannot fault.
-            #[allow(unused_unsafe)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(off))
-            };
-            off += 64;
-        }
-    }
+    prefetch_lines::<{ core::arch::x86_64::_MM_HINT_T1 }>(
+        data.as_ptr().wrapping_add(start),
+        dim * 4,
+    );
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (data, start, dim);
 }
 
-/// Hints the cache to fetch `row` (all its lines) soon. Only a hint: it never
-/// faults and does nothing off x86-64.
+/// Hints the L1 cache to fetch `row` (all its lines) soon. Only a hint: it
+/// never faults and does nothing off x86-64.
 #[inline(always)]
 pub(crate) fn prefetch(row: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = row.as_ptr() as *const i8;
-        let bytes = std::mem::size_of_val(row);
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetch has no architectural effect and cannot fault;
-            // the address is inside `row` anyway. SSE is baseline on x86-64.
-            #[allow(unused_unsafe)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off))
-            };
-            off += 64;
-        }
-    }
+    prefetch_lines::<{ core::arch::x86_64::_MM_HINT_T0 }>(row.as_ptr(), size_of_val(row));
     #[cfg(not(target_arch = "x86_64"))]
     let _ = row;
+}
+
+/// Prefetches every 64-byte line of the `bytes` at `p` with `HINT`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_lines<const HINT: i32>(p: *const f32, bytes: usize) {
+    let p = p as *const i8;
+    let mut off = 0;
+    while off < bytes {
+        // SAFETY: prefetch has no architectural effect and cannot fault, at
+        // any address. SSE is baseline on x86-64.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<HINT>(p.wrapping_add(off))
+        };
+        off += 64;
+    }
 }

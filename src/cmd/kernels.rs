@@ -397,17 +397,14 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             )?;
             let traffic = analytic_traffic(&config)?;
             let text = traffic_text(&traffic);
-            if let Some(dir) = &out {
-                write_run_dir(dir, "kernels traffic", &config, &traffic, &text)?;
-            }
-            if json {
-                outln!(
-                    "{}",
-                    crate::rundir::results_json("kernels traffic", &traffic)?
-                )?;
-            } else {
-                outln!("{text}")?;
-            }
+            report(
+                "kernels traffic",
+                out.as_deref(),
+                json,
+                &config,
+                &traffic,
+                &text,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         KernelsCommand::Bench(args) => bench(args),
@@ -443,7 +440,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
 /// The batches of the CPU bench and each table's rows: a trace's, or
 /// generated from the size flags.
 fn bench_batches(a: &BenchArgs) -> anyhow::Result<(Vec<nmpsim_traces::Batch>, Vec<u64>)> {
-    use nmpsim_traces::{BagSize, Batch, TableSpec, TraceReader, generate_table_batch};
+    use nmpsim_traces::{BagSize, GenSpec, Generator, TableSpec, TraceReader};
     if let Some(path) = &a.trace {
         let reader = TraceReader::open(path)?;
         let rows = reader.header().table_rows.clone();
@@ -461,29 +458,20 @@ fn bench_batches(a: &BenchArgs) -> anyhow::Result<(Vec<nmpsim_traces::Batch>, Ve
         .distribution
         .parse()
         .with_context(|| "--dist".to_string())?;
-    let spec = TableSpec {
+    let table = TableSpec {
         rows: a.rows,
         distribution,
         bag_size: BagSize::Fixed { size: a.bag_size },
         weighted: true,
     };
-    let n = a.batches.unwrap_or(1);
-    let batches = (0..n)
-        .map(|k| {
-            let tables = (0..a.tables)
-                .map(|t| {
-                    let seed = a.seed ^ ((k * a.tables + t) as u64).wrapping_mul(0x9E37_79B9);
-                    generate_table_batch(&spec, a.batch_size, seed)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Batch {
-                tables,
-                dense: None,
-                num_dense: 0,
-                labels: None,
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut generator = Generator::new(GenSpec {
+        tables: vec![table; a.tables],
+        batch_size: a.batch_size,
+        seed: a.seed,
+    })?;
+    let batches = (0..a.batches.unwrap_or(1))
+        .map(|_| generator.next_batch())
+        .collect();
     Ok((batches, vec![a.rows; a.tables]))
 }
 
@@ -616,14 +604,7 @@ fn bench_cpu(a: BenchArgs) -> anyhow::Result<ExitCode> {
         bench: &config,
         table_rows: &rows,
     };
-    if let Some(dir) = &a.out {
-        write_run_dir(dir, "kernels bench", &cfg, &r, &o)?;
-    }
-    if a.json {
-        outln!("{}", crate::rundir::results_json("kernels bench", &r)?)?;
-    } else {
-        outln!("{o}")?;
-    }
+    report("kernels bench", a.out.as_deref(), a.json, &cfg, &r, &o)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -704,14 +685,7 @@ fn bench_cuda(a: BenchArgs) -> anyhow::Result<ExitCode> {
          fewest bytes: each array read or written once (the casted gather-reduce's \
          re-reads of the output gradients hit the GPU's L2 cache)"
     );
-    if let Some(dir) = &a.out {
-        write_run_dir(dir, "kernels bench", &config, &r, &o)?;
-    }
-    if a.json {
-        outln!("{}", crate::rundir::results_json("kernels bench", &r)?)?;
-    } else {
-        outln!("{o}")?;
-    }
+    report("kernels bench", a.out.as_deref(), a.json, &config, &r, &o)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -722,6 +696,27 @@ fn bench_cuda(_: BenchArgs) -> anyhow::Result<ExitCode> {
         cuda_backend().unwrap_err()
     );
     Ok(ExitCode::from(2))
+}
+
+/// What a kernels command ends with: the run directory `out` if asked for,
+/// then the results as JSON (`json`) or the printed table.
+fn report<C: Serialize, R: Serialize>(
+    command: &str,
+    out: Option<&Path>,
+    json: bool,
+    config: &C,
+    results: &R,
+    text: &str,
+) -> anyhow::Result<()> {
+    if let Some(dir) = out {
+        write_run_dir(dir, command, config, results, text)?;
+    }
+    if json {
+        outln!("{}", crate::rundir::results_json(command, results)?)?;
+    } else {
+        outln!("{text}")?;
+    }
+    Ok(())
 }
 
 /// Writes run directory `dir` of a kernels command: `config.json`,

@@ -12,7 +12,7 @@
 //! every table's rows and every file.
 
 use std::fs;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -66,51 +66,24 @@ fn header(dtype: Dtype, shape: &[usize]) -> Vec<u8> {
     h
 }
 
-/// Writes `values` (row-major, `shape`) as a `.npy` file of `dtype`.
-fn write_array<T: Copy>(
-    path: &Path,
-    dtype: Dtype,
-    shape: &[usize],
-    values: impl ExactSizeIterator<Item = T>,
-    bytes: impl Fn(T) -> [u8; 8],
-    width: usize,
-) -> Result<(), TraceError> {
-    debug_assert_eq!(shape.iter().product::<usize>(), values.len());
+/// Writes `data` (the values' little-endian bytes, row-major `shape`) as a
+/// `.npy` file of `dtype`.
+fn write_array(path: &Path, dtype: Dtype, shape: &[usize], data: &[u8]) -> Result<(), TraceError> {
     let io = |e| TraceError::io(path, e);
-    let mut w = BufWriter::new(fs::File::create(path).map_err(io)?);
-    w.write_all(&header(dtype, shape)).map_err(io)?;
-    for v in values {
-        w.write_all(&bytes(v)[..width]).map_err(io)?;
-    }
-    w.into_inner()
-        .map_err(|e| io(e.into_error()))?
-        .sync_all()
-        .map_err(io)
-}
-
-/// Writes a 1-D int64 array.
-pub fn write_i64(path: &Path, values: &[i64]) -> Result<(), TraceError> {
-    write_array(
-        path,
-        Dtype::I64,
-        &[values.len()],
-        values.iter().copied(),
-        i64::to_le_bytes,
-        8,
-    )
+    let mut f = fs::File::create(path).map_err(io)?;
+    f.write_all(&header(dtype, shape)).map_err(io)?;
+    f.write_all(data).map_err(io)?;
+    f.sync_all().map_err(io)
 }
 
 /// Writes u32 values widened to a 1-D int64 array (NumPy's and PyTorch's
 /// usual index type).
 pub fn write_u32_as_i64(path: &Path, values: &[u32]) -> Result<(), TraceError> {
-    write_array(
-        path,
-        Dtype::I64,
-        &[values.len()],
-        values.iter().map(|&v| i64::from(v)),
-        i64::to_le_bytes,
-        8,
-    )
+    let data: Vec<u8> = values
+        .iter()
+        .flat_map(|&v| i64::from(v).to_le_bytes())
+        .collect();
+    write_array(path, Dtype::I64, &[values.len()], &data)
 }
 
 /// Writes f32 values as a float32 array of `shape` (row-major).
@@ -121,18 +94,8 @@ pub fn write_f32(path: &Path, shape: &[usize], values: &[f32]) -> Result<(), Tra
             format!("{shape:?} does not hold {} values", values.len()),
         ));
     }
-    write_array(
-        path,
-        Dtype::F32,
-        shape,
-        values.iter().copied(),
-        |v| {
-            let mut b = [0u8; 8];
-            b[..4].copy_from_slice(&v.to_le_bytes());
-            b
-        },
-        4,
-    )
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_array(path, Dtype::F32, shape, &data)
 }
 
 /// A `.npy` array read back: its type, shape and raw little-endian values.
@@ -166,7 +129,7 @@ impl NpyArray {
 }
 
 /// Reads a version 1.0 `.npy` file of int64 or float32, C order (what
-/// [`write_i64`] and [`write_f32`] write, and what NumPy writes for such
+/// [`write_u32_as_i64`] and [`write_f32`] write, and what NumPy writes for such
 /// arrays). Anything else is refused with the reason.
 pub fn read(path: &Path) -> Result<NpyArray, TraceError> {
     let bad = |what: String| TraceError::Format {
