@@ -90,7 +90,15 @@ impl From<TraceError> for KernelError {
 
 /// Checks a [`nmpsim_traces::TableBatch`] before a kernel reads it.
 pub(crate) fn check_batch(batch: &nmpsim_traces::TableBatch) -> Result<(), KernelError> {
-    batch.validate()?;
+    check_batch_shape(batch)?;
+    batch.validate_rows_named(0)?;
+    Ok(())
+}
+
+/// [`check_batch`] without the scan of every index against the row count,
+/// for a kernel that checks each task's indices before it reads their rows.
+pub(crate) fn check_batch_shape(batch: &nmpsim_traces::TableBatch) -> Result<(), KernelError> {
+    batch.validate_shape()?;
     if batch.indices.len() > u32::MAX as usize {
         return Err(KernelError::invalid("batch", "more than 2^32 - 1 lookups"));
     }

@@ -9,6 +9,7 @@
 //! chunk scatters into its own disjoint output slots. A stable sort has one
 //! answer, so the result does not depend on the chunking or the thread count.
 
+use nmpsim_traces::batch::rows_below;
 use rayon::prelude::*;
 
 use crate::error::KernelError;
@@ -62,7 +63,9 @@ pub fn sort_pairs(
             format!("keys.len() = {}", keys.len()),
         ));
     }
-    if let Some((i, &k)) = keys
+    if rows_below(keys, num_rows) {
+        // In range (the common case, found in one vectorised pass).
+    } else if let Some((i, &k)) = keys
         .iter()
         .enumerate()
         .find(|&(_, &k)| k as u64 >= num_rows)
@@ -84,7 +87,11 @@ pub fn sort_pairs(
     let (sorted_keys, sorted_values) = if packed.len() < PARALLEL_N {
         // A small batch (one lookup per bag, say) is unpacked on this
         // thread: splitting it over the pool costs more than the work.
-        packed.iter().map(|&p| ((p >> 32) as u32, p as u32)).unzip()
+        let (mut k, mut v) = (vec![0u32; packed.len()], vec![0u32; packed.len()]);
+        for ((k, v), &p) in k.iter_mut().zip(&mut v).zip(&packed) {
+            (*k, *v) = ((p >> 32) as u32, p as u32);
+        }
+        (k, v)
     } else {
         (
             packed.par_iter().map(|&p| (p >> 32) as u32).collect(),
@@ -147,6 +154,25 @@ fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk
     let radix = 1usize << digit_bits;
     let mask = (radix - 1) as u64;
     let digit = move |p: u64| ((p >> shift) & mask) as usize;
+    if chunk_len >= src.len() {
+        // One chunk: on this thread. Handing even one task to the pool costs
+        // a wake-up of a worker and a wait for it, a large part of a
+        // 2048-pair sort (one lookup per bag, Criteo's tables).
+        let mut next = vec![0usize; radix];
+        for &p in src {
+            next[digit(p)] += 1;
+        }
+        let mut run = 0;
+        for n in &mut next {
+            (*n, run) = (run, run + *n);
+        }
+        for &p in src {
+            let d = digit(p);
+            dst[next[d]] = p;
+            next[d] += 1;
+        }
+        return;
+    }
     let hists: Vec<Vec<usize>> = src
         .par_chunks(chunk_len)
         .map(|c| {

@@ -241,6 +241,52 @@ proptest! {
     }
 }
 
+/// More touched rows than one scatter task holds: the parallel path updates
+/// every touched row as the scalar reference does, and no other row.
+#[test]
+fn a_scatter_over_many_tasks_matches_the_reference() {
+    let (rows, bags) = (40_000u64, 7_000usize);
+    for dim in [16usize, 64] {
+        let batch = TableBatch {
+            num_rows: rows,
+            offsets: (0..=bags as u32).map(|b| b * 2).collect(),
+            indices: (0..bags as u64 * 2)
+                .map(|i| (i * 7919 % rows) as u32)
+                .collect(),
+            weights: None,
+        };
+        let grad = uniform_values(bags * dim, dim as u64);
+        let (ca, _) = tensor_cast(&batch, Pooling::Sum).unwrap();
+        let (co, _) = casted_gather_reduce(&ca, &grad, dim).unwrap();
+        assert!(co.rows.len() > 3 * 2048, "{} rows", co.rows.len());
+        let table0 = EmbeddingTable::seeded(rows, dim, 9).unwrap();
+        for opt in Optimizer::examples() {
+            let (mut t1, mut t2) = (table0.clone(), table0.clone());
+            let mut s1 = OptimizerState::new(&opt, rows, dim).unwrap();
+            let mut s2 = s1.clone();
+            for _ in 0..2 {
+                scatter_update(&mut t1, &mut s1, &co, &opt).unwrap();
+                reference::scatter_update(&mut t2, &mut s2, &co, &opt).unwrap();
+            }
+            assert!(
+                check::row_rel_err(&t1.data, &t2.data, dim) <= 1e-6,
+                "{}",
+                opt.name()
+            );
+            let per_row = s1.values_per_row.max(1);
+            assert!(
+                check::row_rel_err(&s1.values, &s2.values, per_row) <= 1e-6,
+                "{}",
+                opt.name()
+            );
+            let changed = (0..rows as usize)
+                .filter(|&r| t1.data[r * dim..(r + 1) * dim] != table0.data[r * dim..(r + 1) * dim])
+                .count();
+            assert_eq!(changed, co.rows.len(), "{}: rows changed", opt.name());
+        }
+    }
+}
+
 #[test]
 fn papers_figure_8_example() {
     // Fig. 2 / 8: bag 0 gathers rows 1, 2, 4; bag 1 gathers rows 0, 2.
@@ -385,6 +431,29 @@ fn fig6_traffic_ratios_uniform_and_skewed() {
     // The skewed batch must really coalesce, or the test proves nothing about skew.
     let unique = fig6_ratios(&skewed, dim).2;
     assert!(unique < bags * bag / 2, "{unique} unique rows");
+}
+
+/// The forward checks each task's indices as it reads them: an index past the
+/// table in any task is still an error, and it names the batch's first one.
+#[test]
+fn the_forward_finds_a_bad_index_in_any_task() {
+    let (rows, dim, bags) = (50u64, 64usize, 3000usize);
+    let table = EmbeddingTable::seeded(rows, dim, 3).unwrap();
+    let mut batch = TableBatch {
+        num_rows: rows,
+        offsets: (0..=bags as u32).map(|b| b * 3).collect(),
+        indices: (0..bags as u32 * 3).map(|i| i % rows as u32).collect(),
+        weights: None,
+    };
+    assert!(gather_reduce(&table, &batch, Pooling::Sum).is_ok());
+    batch.indices[8000] = 50;
+    batch.indices[5000] = 77;
+    for pooling in [Pooling::Sum, Pooling::Mean] {
+        let e = gather_reduce(&table, &batch, pooling)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("index 5000 is row 77"), "{e}");
+    }
 }
 
 #[test]

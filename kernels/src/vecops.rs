@@ -49,13 +49,17 @@ pub(crate) fn prefetch_distance(dim: usize) -> usize {
 /// x86-64.
 #[inline(always)]
 pub(crate) fn prefetch_row(data: &[f32], start: usize, dim: usize) {
+    prefetch_at(data.as_ptr().wrapping_add(start), dim);
+}
+
+/// Hints the L2 cache to fetch the `values` f32 at `p` (every line) soon.
+/// Only a hint: any address will do (it never faults); nothing off x86-64.
+#[inline(always)]
+pub(crate) fn prefetch_at(p: *const f32, values: usize) {
     #[cfg(target_arch = "x86_64")]
-    prefetch_lines::<{ core::arch::x86_64::_MM_HINT_T1 }>(
-        data.as_ptr().wrapping_add(start),
-        dim * 4,
-    );
+    prefetch_lines::<{ core::arch::x86_64::_MM_HINT_T1 }>(p, values * 4);
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, start, dim);
+    let _ = (p, values);
 }
 
 /// Hints the L1 cache to fetch `row` (all its lines) soon. Only a hint: it

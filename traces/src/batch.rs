@@ -74,6 +74,14 @@ impl TableBatch {
     /// Checks every structural rule; the error names the rule, the position and
     /// what was expected. `table` is only used in messages.
     pub fn validate_named(&self, table: usize) -> Result<(), TraceError> {
+        self.validate_shape_named(table)?;
+        self.validate_rows_named(table)
+    }
+
+    /// The rules on offsets and weights, without the scan of every index
+    /// against `num_rows` ([`TableBatch::validate_rows_named`]): for a kernel
+    /// that checks each index where it reads it, in parallel.
+    pub fn validate_shape_named(&self, table: usize) -> Result<(), TraceError> {
         let bad = |what: String| Err(TraceError::InvalidBatch { table, what });
         if self.offsets.is_empty() {
             return bad("offsets is empty; expected B + 1 entries starting at 0".into());
@@ -81,7 +89,13 @@ impl TableBatch {
         if self.offsets[0] != 0 {
             return bad(format!("offsets[0] is {}; expected 0", self.offsets[0]));
         }
-        for (b, w) in self.offsets.windows(2).enumerate() {
+        // A branch-free scan first (it vectorises); the search below only
+        // runs to name the first offender.
+        let monotone = self
+            .offsets
+            .windows(2)
+            .fold(true, |ok, w| ok & (w[0] <= w[1]));
+        for (b, w) in self.offsets.windows(2).enumerate().filter(|_| !monotone) {
             if w[1] < w[0] {
                 return bad(format!(
                     "offsets are not monotone: offsets[{}] = {} > offsets[{}] = {}",
@@ -108,6 +122,16 @@ impl TableBatch {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// That every index is below `num_rows`; the error names the first that
+    /// is not.
+    pub fn validate_rows_named(&self, table: usize) -> Result<(), TraceError> {
+        let bad = |what: String| Err(TraceError::InvalidBatch { table, what });
+        if rows_below(&self.indices, self.num_rows) {
+            return Ok(());
+        }
         if let Some((i, &r)) = self
             .indices
             .iter()
@@ -120,6 +144,11 @@ impl TableBatch {
             ));
         }
         Ok(())
+    }
+
+    /// [`TableBatch::validate_shape_named`] for table 0.
+    pub fn validate_shape(&self) -> Result<(), TraceError> {
+        self.validate_shape_named(0)
     }
 
     /// [`TableBatch::validate_named`] for table 0.
@@ -143,10 +172,9 @@ impl TableBatch {
 
     /// Bag id of every lookup (the `dst` half of [`TableBatch::pairs`]) without copying `src`.
     pub fn dst(&self) -> Vec<u32> {
-        let mut dst = Vec::with_capacity(self.indices.len());
-        for b in 0..self.batch_size() {
-            let len = (self.offsets[b + 1] - self.offsets[b]) as usize;
-            dst.extend(std::iter::repeat_n(b as u32, len));
+        let mut dst = vec![0u32; self.indices.len()];
+        for (b, w) in self.offsets.windows(2).enumerate() {
+            dst[w[0] as usize..w[1] as usize].fill(b as u32);
         }
         dst
     }
@@ -206,6 +234,12 @@ impl Batch {
         }
         Ok(())
     }
+}
+
+/// Whether every index is below `rows`: one branch-free pass (it
+/// vectorises), so a kernel can afford it on every call.
+pub fn rows_below(indices: &[u32], rows: u64) -> bool {
+    indices.is_empty() || u64::from(indices.iter().copied().fold(0u32, u32::max)) < rows
 }
 
 #[cfg(test)]
