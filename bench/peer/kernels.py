@@ -337,6 +337,11 @@ def workload(args, np, torch, name, tmp):
                      "target": TARGETS.get(prim), "nmpsim_rounds_ms": ours[prim],
                      "pytorch_rounds_ms": theirs[peer_prim]})
     result["rows"] = rows
+    if "row-read-bound" in ours:
+        # nmpsim's own rate of reading these lookups' rows (no bags, no output):
+        # the bound any forward on this machine approaches; not a PyTorch figure.
+        result["read_bound_ms"] = statistics.median(ours["row-read-bound"])
+        result["read_bound_rounds_ms"] = ours["row-read-bound"]
     return result
 
 
@@ -357,6 +362,18 @@ def table(results, torch_version, args):
             pg = "" if x["pytorch_gbps"] is None else f"{x['pytorch_gbps']:.2f}"
             lines.append(f"| {r['workload']} | {vs} | {x['pytorch_ms']:.2f} | {x['nmpsim_ms']:.2f} | "
                          f"{x['ratio']:.2f} | {mark} | {pg} | {x['nmpsim_gbps']:.2f} |")
+    bounds = [r for r in results if r.get("read_bound_ms")]
+    if bounds:
+        lines += ["", "The forward against the rate of reading its rows (nmpsim's `row-read-bound`: the same "
+                  "lookups' rows, read by the forward's code in bags of 4096, no output; measured):", "",
+                  "| workload | row-read bound ms | nmpsim forward-sum / bound | PyTorch forward-sum / bound "
+                  "(the ratio a forward at the bound would reach) |", "|---|---|---|---|"]
+        for r in bounds:
+            fwd = next((x for x in r["rows"] if x["primitive"] == "forward-sum"), None)
+            if fwd is None:
+                continue
+            b = r["read_bound_ms"]
+            lines.append(f"| {r['workload']} | {b:.2f} | {fwd['nmpsim_ms'] / b:.2f} | {fwd['pytorch_ms'] / b:.2f} |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,15 @@
 //!
 //! Each repetition runs every primitive over every table of one batch (the
 //! batches in turn), with output buffers reused as a trainer reuses them, and
-//! each primitive is timed on its own. The backward and update primitives
+//! each primitive is timed on its own.
+//!
+//! With three batches or more, each repetition first times
+//! `row-read-bound`: the forward's own code reading the same rows as a
+//! batch's lookups, regrouped into bags of [`READ_BOUND_BAG`] lookups (one bag
+//! per task, so no bag boundaries and almost no output), on the batch half
+//! the cycle away from the repetition's, whose rows no neighbouring
+//! repetition touches. It is the rate at which this machine reads the rows
+//! of these lookups, the bound a forward (any forward) can approach. The backward and update primitives
 //! chain: the scatters apply the coalesced gradients of the same repetition,
 //! so the tables and the Adagrad state change from one repetition to the
 //! next, as in training. Medians over the timed repetitions are reported,
@@ -107,7 +115,7 @@ pub struct CpuBenchReport {
 /// Casting's (`tensor-cast` then `casted-gather-reduce`); their times are the
 /// sums of their parts' in the same repetition. The weighted forward is
 /// timed only when every table carries weights.
-pub const PRIMITIVES: [&str; 11] = [
+pub const PRIMITIVES: [&str; 12] = [
     "forward-sum",
     "forward-mean",
     "forward-weighted",
@@ -119,7 +127,24 @@ pub const PRIMITIVES: [&str; 11] = [
     "cast+casted-gather-reduce",
     "scatter-sgd",
     "scatter-adagrad",
+    "row-read-bound",
 ];
+
+/// Lookups per bag of `row-read-bound` (the forward's lookups per task).
+pub const READ_BOUND_BAG: usize = 4096;
+
+/// `batch`'s lookups regrouped into unweighted bags of [`READ_BOUND_BAG`].
+fn regrouped(batch: &TableBatch) -> TableBatch {
+    let n = batch.indices.len();
+    let mut offsets: Vec<u32> = (0..n).step_by(READ_BOUND_BAG).map(|o| o as u32).collect();
+    offsets.push(n as u32);
+    TableBatch {
+        num_rows: batch.num_rows,
+        offsets,
+        indices: batch.indices.clone(),
+        weights: None,
+    }
+}
 
 /// The seeded tables of the bench, one per entry of `table_rows`.
 pub fn seeded_tables(
@@ -184,6 +209,7 @@ fn check_shapes(batches: &[Batch], table_rows: &[u64]) -> Result<(), KernelError
 /// Reused buffers of one table.
 struct Scratch {
     forward: Vec<f32>,
+    bound: Vec<f32>,
     expanded: Expanded,
     coalesced: Coalesced,
     casted_out: Coalesced,
@@ -216,6 +242,7 @@ pub fn bench_cpu(
         .map(|&rows| {
             Ok(Scratch {
                 forward: Vec::new(),
+                bound: Vec::new(),
                 expanded: Expanded {
                     src: Vec::new(),
                     dim,
@@ -237,6 +264,13 @@ pub fn bench_cpu(
         })
         .collect::<Result<Vec<_>, KernelError>>()?;
 
+    // The read bound's batches (see the module docs), where there are enough.
+    let bound_batches: Option<Vec<Vec<TableBatch>>> = (batches.len() >= 3).then(|| {
+        batches
+            .iter()
+            .map(|b| b.tables.iter().map(regrouped).collect())
+            .collect()
+    });
     let total = config.warmup + config.reps.max(1);
     // times[p][rep], bytes[p][rep]
     let mut times = vec![Vec::with_capacity(total); PRIMITIVES.len()];
@@ -259,6 +293,12 @@ pub fn bench_cpu(
             Ok(())
         };
         let tb = |t: usize| -> &TableBatch { &batch.tables[t] };
+        if let Some(bb) = &bound_batches {
+            let far = &bb[(rep + bb.len() / 2) % bb.len()];
+            timed(11, &mut |t| {
+                gather_reduce_into(&tables[t], &far[t], Pooling::Sum, &mut scratch[t].bound)
+            })?;
+        }
         for (p, pooling) in [
             (0, Pooling::Sum),
             (1, Pooling::Mean),
@@ -317,7 +357,7 @@ pub fn bench_cpu(
 
     let mut primitives = Vec::new();
     for (p, name) in PRIMITIVES.iter().enumerate() {
-        if p == 2 && !weighted {
+        if (p == 2 && !weighted) || (p == 11 && bound_batches.is_none()) {
             continue;
         }
         let ts = &times[p];
@@ -502,7 +542,7 @@ mod tests {
     #[test]
     fn every_primitive_is_timed_with_its_traffic() {
         let rows = [100, 50];
-        let batches = [batch(&rows, true), batch(&rows, true)];
+        let batches = [batch(&rows, true), batch(&rows, true), batch(&rows, true)];
         let mut calls = 0;
         let r = bench_cpu(&batches, &rows, &config(), |_, _| calls += 1).unwrap();
         assert_eq!(calls, 4);
@@ -527,14 +567,22 @@ mod tests {
                 assert!((get(sum).times_ms[k] - want).abs() < 1e-9);
             }
         }
-        assert_eq!(r.lookups, 2 * 2 * 16 * 4);
-        // Unweighted batches time no weighted forward.
-        let plain = [batch(&rows, false)];
+        assert_eq!(r.lookups, 3 * 2 * 16 * 4);
+        // The read bound reads the rows the forward reads: a batch of 16 bags
+        // of 4 lookups is one bag to it, so the two differ by 15 bags'
+        // offsets and output rows (dim 8, 4-byte words), per table.
+        assert_eq!(
+            get("forward-sum").bytes - get("row-read-bound").bytes,
+            rows.len() as u64 * 15 * (4 + 8 * 4),
+        );
+        // Unweighted batches time no weighted forward, and fewer than three
+        // batches no read bound.
+        let plain = [batch(&rows, false), batch(&rows, false)];
         let r = bench_cpu(&plain, &rows, &config(), |_, _| ()).unwrap();
         assert!(
             r.primitives
                 .iter()
-                .all(|p| p.primitive != "forward-weighted")
+                .all(|p| p.primitive != "forward-weighted" && p.primitive != "row-read-bound")
         );
     }
 
