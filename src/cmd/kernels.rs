@@ -73,6 +73,10 @@ pub enum KernelsCommand {
     /// size flags. `--dump DIR` also writes every table's pooled outputs and
     /// two tables' coalesced gradients and updated rows (`.npy`) for a peer
     /// to compare against (bench/peer/kernels.py does). Medians over --reps.
+    /// With two batches or more it also times `row-read-bound`, after the
+    /// other repetitions: the forward's code reading the same lookups' rows in
+    /// bags of 4096 (no bag boundaries, almost no output), the rate at which
+    /// this machine reads those rows.
     ///
     /// `--backend cuda` times the CUDA gather-reduce and casted gather-reduce
     /// kernels (CUDA events, kernel time only, median of --reps after a
