@@ -104,6 +104,14 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         assert!(run.join(f).exists(), "{f} missing");
     }
     let r = json(&run.join("results.json"));
+    // The library's type holds every field the run wrote, and writes them back.
+    let typed: nmpsim_dlrm::TrainSummary = serde_json::from_value(r["results"].clone())
+        .expect("results.json reads as the library's TrainSummary");
+    assert_eq!(
+        typed.status,
+        nmpsim_dlrm::RunState::Ended(nmpsim_dlrm::Status::Completed)
+    );
+    assert_eq!(serde_json::to_value(&typed).unwrap(), r["results"]);
     let modes = r["results"]["modes"].as_array().unwrap();
     assert_eq!(modes.len(), 4);
     assert_eq!(r["results"]["status"], "completed");

@@ -9,6 +9,7 @@
 //! - [`embedding`]: [`EmbeddingStrategy`] and [`SystemModes`].
 //! - [`timeline`], [`gpu`], [`pooltime`]: how each primitive's time is obtained.
 //! - [`trainer`]: the loop, records and evaluation.
+//! - [`summary`]: a run's results as types, as `results.json` holds them.
 //! - [`presets`], [`data`]: named models and synthetic labelled data.
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -27,6 +28,7 @@ pub mod model;
 pub mod pooltime;
 pub mod presets;
 pub mod schedule;
+pub mod summary;
 pub mod timeline;
 pub mod trainer;
 
@@ -43,6 +45,7 @@ pub use model::{Coalescing, Dlrm, DlrmConfig, Forward, Grads};
 pub use pooltime::{NmpSetup, PoolTimer, SimBatches};
 pub use presets::{Preset, PresetOverrides, preset};
 pub use schedule::LrSchedule;
+pub use summary::{Breakdown, ModeAgg, ModeSummary, RunState, TrainSummary};
 pub use timeline::{Event, Resource, Source, Stage, StepTimeline};
 pub use trainer::{
     DataSource, EvalRecord, IterRecord, Observer, Quiet, Status, TrainConfig, TrainOutcome, Trainer,

@@ -11,12 +11,15 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use nmpsim_dlrm::summary::{
+    ModeAgg, ModeSummary, RunState, TrainSummary, fill_speedups, summarize,
+};
 use nmpsim_dlrm::trainer::system_mode_trainer_with_dense;
 use nmpsim_dlrm::{
     CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, EvalRecord,
     GpuPreset, Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset,
-    PresetOverrides, Resource, SimBatches, Source, Stage, Status, SystemMode, TeacherData,
-    TrainConfig, parse_arch, preset,
+    PresetOverrides, SimBatches, Source, Status, SystemMode, TeacherData, TrainConfig, parse_arch,
+    preset,
 };
 use nmpsim_experiments::results::csv_field;
 use nmpsim_nmp::Placement;
@@ -694,33 +697,6 @@ struct Recorder {
     warm: ModeAgg,
 }
 
-/// Sums over a mode's iterations.
-#[derive(Default, Clone, Serialize)]
-struct ModeAgg {
-    iterations: u64,
-    samples: u64,
-    wall_ns: f64,
-    iteration_ns: f64,
-    hidden_ns: f64,
-    host: Vec<(String, f64)>,
-    /// (primitive, sources, ns) of the modelled iteration.
-    primitives: Vec<(String, Vec<Source>, f64)>,
-    stages: Vec<(Stage, f64)>,
-    /// Busy ns of each resource (the sum of its events).
-    busy: Vec<(Resource, f64)>,
-    /// The NMP pool's simulated energy, pJ (its primitives' events).
-    nmp_energy_pj: f64,
-    last_loss: f64,
-    evals: Vec<EvalRecord>,
-}
-
-fn add_named(v: &mut Vec<(String, f64)>, k: &str, x: f64) {
-    match v.iter_mut().find(|(n, _)| n == k) {
-        Some((_, t)) => *t += x,
-        None => v.push((k.to_string(), x)),
-    }
-}
-
 impl Recorder {
     /// The log line of the iterations since the last one, `it` the last of
     /// them (1-based).
@@ -761,14 +737,6 @@ impl Recorder {
 }
 
 const LOG: &str = "train.log";
-/// The resources whose busy time the summary reports.
-const RESOURCES: [Resource; 5] = [
-    Resource::Cpu,
-    Resource::Gpu,
-    Resource::Nmp,
-    Resource::HostLink,
-    Resource::PoolLink,
-];
 const ITERATIONS_CSV: &str = "iterations.csv";
 const TIMELINE_CSV: &str = "timeline.csv";
 const EVAL_CSV: &str = "eval.csv";
@@ -781,44 +749,7 @@ impl Observer for Recorder {
         } else {
             &mut self.agg
         };
-        a.iterations += 1;
-        a.samples += r.batch_size;
-        a.wall_ns += r.wall_ns;
-        a.iteration_ns += r.iteration_ns;
-        a.hidden_ns += r.timeline.hidden_ns();
-        a.last_loss = r.loss;
-        for (k, v) in &r.host.entries {
-            add_named(&mut a.host, k, *v);
-        }
-        for e in &r.timeline.events {
-            match a.primitives.iter_mut().find(|(n, _, _)| *n == e.primitive) {
-                Some((_, s, t)) => {
-                    *t += e.time_ns;
-                    if !s.contains(&e.source) {
-                        s.push(e.source);
-                        s.sort();
-                    }
-                }
-                None => a
-                    .primitives
-                    .push((e.primitive.clone(), vec![e.source], e.time_ns)),
-            }
-        }
-        for res in RESOURCES {
-            let ns = r.timeline.busy_ns(res);
-            match a.busy.iter_mut().find(|(x, _)| *x == res) {
-                Some((_, t)) => *t += ns,
-                None => a.busy.push((res, ns)),
-            }
-        }
-        a.nmp_energy_pj += r.timeline.energy_pj();
-        for st in Stage::ALL {
-            let ns = r.timeline.stage_ns(st);
-            match a.stages.iter_mut().find(|(s, _)| *s == st) {
-                Some((_, t)) => *t += ns,
-                None => a.stages.push((st, ns)),
-            }
-        }
+        a.record(r);
         writeln!(
             self.iter_csv,
             "{m},{},{},{},{},{},{:.6},{:.6},{:.6}",
@@ -947,204 +878,6 @@ fn csv_file(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>> {
         .and_then(|_| w.flush())
         .with_context(|| format!("cannot write {}", p.display()))?;
     Ok(w)
-}
-
-/// Per-mode results in the summary.
-#[derive(Serialize, Clone)]
-struct ModeSummary {
-    mode: SystemMode,
-    status: Status,
-    placement: Vec<(String, String)>,
-    /// Iterations the per-iteration figures average over.
-    iterations: u64,
-    /// Iterations at the start left out of them (`--warmup-iters`).
-    warmup_iterations: u64,
-    samples: u64,
-    /// This machine (measured).
-    wall_ms_per_iteration: f64,
-    samples_per_second: f64,
-    host_share: Vec<(String, f64)>,
-    dense_gflops: f64,
-    /// The modelled system (Fig. 9 composition).
-    modelled_ms_per_iteration: f64,
-    modelled_hidden_ms_per_iteration: f64,
-    modelled_samples_per_second: f64,
-    breakdown_ms: Vec<Breakdown>,
-    stages_ms: Vec<(Stage, f64)>,
-    /// Per resource, the time it is busy per iteration (its events' times
-    /// added up): what the energy model charges at active power.
-    busy_ms_per_iteration: Vec<(Resource, f64)>,
-    /// The NMP pool's simulated energy per iteration (DRAM commands and
-    /// background while its primitives run, ALU, buffers, link), J; 0 for
-    /// the CPU modes and for a fixed `--nmp-bandwidth`, which models none.
-    nmp_energy_j_per_iteration: f64,
-    speedup_over_baseline_cpu: Option<f64>,
-    /// The last iteration's loss; `None` when no iteration ran.
-    final_loss: Option<f64>,
-    final_eval: Option<EvalRecord>,
-    nmp_calibration_gbps: Vec<(String, f64)>,
-    /// With `--device cuda`: the raw GPU time of each emulated NMP primitive
-    /// (its kernels before the throttle), per iteration; the emulated times
-    /// are in `breakdown_ms` (source `emulated`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    emulated_raw_ms_per_iteration: Vec<(String, f64)>,
-}
-
-/// Host-time entries that hold the raw GPU time of an emulated primitive.
-const GPU_RAW: &str = " gpu-raw";
-
-#[derive(Serialize, Clone)]
-struct Breakdown {
-    primitive: String,
-    ms_per_iteration: f64,
-    sources: Vec<Source>,
-    /// Where `sources` holds `simulated-proxy`: the iterations (first and
-    /// last, 0-based) whose simulated bandwidth the proxy applies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    proxy_of_iterations: Option<(u64, u64)>,
-}
-
-impl Breakdown {
-    /// The table's label of where the time came from: `meas`, `sim`,
-    /// `proxy(it 0-1)`, ... joined by `+`.
-    fn label(&self) -> String {
-        self.sources
-            .iter()
-            .map(|x| match x {
-                Source::Measured => "meas".to_string(),
-                Source::Simulated => "sim".to_string(),
-                Source::SimulatedProxy => match self.proxy_of_iterations {
-                    Some((a, b)) if a == b => format!("proxy(it {a})"),
-                    Some((a, b)) => format!("proxy(it {a}-{b})"),
-                    None => "proxy".to_string(),
-                },
-                Source::Modelled => "model".to_string(),
-                Source::Emulated => "emu".to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("+")
-    }
-}
-
-/// Where the run stands when a summary is written: after each mode it is
-/// `running` (the modes left are listed), at the end the run's status.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum RunState {
-    Running,
-    Ended(Status),
-}
-
-impl Serialize for RunState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            RunState::Running => s.serialize_str("running"),
-            RunState::Ended(st) => st.serialize(s),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Summary<'a> {
-    status: RunState,
-    /// The modes of `--mode` without a summary (yet).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    modes_not_run: Vec<SystemMode>,
-    model: &'a str,
-    batch: usize,
-    gpu: &'a str,
-    /// Where the dense path ran: `cpu` (its GPU time modelled on `gpu`) or
-    /// `cuda` (measured on `device_name`).
-    device: &'a str,
-    device_name: Option<&'a str>,
-    modes: Vec<ModeSummary>,
-    simulation_wall_s: f64,
-    run_dir: String,
-}
-
-fn summarize(
-    mode: SystemMode,
-    status: Status,
-    placement: Vec<(String, String)>,
-    agg: &ModeAgg,
-    dense_flops_per_sample: f64,
-    calib: Vec<(String, f64)>,
-) -> ModeSummary {
-    let n = agg.iterations.max(1) as f64;
-    let host: Vec<&(String, f64)> = agg
-        .host
-        .iter()
-        .filter(|(k, _)| !k.ends_with(GPU_RAW))
-        .collect();
-    let host_total: f64 = host.iter().map(|(_, t)| t).sum();
-    let mlp_ns = agg
-        .host
-        .iter()
-        .find(|(k, _)| k == "mlp+interaction")
-        .map_or(0.0, |(_, t)| *t);
-    ModeSummary {
-        mode,
-        status,
-        placement,
-        iterations: agg.iterations,
-        warmup_iterations: 0,
-        samples: agg.samples,
-        wall_ms_per_iteration: agg.wall_ns / n / 1e6,
-        samples_per_second: if agg.wall_ns > 0.0 {
-            agg.samples as f64 / (agg.wall_ns * 1e-9)
-        } else {
-            0.0
-        },
-        host_share: host
-            .iter()
-            .map(|(k, t)| {
-                (
-                    k.clone(),
-                    if host_total > 0.0 {
-                        t / host_total
-                    } else {
-                        0.0
-                    },
-                )
-            })
-            .collect(),
-        dense_gflops: if mlp_ns > 0.0 {
-            dense_flops_per_sample * agg.samples as f64 / mlp_ns
-        } else {
-            0.0
-        },
-        modelled_ms_per_iteration: agg.iteration_ns / n / 1e6,
-        modelled_hidden_ms_per_iteration: agg.hidden_ns / n / 1e6,
-        modelled_samples_per_second: if agg.iteration_ns > 0.0 {
-            agg.samples as f64 / (agg.iteration_ns * 1e-9)
-        } else {
-            0.0
-        },
-        breakdown_ms: agg
-            .primitives
-            .iter()
-            .map(|(p, s, t)| Breakdown {
-                primitive: p.clone(),
-                ms_per_iteration: t / n / 1e6,
-                sources: s.clone(),
-                proxy_of_iterations: None,
-            })
-            .collect(),
-        stages_ms: agg.stages.iter().map(|(s, t)| (*s, t / n / 1e6)).collect(),
-        busy_ms_per_iteration: agg.busy.iter().map(|(r, t)| (*r, t / n / 1e6)).collect(),
-        nmp_energy_j_per_iteration: agg.nmp_energy_pj / n * 1e-12,
-        speedup_over_baseline_cpu: None,
-        final_loss: (agg.iterations > 0).then_some(agg.last_loss),
-        final_eval: agg.evals.last().cloned(),
-        nmp_calibration_gbps: calib,
-        emulated_raw_ms_per_iteration: agg
-            .host
-            .iter()
-            .filter_map(|(k, t)| {
-                k.strip_suffix(GPU_RAW)
-                    .map(|p| (p.to_string(), t / n / 1e6))
-            })
-            .collect(),
-    }
 }
 
 fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
@@ -1632,23 +1365,15 @@ fn write_summary(
         .filter(|m| !summaries.iter().any(|s| s.mode == **m))
         .copied()
         .collect();
-    let base = summaries
-        .iter()
-        .find(|m| m.mode == SystemMode::BaselineCpu)
-        .map(|m| m.modelled_ms_per_iteration);
-    for m in summaries.iter_mut() {
-        m.speedup_over_baseline_cpu = base
-            .filter(|b| *b > 0.0 && m.modelled_ms_per_iteration > 0.0)
-            .map(|b| b / m.modelled_ms_per_iteration);
-    }
-    let s = Summary {
+    fill_speedups(summaries);
+    let s = TrainSummary {
         status: state,
         modes_not_run: not_run.clone(),
-        model: &r.preset.name,
+        model: r.preset.name.clone(),
         batch: r.train.batch,
-        gpu: &r.gpu.name,
-        device: &r.device,
-        device_name: r.device_name.as_deref(),
+        gpu: r.gpu.name.clone(),
+        device: r.device.clone(),
+        device_name: r.device_name.clone(),
         modes: summaries.to_vec(),
         simulation_wall_s: nmpsim_dlrm::pooltime::sim_wall_s(),
         run_dir: rd.path().display().to_string(),
