@@ -15,8 +15,6 @@
 //!   tidy `results.csv` ([`results_csv`]).
 //! - [`layout`]: the files of a sweep directory and of each run directory, and
 //!   loading a finished run back from disk ([`load_row`]).
-//! - [`thresholds`]: the thresholds of `nmpsim reproduce`'s checks, fixed
-//!   before any result, in one table.
 //! - [`plot`]: line and grouped-bar charts of a results table, as SVG and PNG
 //!   ([`plot::chart_from_csv`], [`plot::write_chart`]).
 //!
@@ -29,12 +27,10 @@ pub mod expand;
 pub mod hash;
 pub mod layout;
 pub mod plot;
-pub mod reproduce;
 pub mod results;
 pub mod schema;
 pub mod shard;
 pub mod spec;
-pub mod thresholds;
 
 pub use error::{SpecError, SpecErrors};
 pub use expand::{Run, expand, plan_hash};

@@ -1,6 +1,6 @@
 //! `nmpsim reproduce`: the Tensor Casting paper's figures and tables, one
 //! command each. What each item runs and how it reads the runs is
-//! `nmpsim_experiments::reproduce`; this module runs the item's embedded sweeps
+//! `nmpsim_reproduce`; this module runs the item's embedded sweeps
 //! (exactly as `nmpsim sweep` runs a spec file, so they resume), then writes the
 //! item's CSV, plots and markdown report.
 
@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use nmpsim_experiments::plot::write_chart;
-use nmpsim_experiments::reproduce::{
-    self, Inputs, Item, Outcome, PowerModel, Size, items, load_sweep, markdown,
+use nmpsim_reproduce::{
+    self as reproduce, Inputs, Item, Outcome, PowerModel, Size, items, load_sweep, markdown,
 };
 use nmpsim_sim::DramConfig;
 use serde::Serialize;

@@ -9,6 +9,12 @@
 //! Items sharing a sweep (Figures 12–15 all read the same four-model training
 //! runs) name it identically, so it runs once. Nothing here starts processes.
 //!
+//! The sweeps themselves are `nmpsim-experiments`'; this crate knows what the
+//! runs print: a training run's results are read as the trainer's own types
+//! ([`nmpsim_dlrm::summary`]), so a renamed field breaks the build, not a
+//! reproduction. [`thresholds`] holds every check's threshold, fixed before
+//! any result.
+//!
 //! `--quick` sizes finish in minutes on a 2-core machine; `--full` uses the
 //! paper's sizes (batch 2048, 1M-row tables): about 55 minutes on the native engine, every training iteration simulated;
 //! the pool simulations take 17-26x as long on DRAMsim3 (docs/performance.md).
@@ -20,12 +26,17 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::expand::expand;
-use crate::layout::{self, RUN_STDOUT, Status};
-use crate::plot::{Chart, ChartKind, Series, XValue};
-use crate::results::csv_text;
-use crate::spec::Spec;
+use nmpsim_dlrm::Status as TrainStatus;
+use nmpsim_dlrm::summary::ModeSummary;
+use nmpsim_experiments::expand::expand;
+use nmpsim_experiments::layout::{self, RUN_STDOUT, Status};
+use nmpsim_experiments::plot::{Chart, ChartKind, Series, XValue};
+use nmpsim_experiments::results::csv_text;
+use nmpsim_experiments::spec::Spec;
+
 use crate::thresholds::{CheckKind, threshold};
+
+pub mod thresholds;
 
 /// How big the runs are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1119,90 +1130,50 @@ impl ModeRun {
     }
 }
 
-fn pairs(v: &Value) -> Vec<(String, Value)> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((p.first()?.as_str()?.to_string(), p.get(1)?.clone()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
+/// The completed modes of a `train` run, read as the trainer's own
+/// [`ModeSummary`] (a field the trainer renames or drops is a build error
+/// here, or at worst an error naming the field, never a silent zero).
 fn mode_runs(r: &RunResult) -> Result<Vec<ModeRun>, String> {
     let modes = r
         .results
         .get("modes")
-        .and_then(Value::as_array)
         .ok_or("no `modes` in the `train` output")?;
-    let mut out = Vec::new();
-    for m in modes {
-        if m.get("status").and_then(Value::as_str) != Some("completed") {
-            continue;
-        }
-        let mut breakdown = BTreeMap::new();
-        let mut sources = BTreeMap::new();
-        for b in m
-            .get("breakdown_ms")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let (Some(p), Some(ms)) = (
-                b.get("primitive").and_then(Value::as_str),
-                b.get("ms_per_iteration").and_then(Value::as_f64),
-            ) {
-                breakdown.insert(p.to_string(), ms);
-                let src = b
-                    .get("sources")
-                    .and_then(Value::as_array)
-                    .map(|s| {
-                        s.iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join("+")
-                    })
-                    .unwrap_or_default();
-                sources.insert(p.to_string(), src);
-            }
-        }
-        let stages = m
-            .get("stages_ms")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|p| {
-                let p = p.as_array()?;
-                Some((p.first()?.as_str()?.to_string(), p.get(1)?.as_f64()?))
-            })
-            .collect();
-        let busy = pairs(m.get("busy_ms_per_iteration").unwrap_or(&Value::Null))
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v.as_f64()?)))
-            .collect();
-        out.push(ModeRun {
-            stages,
-            busy,
-            nmp_energy_j: num(m, "nmp_energy_j_per_iteration").unwrap_or(0.0),
-            mode: m
-                .get("mode")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string(),
-            iter_ms: num(m, "modelled_ms_per_iteration").ok_or("no modelled_ms_per_iteration")?,
-            speedup: num(m, "speedup_over_baseline_cpu").unwrap_or(f64::NAN),
-            breakdown,
-            placement: pairs(m.get("placement").unwrap_or(&Value::Null))
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
+    let modes: Vec<ModeSummary> = serde_json::from_value(modes.clone())
+        .map_err(|e| format!("the `train` output's `modes`: {e}"))?;
+    Ok(modes
+        .into_iter()
+        .filter(|m| m.status == TrainStatus::Completed)
+        .map(|m| ModeRun {
+            mode: m.mode.as_str().to_string(),
+            iter_ms: m.modelled_ms_per_iteration,
+            speedup: m.speedup_over_baseline_cpu.unwrap_or(f64::NAN),
+            breakdown: m
+                .breakdown_ms
+                .iter()
+                .map(|b| (b.primitive.clone(), b.ms_per_iteration))
                 .collect(),
-            sources,
-        });
-    }
-    Ok(out)
+            sources: m
+                .breakdown_ms
+                .iter()
+                .map(|b| {
+                    let s: Vec<&str> = b.sources.iter().map(|x| x.as_str()).collect();
+                    (b.primitive.clone(), s.join("+"))
+                })
+                .collect(),
+            placement: m.placement.into_iter().collect(),
+            stages: m
+                .stages_ms
+                .iter()
+                .map(|(st, ms)| (st.as_str().to_string(), *ms))
+                .collect(),
+            busy: m
+                .busy_ms_per_iteration
+                .iter()
+                .map(|(res, ms)| (res.as_str().to_string(), *ms))
+                .collect(),
+            nmp_energy_j: m.nmp_energy_j_per_iteration,
+        })
+        .collect())
 }
 
 fn find<'a>(ms: &'a [ModeRun], mode: &str) -> Option<&'a ModeRun> {
@@ -2545,12 +2516,33 @@ mod tests {
         bd: &[(&str, f64)],
         plc: &[(&str, &str)],
     ) -> Value {
-        json!({
-            "mode": name, "status": "completed",
-            "modelled_ms_per_iteration": iter, "speedup_over_baseline_cpu": speedup,
-            "breakdown_ms": bd.iter().map(|(p, ms)| json!({"primitive": p, "ms_per_iteration": ms, "sources": ["measured"]})).collect::<Vec<_>>(),
-            "placement": plc.iter().map(|(p, w)| json!([p, w])).collect::<Vec<_>>(),
-        })
+        // A whole summary as the trainer writes it, then the figures set.
+        let mode = serde_json::from_value(json!(name)).expect("a system mode");
+        let agg = nmpsim_dlrm::ModeAgg::default();
+        let mut m = nmpsim_dlrm::summary::summarize(
+            mode,
+            nmpsim_dlrm::Status::Completed,
+            Vec::new(),
+            &agg,
+            0.0,
+            Vec::new(),
+        );
+        m.modelled_ms_per_iteration = iter;
+        m.speedup_over_baseline_cpu = Some(speedup);
+        m.breakdown_ms = bd
+            .iter()
+            .map(|(p, ms)| nmpsim_dlrm::Breakdown {
+                primitive: p.to_string(),
+                ms_per_iteration: *ms,
+                sources: vec![nmpsim_dlrm::Source::Measured],
+                proxy_of_iterations: None,
+            })
+            .collect();
+        m.placement = plc
+            .iter()
+            .map(|(p, w)| (p.to_string(), w.to_string()))
+            .collect();
+        serde_json::to_value(m).unwrap()
     }
 
     /// `mode` with busy times (cpu, gpu, nmp ms) and the pool's energy (J).
@@ -2671,9 +2663,9 @@ mod tests {
         let runs = mode_runs(&run(
             &[("model", "rm1")],
             json!({"modes": [
-                with_busy(mode("a", 100.0, 1.0, &[("p", 90.0)], &[("p", "cpu")]), 90.0, 10.0, 0.0, 0.0),
-                with_busy(mode("b", 100.0, 1.0, &[("p", 90.0)], &[("p", "gpu")]), 10.0, 90.0, 0.0, 0.0),
-                with_busy(mode("c", 100.0, 1.0, &[("p", 40.0)], &[("p", "nmp")]), 0.0, 10.0, 40.0, 2.0),
+                with_busy(mode("baseline-cpu", 100.0, 1.0, &[("p", 90.0)], &[("p", "cpu")]), 90.0, 10.0, 0.0, 0.0),
+                with_busy(mode("tcast-cpu", 100.0, 1.0, &[("p", 90.0)], &[("p", "gpu")]), 10.0, 90.0, 0.0, 0.0),
+                with_busy(mode("tcast-nmp", 100.0, 1.0, &[("p", 40.0)], &[("p", "nmp")]), 0.0, 10.0, 40.0, 2.0),
             ]}),
         ))
         .unwrap();
@@ -2691,6 +2683,23 @@ mod tests {
         close(e[2].pool_idle, 32.0 * 0.3 * 0.06);
         // A CPU mode has no pool energy.
         assert_eq!(e[0].pool_active + e[0].pool_idle, 0.0);
+    }
+
+    /// A `train` output that is not the trainer's summary is an error naming
+    /// the field, not a mode read as zeros.
+    #[test]
+    fn a_train_output_missing_a_field_is_an_error_naming_it() {
+        let mut m = mode("tcast-cpu", 100.0, 1.0, &[("p", 90.0)], &[("p", "cpu")]);
+        m.as_object_mut()
+            .unwrap()
+            .remove("modelled_ms_per_iteration");
+        let Err(e) = mode_runs(&run(&[("model", "rm1")], json!({"modes": [m]}))) else {
+            panic!("a mode without its iteration time was read");
+        };
+        assert!(
+            e.contains("`modes`") && e.contains("modelled_ms_per_iteration"),
+            "{e}"
+        );
     }
 
     #[test]
