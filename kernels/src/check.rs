@@ -1,16 +1,16 @@
 //! Backend-equivalence checking: every primitive of a [`Backend`] against the
 //! scalar f64 [`ReferenceBackend`] on generated traces.
 //!
-//! [`Backend`] is the seam for further implementations (a CUDA backend next to
-//! [`CpuBackend`]): one trait, every primitive, and one [`run_check`] that
-//! holds each of them to the same reference with the same tolerances.
+//! [`Backend`] (in [`crate::backend`], re-exported here) is the seam for further
+//! implementations (a CUDA backend next to [`CpuBackend`]): one trait, every
+//! primitive, and one [`run_check`] that holds each of them to the same
+//! reference with the same tolerances.
 
 use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, Serialize};
 
-use crate::cast::Casted;
-use crate::coalesce::{CoalesceTraffic, Coalesced};
+use crate::coalesce::Coalesced;
 use crate::error::KernelError;
 use crate::gather::Expanded;
 use crate::optimizer::{Optimizer, OptimizerState};
@@ -18,134 +18,7 @@ use crate::pooling::Pooling;
 use crate::table::{EmbeddingTable, SplitMix64, fill_uniform};
 use crate::traffic::Traffic;
 
-/// One implementation of every embedding primitive. Signatures and semantics
-/// are those of the crate's free functions of the same names.
-pub trait Backend: Sync {
-    fn name(&self) -> &str;
-    fn gather_reduce(
-        &self,
-        table: &EmbeddingTable,
-        batch: &TableBatch,
-        pooling: Pooling,
-    ) -> Result<(Vec<f32>, Traffic), KernelError>;
-    fn expand(
-        &self,
-        grad_out: &[f32],
-        dim: usize,
-        batch: &TableBatch,
-        pooling: Pooling,
-    ) -> Result<(Expanded, Traffic), KernelError>;
-    fn coalesce(
-        &self,
-        expanded: &Expanded,
-        num_rows: u64,
-    ) -> Result<(Coalesced, CoalesceTraffic), KernelError>;
-    fn tensor_cast(
-        &self,
-        batch: &TableBatch,
-        pooling: Pooling,
-    ) -> Result<(Casted, Traffic), KernelError>;
-    fn casted_gather_reduce(
-        &self,
-        casted: &Casted,
-        grad_out: &[f32],
-        dim: usize,
-    ) -> Result<(Coalesced, Traffic), KernelError>;
-    fn scatter_update(
-        &self,
-        table: &mut EmbeddingTable,
-        state: &mut OptimizerState,
-        grads: &Coalesced,
-        optimizer: &Optimizer,
-    ) -> Result<Traffic, KernelError>;
-}
-
-/// The crate's parallel CPU kernels.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CpuBackend;
-
-/// The scalar f64 kernels of [`crate::reference`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ReferenceBackend;
-
-macro_rules! forward_backend {
-    ($ty:ty, $name:literal, $m:path) => {
-        impl Backend for $ty {
-            fn name(&self) -> &str {
-                $name
-            }
-            fn gather_reduce(
-                &self,
-                t: &EmbeddingTable,
-                b: &TableBatch,
-                p: Pooling,
-            ) -> Result<(Vec<f32>, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::gather_reduce(t, b, p)
-                }
-            }
-            fn expand(
-                &self,
-                g: &[f32],
-                dim: usize,
-                b: &TableBatch,
-                p: Pooling,
-            ) -> Result<(Expanded, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::expand(g, dim, b, p)
-                }
-            }
-            fn coalesce(
-                &self,
-                e: &Expanded,
-                rows: u64,
-            ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
-                {
-                    use $m as m;
-                    m::coalesce(e, rows)
-                }
-            }
-            fn tensor_cast(
-                &self,
-                b: &TableBatch,
-                p: Pooling,
-            ) -> Result<(Casted, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::tensor_cast(b, p)
-                }
-            }
-            fn casted_gather_reduce(
-                &self,
-                c: &Casted,
-                g: &[f32],
-                dim: usize,
-            ) -> Result<(Coalesced, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::casted_gather_reduce(c, g, dim)
-                }
-            }
-            fn scatter_update(
-                &self,
-                t: &mut EmbeddingTable,
-                s: &mut OptimizerState,
-                g: &Coalesced,
-                o: &Optimizer,
-            ) -> Result<Traffic, KernelError> {
-                {
-                    use $m as m;
-                    m::scatter_update(t, s, g, o)
-                }
-            }
-        }
-    };
-}
-
-forward_backend!(CpuBackend, "cpu", crate);
-forward_backend!(ReferenceBackend, "reference", crate::reference);
+pub use crate::backend::{Backend, CpuBackend, ReferenceBackend};
 
 /// What `nmpsim kernels check` runs on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -824,6 +697,8 @@ pub fn run_check_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cast::Casted;
+    use crate::coalesce::CoalesceTraffic;
 
     #[test]
     fn cpu_backend_passes_a_small_check_for_every_pooling() {

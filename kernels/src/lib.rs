@@ -7,8 +7,9 @@
 //!   the same coalesced gradients with half the memory traffic.
 //! - [`scatter_update`]: applies coalesced gradients with an [`Optimizer`]
 //!   (SGD, Adagrad, row-wise Adagrad, RMSprop), lazily.
-//! - [`check`]: a [`check::Backend`] trait and an equivalence check of any
-//!   backend against a scalar f64 [`check::ReferenceBackend`].
+//! - [`backend`]: the [`backend::Backend`] trait (every primitive), the CPU
+//!   backend and the scalar f64 [`backend::ReferenceBackend`].
+//! - [`check`]: the equivalence check of any backend against the reference.
 //!
 //! Every primitive returns its result and its [`Traffic`]: the bytes the
 //! processor loads and stores, derived analytically from the algorithm (the
@@ -19,6 +20,7 @@
 //! training loop; it does not generate traces except inside [`check`], and it
 //! measures time only in [`bench`](mod@bench) (CPU wall clock) and `cuda::bench` (CUDA events).
 
+pub mod backend;
 pub mod bench;
 pub mod cast;
 pub mod check;

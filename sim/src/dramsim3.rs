@@ -119,7 +119,7 @@ impl Dramsim3Engine {
             callbacks,
             writes: HashMap::new(),
             reads: HashMap::new(),
-            read_delay: crate::native::TimingTable::of(config).read_delay,
+            read_delay: crate::timing::TimingTable::of(config).read_delay,
             done_reads: Vec::new(),
             pending: 0,
             cycle: 0,

@@ -21,6 +21,7 @@ pub mod ramulator;
 pub mod request;
 pub mod runner;
 pub mod source;
+pub mod timing;
 
 pub use config::{AddressMapping, Coord, DramConfig, Speed, preset_names};
 pub use energy::{CommandCounts, Energy, EventEnergy};

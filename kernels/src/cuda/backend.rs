@@ -20,8 +20,8 @@ use cudarc::driver::{
 use nmpsim_traces::TableBatch;
 
 use super::{CudaSource, Gpu, GpuUnavailable, SOURCES, default_gpu, driver_err};
+use crate::backend::Backend;
 use crate::cast::{Casted, check_casted};
-use crate::check::Backend;
 use crate::coalesce::{CoalesceTraffic, Coalesced, check_expanded};
 use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
 use crate::gather::{
