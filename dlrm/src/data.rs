@@ -115,7 +115,10 @@ pub fn write_criteo_tsv(
             data.generator.spec().tables.len()
         )));
     }
-    let io = |e: std::io::Error| DlrmError::Config(format!("cannot write the sample: {e}"));
+    let io = |source: std::io::Error| DlrmError::Write {
+        what: "the sample".into(),
+        source,
+    };
     let mut left = samples;
     let mut line = String::new();
     while left > 0 {
@@ -153,6 +156,41 @@ mod tests {
         spec.batch_size = 64;
         spec.seed = stream_seed;
         TeacherData::new(spec, p.config.bottom[0], teacher_seed).unwrap()
+    }
+
+    /// A writer that fails: the sample writer's error says what it was
+    /// writing and keeps the I/O error as its source.
+    #[test]
+    fn a_failed_sample_write_is_a_write_error() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "disk full",
+                ))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let spec = nmpsim_traces::profile(
+            "criteo-kaggle",
+            &nmpsim_traces::ProfileOverrides {
+                rows: Some(100),
+                batch_size: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut data = TeacherData::new(spec, 13, 1).unwrap();
+        let e = write_criteo_tsv(&mut data, 4, &mut Full).unwrap_err();
+        assert!(
+            matches!(&e, DlrmError::Write { what, .. } if what == "the sample"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "cannot write the sample: disk full");
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     /// A test set drawn on another stream seed shares the teacher but none of

@@ -5,6 +5,14 @@ pub enum DlrmError {
     #[error("{0}")]
     Config(String),
 
+    /// A write failed: `what` names the file, or what was being written.
+    #[error("cannot write {what}: {source}")]
+    Write {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error(transparent)]
     Kernel(#[from] nmpsim_kernels::KernelError),
 

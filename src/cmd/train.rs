@@ -728,11 +728,11 @@ impl Recorder {
 
     /// A failed write or flush of `name` in the run directory: the mode
     /// fails at once (records missing or cut mid-line are no results).
-    fn io_err(&self, name: &str, e: std::io::Error) -> DlrmError {
-        DlrmError::Config(format!(
-            "cannot write {}: {e}",
-            self.dir.join(name).display()
-        ))
+    fn io_err(&self, name: &str, source: std::io::Error) -> DlrmError {
+        DlrmError::Write {
+            what: self.dir.join(name).display().to_string(),
+            source,
+        }
     }
 }
 
