@@ -74,9 +74,9 @@ fn on_signal(sig: libc::c_int) {
     if let Some(hook) = hook {
         hook();
     }
-    nmpsim_traces::staged::remove_temporaries();
-    // The DRAM engines' temporary directories, command traces and links.
-    nmpsim_sim::cleanup::remove_all();
+    // Staged files' temporaries, the DRAM engines' temporary directories,
+    // command traces and links.
+    nmpsim_traces::cleanup::remove_all();
     crate::rundir::note_kept_runs();
     // _exit, not exit: the other threads are still running, and exit's
     // clean-up (atexit handlers, the C++ engines' static destructors) would

@@ -9,7 +9,6 @@
 //! engine with a request [`source`] and returns [`DramStats`], with energy from
 //! command counts through one IDD model ([`energy`]).
 
-pub mod cleanup;
 pub mod config;
 pub mod dramsim3;
 pub mod energy;

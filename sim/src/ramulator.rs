@@ -204,7 +204,7 @@ fn config_safe(s: &str) -> bool {
 struct PrefixLink {
     path: PathBuf,
     /// Removed by the signal handler if the process ends while it lives.
-    _registered: crate::cleanup::Registered,
+    _registered: nmpsim_traces::cleanup::Registered,
 }
 
 impl PrefixLink {
@@ -236,7 +236,7 @@ impl PrefixLink {
         let link = parent.join(name);
         let _ = std::fs::remove_file(&link);
         let (made, registered) =
-            crate::cleanup::make(&link, crate::cleanup::Leftover::File, || {
+            nmpsim_traces::cleanup::make(&link, nmpsim_traces::cleanup::Leftover::File, || {
                 std::os::unix::fs::symlink(&target, &link)
             });
         made.map_err(|e| SimError::io(&link, e))?;

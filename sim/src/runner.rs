@@ -205,13 +205,15 @@ where
     // so that a signal never leaves it behind.)
     let make = || std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e));
     let registered = if temporary {
-        let (made, registered) = crate::cleanup::make(&dir, crate::cleanup::Leftover::Dir, make);
+        let (made, registered) =
+            nmpsim_traces::cleanup::make(&dir, nmpsim_traces::cleanup::Leftover::Dir, make);
         made?;
         Some(registered)
     } else {
         make()?;
-        (!opts.keep_command_traces)
-            .then(|| crate::cleanup::register(&dir, crate::cleanup::Leftover::CommandTraces))
+        (!opts.keep_command_traces).then(|| {
+            nmpsim_traces::cleanup::register(&dir, nmpsim_traces::cleanup::Leftover::CommandTraces)
+        })
     };
     let result = on_fresh_thread(|| run_on_this_thread(kind, config, source, opts, progress, &dir));
     if temporary {

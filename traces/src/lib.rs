@@ -13,6 +13,7 @@
 //! the re-exports at the crate root instead.
 
 pub mod batch;
+pub mod cleanup;
 pub mod criteo;
 mod error;
 pub mod format;

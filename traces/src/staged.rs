@@ -9,9 +9,9 @@
 //! file (a device such as `/dev/null`, a pipe) is written directly and never
 //! removed or replaced.
 //!
-//! The temporary files being written are listed in one registry per
-//! process, so that a process ending on a signal can remove them first
-//! ([`remove_temporaries`]). Creating a staged file also removes the
+//! The temporary files being written are listed in the process's clean-up
+//! registry ([`crate::cleanup`]), so that a process ending on a signal can
+//! remove them first. Creating a staged file also removes the
 //! temporaries of the same file that processes no longer running left
 //! (killed, say): `NAME.PID.tmp` beside `NAME`, PID not a live process (on
 //! Linux, where `/proc` tells).
@@ -19,32 +19,8 @@
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// The temporary files this process is writing.
-static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-fn live() -> MutexGuard<'static, Vec<PathBuf>> {
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn forget(live: &mut Vec<PathBuf>, tmp: &Path) {
-    if let Some(i) = live.iter().position(|p| p == tmp) {
-        live.swap_remove(i);
-    }
-}
-
-/// Removes every temporary file this process is writing, for a process
-/// about to end (on SIGINT or SIGTERM): the registry stays locked, so no
-/// temporary is created or moved into place after this. Returns how many
-/// files were removed.
-pub fn remove_temporaries() -> usize {
-    let live = live();
-    let n = live.iter().filter(|p| fs::remove_file(p).is_ok()).count();
-    // Never unlocked: a StagedFile created or committed from now on waits.
-    std::mem::forget(live);
-    n
-}
+use crate::cleanup::{self, Leftover, Registered};
 
 /// Removes the temporaries of `path` (`NAME.PID.tmp` beside it) whose
 /// process no longer runs: what a killed writer left. Best effort.
@@ -144,8 +120,9 @@ impl StageError {
 pub struct StagedFile {
     /// The file that receives the bytes in the end (a link resolved).
     path: PathBuf,
-    /// The temporary file written meanwhile, `None` for a special file.
-    tmp: Option<PathBuf>,
+    /// The temporary file written meanwhile and its registration, `None`
+    /// for a special file.
+    tmp: Option<(PathBuf, Registered)>,
     out: Option<BufWriter<File>>,
 }
 
@@ -194,24 +171,30 @@ impl StagedFile {
             let tmp = temporary_path(path);
             (tmp.clone(), Some(tmp))
         };
-        // (Created and listed under the lock: a signal's clean-up sees
-        // every temporary that exists.)
-        let mut live = live();
-        let f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(!special)
-            .open(&target)
-            // (Named by the file asked for, not its temporary.)
-            .map_err(|e| fail(path, StageErrorKind::Create(e)))?;
-        if let Some(tmp) = &tmp {
-            live.push(tmp.clone());
+        let open = || {
+            fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(!special)
+                .open(&target)
+        };
+        // A temporary is created and registered in one step: a signal's
+        // clean-up sees every temporary that exists.
+        let (f, tmp) = match tmp {
+            Some(tmp) => {
+                let (f, registered) = cleanup::make(&tmp, Leftover::File, open);
+                (f, Some((tmp, registered)))
+            }
+            None => (open(), None),
+        };
+        // (Named by the file asked for, not its temporary.)
+        let f = f.map_err(|e| fail(path, StageErrorKind::Create(e)))?;
+        if tmp.is_some() {
             // The file that replaces an existing one keeps its permissions.
             if let Some(m) = &existing {
                 let _ = f.set_permissions(m.permissions());
             }
         }
-        drop(live);
         Ok(StagedFile {
             path: path.to_path_buf(),
             tmp,
@@ -227,7 +210,7 @@ impl StagedFile {
     /// Where the bytes go until [`commit`](Self::commit): the temporary
     /// file, or the special file itself.
     pub fn written_path(&self) -> &Path {
-        self.tmp.as_deref().unwrap_or(&self.path)
+        self.tmp.as_ref().map_or(&self.path, |(tmp, _)| tmp)
     }
 
     /// Appends `bytes`.
@@ -269,14 +252,14 @@ impl StagedFile {
             }
         }
         drop(f);
-        if let Some(tmp) = self.tmp.take() {
-            let mut live = live();
-            let moved = fs::rename(&tmp, &self.path);
-            if moved.is_err() {
-                let _ = fs::remove_file(&tmp);
-            }
-            forget(&mut live, &tmp);
-            drop(live);
+        if let Some((tmp, registered)) = self.tmp.take() {
+            let moved = registered.finish(|| {
+                let moved = fs::rename(&tmp, &self.path);
+                if moved.is_err() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                moved
+            });
             if let Err(e) = moved {
                 return Err(StageError {
                     path: self.path.clone(),
@@ -292,10 +275,8 @@ impl Drop for StagedFile {
     fn drop(&mut self) {
         // Unfinished (or a failed commit): best effort, the error has been
         // reported or the process is unwinding.
-        if let Some(tmp) = self.tmp.take() {
-            let mut live = live();
-            let _ = fs::remove_file(&tmp);
-            forget(&mut live, &tmp);
+        if let Some((tmp, registered)) = self.tmp.take() {
+            registered.finish(|| fs::remove_file(&tmp).ok());
         }
     }
 }

@@ -1,9 +1,10 @@
-//! What the engines leave on disk while they run, for a process that ends on
-//! a signal: a reference engine's temporary work directory, the command traces
-//! it writes into a run's directory, Ramulator's link to that directory.
-//! [`simulate`](crate::simulate) registers them while an engine runs and
-//! removes them itself when the run ends; [`remove_all`] removes what is
-//! registered when the process is about to end instead.
+//! The one registry of what this process leaves on disk while it works, for
+//! a process that ends on a signal: the staged output files' temporaries
+//! ([`crate::staged`]), a reference DRAM engine's temporary work directory,
+//! the command traces it writes into a run's directory, Ramulator's link to
+//! that directory. Their owners register them while they exist and remove
+//! them themselves when done; [`remove_all`] removes what is registered when
+//! the process is about to end instead.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,21 @@ fn live() -> std::sync::MutexGuard<'static, Vec<(u64, PathBuf, Leftover)>> {
 /// or keeps it).
 #[derive(Debug)]
 pub struct Registered(u64);
+
+impl Registered {
+    /// Runs `f` with the registry locked, then forgets the path: for an owner
+    /// that moves or removes it (`f`), so that [`remove_all`] sees it either
+    /// before or not at all. Once `remove_all` has run, the call waits for
+    /// the process to end and `f` never runs.
+    pub fn finish<T>(self, f: impl FnOnce() -> T) -> T {
+        let mut live = live();
+        let out = f();
+        live.retain(|(id, _, _)| *id != self.0);
+        drop(live);
+        std::mem::forget(self);
+        out
+    }
+}
 
 impl Drop for Registered {
     fn drop(&mut self) {
