@@ -43,18 +43,21 @@ pub const RESOURCES: [Resource; 5] = [
 impl ModeAgg {
     /// Adds one iteration's record.
     pub fn record(&mut self, r: &IterRecord) {
-        let a = self;
-        a.iterations += 1;
-        a.samples += r.batch_size;
-        a.wall_ns += r.wall_ns;
-        a.iteration_ns += r.iteration_ns;
-        a.hidden_ns += r.timeline.hidden_ns();
-        a.last_loss = r.loss;
+        self.iterations += 1;
+        self.samples += r.batch_size;
+        self.wall_ns += r.wall_ns;
+        self.iteration_ns += r.iteration_ns;
+        self.hidden_ns += r.timeline.hidden_ns();
+        self.last_loss = r.loss;
         for (k, v) in &r.host.entries {
-            add_named(&mut a.host, k, *v);
+            add_to(&mut self.host, k.as_str(), *v);
         }
         for e in &r.timeline.events {
-            match a.primitives.iter_mut().find(|(n, _, _)| *n == e.primitive) {
+            match self
+                .primitives
+                .iter_mut()
+                .find(|(n, _, _)| *n == e.primitive)
+            {
                 Some((_, s, t)) => {
                     *t += e.time_ns;
                     if !s.contains(&e.source) {
@@ -62,33 +65,31 @@ impl ModeAgg {
                         s.sort();
                     }
                 }
-                None => a
+                None => self
                     .primitives
                     .push((e.primitive.clone(), vec![e.source], e.time_ns)),
             }
         }
         for res in RESOURCES {
-            let ns = r.timeline.busy_ns(res);
-            match a.busy.iter_mut().find(|(x, _)| *x == res) {
-                Some((_, t)) => *t += ns,
-                None => a.busy.push((res, ns)),
-            }
+            add_to(&mut self.busy, &res, r.timeline.busy_ns(res));
         }
-        a.nmp_energy_pj += r.timeline.energy_pj();
+        self.nmp_energy_pj += r.timeline.energy_pj();
         for st in Stage::ALL {
-            let ns = r.timeline.stage_ns(st);
-            match a.stages.iter_mut().find(|(s, _)| *s == st) {
-                Some((_, t)) => *t += ns,
-                None => a.stages.push((st, ns)),
-            }
+            add_to(&mut self.stages, &st, r.timeline.stage_ns(st));
         }
     }
 }
 
-fn add_named(v: &mut Vec<(String, f64)>, k: &str, x: f64) {
-    match v.iter_mut().find(|(n, _)| n == k) {
+/// Adds `x` to key `k`'s total, a new entry (in order of first sight) if
+/// `k` has none yet.
+fn add_to<K, Q>(v: &mut Vec<(K, f64)>, k: &Q, x: f64)
+where
+    K: std::borrow::Borrow<Q>,
+    Q: PartialEq + ToOwned<Owned = K> + ?Sized,
+{
+    match v.iter_mut().find(|(n, _)| n.borrow() == k) {
         Some((_, t)) => *t += x,
-        None => v.push((k.to_string(), x)),
+        None => v.push((k.to_owned(), x)),
     }
 }
 
@@ -231,6 +232,15 @@ pub fn fill_speedups(modes: &mut [ModeSummary]) {
     }
 }
 
+/// `samples` per second of `ns` nanoseconds; 0 when no time passed.
+fn per_second(samples: u64, ns: f64) -> f64 {
+    if ns > 0.0 {
+        samples as f64 / (ns * 1e-9)
+    } else {
+        0.0
+    }
+}
+
 /// A mode's summary from its sums; `warmup_iterations` and
 /// `speedup_over_baseline_cpu` are left for the caller ([`fill_speedups`]).
 pub fn summarize(
@@ -261,11 +271,7 @@ pub fn summarize(
         warmup_iterations: 0,
         samples: agg.samples,
         wall_ms_per_iteration: agg.wall_ns / n / 1e6,
-        samples_per_second: if agg.wall_ns > 0.0 {
-            agg.samples as f64 / (agg.wall_ns * 1e-9)
-        } else {
-            0.0
-        },
+        samples_per_second: per_second(agg.samples, agg.wall_ns),
         host_share: host
             .iter()
             .map(|(k, t)| {
@@ -286,11 +292,7 @@ pub fn summarize(
         },
         modelled_ms_per_iteration: agg.iteration_ns / n / 1e6,
         modelled_hidden_ms_per_iteration: agg.hidden_ns / n / 1e6,
-        modelled_samples_per_second: if agg.iteration_ns > 0.0 {
-            agg.samples as f64 / (agg.iteration_ns * 1e-9)
-        } else {
-            0.0
-        },
+        modelled_samples_per_second: per_second(agg.samples, agg.iteration_ns),
         breakdown_ms: agg
             .primitives
             .iter()

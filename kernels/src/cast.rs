@@ -6,7 +6,7 @@
 //! per lookup and writes each coalesced row once, with no expanded tensor.
 
 use nmpsim_traces::TableBatch;
-use nmpsim_traces::batch::rows_below;
+use nmpsim_traces::batch::{rows_below, strictly_ascending};
 
 use crate::coalesce::{Coalesced, accumulate_segments, rows_per_task, segment_starts};
 use crate::error::{KernelError, check_batch, check_dim, check_grad_out};
@@ -124,13 +124,9 @@ pub(crate) fn check_casted(c: &Casted) -> Result<(), KernelError> {
             .windows(2)
             .fold(true, |ok, w| ok & (w[1].wrapping_sub(w[0]) <= 1));
     let unique = c.casted_dst.last().map_or(0, |&d| d as usize + 1);
-    let ascending = c
-        .unique_rows
-        .windows(2)
-        .fold(true, |ok, w| ok & (w[0] < w[1]));
     if rows_below(&c.casted_src, c.num_bags as u64)
         && steps
-        && ascending
+        && strictly_ascending(&c.unique_rows)
         && c.unique_rows.len() == unique
     {
         return Ok(());

@@ -33,6 +33,7 @@ pub mod optimizer;
 pub mod pooling;
 pub mod radix;
 pub mod reference;
+mod shared;
 pub mod table;
 pub mod traffic;
 mod vecops;

@@ -6,13 +6,14 @@
 //! RMSprop would decay every row's accumulator every step; the sparse form only
 //! decays the rows it touches.)
 
-use nmpsim_traces::batch::rows_below;
+use nmpsim_traces::batch::{rows_below, strictly_ascending};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::coalesce::Coalesced;
 use crate::error::KernelError;
 use crate::gather::check_table;
+use crate::shared::SharedMut;
 use crate::table::EmbeddingTable;
 use crate::traffic::{Traffic, scatter_traffic};
 use crate::vecops::{prefetch_at, prefetch_distance};
@@ -219,7 +220,7 @@ pub(crate) fn check_coalesced(grads: &Coalesced, rows: u64, dim: usize) -> Resul
 /// Coalesced rows must be below `rows` and strictly ascending.
 pub(crate) fn check_coalesced_rows(list: &[u32], rows: u64) -> Result<(), KernelError> {
     // Branch-free passes (they vectorise); the loop below names an offender.
-    if rows_below(list, rows) && list.windows(2).fold(true, |ok, w| ok & (w[0] < w[1])) {
+    if rows_below(list, rows) && strictly_ascending(list) {
         return Ok(());
     }
     for (i, &r) in list.iter().enumerate() {
@@ -278,33 +279,6 @@ pub(crate) fn check_scatter(
     Ok(())
 }
 
-/// A table's (or its optimizer state's) values, shared by the update tasks.
-/// Each task writes only the rows of its own slice of the coalesced rows,
-/// which are strictly ascending, so no two tasks touch one value.
-#[derive(Clone, Copy)]
-struct Rows(*mut f32);
-// SAFETY: see above: the tasks write disjoint rows (and read nothing else).
-unsafe impl Send for Rows {}
-unsafe impl Sync for Rows {}
-
-impl Rows {
-    /// Row `r` of `width` values.
-    ///
-    /// # Safety
-    /// `r * width + width` must be within the array, and no other live
-    /// reference may cover row `r`.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn row(&self, r: u32, width: usize) -> &mut [f32] {
-        // SAFETY: as the caller promises.
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(r as usize * width), width) }
-    }
-
-    /// Hints L2 to fetch row `r` (any `r`: a prefetch never faults).
-    fn prefetch(&self, r: u32, width: usize) {
-        prefetch_at(self.0.wrapping_add(r as usize * width), width);
-    }
-}
-
 /// Updated rows per scatter task. Prefetching runs within a task, so its
 /// first rows wait for DRAM: large tasks keep that start-up rare, and 2048
 /// rows still split an RM1 step's ~150K touched rows into ~75 tasks.
@@ -322,9 +296,11 @@ pub fn scatter_update(
     check_scatter(table, state, grads, optimizer)?;
     let dim = table.dim;
     let per_row = state.values_per_row;
+    // Each task writes only the rows of its own slice of the coalesced rows,
+    // which are strictly ascending, so no two tasks touch one value.
     let (weights, states) = (
-        Rows(table.data.as_mut_ptr()),
-        Rows(state.values.as_mut_ptr()),
+        SharedMut::new(&mut table.data),
+        SharedMut::new(&mut state.values),
     );
     let opt = *optimizer;
     // Rows ahead, into L2: as many lines in flight as the forward keeps (a
@@ -335,16 +311,22 @@ pub fn scatter_update(
             // The touched rows are scattered over the table: fetch the rows
             // a few updates ahead so their misses overlap.
             if let Some(&next) = rows.get(k + ahead) {
-                weights.prefetch(next, dim);
-                states.prefetch(next, per_row);
+                prefetch_at(weights.hint_at(next as usize * dim), dim);
+                prefetch_at(states.hint_at(next as usize * per_row), per_row);
             }
             // SAFETY: `check_scatter` found every row below the table's
             // rows, and the table and state hold `rows * dim` and
             // `rows * per_row` values; the rows are strictly ascending, so
             // row `r` is this task's alone, and no other reference to the
             // arrays lives while the tasks run (both are borrowed mutably
-            // by this function).
-            let (w, a) = unsafe { (weights.row(r, dim), states.row(r, per_row)) };
+            // by the wrappers).
+            let r = r as usize;
+            let (w, a) = unsafe {
+                (
+                    weights.slice(r * dim, dim),
+                    states.slice(r * per_row, per_row),
+                )
+            };
             update_row(&opt, w, a, &gs[k * dim..(k + 1) * dim]);
         }
     };

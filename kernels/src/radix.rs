@@ -13,6 +13,7 @@ use nmpsim_traces::batch::rows_below;
 use rayon::prelude::*;
 
 use crate::error::KernelError;
+use crate::shared::SharedMut;
 
 /// Widest digit; 2^11 counters per chunk stay in L1.
 const MAX_DIGIT_BITS: u32 = 11;
@@ -63,12 +64,12 @@ pub fn sort_pairs(
             format!("keys.len() = {}", keys.len()),
         ));
     }
-    if rows_below(keys, num_rows) {
-        // In range (the common case, found in one vectorised pass).
-    } else if let Some((i, &k)) = keys
-        .iter()
-        .enumerate()
-        .find(|&(_, &k)| k as u64 >= num_rows)
+    // (The vectorised range check first; the search only names an offender.)
+    if !rows_below(keys, num_rows)
+        && let Some((i, &k)) = keys
+            .iter()
+            .enumerate()
+            .find(|&(_, &k)| k as u64 >= num_rows)
     {
         return Err(KernelError::IndexOutOfRange {
             arg: "keys",
@@ -99,22 +100,6 @@ pub fn sort_pairs(
         )
     };
     Ok((sorted_keys, sorted_values))
-}
-
-/// Raw output pointer shared by the scatter of one pass.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut u64);
-// SAFETY: the pointer is only written at slots that the prefix sums give to
-// exactly one chunk (see `scatter_pass`), so no two threads touch one slot.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// A method (not field access) so closures capture the whole `Sync`
-    /// wrapper rather than the raw pointer field alone.
-    fn at(&self, i: usize) -> *mut u64 {
-        self.0.wrapping_add(i)
-    }
 }
 
 /// Stable sort of packed pairs by bits `32..32 + key_bits`.
@@ -154,35 +139,22 @@ fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk
     let radix = 1usize << digit_bits;
     let mask = (radix - 1) as u64;
     let digit = move |p: u64| ((p >> shift) & mask) as usize;
-    if chunk_len >= src.len() {
-        // One chunk: on this thread. Handing even one task to the pool costs
-        // a wake-up of a worker and a wait for it, a large part of a
-        // 2048-pair sort (one lookup per bag, Criteo's tables).
-        let mut next = vec![0usize; radix];
-        for &p in src {
-            next[digit(p)] += 1;
+    // One chunk runs on this thread: handing even one task to the pool costs
+    // a wake-up of a worker and a wait for it, a large part of a 2048-pair
+    // sort (one lookup per bag, Criteo's tables).
+    let one_chunk = chunk_len >= src.len();
+    let hist = |c: &[u64]| {
+        let mut h = vec![0usize; radix];
+        for &p in c {
+            h[digit(p)] += 1;
         }
-        let mut run = 0;
-        for n in &mut next {
-            (*n, run) = (run, run + *n);
-        }
-        for &p in src {
-            let d = digit(p);
-            dst[next[d]] = p;
-            next[d] += 1;
-        }
-        return;
-    }
-    let hists: Vec<Vec<usize>> = src
-        .par_chunks(chunk_len)
-        .map(|c| {
-            let mut h = vec![0usize; radix];
-            for &p in c {
-                h[digit(p)] += 1;
-            }
-            h
-        })
-        .collect();
+        h
+    };
+    let hists: Vec<Vec<usize>> = if one_chunk {
+        vec![hist(src)]
+    } else {
+        src.par_chunks(chunk_len).map(hist).collect()
+    };
     // Start slot of (chunk c, digit d): all smaller digits of every chunk,
     // then digit d of earlier chunks. That order is what makes the pass stable.
     let mut starts = vec![vec![0usize; radix]; hists.len()];
@@ -194,19 +166,24 @@ fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk
         }
     }
     debug_assert_eq!(run, src.len());
-    let out = OutPtr(dst.as_mut_ptr());
-    src.par_chunks(chunk_len)
-        .zip(starts.into_par_iter())
-        .for_each(|(c, mut next)| {
-            for &p in c {
-                let d = digit(p);
-                // SAFETY: `next[d]` walks the range the prefix sums reserved for
-                // this chunk's digit-d pairs; the ranges of all (chunk, digit)
-                // cells tile 0..n, so every write is in bounds and unshared.
-                unsafe { out.at(next[d]).write(p) };
-                next[d] += 1;
-            }
-        });
+    let out = SharedMut::new(dst);
+    let scatter = |c: &[u64], mut next: Vec<usize>| {
+        for &p in c {
+            let d = digit(p);
+            // SAFETY: `next[d]` walks the range the prefix sums reserved for
+            // this chunk's digit-d pairs; the ranges of all (chunk, digit)
+            // cells tile 0..n, so every write is in bounds and unshared.
+            unsafe { out.at(next[d]).write(p) };
+            next[d] += 1;
+        }
+    };
+    if one_chunk {
+        scatter(src, starts.pop().expect("one chunk"));
+    } else {
+        src.par_chunks(chunk_len)
+            .zip(starts.into_par_iter())
+            .for_each(|(c, next)| scatter(c, next));
+    }
 }
 
 #[cfg(test)]

@@ -95,16 +95,20 @@ impl TableBatch {
             .offsets
             .windows(2)
             .fold(true, |ok, w| ok & (w[0] <= w[1]));
-        for (b, w) in self.offsets.windows(2).enumerate().filter(|_| !monotone) {
-            if w[1] < w[0] {
-                return bad(format!(
-                    "offsets are not monotone: offsets[{}] = {} > offsets[{}] = {}",
-                    b,
-                    w[0],
-                    b + 1,
-                    w[1]
-                ));
-            }
+        if !monotone
+            && let Some((b, w)) = self
+                .offsets
+                .windows(2)
+                .enumerate()
+                .find(|(_, w)| w[1] < w[0])
+        {
+            return bad(format!(
+                "offsets are not monotone: offsets[{}] = {} > offsets[{}] = {}",
+                b,
+                w[0],
+                b + 1,
+                w[1]
+            ));
         }
         let last = *self.offsets.last().unwrap_or(&0) as usize;
         if last != self.indices.len() {
@@ -234,6 +238,12 @@ impl Batch {
         }
         Ok(())
     }
+}
+
+/// Whether `list` is strictly ascending: one branch-free pass (it
+/// vectorises), for checks that run on every call.
+pub fn strictly_ascending(list: &[u32]) -> bool {
+    list.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]))
 }
 
 /// Whether every index is below `rows`: one branch-free pass (it
