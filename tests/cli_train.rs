@@ -156,6 +156,65 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
 }
 
 #[test]
+fn modes_are_chosen_by_name_from_the_registry() {
+    let t = TempDir::new("registry");
+    // `--mode list` prints every registered strategy and runs nothing.
+    let o = nmpsim(&t.0, &["train", "--mode", "list"]);
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    for e in nmpsim_dlrm::strategy::strategies() {
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with(e.name) && l.contains(e.about)),
+            "{} not listed in\n{s}",
+            e.name
+        );
+    }
+    assert!(
+        std::fs::read_dir(&t.0).unwrap().next().is_none(),
+        "list wrote files"
+    );
+    // A list runs its strategies in the registry's order, each once, with the
+    // speed-ups over the baseline.
+    let o = nmpsim(
+        &t.0,
+        &[
+            "train",
+            "--model",
+            "tiny",
+            "--mode",
+            "tcast-nmp,baseline-cpu,tcast-nmp",
+            "--batch",
+            "64",
+            "--iters",
+            "4",
+            "--nmp-bandwidth",
+            "400",
+            "--test-batches",
+            "1",
+            "--out",
+            "run",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&t.0.join("run/results.json"));
+    let modes: Vec<&str> = r["results"]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["baseline-cpu", "tcast-nmp"]);
+    assert_eq!(r["results"]["modes"][0]["speedup_over_baseline_cpu"], 1.0);
+    assert!(
+        r["results"]["modes"][1]["speedup_over_baseline_cpu"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
+
+#[test]
 fn nmp_mode_simulates_then_proxies() {
     let t = TempDir::new("sim");
     let o = nmpsim(

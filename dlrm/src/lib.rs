@@ -7,6 +7,7 @@
 //! - [`model`]: the whole model in one struct, for gradient checks.
 //! - [`dense`]: [`DenseBackend`] and the CPU backend [`CpuDense`].
 //! - [`embedding`]: [`EmbeddingStrategy`] and [`SystemModes`].
+//! - [`strategy`]: the strategies by name (the registry `--mode` reads).
 //! - [`timeline`], [`gpu`], [`pooltime`]: how each primitive's time is obtained.
 //! - [`trainer`]: the loop, records and evaluation.
 //! - [`summary`]: a run's results as types, as `results.json` holds them.
@@ -28,6 +29,7 @@ pub mod model;
 pub mod pooltime;
 pub mod presets;
 pub mod schedule;
+pub mod strategy;
 pub mod summary;
 pub mod timeline;
 pub mod trainer;
@@ -45,6 +47,7 @@ pub use model::{Coalescing, Dlrm, DlrmConfig, Forward, Grads};
 pub use pooltime::{NmpSetup, PoolTimer, SimBatches};
 pub use presets::{Preset, PresetOverrides, preset};
 pub use schedule::LrSchedule;
+pub use strategy::{BuildCtx, StrategyEntry};
 pub use summary::{Breakdown, ModeAgg, ModeSummary, RunState, TrainSummary};
 pub use timeline::{Event, Resource, Source, Stage, StepTimeline};
 pub use trainer::{

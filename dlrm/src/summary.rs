@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::embedding::SystemMode;
 use crate::timeline::{Resource, Source, Stage};
 use crate::trainer::{EvalRecord, IterRecord, Status};
 
@@ -96,7 +95,8 @@ where
 /// Per-mode results in the summary (`results.json`'s `modes`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ModeSummary {
-    pub mode: SystemMode,
+    /// The strategy's registered name ([`crate::strategy`]).
+    pub mode: String,
     pub status: Status,
     pub placement: Vec<(String, String)>,
     /// Iterations the per-iteration figures average over.
@@ -205,7 +205,7 @@ pub struct TrainSummary {
     pub status: RunState,
     /// The modes of `--mode` without a summary (yet).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub modes_not_run: Vec<SystemMode>,
+    pub modes_not_run: Vec<String>,
     pub model: String,
     pub batch: usize,
     pub gpu: String,
@@ -218,12 +218,13 @@ pub struct TrainSummary {
     pub run_dir: String,
 }
 
-/// Each mode's modelled speed-up over `baseline-cpu`'s, where both have a
-/// modelled iteration time (none without a `baseline-cpu` summary).
+/// Each mode's modelled speed-up over the baseline's
+/// ([`crate::strategy::BASELINE`]), where both have a modelled iteration
+/// time (none without a baseline summary).
 pub fn fill_speedups(modes: &mut [ModeSummary]) {
     let base = modes
         .iter()
-        .find(|m| m.mode == SystemMode::BaselineCpu)
+        .find(|m| m.mode == crate::strategy::BASELINE)
         .map(|m| m.modelled_ms_per_iteration);
     for m in modes.iter_mut() {
         m.speedup_over_baseline_cpu = base
@@ -244,7 +245,7 @@ fn per_second(samples: u64, ns: f64) -> f64 {
 /// A mode's summary from its sums; `warmup_iterations` and
 /// `speedup_over_baseline_cpu` are left for the caller ([`fill_speedups`]).
 pub fn summarize(
-    mode: SystemMode,
+    mode: impl Into<String>,
     status: Status,
     placement: Vec<(String, String)>,
     agg: &ModeAgg,
@@ -264,7 +265,7 @@ pub fn summarize(
         .find(|(k, _)| k == "mlp+interaction")
         .map_or(0.0, |(_, t)| *t);
     ModeSummary {
-        mode,
+        mode: mode.into(),
         status,
         placement,
         iterations: agg.iterations,
@@ -327,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_summary_reads_back_as_written() {
-        let mut modes: Vec<ModeSummary> = SystemMode::ALL
+        let mut modes: Vec<ModeSummary> = crate::SystemMode::ALL
             .iter()
             .enumerate()
             .map(|(i, &m)| {
@@ -340,7 +341,14 @@ mod tests {
                     host: vec![("scatter".into(), 1e6), ("scatter gpu-raw".into(), 5e5)],
                     ..ModeAgg::default()
                 };
-                summarize(m, Status::Completed, Vec::new(), &agg, 10.0, Vec::new())
+                summarize(
+                    m.as_str(),
+                    Status::Completed,
+                    Vec::new(),
+                    &agg,
+                    10.0,
+                    Vec::new(),
+                )
             })
             .collect();
         fill_speedups(&mut modes);

@@ -437,7 +437,8 @@ impl Trainer {
 }
 
 /// A trainer for one of Tensor Casting's system modes with the CPU dense
-/// backend, initialised from `config.seed`. NMP modes need `pool`.
+/// backend, initialised from `config.seed`. NMP modes need `pool`. (The
+/// registry's [`crate::strategy::trainer`] builds any strategy.)
 pub fn system_mode_trainer(
     config: TrainConfig,
     mode: crate::SystemMode,
@@ -460,8 +461,8 @@ pub fn system_mode_trainer_with_dense(
     pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
     dense: Box<dyn DenseBackend>,
 ) -> Result<Trainer, DlrmError> {
-    let emb = system_modes(&config, mode, gpu.clone(), pool)?;
-    Trainer::new(config, Box::new(emb), dense, gpu)
+    let ctx = crate::strategy::BuildCtx::new(&config, gpu, pool);
+    crate::strategy::trainer(crate::strategy::find(mode.as_str())?, &ctx, dense)
 }
 
 /// [`system_mode_trainer_with_dense`] on a real GPU: casting runs on
@@ -477,28 +478,8 @@ pub fn system_mode_trainer_on_gpu(
     device: Arc<nmpsim_kernels::cuda::Gpu>,
     emulator: Option<Arc<std::sync::Mutex<crate::emulate::PoolEmulator>>>,
 ) -> Result<Trainer, DlrmError> {
-    let mut emb = system_modes(&config, mode, gpu.clone(), pool)?.with_gpu_casting(device)?;
-    if let Some(e) = emulator.filter(|_| mode.uses_nmp()) {
-        emb = emb.with_emulator(e)?;
-    }
-    Trainer::new(config, Box::new(emb), dense, gpu)
-}
-
-fn system_modes(
-    config: &TrainConfig,
-    mode: crate::SystemMode,
-    gpu: GpuPreset,
-    pool: Option<Arc<std::sync::Mutex<crate::PoolTimer>>>,
-) -> Result<crate::SystemModes, DlrmError> {
-    config.validate()?;
-    let m = &config.model;
-    crate::SystemModes::new(
-        mode,
-        &m.table_rows,
-        m.dim,
-        m.pooling,
-        &config.embedding_optimizer,
-        config.seed,
-        crate::TimingEnv { gpu, pool },
-    )
+    let mut ctx = crate::strategy::BuildCtx::new(&config, gpu, pool);
+    ctx.device = Some(device);
+    ctx.emulator = emulator;
+    crate::strategy::trainer(crate::strategy::find(mode.as_str())?, &ctx, dense)
 }

@@ -50,6 +50,26 @@ impl Placement {
             Placement::TablePerRank => "table-per-rank",
         }
     }
+
+    /// Whether the ranks split a table's rows between them, so that each
+    /// rank that looked up rows of a bag returns a partial sum of whole rows
+    /// and the host adds them (row interleaving). Otherwise every element of
+    /// a pooled vector is computed by exactly one rank, which returns the
+    /// slices it holds.
+    pub fn returns_partial_sums(self) -> bool {
+        matches!(self, Placement::RowInterleaved)
+    }
+
+    /// How many ranks hold some row's copy of each slice position of a
+    /// table of `rows` rows on a pool of `ranks` ranks: every rank with a
+    /// row of it under row interleaving (at most one per row), one otherwise.
+    pub fn slice_holders(self, ranks: u64, rows: u64) -> u64 {
+        if self.returns_partial_sums() {
+            ranks.min(rows)
+        } else {
+            1
+        }
+    }
 }
 
 impl std::fmt::Display for Placement {
@@ -504,6 +524,32 @@ mod tests {
             state_values_per_row: StateWidth::PerElement,
             max_bags: 64,
             max_unique: 256,
+        }
+    }
+
+    #[test]
+    fn the_slice_holders_are_the_layouts_and_partial_sums_go_with_split_rows() {
+        let tables = [
+            TableShape { rows: 37, dim: 64 },
+            TableShape { rows: 5, dim: 20 },
+            TableShape { rows: 3, dim: 1000 },
+        ];
+        for placement in Placement::ALL {
+            for ranks in [1, 2, 3, 8, 65] {
+                let l = Layout::new(placement, &tables, params(ranks)).unwrap();
+                for (t, s) in tables.iter().enumerate() {
+                    let held: usize = l.regions[t].iter().flatten().map(|r| r.slices.len()).sum();
+                    let want = s.slices() as u64 * placement.slice_holders(ranks as u64, s.rows);
+                    assert_eq!(held as u64, want, "{placement}, {ranks} ranks, table {t}");
+                    // A row's pieces sit on one rank exactly when ranks
+                    // return partial sums of whole rows.
+                    let on: std::collections::BTreeSet<u32> =
+                        l.row_pieces(t, s.rows - 1).map(|p| p.rank).collect();
+                    if placement.returns_partial_sums() {
+                        assert_eq!(on.len(), 1, "{placement}");
+                    }
+                }
+            }
         }
     }
 

@@ -15,9 +15,7 @@ use rayon::prelude::*;
 
 use crate::NmpError;
 use crate::isa::Instruction;
-use crate::placement::{
-    Layout, Piece, Placement, Region, SLICE_BYTES, SLICE_VALUES, StateWidth, TableShape,
-};
+use crate::placement::{Layout, Piece, Region, SLICE_BYTES, SLICE_VALUES, StateWidth, TableShape};
 
 /// What a rank's core does for one instruction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -353,7 +351,7 @@ fn work_into<S: RequestSink>(
                 }
             }
             let bags = offsets.len() as u64 - 1;
-            w.link_out_bytes = if layout.placement == Placement::RowInterleaved {
+            w.link_out_bytes = if layout.placement.returns_partial_sums() {
                 // A rank that looked up rows of the table returns partial
                 // sums of whole rows for every bag; one that did not, nothing.
                 if sink.is_empty() { 0 } else { bags * dim * 4 }
@@ -461,7 +459,7 @@ fn work_into<S: RequestSink>(
 pub fn gather_link_out_bytes(layout: &Layout, t: usize, bags: u64, indices: &[u32]) -> u64 {
     let dim = layout.tables[t].dim as u64;
     let ranks = layout.ranks() as usize;
-    if layout.placement == Placement::RowInterleaved {
+    if layout.placement.returns_partial_sums() {
         // Each rank that looked up a row returns a partial sum per bag.
         let mut looked = vec![false; ranks];
         for &row in indices {
@@ -864,27 +862,24 @@ impl Pool {
                     })
                     .collect();
                 let mut out = vec![0.0f32; bags * dim];
-                match layout.placement {
-                    Placement::RowInterleaved => {
-                        // The host adds the ranks' partial sums in rank order.
-                        for acc in partial.iter().flatten() {
-                            for (o, a) in out.iter_mut().zip(acc) {
-                                *o += *a;
-                            }
+                if layout.placement.returns_partial_sums() {
+                    // The host adds the ranks' partial sums in rank order.
+                    for acc in partial.iter().flatten() {
+                        for (o, a) in out.iter_mut().zip(acc) {
+                            *o += *a;
                         }
                     }
-                    _ => {
-                        // Every element was computed by exactly one rank.
-                        for (k, acc) in partial.iter().enumerate() {
-                            let Some(acc) = acc else { continue };
-                            let reg = layout.regions[t][k].as_ref().expect("present");
-                            for b in 0..bags {
-                                for &s in &reg.slices {
-                                    let first = s as usize * crate::placement::SLICE_VALUES;
-                                    let end = (first + crate::placement::SLICE_VALUES).min(dim);
-                                    out[b * dim + first..b * dim + end]
-                                        .copy_from_slice(&acc[b * dim + first..b * dim + end]);
-                                }
+                } else {
+                    // Every element was computed by exactly one rank.
+                    for (k, acc) in partial.iter().enumerate() {
+                        let Some(acc) = acc else { continue };
+                        let reg = layout.regions[t][k].as_ref().expect("present");
+                        for b in 0..bags {
+                            for &s in &reg.slices {
+                                let first = s as usize * crate::placement::SLICE_VALUES;
+                                let end = (first + crate::placement::SLICE_VALUES).min(dim);
+                                out[b * dim + first..b * dim + end]
+                                    .copy_from_slice(&acc[b * dim + first..b * dim + end]);
                             }
                         }
                     }

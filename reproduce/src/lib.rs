@@ -2517,7 +2517,9 @@ mod tests {
         plc: &[(&str, &str)],
     ) -> Value {
         // A whole summary as the trainer writes it, then the figures set.
-        let mode = serde_json::from_value(json!(name)).expect("a system mode");
+        let mode = nmpsim_dlrm::strategy::find(name)
+            .expect("a registered strategy")
+            .name;
         let agg = nmpsim_dlrm::ModeAgg::default();
         let mut m = nmpsim_dlrm::summary::summarize(
             mode,

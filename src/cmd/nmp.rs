@@ -413,15 +413,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         .map(|p| {
             let held: u128 = shapes
                 .iter()
-                .map(|s| {
-                    // (Under row interleaving, the ranks with rows of the
-                    // table: at most one per row.)
-                    let holders = match p {
-                        Placement::RowInterleaved => (a.ranks as u64).min(s.rows),
-                        _ => 1,
-                    };
-                    s.slices() as u128 * holders as u128
-                })
+                .map(|s| s.slices() as u128 * p.slice_holders(a.ranks as u64, s.rows) as u128)
                 .sum();
             shapes.len() as u128 * a.ranks as u128 * 100 + held * 4
         })

@@ -11,15 +11,14 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use nmpsim_dlrm::strategy::{self, BuildCtx, StrategyEntry};
 use nmpsim_dlrm::summary::{
     ModeAgg, ModeSummary, RunState, TrainSummary, fill_speedups, summarize,
 };
-use nmpsim_dlrm::trainer::system_mode_trainer_with_dense;
 use nmpsim_dlrm::{
     CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, EvalRecord,
     GpuPreset, Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset,
-    PresetOverrides, SimBatches, Source, Status, SystemMode, TeacherData, TrainConfig, parse_arch,
-    preset,
+    PresetOverrides, SimBatches, Source, Status, TeacherData, TrainConfig, parse_arch, preset,
 };
 use nmpsim_experiments::results::csv_field;
 use nmpsim_nmp::Placement;
@@ -35,6 +34,8 @@ use crate::rundir::{self, RunDir, csv_text};
   nmpsim train --model tiny --iters 300 --batch 256           # seconds; learns the planted teacher
   nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
   nmpsim train --model rm1 --mode all --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
+  nmpsim train --model rm1 --mode baseline-cpu,tcast-nmp --iters 20 --rows 100000
+  nmpsim train --mode list                                    # every embedding strategy
   nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
       # (data/criteo-sample.tsv ships with the source tree; `nmpsim trace criteo-sample` writes others)
   nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
@@ -55,7 +56,9 @@ pub struct TrainArgs {
     /// Model preset: tiny, rm1, rm2, rm3, rm4, criteo-kaggle.
     #[arg(long, default_value = "tiny")]
     model: String,
-    /// System mode: baseline-cpu, tcast-cpu, baseline-nmp, tcast-nmp, or all.
+    /// Embedding strategy (system mode): baseline-cpu, tcast-cpu, baseline-nmp,
+    /// tcast-nmp; a family (tcast), all, or a comma-separated list of these;
+    /// `list` prints every registered strategy and exits.
     #[arg(long, default_value = "baseline-cpu")]
     mode: String,
     /// Samples per mini-batch.
@@ -199,7 +202,7 @@ const NMP_FLAGS: [&str; 8] = [
 #[derive(Serialize, Clone)]
 struct Resolved {
     preset: Preset,
-    modes: Vec<SystemMode>,
+    modes: Vec<&'static StrategyEntry>,
     train: TrainConfig,
     gpu: GpuPreset,
     nmp: NmpSetup,
@@ -277,10 +280,12 @@ fn dense_backend(device: &str, t: &TrainConfig) -> Result<Box<dyn DenseBackend>>
 /// emulator shared by the modes of a run).
 fn mode_trainer(
     r: &Resolved,
-    mode: SystemMode,
+    mode: &StrategyEntry,
     pool: Option<Arc<Mutex<PoolTimer>>>,
 ) -> Result<nmpsim_dlrm::Trainer> {
-    let pool = mode.uses_nmp().then_some(pool).flatten();
+    let pool = mode.uses_nmp.then_some(pool).flatten();
+    #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
+    let mut ctx = BuildCtx::new(&r.train, r.gpu.clone(), pool);
     let dense = dense_backend(&r.device, &r.train)?;
     #[cfg(feature = "cuda")]
     if r.device == "cuda" {
@@ -288,7 +293,8 @@ fn mode_trainer(
             Mutex::new(None);
         let gpu = nmpsim_kernels::cuda::default_gpu()
             .map_err(|e| anyhow::anyhow!("--device cuda: no usable GPU: {e}"))?;
-        let emulator = if mode.uses_nmp() {
+        ctx.device = Some(gpu.clone());
+        ctx.emulator = if mode.uses_nmp {
             let mut slot = EMULATOR.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
                 let emu = nmpsim_dlrm::emulate::PoolEmulator::new(gpu.clone())
@@ -299,31 +305,12 @@ fn mode_trainer(
         } else {
             None
         };
-        return Ok(nmpsim_dlrm::trainer::system_mode_trainer_on_gpu(
-            r.train.clone(),
-            mode,
-            r.gpu.clone(),
-            pool,
-            dense,
-            gpu,
-            emulator,
-        )?);
     }
-    Ok(system_mode_trainer_with_dense(
-        r.train.clone(),
-        mode,
-        r.gpu.clone(),
-        pool,
-        dense,
-    )?)
+    Ok(strategy::trainer(mode, &ctx, dense)?)
 }
 
 fn resolve(a: &TrainArgs) -> Result<Resolved> {
-    let modes = if a.mode.eq_ignore_ascii_case("all") {
-        SystemMode::ALL.to_vec()
-    } else {
-        vec![SystemMode::parse(&a.mode)?]
-    };
+    let modes = strategy::select(&a.mode)?;
     let interaction = match a.interaction.as_deref() {
         None => None,
         Some("dot") => Some(Interaction::Dot),
@@ -672,7 +659,7 @@ impl DataSource for CriteoEpochs {
 
 /// Writes records to the run directory as they come, prints log lines.
 struct Recorder {
-    mode: SystemMode,
+    mode: &'static StrategyEntry,
     iters: u64,
     print_every: u64,
     quiet: bool,
@@ -706,7 +693,7 @@ impl Recorder {
         let per_sample = samples.max(1) as f64;
         let s = format!(
             "[{}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
-            self.mode.as_str(),
+            self.mode.name,
             self.iters,
             self.epoch,
             ns / n / 1e6,
@@ -743,7 +730,7 @@ const EVAL_CSV: &str = "eval.csv";
 
 impl Observer for Recorder {
     fn iteration(&mut self, r: &IterRecord) -> Result<(), DlrmError> {
-        let m = self.mode.as_str();
+        let m = self.mode.name;
         let a = if r.iteration < self.warmup && self.iters > self.warmup {
             &mut self.warm
         } else {
@@ -817,7 +804,7 @@ impl Observer for Recorder {
         w.5 += r.batch_size;
         self.pb.inc(1);
         if r.iteration + 1 == self.simulated {
-            self.pb.set_message(self.mode.as_str().to_string());
+            self.pb.set_message(self.mode.name.to_string());
         }
         let it = r.iteration + 1;
         if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
@@ -836,7 +823,7 @@ impl Observer for Recorder {
     }
 
     fn eval(&mut self, e: &EvalRecord) -> Result<(), DlrmError> {
-        let m = self.mode.as_str();
+        let m = self.mode.name;
         let auc = e.auc.map_or("n/a".to_string(), |a| format!("{a:.4}"));
         writeln!(
             self.eval_csv,
@@ -884,7 +871,7 @@ fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     // (The pool only where a mode runs on it.)
-    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
+    let pool = if r.modes.iter().any(|m| m.uses_nmp) {
         format!(
             ", NMP {} x {} {} ({})",
             r.nmp.ranks,
@@ -1125,8 +1112,12 @@ fn check_memory(
 }
 
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
+    if a.mode.eq_ignore_ascii_case("list") {
+        print!("{}", strategy::listing());
+        return Ok(ExitCode::SUCCESS);
+    }
     let r = resolve(&a)?;
-    if !a.quiet && !r.modes.iter().any(|m| m.uses_nmp()) {
+    if !a.quiet && !r.modes.iter().any(|m| m.uses_nmp) {
         // (Flags with defaults cannot tell given from default: the command
         // line says.)
         let given = crate::cmd::flags_given(&NMP_FLAGS);
@@ -1142,7 +1133,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     // The pool (its DRAM preset, mapping and layout) and the data are set up
     // before the run directory is touched, so that a mistake in either fails
     // with an earlier run there untouched. The first mode takes this data.
-    let pool = if r.modes.iter().any(|m| m.uses_nmp()) {
+    let pool = if r.modes.iter().any(|m| m.uses_nmp) {
         let shapes: Vec<(u64, usize)> = r
             .train
             .model
@@ -1194,13 +1185,13 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             status = Status::Interrupted;
             break;
         }
-        pb.set_message(mode.as_str().to_string());
+        pb.set_message(mode.name.to_string());
         let (mut data, test) = match first_data.take() {
             Some(d) => d,
             None => open_data(&a, &r)?,
         };
         let mut tr = mode_trainer(&r, mode, pool.clone())?;
-        let simulated = if mode.uses_nmp() && r.nmp.fixed_bandwidth_gbps.is_none() {
+        let simulated = if mode.uses_nmp && r.nmp.fixed_bandwidth_gbps.is_none() {
             r.nmp.sim_batches.of(r.train.iters)
         } else {
             0
@@ -1230,13 +1221,13 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             agg: ModeAgg::default(),
             warm: ModeAgg::default(),
         };
-        if let (Some(p), true) = (&pool, mode.uses_nmp()) {
+        if let (Some(p), true) = (&pool, mode.uses_nmp) {
             p.lock()
                 .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
                 .begin_run();
         }
         let outcome = tr.train(data.as_mut(), &test, &mut rec);
-        let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp()) {
+        let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp) {
             (Some(p), true) => p
                 .lock()
                 .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
@@ -1254,7 +1245,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             rec.agg.evals = evals;
         }
         let mut summary = summarize(
-            mode,
+            mode.name,
             mode_status,
             placement,
             &rec.agg,
@@ -1359,11 +1350,11 @@ fn write_summary(
     summaries: &mut [ModeSummary],
     state: RunState,
 ) -> Result<String> {
-    let not_run: Vec<SystemMode> = r
+    let not_run: Vec<String> = r
         .modes
         .iter()
-        .filter(|m| !summaries.iter().any(|s| s.mode == **m))
-        .copied()
+        .filter(|m| !summaries.iter().any(|s| s.mode == m.name))
+        .map(|m| m.name.to_string())
         .collect();
     fill_speedups(summaries);
     let s = TrainSummary {
@@ -1447,6 +1438,7 @@ fn write_summary(
 mod tests {
     use super::*;
     use clap::Parser;
+    use nmpsim_dlrm::SystemMode;
 
     #[derive(Parser)]
     struct Cli {
@@ -1482,7 +1474,7 @@ mod tests {
                 Vec::new(),
             )
         };
-        let mut summaries = vec![mode(SystemMode::BaselineCpu)];
+        let mut summaries = vec![mode(SystemMode::BaselineCpu.as_str())];
         write_summary(&rd, &r, &mut summaries, RunState::Running).unwrap();
         let v = results(&dir);
         assert_eq!(v["results"]["status"], "running");
@@ -1516,7 +1508,8 @@ mod tests {
         );
 
         // Every mode ran: completed, nothing listed.
-        let mut summaries: Vec<ModeSummary> = SystemMode::ALL.iter().map(|&m| mode(m)).collect();
+        let mut summaries: Vec<ModeSummary> =
+            SystemMode::ALL.iter().map(|&m| mode(m.as_str())).collect();
         write_summary(&rd, &r, &mut summaries, RunState::Ended(Status::Completed)).unwrap();
         let v = results(&dir);
         assert_eq!(v["results"]["status"], "completed");
