@@ -6,10 +6,74 @@
 //! features, label draws) from the generator's: two streams of one teacher,
 //! such as a training and a test set, differ only in their samples.
 
+use std::path::PathBuf;
+
 use nmpsim_kernels::table::SplitMix64;
-use nmpsim_traces::{Batch, GenSpec, Generator};
+use nmpsim_traces::{Batch, CriteoBatcher, CriteoOptions, CriteoReader, GenSpec, Generator};
 
 use crate::DlrmError;
+use crate::trainer::DataSource;
+
+/// A Criteo file read over and over (epochs), skipping the held-out test
+/// batches at its start each time. A pipe or device is read once: its data
+/// ends with the first pass (reopening a pipe would wait for another writer).
+pub struct CriteoEpochs {
+    rereadable: bool,
+    path: PathBuf,
+    opts: CriteoOptions,
+    batch: usize,
+    skip: usize,
+    epoch: u64,
+    it: Box<dyn Iterator<Item = Result<Batch, DlrmError>>>,
+}
+
+impl CriteoEpochs {
+    /// Batches of `batch` samples from `path`, continuing from `first` (the
+    /// first pass, already opened and past its `skip` held-out batches).
+    pub fn new(
+        path: PathBuf,
+        opts: CriteoOptions,
+        batch: usize,
+        skip: usize,
+        first: Box<dyn Iterator<Item = Result<Batch, DlrmError>>>,
+    ) -> Self {
+        CriteoEpochs {
+            rereadable: std::fs::metadata(&path).is_ok_and(|m| m.is_file()),
+            path,
+            opts,
+            batch,
+            skip,
+            epoch: 0,
+            it: first,
+        }
+    }
+}
+
+impl DataSource for CriteoEpochs {
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
+        if let Some(b) = self.it.next() {
+            return Some(b);
+        }
+        if !self.rereadable {
+            return None;
+        }
+        let reader = match CriteoReader::open(&self.path, self.opts.clone()) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let b = match CriteoBatcher::new(reader, self.batch) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e.into())),
+        };
+        self.epoch += 1;
+        self.it = Box::new(b.skip(self.skip).map(|r| r.map_err(DlrmError::from)));
+        self.it.next()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
 
 /// A seeded stream of labelled batches.
 pub struct TeacherData {

@@ -10,6 +10,9 @@
 //! - [`strategy`]: the strategies by name (the registry `--mode` reads).
 //! - [`timeline`], [`gpu`], [`pooltime`]: how each primitive's time is obtained.
 //! - [`trainer`]: the loop, records and evaluation.
+//! - [`report`]: the run's text report and `summary.csv`.
+//! - [`run`]: a run of several strategies with its record files (what
+//!   `nmpsim train` drives).
 //! - [`summary`]: a run's results as types, as `results.json` holds them.
 //! - [`presets`], [`data`]: named models and synthetic labelled data.
 #[cfg(feature = "cuda")]
@@ -28,6 +31,8 @@ pub mod mlp;
 pub mod model;
 pub mod pooltime;
 pub mod presets;
+pub mod report;
+pub mod run;
 pub mod schedule;
 pub mod strategy;
 pub mod summary;

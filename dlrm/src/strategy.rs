@@ -30,6 +30,7 @@ use crate::trainer::{TrainConfig, Trainer};
 pub const BASELINE: &str = "baseline-cpu";
 
 /// What a factory builds a strategy from.
+#[derive(Clone)]
 pub struct BuildCtx<'a> {
     pub config: &'a TrainConfig,
     /// The modelled machine: the GPU preset, and the NMP pool's timer when

@@ -37,6 +37,25 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+    /// `model` trained with plain SGD at rate `lr` for both the MLPs and the
+    /// tables, no schedule, seed 1, a log line every tenth of the run and
+    /// one evaluation at the end (`nmpsim train`'s defaults, without its
+    /// flags).
+    pub fn sgd(model: DlrmConfig, batch: usize, iters: u64, lr: f32) -> Self {
+        TrainConfig {
+            model,
+            batch,
+            iters,
+            seed: 1,
+            lr,
+            dense_optimizer: DenseOptimizer::Sgd,
+            embedding_optimizer: Optimizer::Sgd { lr },
+            schedule: LrSchedule::default(),
+            print_every: (iters / 10).max(1),
+            test_every: 0,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), DlrmError> {
         self.model.validate()?;
         self.schedule.validate()?;
@@ -140,6 +159,18 @@ pub enum Status {
     Interrupted,
     /// Stopped by an error (reported beside the records so far).
     Failed,
+}
+
+impl Status {
+    /// Its name, as `results.json` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::DataExhausted => "data-exhausted",
+            Status::Interrupted => "interrupted",
+            Status::Failed => "failed",
+        }
+    }
 }
 
 /// The outcome of a run.

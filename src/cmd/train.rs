@@ -3,7 +3,6 @@
 //! iteration timeline of each. The work is in `nmpsim-dlrm`.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,23 +10,23 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use nmpsim_dlrm::data::CriteoEpochs;
+use nmpsim_dlrm::report::{self, ReportHeader, SUMMARY_CSV};
+use nmpsim_dlrm::run::{self, Monitor, RecordFiles, TrainRun};
 use nmpsim_dlrm::strategy::{self, BuildCtx, StrategyEntry};
-use nmpsim_dlrm::summary::{
-    ModeAgg, ModeSummary, RunState, TrainSummary, fill_speedups, summarize,
-};
+use nmpsim_dlrm::summary::{ModeSummary, RunState, TrainSummary, fill_speedups};
 use nmpsim_dlrm::{
-    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, EvalRecord,
-    GpuPreset, Interaction, IterRecord, LrSchedule, NmpSetup, Observer, PoolTimer, Preset,
-    PresetOverrides, SimBatches, Source, Status, TeacherData, TrainConfig, parse_arch, preset,
+    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, GpuPreset,
+    Interaction, LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status,
+    TeacherData, TrainConfig, Trainer, parse_arch, preset,
 };
-use nmpsim_experiments::results::csv_field;
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
 use nmpsim_traces::{BagSize, Batch, CriteoBatcher, CriteoOptions, CriteoReader};
 use serde::Serialize;
 
 use crate::cmd::demo::parse_optimizer;
-use crate::rundir::{self, RunDir, csv_text};
+use crate::rundir::{self, RunDir};
 
 #[derive(Args, Debug, Clone, Serialize)]
 #[command(after_help = "Examples:
@@ -275,17 +274,12 @@ fn dense_backend(device: &str, t: &TrainConfig) -> Result<Box<dyn DenseBackend>>
     )?))
 }
 
-/// The trainer of one mode. With `--device cuda` the dense path runs on the
+/// The trainer of one mode, the pool (when it uses one) in `ctx`. With `--device cuda` the dense path runs on the
 /// GPU and the NMP modes' pool primitives on the same GPU, emulated (one
 /// emulator shared by the modes of a run).
-fn mode_trainer(
-    r: &Resolved,
-    mode: &StrategyEntry,
-    pool: Option<Arc<Mutex<PoolTimer>>>,
-) -> Result<nmpsim_dlrm::Trainer> {
-    let pool = mode.uses_nmp.then_some(pool).flatten();
+fn mode_trainer(r: &Resolved, mode: &StrategyEntry, ctx: &BuildCtx) -> Result<Trainer> {
     #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
-    let mut ctx = BuildCtx::new(&r.train, r.gpu.clone(), pool);
+    let mut ctx = ctx.clone();
     let dense = dense_backend(&r.device, &r.train)?;
     #[cfg(feature = "cuda")]
     if r.device == "cuda" {
@@ -601,451 +595,73 @@ fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Ba
                     v
                 }
             };
-            let epochs = CriteoEpochs {
-                // A pipe or device is read once: reopening a pipe waits for
-                // another writer.
-                rereadable: std::fs::metadata(path).is_ok_and(|m| m.is_file()),
-                path: path.clone(),
-                opts,
-                batch: a.batch,
-                skip: held_out,
-                epoch: 0,
-                it: Box::new(train),
-            };
+            let epochs =
+                CriteoEpochs::new(path.to_path_buf(), opts, a.batch, held_out, Box::new(train));
             Ok((Box::new(epochs), test))
         }
     }
 }
 
-/// A Criteo file read over and over (epochs), skipping the held-out batches
-/// at its start each time.
-struct CriteoEpochs {
-    /// A regular file, read again for every epoch (else the data ends with
-    /// the first pass).
-    rereadable: bool,
-    path: PathBuf,
-    opts: CriteoOptions,
-    batch: usize,
-    skip: usize,
-    epoch: u64,
-    it: Box<dyn Iterator<Item = Result<Batch, DlrmError>>>,
+/// The run's data (the first mode takes the data opened before the run
+/// directory was made), trainers and summaries, from the command line.
+struct Driver<'a> {
+    a: &'a TrainArgs,
+    r: &'a Resolved,
+    rd: &'a RunDir,
+    first_data: Option<run::Data>,
 }
 
-impl DataSource for CriteoEpochs {
-    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
-        if let Some(b) = self.it.next() {
-            return Some(b);
+impl run::Driver for Driver<'_> {
+    type Error = anyhow::Error;
+
+    fn data(&mut self) -> Result<run::Data> {
+        match self.first_data.take() {
+            Some(d) => Ok(d),
+            None => open_data(self.a, self.r),
         }
-        if !self.rereadable {
-            return None;
-        }
-        let reader = match CriteoReader::open(&self.path, self.opts.clone()) {
-            Ok(r) => r,
-            Err(e) => return Some(Err(e.into())),
-        };
-        let b = match CriteoBatcher::new(reader, self.batch) {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e.into())),
-        };
-        self.epoch += 1;
-        self.it = Box::new(b.skip(self.skip).map(|r| r.map_err(DlrmError::from)));
-        self.it.next()
     }
 
-    fn epoch(&self) -> u64 {
-        self.epoch
+    fn trainer(&mut self, mode: &'static StrategyEntry, ctx: &BuildCtx) -> Result<Trainer> {
+        mode_trainer(self.r, mode, ctx)
+    }
+
+    fn summaries(&mut self, summaries: &mut [ModeSummary], state: RunState) -> Result<()> {
+        write_summary(self.rd, self.r, summaries, state).map(drop)
     }
 }
 
-/// Writes records to the run directory as they come, prints log lines.
-struct Recorder {
-    mode: &'static StrategyEntry,
-    iters: u64,
-    print_every: u64,
-    quiet: bool,
-    /// The run directory, which the files below are in.
-    dir: PathBuf,
-    log: BufWriter<File>,
-    iter_csv: BufWriter<File>,
-    timeline_csv: BufWriter<File>,
-    eval_csv: BufWriter<File>,
+/// The run as the terminal shows it: a progress bar, the log lines on
+/// stderr (unless quiet), and Ctrl-C.
+struct Progress {
     pb: indicatif::ProgressBar,
-    /// The mode's first iterations whose NMP pool is simulated cycle by cycle
-    /// (the progress bar says so while they run: each takes long).
-    simulated: u64,
-    /// Since the last log line: loss and accuracy times samples, wall ns,
-    /// modelled ns, iterations, samples (loss and accuracy are averaged over
-    /// samples, as in the DLRM reference; times over iterations).
-    window: (f64, f64, f64, f64, u64, u64),
-    epoch: u64,
-    /// Iterations `0..warmup` go to `warm` instead of `agg` when there are more.
-    warmup: u64,
-    agg: ModeAgg,
-    warm: ModeAgg,
+    quiet: bool,
 }
 
-impl Recorder {
-    /// The log line of the iterations since the last one, `it` the last of
-    /// them (1-based).
-    fn log_window(&mut self, it: u64) -> Result<(), DlrmError> {
-        let (l, acc, ns, modelled, n, samples) = self.window;
-        let n = n.max(1) as f64;
-        let per_sample = samples.max(1) as f64;
-        let s = format!(
-            "[{}] Finished training it {it}/{} of epoch {}, {:.2} ms/it, loss {:.4}, accuracy {:.3} %, modelled {:.2} ms/it",
-            self.mode.name,
-            self.iters,
-            self.epoch,
-            ns / n / 1e6,
-            l / per_sample,
-            100.0 * acc / per_sample,
-            modelled / n / 1e6
-        );
-        self.window = (0.0, 0.0, 0.0, 0.0, 0, 0);
-        self.line(&s)
-    }
-    fn line(&mut self, s: &str) -> Result<(), DlrmError> {
-        if !self.quiet {
-            self.pb.suspend(|| eprintln!("{s}"));
-        }
-        writeln!(self.log, "{s}")
-            .and_then(|_| self.log.flush())
-            .map_err(|e| self.io_err(LOG, e))
-    }
-
-    /// A failed write or flush of `name` in the run directory: the mode
-    /// fails at once (records missing or cut mid-line are no results).
-    fn io_err(&self, name: &str, source: std::io::Error) -> DlrmError {
-        DlrmError::Write {
-            what: self.dir.join(name).display().to_string(),
-            source,
-        }
-    }
-}
-
-const LOG: &str = "train.log";
-const ITERATIONS_CSV: &str = "iterations.csv";
-const TIMELINE_CSV: &str = "timeline.csv";
-const EVAL_CSV: &str = "eval.csv";
-
-impl Observer for Recorder {
-    fn iteration(&mut self, r: &IterRecord) -> Result<(), DlrmError> {
-        let m = self.mode.name;
-        let a = if r.iteration < self.warmup && self.iters > self.warmup {
-            &mut self.warm
+impl Monitor for Progress {
+    fn mode_started(&mut self, mode: &str, simulating: bool) {
+        self.pb.set_message(if simulating {
+            format!("{mode}: simulating the pool")
         } else {
-            &mut self.agg
-        };
-        a.record(r);
-        writeln!(
-            self.iter_csv,
-            "{m},{},{},{},{},{},{:.6},{:.6},{:.6}",
-            r.iteration,
-            r.batch_size,
-            r.loss,
-            r.accuracy,
-            // Shortest round trip: a decayed rate (down to its 1e-7 floor) keeps its digits.
-            r.lr,
-            r.wall_ns / 1e6,
-            r.iteration_ns / 1e6,
-            r.timeline.hidden_ns() / 1e6
-        )
-        .map_err(|e| self.io_err(ITERATIONS_CSV, e))?;
-        for e in &r.timeline.events {
-            writeln!(
-                self.timeline_csv,
-                "{m},{},{},{},{},{},{},{},{:.1},{},{}",
-                r.iteration,
-                e.stage.as_str(),
-                e.lane,
-                csv_field(&e.primitive),
-                // (A detail may hold a comma or a quote.)
-                csv_field(&e.detail),
-                e.resource.as_str(),
-                e.source.as_str(),
-                e.time_ns,
-                e.bytes,
-                // (Empty where no accounting of its own gives the energy.)
-                if e.energy_pj > 0.0 {
-                    format!("{:.1}", e.energy_pj)
-                } else {
-                    String::new()
-                }
-            )
-            .map_err(|e| self.io_err(TIMELINE_CSV, e))?;
+            mode.to_string()
+        });
+    }
+
+    fn line(&mut self, line: &str) {
+        if !self.quiet {
+            self.pb.suspend(|| eprintln!("{line}"));
         }
-        self.iter_csv
-            .flush()
-            .map_err(|e| self.io_err(ITERATIONS_CSV, e))?;
-        self.timeline_csv
-            .flush()
-            .map_err(|e| self.io_err(TIMELINE_CSV, e))?;
-        if !r.loss.is_finite() {
-            // (Recorded above, then the mode stops: every later loss, the
-            // evaluation and the AUC would be meaningless.)
-            return Err(DlrmError::Config(format!(
-                "the loss is {} at iteration {} (learning rate {}): training diverged; lower --lr",
-                r.loss,
-                r.iteration,
-                if (1e-4..1e6).contains(&r.lr.abs()) {
-                    format!("{}", r.lr)
-                } else {
-                    format!("{:e}", r.lr)
-                }
-            )));
-        }
-        self.epoch = r.epoch;
-        let w = &mut self.window;
-        w.0 += r.loss * r.batch_size as f64;
-        w.1 += r.accuracy * r.batch_size as f64;
-        w.2 += r.wall_ns;
-        w.3 += r.iteration_ns;
-        w.4 += 1;
-        w.5 += r.batch_size;
+    }
+
+    fn iteration(&mut self, mode: &str, simulation_over: bool) {
         self.pb.inc(1);
-        if r.iteration + 1 == self.simulated {
-            self.pb.set_message(self.mode.name.to_string());
+        if simulation_over {
+            self.pb.set_message(mode.to_string());
         }
-        let it = r.iteration + 1;
-        if self.print_every > 0 && (it % self.print_every == 0 || it == self.iters) {
-            self.log_window(it)?;
-        }
-        Ok(())
-    }
-
-    /// A run that stopped early (data exhausted, interrupted) logs its last
-    /// iterations too.
-    fn finished(&mut self, iterations: u64) -> Result<(), DlrmError> {
-        if self.print_every > 0 && self.window.4 > 0 {
-            self.log_window(iterations)?;
-        }
-        Ok(())
-    }
-
-    fn eval(&mut self, e: &EvalRecord) -> Result<(), DlrmError> {
-        let m = self.mode.name;
-        let auc = e.auc.map_or("n/a".to_string(), |a| format!("{a:.4}"));
-        writeln!(
-            self.eval_csv,
-            "{m},{},{},{},{},{}",
-            e.iteration,
-            e.samples,
-            e.loss,
-            e.accuracy,
-            e.auc.map_or(String::new(), |a| a.to_string())
-        )
-        .and_then(|_| self.eval_csv.flush())
-        .map_err(|e| self.io_err(EVAL_CSV, e))?;
-        self.agg.evals.push(e.clone());
-        let s = format!(
-            "[{m}] Testing at - {}/{} of epoch {}, loss {:.4}, accuracy {:.3} %, auc {auc}",
-            e.iteration,
-            self.iters,
-            self.epoch,
-            e.loss,
-            100.0 * e.accuracy
-        );
-        self.line(&s)
     }
 
     fn should_stop(&self) -> bool {
         STOP.load(Ordering::Relaxed)
     }
-}
-
-/// A new CSV file of this run (one an earlier run into the same directory
-/// left is replaced, not appended to).
-/// The header is flushed at once: a run killed before its first record
-/// still leaves a file that says what it holds.
-fn csv_file(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>> {
-    let p = dir.join(name);
-    let f = File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
-    let mut w = BufWriter::new(f);
-    writeln!(w, "{header}")
-        .and_then(|_| w.flush())
-        .with_context(|| format!("cannot write {}", p.display()))?;
-    Ok(w)
-}
-
-fn report_text(r: &Resolved, modes: &[ModeSummary], rd: &Path) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    // (The pool only where a mode runs on it.)
-    let pool = if r.modes.iter().any(|m| m.uses_nmp) {
-        format!(
-            ", NMP {} x {} {} ({})",
-            r.nmp.ranks,
-            r.nmp.preset,
-            r.nmp.placement,
-            match r.nmp.fixed_bandwidth_gbps {
-                Some(b) => format!("fixed {b} GB/s, modelled"),
-                None => match r.nmp.sim_batches {
-                    SimBatches::All =>
-                        format!("{} engine, every iteration simulated", r.nmp.engine),
-                    SimBatches::First(n) => format!(
-                        "{} engine, {n} simulated iteration(s), then proxy",
-                        r.nmp.engine
-                    ),
-                },
-            }
-        )
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        o,
-        "model {} (batch {}, {} tables, dim {}), {}{pool}",
-        r.preset.name,
-        r.train.batch,
-        r.train.model.table_rows.len(),
-        r.train.model.dim,
-        match &r.device_name {
-            Some(d) => format!(
-                "dense path measured on {d}, the rest of the GPU modelled as {}",
-                r.gpu.name
-            ),
-            None => format!("GPU modelled as {}", r.gpu.name),
-        },
-    );
-    // Fig. 12 style: modelled latency breakdown per primitive.
-    let mut prims: Vec<String> = Vec::new();
-    for m in modes {
-        for b in &m.breakdown_ms {
-            if !prims.contains(&b.primitive) {
-                prims.push(b.primitive.clone());
-            }
-        }
-    }
-    let _ = writeln!(
-        o,
-        "\nLatency breakdown of the modelled system, ms per iteration (Fig. 12):"
-    );
-    let _ = writeln!(
-        o,
-        "(meas: measured on this machine; sim: NMP pool simulated cycle by cycle; proxy(it A-B): the bandwidth simulated in iterations A to B applied to\n this batch's bytes; model: modelled; emu: GPU emulation of the pool; hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
-    );
-    // (Wide enough for the longest source label.)
-    let lw = modes
-        .iter()
-        .flat_map(|m| m.breakdown_ms.iter().map(|b| b.label().len()))
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    let cw = lw + 10;
-    let _ = write!(o, "{:<14}", "mode");
-    for p in &prims {
-        let _ = write!(o, " {:>cw$}", p);
-    }
-    let _ = writeln!(o, " {:>10} {:>10}", "hidden", "iteration");
-    for m in modes {
-        let _ = write!(o, "{:<14}", m.mode.as_str());
-        for p in &prims {
-            match m.breakdown_ms.iter().find(|b| &b.primitive == p) {
-                Some(b) => {
-                    let _ = write!(o, " {:>9.3} {:<lw$}", b.ms_per_iteration, b.label());
-                }
-                None => {
-                    let _ = write!(o, " {:>cw$}", "-");
-                }
-            }
-        }
-        let _ = writeln!(
-            o,
-            " {:>10.3} {:>10.3}",
-            // (0 - x, not -x: nothing hidden shows as 0.000, not -0.000.)
-            0.0 - m.modelled_hidden_ms_per_iteration,
-            m.modelled_ms_per_iteration
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\nThroughput (Fig. 13: modelled system; wall: this machine, measured):"
-    );
-    let _ = writeln!(
-        o,
-        "{:<14} {:>14} {:>16} {:>12} {:>14} {:>12} {:>10}",
-        "mode",
-        "modelled ms/it",
-        "speedup vs base",
-        "wall ms/it",
-        "wall samples/s",
-        "dense GF/s",
-        "test AUC"
-    );
-    for m in modes {
-        let _ = writeln!(
-            o,
-            "{:<14} {:>14.3} {:>16} {:>12.2} {:>14.0} {:>12.1} {:>10}",
-            m.mode.as_str(),
-            m.modelled_ms_per_iteration,
-            m.speedup_over_baseline_cpu
-                .map_or("-".to_string(), |s| format!("{s:.2}x")),
-            m.wall_ms_per_iteration,
-            m.samples_per_second,
-            m.dense_gflops,
-            m.final_eval
-                .as_ref()
-                .and_then(|e| e.auc)
-                .map_or("-".to_string(), |a| format!("{a:.4}"))
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\nShare of this machine's wall time per primitive (measured):"
-    );
-    for m in modes {
-        let parts: Vec<String> = m
-            .host_share
-            .iter()
-            .map(|(k, s)| format!("{k} {:.1}%", 100.0 * s))
-            .collect();
-        let _ = writeln!(o, "  {:<14} {}", m.mode.as_str(), parts.join(", "));
-    }
-    let with_calib: Vec<_> = modes
-        .iter()
-        .filter(|m| !m.nmp_calibration_gbps.is_empty())
-        .collect();
-    for m in &with_calib {
-        let parts: Vec<String> = m
-            .nmp_calibration_gbps
-            .iter()
-            .map(|(k, g)| format!("{k} {g:.1} GB/s"))
-            .collect();
-        let who = if with_calib.len() > 1 {
-            format!(", {}", m.mode.as_str())
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            o,
-            "NMP effective bandwidth (simulated{who}): {}",
-            parts.join(", ")
-        );
-    }
-    for m in modes {
-        if !m.emulated_raw_ms_per_iteration.is_empty() {
-            let parts: Vec<String> = m
-                .emulated_raw_ms_per_iteration
-                .iter()
-                .map(|(k, t)| format!("{k} {t:.3} ms"))
-                .collect();
-            let _ = writeln!(
-                o,
-                "GPU time of the emulated pool's kernels before the throttle, {} (measured): {}",
-                m.mode.as_str(),
-                parts.join(", ")
-            );
-        }
-    }
-    let sim_s = nmpsim_dlrm::pooltime::sim_wall_s();
-    if sim_s > 0.0 {
-        let _ = writeln!(
-            o,
-            "Cycle-level DRAM simulation of the pool: {sim_s:.1} s of this machine's wall time (measured; not in wall ms/it)"
-        );
-    }
-    let _ = writeln!(o, "\nrun directory: {}", rd.display());
-    o
 }
 
 /// Refuses, before anything is allocated, a model and test set the memory
@@ -1151,174 +767,60 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut first_data = Some(open_data(&a, &r)?);
+    let first_data = Some(open_data(&a, &r)?);
     let rd = RunDir::create(a.out.as_deref(), "train")?;
     // An earlier run's records go (aside, if it finished) before this run's
     // are created.
-    rd.remove_earlier(&["summary.csv", LOG, ITERATIONS_CSV, TIMELINE_CSV, EVAL_CSV])?;
+    let mut earlier = vec![SUMMARY_CSV];
+    earlier.extend(run::RECORD_FILES);
+    rd.remove_earlier(&earlier)?;
     rd.write_config("train", &r)?;
     // Ctrl-C stops after the current iteration (SIGTERM ends the run at once).
     crate::signals::stop_on_sigint(&STOP);
     let dir = rd.path().to_path_buf();
-    let log = BufWriter::new(
-        File::create(dir.join(LOG))
-            .with_context(|| format!("cannot create {}", dir.join(LOG).display()))?,
+    let mut files = RecordFiles::create(&dir)?;
+    let pb = rundir::progress(
+        r.train.iters * r.modes.len() as u64,
+        "train",
+        a.quiet || a.json,
     );
-    let mut iter_csv = csv_file(
-        &dir,
-        ITERATIONS_CSV,
-        "mode,iteration,batch_size,loss,accuracy,lr,wall_ms,modelled_ms,modelled_hidden_ms",
-    )?;
-    let mut timeline_csv = csv_file(
-        &dir,
-        TIMELINE_CSV,
-        "mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes,energy_pj",
-    )?;
-    let mut eval_csv = csv_file(&dir, EVAL_CSV, "mode,iteration,samples,loss,accuracy,auc")?;
-    let mut log = Some(log);
-    let mut summaries: Vec<ModeSummary> = Vec::new();
-    let mut status = Status::Completed;
-    let total = r.train.iters * r.modes.len() as u64;
-    let pb = rundir::progress(total, "train", a.quiet || a.json);
-    for &mode in &r.modes {
-        if STOP.load(Ordering::Relaxed) {
-            status = Status::Interrupted;
-            break;
-        }
-        pb.set_message(mode.name.to_string());
-        let (mut data, test) = match first_data.take() {
-            Some(d) => d,
-            None => open_data(&a, &r)?,
-        };
-        let mut tr = mode_trainer(&r, mode, pool.clone())?;
-        let simulated = if mode.uses_nmp && r.nmp.fixed_bandwidth_gbps.is_none() {
-            r.nmp.sim_batches.of(r.train.iters)
-        } else {
-            0
-        };
-        if simulated > 0 {
-            pb.set_message(format!("{mode}: simulating the pool"));
-        }
-        let placement = tr.embedding.placement();
-        // (The modelled FLOPs are linear in the batch size; an epoch's last
-        // batch may be smaller.)
-        let dense_flops_per_sample = tr.dense_model.flops / r.train.batch.max(1) as f64;
-        let mut rec = Recorder {
-            mode,
-            iters: r.train.iters,
-            print_every: r.train.print_every,
-            quiet: a.quiet || a.json,
-            dir: dir.clone(),
-            log: log.take().expect("log handed back after each mode"),
-            iter_csv,
-            timeline_csv,
-            eval_csv,
-            pb: pb.clone(),
-            simulated,
-            window: (0.0, 0.0, 0.0, 0.0, 0, 0),
-            epoch: 0,
-            warmup: a.warmup_iters,
-            agg: ModeAgg::default(),
-            warm: ModeAgg::default(),
-        };
-        if let (Some(p), true) = (&pool, mode.uses_nmp) {
-            p.lock()
-                .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
-                .begin_run();
-        }
-        let outcome = tr.train(data.as_mut(), &test, &mut rec);
-        let calib: Vec<(String, f64)> = match (&pool, mode.uses_nmp) {
-            (Some(p), true) => p
-                .lock()
-                .map_err(|_| anyhow::anyhow!("NMP timer poisoned"))?
-                .run_calibration_gbps(),
-            _ => Vec::new(),
-        };
-        let mode_status = match &outcome {
-            Ok(o) => o.status,
-            Err(_) => Status::Failed,
-        };
-        // A run stopped inside its warm-up has only warm-up iterations to report.
-        if rec.agg.iterations == 0 && rec.warm.iterations > 0 {
-            let evals = std::mem::take(&mut rec.agg.evals);
-            rec.agg = std::mem::take(&mut rec.warm);
-            rec.agg.evals = evals;
-        }
-        let mut summary = summarize(
-            mode.name,
-            mode_status,
-            placement,
-            &rec.agg,
-            dense_flops_per_sample,
-            calib,
-        );
-        summary.warmup_iterations = rec.warm.iterations;
-        // A proxy names the simulated iterations it comes from.
-        if let SimBatches::First(n) = r.nmp.sim_batches
-            && n > 0
-        {
-            for b in &mut summary.breakdown_ms {
-                if b.sources.contains(&Source::SimulatedProxy) {
-                    b.proxy_of_iterations =
-                        Some((0, r.nmp.sim_batches.of(r.train.iters).max(1) - 1));
-                }
-            }
-        }
-        summaries.push(summary);
-        let Recorder {
-            log: l,
-            iter_csv: i,
-            timeline_csv: t,
-            eval_csv: e,
-            ..
-        } = rec;
-        log = Some(l);
-        iter_csv = i;
-        timeline_csv = t;
-        eval_csv = e;
-        if outcome.is_err() {
-            status = Status::Failed;
-        }
-        // Results so far reach the disk whatever happens next: marked as a
-        // run still going, unless this mode failed (the run ends here).
-        let state = if outcome.is_err() {
-            RunState::Ended(Status::Failed)
-        } else {
-            RunState::Running
-        };
-        let written = write_summary(&rd, &r, &mut summaries, state);
-        let outcome = match outcome {
-            Ok(o) => o,
-            // The mode's error is the one to report: a summary that could
-            // not be written either (a full disk) is said after it.
-            Err(e) => {
-                let also = match written {
-                    Ok(_) => String::new(),
-                    Err(w) => format!(" (nor could the summary be written: {w:#})"),
-                };
-                return Err(anyhow::Error::from(e).context(format!(
-                    "mode {mode}: training failed; the log and the records so far are in {}{also}",
-                    dir.display()
-                )));
-            }
-        };
-        written?;
-        if outcome.status != Status::Completed {
-            status = outcome.status;
-            if outcome.status == Status::Interrupted {
-                break;
-            }
-        }
+    let mut monitor = Progress {
+        pb: pb.clone(),
+        quiet: a.quiet || a.json,
+    };
+    let spec = TrainRun {
+        modes: r.modes.clone(),
+        config: r.train.clone(),
+        gpu: r.gpu.clone(),
+        pool,
+        warmup_iters: a.warmup_iters,
+    };
+    let mut driver = Driver {
+        a: &a,
+        r: &r,
+        rd: &rd,
+        first_data,
+    };
+    let out = run::train_modes(&spec, &mut files, &mut monitor, &mut driver)?;
+    if let Some(f) = out.failure {
+        // The mode's error is the one to report: a summary that could not be
+        // written either (a full disk) is said after it.
+        let also = f.summary_error.map_or(String::new(), |w| {
+            format!(" (nor could the summary be written: {w:#})")
+        });
+        return Err(anyhow::Error::from(f.error).context(format!(
+            "mode {}: training failed; the log and the records so far are in {}{also}",
+            f.mode,
+            dir.display()
+        )));
     }
+    let mut summaries = out.summaries;
+    let status = out.status;
     pb.finish_and_clear();
     let text = write_summary(&rd, &r, &mut summaries, RunState::Ended(status))?;
     // (The log is complete before anything is printed: a stdout that cannot
     // be written leaves a whole run directory.)
-    if let Some(mut l) = log {
-        writeln!(l, "{text}")
-            .and_then(|_| l.flush())
-            .with_context(|| format!("cannot write {}", dir.join(LOG).display()))?;
-    }
+    files.log_line(&text)?;
     if status == Status::Interrupted {
         // A stopped run does not replace an earlier finished one: that stays
         // in previous-run/ (and a note says so).
@@ -1370,65 +872,20 @@ fn write_summary(
         run_dir: rd.path().display().to_string(),
     };
     rd.write_results("train", &s)?;
-    let header = [
-        "mode",
-        "status",
-        "iterations",
-        "wall_ms_per_iteration",
-        "samples_per_second",
-        "dense_gflops",
-        "modelled_ms_per_iteration",
-        "modelled_hidden_ms_per_iteration",
-        "speedup_over_baseline_cpu",
-        "final_loss",
-        "test_auc",
-    ];
-    let rows: Vec<Vec<String>> = summaries
-        .iter()
-        .map(|m| {
-            vec![
-                m.mode.to_string(),
-                serde_json::to_value(m.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                m.iterations.to_string(),
-                format!("{:.4}", m.wall_ms_per_iteration),
-                format!("{:.1}", m.samples_per_second),
-                format!("{:.2}", m.dense_gflops),
-                format!("{:.4}", m.modelled_ms_per_iteration),
-                format!("{:.4}", m.modelled_hidden_ms_per_iteration),
-                m.speedup_over_baseline_cpu
-                    .map_or(String::new(), |s| format!("{s:.4}")),
-                // (Empty for a loss that is not a number, as results.json's null.)
-                m.final_loss
-                    .filter(|l| l.is_finite())
-                    .map_or(String::new(), |l| format!("{l:.6}")),
-                m.final_eval
-                    .as_ref()
-                    .and_then(|e| e.auc)
-                    .map_or(String::new(), |a| format!("{a:.6}")),
-            ]
-        })
-        .collect();
-    rd.write_file("summary.csv", csv_text(&header, &rows).as_bytes())?;
-    let mut text = report_text(r, summaries, rd.path());
-    if state != RunState::Ended(Status::Completed) {
-        // Say so where it is read, not only in the JSON and CSV.
-        let not_run: Vec<String> = not_run.iter().map(|m| m.to_string()).collect();
-        let word = match state {
-            RunState::Running => "in progress (this summary is rewritten after each mode)",
-            RunState::Ended(Status::Interrupted) => "interrupted",
-            RunState::Ended(Status::Failed) => "failed",
-            RunState::Ended(Status::DataExhausted) => "stopped: the data ran out",
-            RunState::Ended(Status::Completed) => "completed",
-        };
-        let rest = match (not_run.is_empty(), state) {
-            (true, _) => String::new(),
-            (false, RunState::Running) => format!("; not run yet: {}", not_run.join(", ")),
-            (false, _) => format!("; not run: {}", not_run.join(", ")),
-        };
-        text = format!("run {word}{rest}\n{text}");
+    rd.write_file(SUMMARY_CSV, report::summary_csv(summaries).as_bytes())?;
+    let header = ReportHeader {
+        model: &r.preset.name,
+        batch: r.train.batch,
+        tables: r.train.model.table_rows.len(),
+        dim: r.train.model.dim,
+        gpu: &r.gpu.name,
+        device_name: r.device_name.as_deref(),
+        pool: r.modes.iter().any(|m| m.uses_nmp).then_some(&r.nmp),
+    };
+    let mut text = report::report_text(&header, summaries, rd.path());
+    // A run not completed says so where it is read, not only in the JSON and CSV.
+    if let Some(line) = report::status_line(state, &not_run) {
+        text = format!("{line}\n{text}");
     }
     rd.write_summary(&text)?;
     Ok(text)
@@ -1439,6 +896,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use nmpsim_dlrm::SystemMode;
+    use nmpsim_dlrm::summary::{ModeAgg, summarize};
 
     #[derive(Parser)]
     struct Cli {

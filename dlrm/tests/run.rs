@@ -1,0 +1,334 @@
+//! A training run driven as library code (`nmpsim_dlrm::run`): records,
+//! summaries, failures and stops, without the command line.
+
+use std::path::PathBuf;
+
+use nmpsim_dlrm::report::{self, ReportHeader};
+use nmpsim_dlrm::run::{self, Data, Driver, Monitor, RecordFiles, Silent, TrainRun};
+use nmpsim_dlrm::summary::RunState;
+use nmpsim_dlrm::{
+    BuildCtx, CpuDense, DataSource, DlrmError, GpuPreset, PresetOverrides, Status, StrategyEntry,
+    TeacherData, TrainConfig, Trainer, preset, strategy,
+};
+
+struct Dir(PathBuf);
+impl Dir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("nmpsim-run-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The tiny model's synthetic data; `fail` names a strategy whose trainer
+/// cannot be built; every summary state handed over is kept.
+struct Tiny {
+    spec: nmpsim_traces::GenSpec,
+    dense: usize,
+    fail: Option<&'static str>,
+    /// The data of this strategy (by run order) breaks after two batches.
+    break_data: Option<usize>,
+    data_calls: usize,
+    states: Vec<(Vec<String>, RunState)>,
+}
+
+impl Tiny {
+    fn new(batch: usize) -> (Self, TrainConfig) {
+        let p = preset("tiny", &PresetOverrides::default()).unwrap();
+        let mut spec = p.data.clone();
+        spec.batch_size = batch;
+        let cfg = TrainConfig::sgd(p.config.clone(), batch, 8, 0.1);
+        (
+            Tiny {
+                spec,
+                dense: p.config.bottom[0],
+                fail: None,
+                break_data: None,
+                data_calls: 0,
+                states: Vec::new(),
+            },
+            cfg,
+        )
+    }
+}
+
+impl Driver for Tiny {
+    type Error = DlrmError;
+    fn data(&mut self) -> Result<Data, DlrmError> {
+        let train = TeacherData::new(self.spec.clone(), self.dense, 3)?;
+        let mut t = self.spec.clone();
+        t.seed ^= 0x7e57;
+        let mut test = TeacherData::new(t, self.dense, 3)?;
+        let test = vec![test.next_batch()];
+        self.data_calls += 1;
+        if self.break_data == Some(self.data_calls) {
+            return Ok((Box::new(Breaks(train, 2)), test));
+        }
+        Ok((Box::new(train) as Box<dyn DataSource>, test))
+    }
+    fn trainer(
+        &mut self,
+        mode: &'static StrategyEntry,
+        ctx: &BuildCtx,
+    ) -> Result<Trainer, DlrmError> {
+        if self.fail == Some(mode.name) {
+            // A configuration the trainer refuses: the run reports it.
+            let mut bad = ctx.clone();
+            let mut cfg = ctx.config.clone();
+            cfg.batch = 0;
+            bad.config = &cfg;
+            let dense = CpuDense::new(&cfg.model, cfg.dense_optimizer, cfg.seed)?;
+            return strategy::trainer(mode, &bad, Box::new(dense));
+        }
+        let c = ctx.config;
+        let dense = CpuDense::new(&c.model, c.dense_optimizer, c.seed)?;
+        strategy::trainer(mode, ctx, Box::new(dense))
+    }
+    fn summaries(
+        &mut self,
+        s: &mut [nmpsim_dlrm::ModeSummary],
+        state: RunState,
+    ) -> Result<(), DlrmError> {
+        self.states
+            .push((s.iter().map(|m| m.mode.clone()).collect(), state));
+        Ok(())
+    }
+}
+
+/// Data that fails after its first `.1` batches.
+struct Breaks(TeacherData, u32);
+impl DataSource for Breaks {
+    fn next_batch(&mut self) -> Option<Result<nmpsim_traces::Batch, DlrmError>> {
+        if self.1 == 0 {
+            return Some(Err(DlrmError::Config("the data broke".into())));
+        }
+        self.1 -= 1;
+        Some(Ok(self.0.next_batch()))
+    }
+}
+
+fn csv_rows(path: &std::path::Path) -> Vec<csv::StringRecord> {
+    csv::Reader::from_path(path)
+        .unwrap()
+        .records()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_records_every_strategy_and_hands_over_its_summaries() {
+    let d = Dir::new("records");
+    let (mut tiny, cfg) = Tiny::new(32);
+    let run = TrainRun::new(
+        strategy::select("baseline-cpu,tcast-cpu").unwrap(),
+        cfg,
+        GpuPreset::named("v100").unwrap(),
+    );
+    let mut files = RecordFiles::create(&d.0).unwrap();
+    let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
+    assert_eq!(out.status, Status::Completed);
+    assert!(out.failure.is_none());
+    let names: Vec<&str> = out.summaries.iter().map(|s| s.mode.as_str()).collect();
+    assert_eq!(names, ["baseline-cpu", "tcast-cpu"]);
+    // Identical data and seed: the two strategies learn the same numbers
+    // (casting reorders only sums of one row's gradients).
+    let (a, b) = (&out.summaries[0], &out.summaries[1]);
+    assert_eq!(a.iterations, 8);
+    assert!((a.final_loss.unwrap() - b.final_loss.unwrap()).abs() < 1e-4);
+    assert_eq!(a.speedup_over_baseline_cpu, Some(1.0));
+    // After each strategy, the summaries so far, the run still going.
+    assert_eq!(
+        tiny.states,
+        vec![
+            (vec!["baseline-cpu".to_string()], RunState::Running),
+            (
+                vec!["baseline-cpu".to_string(), "tcast-cpu".to_string()],
+                RunState::Running
+            )
+        ]
+    );
+    // One line per iteration and strategy; the timeline's events each with
+    // their source; one evaluation per strategy at the end.
+    let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+    assert_eq!(it.len(), 16);
+    assert_eq!(&it[8][0], "tcast-cpu");
+    assert_eq!(&it[8][1], "0");
+    let tl = csv_rows(&d.0.join(run::TIMELINE_CSV));
+    assert!(tl.iter().any(|r| &r[4] == "casting" && &r[7] == "modelled"));
+    assert!(tl.iter().all(|r| r.len() == 11));
+    let ev = csv_rows(&d.0.join(run::EVAL_CSV));
+    assert_eq!(ev.len(), 2);
+    let log = std::fs::read_to_string(d.0.join(run::LOG)).unwrap();
+    assert!(
+        log.contains("[tcast-cpu] Finished training it 8/8 of epoch 0, "),
+        "{log}"
+    );
+
+    // The report and summary.csv from the same summaries.
+    let text = report::report_text(
+        &ReportHeader {
+            model: "tiny",
+            batch: 32,
+            tables: 3,
+            dim: 4,
+            gpu: "v100",
+            device_name: None,
+            pool: None,
+        },
+        &out.summaries,
+        &d.0,
+    );
+    assert!(text.starts_with("model tiny (batch 32, 3 tables, dim 4), GPU modelled as v100\n"));
+    assert!(
+        text.contains("tcast-cpu") && text.contains(" model "),
+        "{text}"
+    );
+    let csv = report::summary_csv(&out.summaries);
+    let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(csv.as_bytes())
+        .records()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(&rows[1][0], "tcast-cpu");
+    assert_eq!(&rows[1][1], "completed");
+    assert_eq!(&rows[0][8], "1.0000");
+}
+
+#[test]
+fn a_failed_strategy_ends_the_run_with_the_summaries_so_far() {
+    let d = Dir::new("failed");
+    let (mut tiny, cfg) = Tiny::new(16);
+    tiny.fail = Some("tcast-cpu");
+    let run = TrainRun::new(
+        strategy::select("all").unwrap(),
+        cfg,
+        GpuPreset::named("v100").unwrap(),
+    );
+    // Strategies on the pool need one.
+    let mut files = RecordFiles::create(&d.0).unwrap();
+    let e = run::train_modes(&run, &mut files, &mut Silent, &mut tiny)
+        .err()
+        .expect("no pool");
+    assert!(e.to_string().contains("no pool is configured"), "{e}");
+
+    let run = TrainRun {
+        modes: strategy::select("baseline-cpu,tcast-cpu").unwrap(),
+        ..run
+    };
+    let e = run::train_modes(&run, &mut files, &mut Silent, &mut tiny)
+        .err()
+        .expect("a trainer that cannot be built is the driver's error");
+    assert!(
+        e.to_string().contains("batch size must be at least 1"),
+        "{e}"
+    );
+    // The first strategy's summary was handed over before.
+    assert_eq!(tiny.states.len(), 1);
+
+    // A strategy whose training fails ends the run: its summary (failed)
+    // is handed over with the run marked failed, and the rest do not run.
+    let (mut tiny, cfg) = Tiny::new(16);
+    tiny.break_data = Some(2);
+    let run = TrainRun { config: cfg, ..run };
+    let run = TrainRun {
+        modes: strategy::select("tcast").unwrap()[..2].to_vec(),
+        ..run
+    };
+    let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
+    assert_eq!(out.status, Status::Failed);
+    let f = out.failure.expect("a failure");
+    assert_eq!(f.mode, "tcast-cpu");
+    assert!(
+        f.error.to_string().contains("the data broke"),
+        "{}",
+        f.error
+    );
+    assert!(f.summary_error.is_none());
+    assert_eq!(out.summaries[1].status, Status::Failed);
+    assert_eq!(out.summaries[1].iterations, 2);
+    assert_eq!(
+        tiny.states.last().unwrap().1,
+        RunState::Ended(Status::Failed)
+    );
+}
+
+/// Stops the run after `after` iterations.
+struct StopAfter {
+    after: u64,
+    seen: u64,
+    lines: Vec<String>,
+    started: Vec<(String, bool)>,
+}
+impl Monitor for StopAfter {
+    fn mode_started(&mut self, mode: &str, simulating: bool) {
+        self.started.push((mode.to_string(), simulating));
+    }
+    fn line(&mut self, line: &str) {
+        self.lines.push(line.to_string());
+    }
+    fn iteration(&mut self, _mode: &str, _over: bool) {
+        self.seen += 1;
+    }
+    fn should_stop(&self) -> bool {
+        self.seen >= self.after
+    }
+}
+
+#[test]
+fn a_stop_ends_the_run_interrupted_after_the_current_iteration() {
+    let d = Dir::new("stop");
+    let (mut tiny, cfg) = Tiny::new(16);
+    let run = TrainRun::new(
+        strategy::select("baseline-cpu,tcast-cpu").unwrap(),
+        cfg,
+        GpuPreset::named("v100").unwrap(),
+    );
+    let mut files = RecordFiles::create(&d.0).unwrap();
+    let mut m = StopAfter {
+        after: 3,
+        seen: 0,
+        lines: Vec::new(),
+        started: Vec::new(),
+    };
+    let out = run::train_modes(&run, &mut files, &mut m, &mut tiny).unwrap();
+    assert_eq!(out.status, Status::Interrupted);
+    assert_eq!(out.summaries.len(), 1);
+    assert_eq!(out.summaries[0].status, Status::Interrupted);
+    assert_eq!(out.summaries[0].iterations, 3);
+    assert_eq!(m.started, vec![("baseline-cpu".to_string(), false)]);
+    // The stopped strategy logged its last iterations; the log has them too.
+    assert!(
+        m.lines
+            .iter()
+            .any(|l| l.starts_with("[baseline-cpu] Finished training it 3/8")),
+        "{:?}",
+        m.lines
+    );
+    assert_eq!(csv_rows(&d.0.join(run::ITERATIONS_CSV)).len(), 3);
+    assert_eq!(
+        report::status_line(RunState::Ended(Status::Interrupted), &["tcast-cpu".into()]),
+        Some("run interrupted; not run: tcast-cpu".into())
+    );
+    assert_eq!(
+        report::status_line(RunState::Ended(Status::Completed), &[]),
+        None
+    );
+}
+
+#[test]
+fn a_status_is_named_as_results_json_names_it() {
+    for s in [
+        Status::Completed,
+        Status::DataExhausted,
+        Status::Interrupted,
+        Status::Failed,
+    ] {
+        assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+    }
+}
