@@ -501,13 +501,6 @@ pub fn progress(len: u64, what: &str, quiet: bool) -> indicatif::ProgressBar {
     pb
 }
 
-/// Serialises a path as text, with any bytes that are not UTF-8 replaced
-/// (serde's own impl refuses such a path, which would fail the run's
-/// `config.json` over a file name). For `#[serde(serialize_with = ...)]`.
-pub fn lossy_path<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&path.to_string_lossy())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

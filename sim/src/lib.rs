@@ -7,7 +7,9 @@
 //! ([`native`]) that follows DRAMsim3's controller. All are configured from one
 //! Rust description ([`DramConfig`]), and all are measured the same way: [`simulate`] drives an
 //! engine with a request [`source`] and returns [`DramStats`], with energy from
-//! command counts through one IDD model ([`energy`]).
+//! command counts through one IDD model ([`energy`]). A whole run (a source
+//! through several engines, their agreement, the JEDEC check, the summary)
+//! is [`run`].
 
 pub mod config;
 pub mod dramsim3;
@@ -18,6 +20,7 @@ pub mod jedec;
 pub mod native;
 pub mod ramulator;
 pub mod request;
+pub mod run;
 pub mod runner;
 pub mod source;
 pub mod timing;

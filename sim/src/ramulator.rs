@@ -49,6 +49,12 @@ pub const WRITE_QUEUE: u64 = 512;
 /// How often (in cycles) the command traces are read while running.
 const POLL_CYCLES: u64 = 16;
 
+/// Where Ramulator writes rank `rank`'s command trace in `work_dir` (one
+/// channel): the JEDEC checker reads it from there.
+pub fn command_trace_path(work_dir: &std::path::Path, rank: u32) -> std::path::PathBuf {
+    work_dir.join(format!("ramulator-chan-0-rank-{rank}.cmdtrace"))
+}
+
 /// Incremental reader of one rank's command trace.
 struct RankTrace {
     path: PathBuf,
@@ -288,7 +294,7 @@ impl RamulatorEngine {
             .map_err(|e| SimError::io(&cfg_path, e))?;
         let stats_path = work_dir.join("ramulator.stats");
         let traces: Vec<RankTrace> = (0..config.ranks)
-            .map(|r| RankTrace::new(work_dir.join(format!("ramulator-chan-0-rank-{r}.cmdtrace"))))
+            .map(|r| RankTrace::new(command_trace_path(work_dir, r)))
             .collect();
         let sim = RamulatorWrapper::new(&utf8(&cfg_path)?, &utf8(&stats_path)?);
         // Ramulator opens every rank's trace as it starts: one missing now

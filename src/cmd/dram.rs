@@ -4,18 +4,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use nmpsim_sim::jedec::{Checker, Violation, read_ramulator_traces};
-use nmpsim_sim::native::NativeEngine;
-use nmpsim_sim::source::{
-    AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic,
-};
+use nmpsim_sim::run::{BoxedSource, RequestSource, RunResults, TimingCheck, run_engine};
+use nmpsim_sim::source::{EmbeddingPhase, StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
-    AddressMapping, DramConfig, DramStats, EngineKind, EventEnergy, MemOp, RunOptions, SimError,
-    preset_names, simulate, simulate_native,
+    AddressMapping, DramConfig, EngineKind, EventEnergy, RunOptions, SimError, preset_names,
+    simulate,
 };
 use serde::Serialize;
 
@@ -307,87 +303,40 @@ fn presets(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the requests come from, as recorded in the run's config.
-#[derive(Serialize, Clone, Debug)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum SourceConfig {
-    Stream(StreamSpec),
-    AddressTrace {
-        #[serde(serialize_with = "crate::rundir::lossy_path")]
-        path: PathBuf,
-    },
-    EmbeddingTrace {
-        #[serde(serialize_with = "crate::rundir::lossy_path")]
-        path: PathBuf,
-        dim: usize,
-        base: u64,
-        phase: EmbeddingPhase,
-        max_batches: Option<u64>,
-    },
-}
-
-type BoxedSource = Box<dyn Iterator<Item = Result<MemOp, SimError>> + Send>;
-
-impl SourceConfig {
-    fn from_args(a: &RunArgs) -> Result<Self> {
-        if let Some(p) = &a.trace {
-            return Ok(SourceConfig::AddressTrace { path: p.clone() });
-        }
-        if let Some(p) = &a.embedding_trace {
-            let phase: EmbeddingPhase = a
-                .phase
-                .as_deref()
-                .unwrap_or("forward")
-                .parse()
-                .map_err(flag_error)?;
-            return Ok(SourceConfig::EmbeddingTrace {
-                path: p.clone(),
-                dim: a.dim.unwrap_or(64),
-                base: a.base,
-                phase,
-                max_batches: a.max_batches,
-            });
-        }
-        let kind: StreamKind = a
-            .stream
+/// Where the requests come from, from the flags.
+fn source_of(a: &RunArgs) -> Result<RequestSource> {
+    if let Some(p) = &a.trace {
+        return Ok(RequestSource::AddressTrace { path: p.clone() });
+    }
+    if let Some(p) = &a.embedding_trace {
+        let phase: EmbeddingPhase = a
+            .phase
             .as_deref()
-            .unwrap_or("random")
+            .unwrap_or("forward")
             .parse()
             .map_err(flag_error)?;
-        Ok(SourceConfig::Stream(StreamSpec {
-            kind,
-            requests: a.requests,
-            write_fraction: a.write_fraction,
-            seed: a.seed,
+        return Ok(RequestSource::EmbeddingTrace {
+            path: p.clone(),
+            dim: a.dim.unwrap_or(64),
             base: a.base,
-            footprint_bytes: a.footprint,
-        }))
+            phase,
+            max_batches: a.max_batches,
+        });
     }
-
-    /// Opens the source; `Some(n)` when its length is known.
-    fn open(&self, cfg: &DramConfig) -> Result<(BoxedSource, Option<u64>)> {
-        let cap = cfg.capacity_bytes();
-        Ok(match self {
-            SourceConfig::Stream(spec) => {
-                let s = synthetic(spec, cap).map_err(flag_error)?;
-                (Box::new(s.map(Ok)), Some(spec.requests))
-            }
-            SourceConfig::AddressTrace { path } => (Box::new(AddressTrace::open(path, cap)?), None),
-            SourceConfig::EmbeddingTrace {
-                path,
-                dim,
-                base,
-                phase,
-                max_batches,
-            } => (
-                Box::new(
-                    EmbeddingRequests::open(path, *dim, *base, *phase, cap, *max_batches)
-                        .map_err(flag_error)?,
-                ),
-                None,
-            ),
-        })
-    }
+    let kind: StreamKind = a
+        .stream
+        .as_deref()
+        .unwrap_or("random")
+        .parse()
+        .map_err(flag_error)?;
+    Ok(RequestSource::Stream(StreamSpec {
+        kind,
+        requests: a.requests,
+        write_fraction: a.write_fraction,
+        seed: a.seed,
+        base: a.base,
+        footprint_bytes: a.footprint,
+    }))
 }
 
 /// A source's parameter error, named by the flag that sets it
@@ -415,177 +364,10 @@ fn flag_error(e: SimError) -> anyhow::Error {
 struct RunConfig<'a> {
     engines: Vec<EngineKind>,
     dram: &'a DramConfig,
-    source: &'a SourceConfig,
+    source: &'a RequestSource,
     options: &'a RunOptions,
     event_energy_pj: EventEnergy,
     ramulator_timing_differences: Vec<(&'static str, u32, u32)>,
-}
-
-#[derive(Serialize)]
-struct RunResults {
-    runs: Vec<DramStats>,
-    /// Ramulator over DRAMsim3, when both ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agreement: Option<Agreement>,
-    /// Every engine after the first over the first, in run order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    comparisons: Vec<Agreement>,
-    /// With `--check-timing`: one per engine, in run order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    timing_checks: Vec<TimingCheck>,
-}
-
-#[derive(Serialize)]
-struct RuleCount {
-    rule: &'static str,
-    count: usize,
-}
-
-/// What the JEDEC checker found in one engine's commands.
-#[derive(Serialize)]
-struct TimingCheck {
-    engine: EngineKind,
-    /// Whether the engine had a command log to check.
-    checked: bool,
-    /// Which timing table the commands were held to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timing: Option<&'static str>,
-    commands: usize,
-    violations: usize,
-    /// Violations per rule, most frequent first.
-    by_rule: Vec<RuleCount>,
-    /// Of the violations, tRTRS between two writes of different ranks (the
-    /// departure DRAMsim3 and Ramulator share).
-    write_to_write_rank_switches: usize,
-    /// Every violation, one a line, in the run directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file: Option<String>,
-}
-
-impl TimingCheck {
-    fn unchecked(engine: EngineKind) -> Self {
-        TimingCheck {
-            engine,
-            checked: false,
-            timing: None,
-            commands: 0,
-            violations: 0,
-            by_rule: Vec::new(),
-            write_to_write_rank_switches: 0,
-            file: None,
-        }
-    }
-
-    /// The check of `commands` commands that broke the rules `v`; writes
-    /// the violations, if any, to `jedec-<engine>.txt` in the run directory.
-    fn new(
-        engine: EngineKind,
-        timing: &'static str,
-        commands: usize,
-        v: Vec<Violation>,
-        rd: &RunDir,
-    ) -> Result<Self> {
-        let mut by_rule: Vec<RuleCount> = Vec::new();
-        for x in &v {
-            match by_rule.iter_mut().find(|c| c.rule == x.rule) {
-                Some(c) => c.count += 1,
-                None => by_rule.push(RuleCount {
-                    rule: x.rule,
-                    count: 1,
-                }),
-            }
-        }
-        by_rule.sort_by(|a, b| b.count.cmp(&a.count).then(a.rule.cmp(b.rule)));
-        let file = if v.is_empty() {
-            None
-        } else {
-            let name = format!("jedec-{}.txt", engine.name());
-            let path = rd.path().join(&name);
-            let mut text = String::new();
-            for x in &v {
-                text.push_str(&x.to_string());
-                text.push('\n');
-            }
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-            Some(name)
-        };
-        Ok(TimingCheck {
-            engine,
-            checked: true,
-            timing: Some(timing),
-            commands,
-            violations: v.len(),
-            by_rule,
-            write_to_write_rank_switches: v
-                .iter()
-                .filter(|x| x.is_write_to_write_rank_switch())
-                .count(),
-            file,
-        })
-    }
-
-    fn line(&self) -> String {
-        let name = self.engine.name();
-        if !self.checked {
-            return format!("{name}: not checked (the DRAMsim3 library exposes no command log)");
-        }
-        let timing = self.timing.unwrap_or("?");
-        if self.violations == 0 {
-            return format!(
-                "{name}: {} commands against {timing}, no rule broken",
-                self.commands
-            );
-        }
-        let rules: Vec<String> = self
-            .by_rule
-            .iter()
-            .map(|c| format!("{} {}", c.rule, c.count))
-            .collect();
-        let ww = match self.write_to_write_rank_switches {
-            0 => String::new(),
-            n if n == self.violations => {
-                "; all of them tRTRS between writes of different ranks".to_string()
-            }
-            n => format!("; {n} of them tRTRS between writes of different ranks"),
-        };
-        format!(
-            "{name}: {} commands against {timing}, {} violations: {}{ww} (every one in {})",
-            self.commands,
-            self.violations,
-            rules.join(", "),
-            self.file.as_deref().unwrap_or("?")
-        )
-    }
-}
-
-/// One engine's run over another's.
-#[derive(Serialize)]
-struct Agreement {
-    engine: EngineKind,
-    reference: EngineKind,
-    bandwidth_ratio: f64,
-    /// `None` when either run has no reads.
-    read_latency_mean_ratio: Option<f64>,
-    /// `None` when the reference issued no ACTIVATE.
-    activations_ratio: Option<f64>,
-    energy_ratio: f64,
-}
-
-impl Agreement {
-    fn of(run: &DramStats, reference: &DramStats) -> Self {
-        Agreement {
-            engine: run.engine,
-            reference: reference.engine,
-            bandwidth_ratio: run.bandwidth_gbps / reference.bandwidth_gbps,
-            read_latency_mean_ratio: run
-                .read_latency_mean_ns
-                .zip(reference.read_latency_mean_ns)
-                .map(|(a, b)| a / b),
-            activations_ratio: (reference.activations != 0)
-                .then(|| run.activations as f64 / reference.activations as f64),
-            energy_ratio: run.energy.total_pj / reference.energy.total_pj,
-        }
-    }
 }
 
 fn run_sim(a: RunArgs) -> Result<ExitCode> {
@@ -619,8 +401,8 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
             a.engine
         );
     }
-    let source = SourceConfig::from_args(&a)?;
-    if let SourceConfig::AddressTrace { path } = &source {
+    let source = source_of(&a)?;
+    if let RequestSource::AddressTrace { path } = &source {
         if path.is_dir() {
             bail!(
                 "--trace {}: is a directory; expected an address trace file",
@@ -641,19 +423,19 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     // empty input, or a bad first line, fails before anything is written.
     // The first engine goes on with that same stream (a pipe can be read
     // only once); the others open the source again.
-    let (mut opened, first_len) = source.open(&cfg)?;
+    let (mut opened, first_len) = source.open(&cfg).map_err(flag_error)?;
     let mut first_source: Option<(BoxedSource, Option<u64>)> = match opened.next() {
         Some(Ok(op)) => Some((Box::new(std::iter::once(Ok(op)).chain(opened)), first_len)),
         Some(Err(e)) => return Err(e.into()),
         None => match &source {
-            SourceConfig::AddressTrace { path } => bail!(
+            RequestSource::AddressTrace { path } => bail!(
                 "{}: no requests (the trace is empty, or only blank and comment lines)",
                 path.display()
             ),
-            SourceConfig::EmbeddingTrace { path, .. } => {
+            RequestSource::EmbeddingTrace { path, .. } => {
                 bail!("{}: no lookups to replay", path.display())
             }
-            SourceConfig::Stream(_) => bail!("the synthetic stream has no requests"),
+            RequestSource::Stream(_) => bail!("the synthetic stream has no requests"),
         },
     };
     let rd = RunDir::create(a.out.as_deref(), "dram")?;
@@ -689,7 +471,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     for &engine in &engines {
         let (src, len) = match first_source.take() {
             Some(opened) => opened,
-            None => source.open(&cfg)?,
+            None => source.open(&cfg).map_err(flag_error)?,
         };
         let work_dir = rd.path().join(format!("engine-{}", engine.name()));
         opts.work_dir = Some(work_dir.clone());
@@ -704,90 +486,31 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
                 rd.path().display()
             )
         };
-        let stats = match (a.check_timing, engine) {
-            (true, EngineKind::Native) => {
-                // The checker replays the commands as the engine hands them
-                // on, a block at a time: no run is too long to check.
-                let found = Arc::new(Mutex::new((Checker::for_config(&cfg).replay(), Vec::new())));
-                let sink = Arc::clone(&found);
-                let mut e = NativeEngine::with_command_sink(&cfg, 1 << 16, move |part| {
-                    let mut guard = sink.lock().unwrap_or_else(|p| p.into_inner());
-                    let (replay, v) = &mut *guard;
-                    replay.feed(part, v);
-                })?;
-                let stats =
-                    simulate_native(&mut e, src, &opts, Some(&tick)).with_context(failed)?;
-                drop(e);
-                let (replay, mut v) = Arc::into_inner(found)
-                    .context("the command sink outlived its engine")?
-                    .into_inner()
-                    .unwrap_or_else(|p| p.into_inner());
-                replay.end(&mut v);
-                timing_checks.push(TimingCheck::new(
-                    engine,
-                    "the preset's JEDEC table",
-                    replay.commands(),
-                    v,
-                    &rd,
-                )?);
-                stats
-            }
-            (true, EngineKind::Ramulator) => {
-                let keep = RunOptions {
-                    keep_command_traces: true,
-                    ..opts.clone()
-                };
-                let stats = simulate(engine, &cfg, src, &keep, Some(&tick)).with_context(failed)?;
-                let paths: Vec<PathBuf> = (0..cfg.ranks)
-                    .map(|r| work_dir.join(format!("ramulator-chan-0-rank-{r}.cmdtrace")))
-                    .collect();
-                let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
-                let log = read_ramulator_traces(&refs)?;
-                if !a.keep_command_traces {
-                    for p in &paths {
-                        let _ = std::fs::remove_file(p);
+        let (stats, check) = run_engine(engine, &cfg, src, &opts, a.check_timing, Some(&tick))
+            .with_context(failed)?;
+        if a.check_timing {
+            timing_checks.push(match check {
+                Some(c) => {
+                    // Every violation, one a line, beside the results.
+                    let file = (!c.violations.is_empty()).then(|| TimingCheck::file_name(engine));
+                    if let Some(f) = &file {
+                        let path = rd.path().join(f);
+                        std::fs::write(&path, TimingCheck::violations_text(&c.violations))
+                            .with_context(|| format!("writing {}", path.display()))?;
                     }
+                    TimingCheck::of(engine, &c, file)
                 }
-                let v = Checker::with_timing(&cfg, cfg.ramulator_timing()).check(&log);
-                timing_checks.push(TimingCheck::new(
-                    engine,
-                    "Ramulator's own table",
-                    log.len(),
-                    v,
-                    &rd,
-                )?);
-                stats
-            }
-            (check, _) => {
-                if check {
-                    timing_checks.push(TimingCheck::unchecked(engine));
-                }
-                simulate(engine, &cfg, src, &opts, Some(&tick)).with_context(failed)?
-            }
-        };
+                None => TimingCheck::unchecked(engine),
+            });
+        }
         pb.finish_and_clear();
         runs.push(stats);
     }
-    let run_of = |kind: EngineKind| runs.iter().find(|r| r.engine == kind);
-    let agreement = match (run_of(EngineKind::Ramulator), run_of(EngineKind::Dramsim3)) {
-        (Some(a), Some(b)) => Some(Agreement::of(a, b)),
-        _ => None,
-    };
-    let comparisons = runs
-        .iter()
-        .skip(1)
-        .map(|r| Agreement::of(r, &runs[0]))
-        .collect();
-    let results = RunResults {
-        runs,
-        agreement,
-        comparisons,
-        timing_checks,
-    };
+    let results = RunResults::of(runs, timing_checks);
     rd.write_results("dram", &results)?;
-    let (header, rows) = stats_csv(&results.runs);
+    let (header, rows) = results.stats_table();
     rd.write_csv("results.csv", &header, &rows)?;
-    let summary = summary_text(&cfg, &source, &results);
+    let summary = results.summary_text(&cfg, &source);
     rd.write_summary(&summary)?;
     let dir = rd.finish()?;
     if a.json {
@@ -811,256 +534,6 @@ fn spinner(what: &str, quiet: bool) -> indicatif::ProgressBar {
     );
     pb.set_message(what.to_string());
     pb
-}
-
-fn stats_csv(runs: &[DramStats]) -> (Vec<&'static str>, Vec<Vec<String>>) {
-    // A statistic the run has none of (no reads: no latency) is left empty.
-    let opt = |x: Option<f64>| x.map_or(String::new(), |x| x.to_string());
-    let header = vec![
-        "engine",
-        "preset",
-        "cycles",
-        "sim_time_ns",
-        "reads",
-        "writes",
-        "bytes",
-        "bandwidth_gbps",
-        "bus_bandwidth_gbps",
-        "bus_utilisation",
-        "read_latency_mean_ns",
-        "read_latency_p50_ns",
-        "read_latency_p99_ns",
-        "read_latency_max_ns",
-        "row_hits",
-        "row_misses",
-        "row_conflicts",
-        "row_hit_rate",
-        "activations",
-        "precharges",
-        "read_cmds",
-        "write_cmds",
-        "refreshes",
-        "active_rank_cycles",
-        "precharged_rank_cycles",
-        "energy_activate_pj",
-        "energy_read_pj",
-        "energy_write_pj",
-        "energy_refresh_pj",
-        "energy_background_pj",
-        "energy_total_pj",
-        "energy_per_bit_pj",
-        "average_power_mw",
-        "wall_s",
-        "sim_requests_per_s",
-        "sim_cycles_per_s",
-    ];
-    let rows = runs
-        .iter()
-        .map(|s| {
-            vec![
-                s.engine.to_string(),
-                s.preset.clone(),
-                s.cycles.to_string(),
-                s.sim_time_ns.to_string(),
-                s.reads.to_string(),
-                s.writes.to_string(),
-                s.bytes.to_string(),
-                s.bandwidth_gbps.to_string(),
-                s.bus_bandwidth_gbps.to_string(),
-                s.bus_utilisation.to_string(),
-                opt(s.read_latency_mean_ns),
-                opt(s.read_latency_p50_ns),
-                opt(s.read_latency_p99_ns),
-                opt(s.read_latency_max_ns),
-                s.row_hits.to_string(),
-                s.row_misses.to_string(),
-                s.row_conflicts.map_or(String::new(), |c| c.to_string()),
-                opt(s.row_hit_rate),
-                s.activations.to_string(),
-                s.precharges.to_string(),
-                s.read_cmds.to_string(),
-                s.write_cmds.to_string(),
-                s.refreshes.to_string(),
-                s.active_rank_cycles.to_string(),
-                s.precharged_rank_cycles.to_string(),
-                s.energy.activate_pj.to_string(),
-                s.energy.read_pj.to_string(),
-                s.energy.write_pj.to_string(),
-                s.energy.refresh_pj.to_string(),
-                s.energy.background_pj.to_string(),
-                s.energy.total_pj.to_string(),
-                s.energy_per_bit_pj.to_string(),
-                s.average_power_mw.to_string(),
-                s.wall_s.to_string(),
-                s.sim_requests_per_s.to_string(),
-                s.sim_cycles_per_s.to_string(),
-            ]
-        })
-        .collect();
-    (header, rows)
-}
-
-/// A fraction as a percentage with the digits it needs, up to four
-/// decimals: 30, 0.4, 99.5, 33.3333 (not 0 or 100 for 0.4% or 99.5%).
-fn percent_of(f: f64) -> String {
-    let p = f * 100.0;
-    for d in 0..=4 {
-        let s = format!("{p:.d$}");
-        if s.parse::<f64>()
-            .is_ok_and(|v| (v - p).abs() <= 1e-9 * p.abs().max(1.0))
-        {
-            return s;
-        }
-    }
-    let s = format!("{p:.4}");
-    if s.parse::<f64>().is_ok_and(|v| v == 0.0 || v == 100.0) {
-        // (Closer to 0 or 100 than four decimals show: every digit.)
-        return format!("{p}");
-    }
-    s
-}
-
-fn describe(source: &SourceConfig) -> String {
-    match source {
-        SourceConfig::Stream(s) => format!(
-            "{} stream, {}, {}% writes, seed {}",
-            s.kind,
-            crate::cmd::plural(s.requests as usize, "request", "requests"),
-            percent_of(s.write_fraction),
-            s.seed
-        ),
-        SourceConfig::AddressTrace { path } => format!("address trace {}", path.display()),
-        SourceConfig::EmbeddingTrace {
-            path, dim, phase, ..
-        } => {
-            format!("embedding trace {} (dim {dim}, {phase})", path.display())
-        }
-    }
-}
-
-fn summary_text(cfg: &DramConfig, source: &SourceConfig, r: &RunResults) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} ({} rank{}, mapping {}), {}",
-        cfg.name,
-        cfg.ranks,
-        if cfg.ranks > 1 { "s" } else { "" },
-        cfg.mapping.name(),
-        describe(source)
-    );
-    let w = 13;
-    let _ = write!(s, "{:<24}", "");
-    for run in &r.runs {
-        let _ = write!(s, "{:>w$}", run.engine.name());
-    }
-    s.push('\n');
-    let mut row = |label: &str, f: &dyn Fn(&DramStats) -> String| {
-        let _ = write!(s, "{label:<24}");
-        for run in &r.runs {
-            let _ = write!(s, "{:>w$}", f(run));
-        }
-        s.push('\n');
-    };
-    // A run without reads has no read latency.
-    let latency = |ns: Option<f64>| ns.map_or("n/a".to_string(), |ns| format!("{ns:.1}"));
-    row("requests (R/W)", &|x| format!("{}/{}", x.reads, x.writes));
-    row("cycles", &|x| x.cycles.to_string());
-    row("simulated time (us)", &|x| {
-        format!("{:.2}", x.sim_time_ns / 1e3)
-    });
-    row("bandwidth (GB/s)", &|x| format!("{:.3}", x.bandwidth_gbps));
-    row("bus bandwidth (GB/s)", &|x| {
-        format!("{:.3}", x.bus_bandwidth_gbps)
-    });
-    row("  of peak", &|x| {
-        format!("{:.1}%", x.bus_utilisation * 100.0)
-    });
-    row("read latency mean (ns)", &|x| {
-        latency(x.read_latency_mean_ns)
-    });
-    row("read latency p50 (ns)", &|x| latency(x.read_latency_p50_ns));
-    row("read latency p99 (ns)", &|x| latency(x.read_latency_p99_ns));
-    row("row hit rate", &|x| {
-        x.row_hit_rate
-            .map_or("n/a".to_string(), |r| format!("{:.1}%", r * 100.0))
-    });
-    row("activations", &|x| x.activations.to_string());
-    row("refreshes", &|x| x.refreshes.to_string());
-    row("energy activate (nJ)", &|x| {
-        format!("{:.1}", x.energy.activate_pj / 1e3)
-    });
-    row("energy read (nJ)", &|x| {
-        format!("{:.1}", x.energy.read_pj / 1e3)
-    });
-    row("energy write (nJ)", &|x| {
-        format!("{:.1}", x.energy.write_pj / 1e3)
-    });
-    row("energy refresh (nJ)", &|x| {
-        format!("{:.1}", x.energy.refresh_pj / 1e3)
-    });
-    row("energy background (nJ)", &|x| {
-        format!("{:.1}", x.energy.background_pj / 1e3)
-    });
-    row("energy total (nJ)", &|x| {
-        format!("{:.1}", x.energy.total_pj / 1e3)
-    });
-    row("energy per bit (pJ)", &|x| {
-        format!("{:.2}", x.energy_per_bit_pj)
-    });
-    row("average power (mW)", &|x| {
-        format!("{:.0}", x.average_power_mw)
-    });
-    row("wall time (s)", &|x| format!("{:.2}", x.wall_s));
-    row("simulated requests/s", &|x| {
-        format!("{:.0}", x.sim_requests_per_s)
-    });
-    row("simulated cycles/s", &|x| {
-        format!("{:.0}", x.sim_cycles_per_s)
-    });
-    for a in &r.comparisons {
-        let _ = writeln!(
-            s,
-            "{} / {}: bandwidth {:.3}, mean read latency {}, activations {}, energy {:.3}",
-            a.engine.name(),
-            a.reference.name(),
-            a.bandwidth_ratio,
-            a.read_latency_mean_ratio
-                .map_or("n/a (no reads)".to_string(), |x| format!("{x:.3}")),
-            a.activations_ratio.map_or(
-                format!("n/a ({} has none)", a.reference.name()),
-                |x| format!("{x:.3}")
-            ),
-            a.energy_ratio
-        );
-    }
-    for x in r.runs.iter().filter(|x| x.write_cmds < x.writes) {
-        // `bandwidth` counts requests as they complete, and a posted write
-        // completes when accepted: writes merged in the write buffer, or
-        // still there when the run ends, count though no WRITE carried them.
-        let _ = writeln!(
-            s,
-            "note: {}: {} writes completed but {} WRITE commands issued (writes to one line \
-             merge in the write buffer{}); bandwidth counts the writes, bus bandwidth the \
-             commands (docs/dram.md, \"Writes are posted\")",
-            x.engine.name(),
-            x.writes,
-            x.write_cmds,
-            if x.engine == EngineKind::Dramsim3 {
-                ", and DRAMsim3 leaves the writes still buffered at the end unissued"
-            } else {
-                ""
-            }
-        );
-    }
-    if !r.timing_checks.is_empty() {
-        let _ = writeln!(s, "timing check (the JEDEC command-log checker):");
-        for c in &r.timing_checks {
-            let _ = writeln!(s, "  {}", c.line());
-        }
-    }
-    s
 }
 
 /// The streams `nmpsim dram bench` measures, in order.
@@ -1329,19 +802,7 @@ fn bytes_arg(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{median, percent_of};
-
-    #[test]
-    fn write_shares_keep_the_digits_that_matter() {
-        assert_eq!(percent_of(0.3), "30");
-        assert_eq!(percent_of(0.0), "0");
-        assert_eq!(percent_of(1.0), "100");
-        assert_eq!(percent_of(0.004), "0.4");
-        assert_eq!(percent_of(0.995), "99.5");
-        assert_eq!(percent_of(1.0 / 3.0), "33.3333");
-        assert_ne!(percent_of(0.9999999), "100.0000");
-        assert_ne!(percent_of(0.0000001), "0.0000");
-    }
+    use super::median;
 
     #[test]
     fn median_of_odd_even_and_no_values() {
