@@ -44,6 +44,10 @@ pub enum NmpError {
     #[error("invalid parameter `{name}`: {what}")]
     Param { name: String, what: String },
 
+    /// An error of a step a run names (`placement: phase of batch N`).
+    #[error("{what}: {inner}")]
+    Within { what: String, inner: Box<NmpError> },
+
     #[error(transparent)]
     Kernel(#[from] nmpsim_kernels::KernelError),
 
@@ -52,6 +56,14 @@ pub enum NmpError {
 }
 
 impl NmpError {
+    /// This error as one of the step `what`.
+    pub fn within(self, what: impl Into<String>) -> Self {
+        NmpError::Within {
+            what: what.into(),
+            inner: Box::new(self),
+        }
+    }
+
     pub fn param(name: impl Into<String>, what: impl Into<String>) -> Self {
         NmpError::Param {
             name: name.into(),

@@ -11,6 +11,9 @@
 //! - [`timing`]: the timed pool ([`run_batch`]): each rank's requests through its
 //!   own DRAM engine, ranks in parallel, a vector ALU and a host link, reported
 //!   as a [`BatchReport`].
+//! - [`run`]: a whole run (batches under several placements, one primitive
+//!   and the phases that set it up, the analytic bytes, the kernels' check),
+//!   what `nmpsim nmp run` drives.
 pub mod encoding;
 pub mod error;
 pub mod isa;
@@ -27,6 +30,7 @@ pub use pool::{
     Pool, RankWork, gather_link_out_bytes, rank_request_count, rank_work, scatter_link_out_bytes,
     validate,
 };
+pub mod run;
 pub mod timing;
 pub use timing::{
     BYTES_PER_REQUEST, BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy,

@@ -19,6 +19,7 @@
 //! paper's sizes (batch 2048, 1M-row tables): about 55 minutes on the native engine, every training iteration simulated;
 //! the pool simulations take 17-26x as long on DRAMsim3 (docs/performance.md).
 
+use nmpsim_nmp::run::{PhaseReport, PoolResults};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -36,6 +37,7 @@ use nmpsim_experiments::spec::Spec;
 
 use crate::thresholds::{CheckKind, threshold};
 
+mod specs;
 pub mod thresholds;
 
 /// How big the runs are.
@@ -321,55 +323,13 @@ static ITEMS: [Item; 11] = [
 
 // ---------------------------------------------------------------- sweeps
 
+/// `quick` or `full` by size (the notes' figures; the sweeps' own sizes are
+/// in `reproduce/specs/`).
 fn quick_full<T>(s: Size, quick: T, full: T) -> T {
     match s {
         Size::Quick => quick,
         Size::Full => full,
     }
-}
-
-fn traffic_spec(s: Size, description: &str, batches: &str) -> String {
-    let rows = quick_full(s, 100_000, 1_000_000);
-    format!(
-        "command = \"kernels traffic\"\n\
-         description = \"{description}\"\n\n\
-         [base]\n\
-         tables = 10\n\
-         bag = 10\n\
-         rows = {rows}\n\
-         dim = 64\n\n\
-         [axes]\n\
-         batch = [{batches}]\n\
-         dist = [\"uniform\", \"zipf:1.05\"]\n"
-    )
-}
-
-fn sweeps_traffic_batch(s: Size) -> Vec<SweepDef> {
-    vec![SweepDef {
-        name: "traffic-batch",
-        toml: traffic_spec(
-            s,
-            "Analytic traffic and unique rows against the batch, 10 tables, 10 lookups per bag",
-            quick_full(
-                s,
-                "256, 512, 1024, 2048, 4096",
-                "512, 1024, 2048, 4096, 8192, 16384",
-            ),
-        ),
-        max_jobs: quick_full(s, None, Some(1)),
-    }]
-}
-
-fn sweeps_traffic(s: Size) -> Vec<SweepDef> {
-    vec![SweepDef {
-        name: "traffic",
-        toml: traffic_spec(
-            s,
-            "Analytic traffic per primitive, 10 tables, 10 lookups per bag",
-            "2048",
-        ),
-        max_jobs: quick_full(s, None, Some(1)),
-    }]
 }
 
 /// Figure 6's sweeps: the analytic traffic, and Table I's pool runs, whose
@@ -380,128 +340,39 @@ fn sweeps_traffic_and_pool(s: Size) -> Vec<SweepDef> {
     v
 }
 
-fn sweeps_pool(s: Size) -> Vec<SweepDef> {
-    let (rows, batch) = quick_full(s, (100_000, 256), (1_000_000, 2048));
-    vec![SweepDef {
-        name: "pool",
-        toml: format!(
-            "command = \"nmp run\"\n\
-             description = \"Table I: 32 ranks of DDR4-3200, each primitive under each placement (the scatter for Figure 6's DRAM bytes)\"\n\
-             metrics = [\"phases.*\"]\n\n\
-             [base]\n\
-             profile = \"rm1\"\n\
-             rows = {rows}\n\
-             batch = {batch}\n\
-             ranks = 32\n\
-             preset = \"DDR4-3200-x8\"\n\
-             mapping = \"ro-ra-ba-bg-co\"\n\n\
-             [axes]\n\
-             primitive = [\"gather-reduce\", \"casted-gather-reduce\", \"scatter\"]\n\
-             placement = [\"vector-sliced\", \"row-interleaved\", \"table-per-rank\"]\n"
-        ),
-        max_jobs: None,
-    }]
+fn sweeps_traffic_batch(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("traffic-batch", s)]
 }
 
-/// `nmpsim train --mode all` base flags at this size.
-fn train_base(s: Size) -> String {
-    let (rows, iters) = quick_full(s, (100_000, 4), (1_000_000, 8));
-    format!(
-        "mode = \"all\"\n\
-         rows = {rows}\n\
-         iters = {iters}\n\
-         warmup-iters = 1\n\
-         test-batches = 1\n\
-         print-freq = 0\n"
-    )
+fn sweeps_traffic(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("traffic", s)]
+}
+
+fn sweeps_pool(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("pool", s)]
 }
 
 fn sweeps_models(s: Size) -> Vec<SweepDef> {
-    let batch = quick_full(s, 512, 2048);
-    vec![SweepDef {
-        name: "models",
-        toml: format!(
-            "command = \"train\"\n\
-             description = \"RM1-RM4 in the four system modes (Figures 12-15)\"\n\n\
-             [base]\n{}batch = {batch}\n\n\
-             [axes]\n\
-             model = [\"rm1\", \"rm2\", \"rm3\", \"rm4\"]\n",
-            train_base(s)
-        ),
-        // Measured CPU times: one run at a time.
-        max_jobs: Some(1),
-    }]
+    vec![specs::sweep("models", s)]
 }
 
 fn sweeps_batch(s: Size) -> Vec<SweepDef> {
-    let batches = quick_full(s, "256, 512, 1024", "1024, 2048, 4096, 8192");
-    vec![SweepDef {
-        name: "batch",
-        toml: format!(
-            "command = \"train\"\n\
-             description = \"RM1 and RM3 in the four system modes against the batch (Figure 16)\"\n\n\
-             [base]\n{}\n\
-             [axes]\n\
-             model = [\"rm1\", \"rm3\"]\n\
-             batch = [{batches}]\n",
-            train_base(s)
-        ),
-        // Measured CPU times: one run at a time.
-        max_jobs: Some(1),
-    }]
+    vec![specs::sweep("batch", s)]
 }
 
 fn sweeps_dim(s: Size) -> Vec<SweepDef> {
-    let (batch, dims) = quick_full(s, (256, "16, 32, 64, 128"), (2048, "16, 32, 64, 128, 256"));
-    vec![SweepDef {
-        name: "dim",
-        toml: format!(
-            "command = \"train\"\n\
-             description = \"RM1 in the four system modes against the embedding dimension (Figure 17)\"\n\n\
-             [base]\n{}model = \"rm1\"\nbatch = {batch}\n\n\
-             [axes]\n\
-             dim = [{dims}]\n",
-            train_base(s)
-        ),
-        // Measured CPU times: one run at a time.
-        max_jobs: Some(1),
-    }]
+    vec![specs::sweep("dim", s)]
 }
 
 fn sweeps_link(s: Size) -> Vec<SweepDef> {
-    let (rows, batch, iters) = quick_full(s, (100_000, 512, 4), (1_000_000, 2048, 8));
-    vec![SweepDef {
-        name: "link",
-        toml: format!(
-            "command = \"train\"\n\
-             description = \"tcast-nmp against the pool link bandwidth (Section VI-D)\"\n\n\
-             [base]\n\
-             mode = \"tcast-nmp\"\n\
-             rows = {rows}\n\
-             iters = {iters}\n\
-             warmup-iters = 1\n\
-             batch = {batch}\n\
-             test-batches = 1\n\
-             print-freq = 0\n\n\
-             [axes]\n\
-             model = [\"rm1\", \"rm3\"]\n\
-             placement = [\"row-interleaved\", \"vector-sliced\"]\n\
-             link-gbps = [25, 50, 100, 150]\n"
-        ),
-        // Measured CPU times: one run at a time.
-        max_jobs: Some(1),
-    }]
+    vec![specs::sweep("link", s)]
 }
 
 /// The sweep with `engine = "<engine>"` added to its `[base]` when its command
 /// simulates DRAM (`nmp run`, `train`); other sweeps are returned unchanged.
 pub fn with_engine(mut def: SweepDef, engine: &str) -> SweepDef {
-    let simulates = def.toml.starts_with("command = \"nmp run\"")
-        || def.toml.starts_with("command = \"train\"");
-    if simulates && let Some(at) = def.toml.find("[base]\n") {
-        def.toml
-            .insert_str(at + "[base]\n".len(), &format!("engine = \"{engine}\"\n"));
-    }
+    def.toml =
+        specs::with_engine(&def.toml, engine).unwrap_or_else(|e| panic!("sweep {}: {e}", def.name));
     def
 }
 
@@ -905,14 +776,18 @@ fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
     })
 }
 
+/// An `nmp run`'s results, read as the pool's type (a missing or renamed
+/// field is an error naming it).
+fn pool_results(r: &RunResult) -> Result<PoolResults, String> {
+    serde_json::from_value(r.results.clone())
+        .map_err(|e| format!("the `nmp run` output does not read as the pool's results: {e}"))
+}
+
 /// The phase of an `nmp run` that ran the primitive asked for.
-fn primary_phase(r: &RunResult) -> Result<&Value, String> {
-    r.results
-        .get("phases")
-        .and_then(Value::as_array)
-        .ok_or("no phases")?
+fn primary_phase(r: &PoolResults) -> Result<&PhaseReport, String> {
+    r.phases
         .iter()
-        .find(|p| p.get("primary").and_then(Value::as_bool) == Some(true))
+        .find(|p| p.primary)
         .ok_or_else(|| "no primary phase in the `nmp run` output".to_string())
 }
 
@@ -923,18 +798,15 @@ fn dram_against_analytic(inp: &Inputs) -> Result<(String, Vec<f64>), String> {
     let mut md = Vec::new();
     let mut ratios = Vec::new();
     for r in &runs {
-        let p = primary_phase(r)?;
+        let res = pool_results(r)?;
+        let p = primary_phase(&res)?;
         let a = p
-            .get("analytic_dram_bytes")
+            .analytic_dram_bytes
             .ok_or("no analytic_dram_bytes in the `nmp run` output (an older nmpsim?)")?;
-        let rep = p.get("report").ok_or("no report")?;
-        let (ar, aw) = (
-            num(a, "read").unwrap_or(0.0),
-            num(a, "write").unwrap_or(0.0),
-        );
+        let (ar, aw) = (a.read as f64, a.write as f64);
         let (dr, dw) = (
-            num(rep, "dram_read_bytes").ok_or("no dram_read_bytes")?,
-            num(rep, "dram_write_bytes").ok_or("no dram_write_bytes")?,
+            p.report.dram_read_bytes as f64,
+            p.report.dram_write_bytes as f64,
         );
         let ratio = (dr + dw) / (ar + aw);
         ratios.push(ratio);
@@ -982,12 +854,12 @@ fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
     let mut within = true;
     // (The sweep's scatter runs are Figure 6's; Table I is the two gather-reduces.)
     for r in runs.iter().filter(|r| r.param("primitive") != "scatter") {
-        let p = primary_phase(r)?;
-        let rep = p.get("report").ok_or("no report")?;
-        let eff = num(rep, "effective_bandwidth_gbps").ok_or("no effective_bandwidth_gbps")?;
-        let mem = num(rep, "memory_side_bandwidth_gbps").ok_or("no memory_side_bandwidth_gbps")?;
-        let pk = num(rep, "peak_bandwidth_gbps").ok_or("no peak_bandwidth_gbps")?;
-        let imb = num(rep, "load_imbalance").unwrap_or(f64::NAN);
+        let res = pool_results(r)?;
+        let rep = &primary_phase(&res)?.report;
+        let eff = rep.effective_bandwidth_gbps;
+        let mem = rep.memory_side_bandwidth_gbps;
+        let pk = rep.peak_bandwidth_gbps;
+        let imb = rep.load_imbalance;
         peak = peak.max(pk);
         within &= eff > 0.0 && eff <= pk * 1.0001 && mem <= pk * 1.0001;
         let prim = r.param("primitive").to_string();
@@ -2472,14 +2344,59 @@ mod tests {
 
     /// A pool run whose DRAM moved `dram` bytes of 1 MB analytic (read).
     fn pool_run_bytes(prim: &str, plc: &str, eff: f64, dram: f64) -> RunResult {
+        let placement: nmpsim_nmp::Placement = plc.parse().unwrap();
+        // A whole report as the pool writes it, then the figures set.
+        let report = |eff: f64, imbalance: f64, dram: f64| nmpsim_nmp::BatchReport {
+            ops: Vec::new(),
+            engine: nmpsim_sim::EngineKind::Native,
+            preset: "DDR4-3200-x8".into(),
+            placement,
+            ranks: 32,
+            active_ranks: 32,
+            time_ns: 1.0,
+            link_in_ns: 0.0,
+            compute_ns: 1.0,
+            link_out_ns: 0.0,
+            link_in_bytes: 0,
+            link_out_bytes: 0,
+            link_out_tail_bytes: 0,
+            request_read_bytes: 0,
+            request_write_bytes: 0,
+            dram_read_bytes: dram as u64,
+            dram_write_bytes: 0,
+            effective_bandwidth_gbps: eff,
+            memory_side_bandwidth_gbps: eff,
+            end_to_end_bandwidth_gbps: eff,
+            peak_bandwidth_gbps: 819.2,
+            mean_busy_fraction: 1.0,
+            load_imbalance: imbalance,
+            energy: Default::default(),
+            per_rank: Vec::new(),
+            dram_requests: 0,
+            wall_s: 0.0,
+            sim_requests_per_s: 0.0,
+        };
+        let phase = |primary: bool, rep| PhaseReport {
+            placement,
+            batch: 0,
+            phase: "x".into(),
+            primary,
+            analytic_dram_bytes: primary.then_some(nmpsim_nmp::run::AnalyticBytes {
+                read: 1_000_000,
+                write: 0,
+            }),
+            report: rep,
+        };
+        let results = PoolResults {
+            phases: vec![
+                phase(false, report(1.0, 1.0, 0.0)),
+                phase(true, report(eff, 1.0, dram)),
+            ],
+            functional_checks: Vec::new(),
+        };
         run(
             &[("primitive", prim), ("placement", plc)],
-            json!({"phases": [
-                {"primary": false, "report": {"effective_bandwidth_gbps": 1.0, "memory_side_bandwidth_gbps": 1.0, "peak_bandwidth_gbps": 819.2}},
-                {"primary": true, "analytic_dram_bytes": {"read": 1_000_000, "write": 0},
-                 "report": {"effective_bandwidth_gbps": eff, "memory_side_bandwidth_gbps": eff, "peak_bandwidth_gbps": 819.2, "load_imbalance": 1.0,
-                            "dram_read_bytes": dram, "dram_write_bytes": 0}}
-            ]}),
+            serde_json::to_value(results).unwrap(),
         )
     }
 
