@@ -176,26 +176,9 @@ fn modes_are_chosen_by_name_from_the_registry() {
     );
     // A list runs its strategies in the registry's order, each once, with the
     // speed-ups over the baseline.
-    let o = nmpsim(
-        &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--mode",
-            "tcast-nmp,baseline-cpu,tcast-nmp",
-            "--batch",
-            "64",
-            "--iters",
-            "4",
-            "--nmp-bandwidth",
-            "400",
-            "--test-batches",
-            "1",
-            "--out",
-            "run",
-        ],
-    );
+    let args = "train --model tiny --mode tcast-nmp,baseline-cpu,tcast-nmp --batch 64 --iters 4 \
+                --nmp-bandwidth 400 --test-batches 1 --out run";
+    let o = nmpsim(&t.0, &args.split_whitespace().collect::<Vec<_>>());
     assert!(o.status.success(), "{}", text(&o));
     let r = json(&t.0.join("run/results.json"));
     let modes: Vec<&str> = r["results"]["modes"]

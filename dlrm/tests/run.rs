@@ -113,6 +113,15 @@ impl DataSource for Breaks {
     }
 }
 
+/// A run of the strategies `modes` selects, modelled on a V100.
+fn run_of(modes: &str, cfg: TrainConfig) -> TrainRun {
+    TrainRun::new(
+        strategy::select(modes).unwrap(),
+        cfg,
+        GpuPreset::named("v100").unwrap(),
+    )
+}
+
 fn csv_rows(path: &std::path::Path) -> Vec<csv::StringRecord> {
     csv::Reader::from_path(path)
         .unwrap()
@@ -125,11 +134,7 @@ fn csv_rows(path: &std::path::Path) -> Vec<csv::StringRecord> {
 fn a_run_records_every_strategy_and_hands_over_its_summaries() {
     let d = Dir::new("records");
     let (mut tiny, cfg) = Tiny::new(32);
-    let run = TrainRun::new(
-        strategy::select("baseline-cpu,tcast-cpu").unwrap(),
-        cfg,
-        GpuPreset::named("v100").unwrap(),
-    );
+    let run = run_of("baseline-cpu,tcast-cpu", cfg);
     let mut files = RecordFiles::create(&d.0).unwrap();
     let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
     assert_eq!(out.status, Status::Completed);
@@ -205,11 +210,7 @@ fn a_failed_strategy_ends_the_run_with_the_summaries_so_far() {
     let d = Dir::new("failed");
     let (mut tiny, cfg) = Tiny::new(16);
     tiny.fail = Some("tcast-cpu");
-    let run = TrainRun::new(
-        strategy::select("all").unwrap(),
-        cfg,
-        GpuPreset::named("v100").unwrap(),
-    );
+    let run = run_of("all", cfg);
     // Strategies on the pool need one.
     let mut files = RecordFiles::create(&d.0).unwrap();
     let e = run::train_modes(&run, &mut files, &mut Silent, &mut tiny)
@@ -284,11 +285,7 @@ impl Monitor for StopAfter {
 fn a_stop_ends_the_run_interrupted_after_the_current_iteration() {
     let d = Dir::new("stop");
     let (mut tiny, cfg) = Tiny::new(16);
-    let run = TrainRun::new(
-        strategy::select("baseline-cpu,tcast-cpu").unwrap(),
-        cfg,
-        GpuPreset::named("v100").unwrap(),
-    );
+    let run = run_of("baseline-cpu,tcast-cpu", cfg);
     let mut files = RecordFiles::create(&d.0).unwrap();
     let mut m = StopAfter {
         after: 3,

@@ -529,11 +529,7 @@ mod tests {
 
     #[test]
     fn the_slice_holders_are_the_layouts_and_partial_sums_go_with_split_rows() {
-        let tables = [
-            TableShape { rows: 37, dim: 64 },
-            TableShape { rows: 5, dim: 20 },
-            TableShape { rows: 3, dim: 1000 },
-        ];
+        let tables = odd_tables();
         for placement in Placement::ALL {
             for ranks in [1, 2, 3, 8, 65] {
                 let l = Layout::new(placement, &tables, params(ranks)).unwrap();
@@ -553,14 +549,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_ranks_own_pieces_are_its_share_of_the_rows_pieces() {
-        let tables = [
+    /// Tables of odd sizes: rows that do not divide among the ranks, rows
+    /// of one slice and of many, a last slice part full.
+    fn odd_tables() -> [TableShape; 4] {
+        [
             TableShape { rows: 37, dim: 64 },
             TableShape { rows: 5, dim: 20 },
             TableShape { rows: 9, dim: 200 },
             TableShape { rows: 3, dim: 1000 },
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_ranks_own_pieces_are_its_share_of_the_rows_pieces() {
+        let tables = odd_tables();
         for placement in Placement::ALL {
             for ranks in [1, 2, 3, 7, 8, 32, 65] {
                 let l = Layout::new(placement, &tables, params(ranks)).unwrap();

@@ -575,24 +575,18 @@ impl RunResults {
         });
         row("activations", &|x| x.activations.to_string());
         row("refreshes", &|x| x.refreshes.to_string());
-        row("energy activate (nJ)", &|x| {
-            format!("{:.1}", x.energy.activate_pj / 1e3)
-        });
-        row("energy read (nJ)", &|x| {
-            format!("{:.1}", x.energy.read_pj / 1e3)
-        });
-        row("energy write (nJ)", &|x| {
-            format!("{:.1}", x.energy.write_pj / 1e3)
-        });
-        row("energy refresh (nJ)", &|x| {
-            format!("{:.1}", x.energy.refresh_pj / 1e3)
-        });
-        row("energy background (nJ)", &|x| {
-            format!("{:.1}", x.energy.background_pj / 1e3)
-        });
-        row("energy total (nJ)", &|x| {
-            format!("{:.1}", x.energy.total_pj / 1e3)
-        });
+        type Part = fn(&DramStats) -> f64;
+        let parts: [(&str, Part); 6] = [
+            ("energy activate (nJ)", |x| x.energy.activate_pj),
+            ("energy read (nJ)", |x| x.energy.read_pj),
+            ("energy write (nJ)", |x| x.energy.write_pj),
+            ("energy refresh (nJ)", |x| x.energy.refresh_pj),
+            ("energy background (nJ)", |x| x.energy.background_pj),
+            ("energy total (nJ)", |x| x.energy.total_pj),
+        ];
+        for (label, pj) in parts {
+            row(label, &|x| format!("{:.1}", pj(x) / 1e3));
+        }
         row("energy per bit (pJ)", &|x| {
             format!("{:.2}", x.energy_per_bit_pj)
         });

@@ -1,0 +1,454 @@
+//! The training items' shared reading of `train --mode all` runs (as
+//! `dlrm`'s [`ModeSummary`]), and Figures 4, 12 and 13: the share of
+//! embedding time, the latency breakdown, the end-to-end speed-ups.
+
+use crate::*;
+
+/// A markdown table of a row per model and a column per mode.
+pub(crate) fn model_by_mode_md(rows: &[Vec<String>]) -> String {
+    let mut header = vec!["model"];
+    header.extend(MODES);
+    md_table(&header, rows)
+}
+
+pub(crate) const MODES: [&str; 4] = ["baseline-cpu", "tcast-cpu", "baseline-nmp", "tcast-nmp"];
+
+/// One mode of one `train --mode all` run.
+pub(crate) struct ModeRun {
+    pub(crate) mode: String,
+    pub(crate) iter_ms: f64,
+    pub(crate) speedup: f64,
+    /// primitive -> ms per iteration
+    pub(crate) breakdown: BTreeMap<String, f64>,
+    /// primitive -> where it runs (cpu, gpu, nmp)
+    pub(crate) placement: BTreeMap<String, String>,
+    pub(crate) sources: BTreeMap<String, String>,
+    /// stage (forward-embedding, dense, backward-embedding, ...) -> ms per
+    /// iteration
+    pub(crate) stages: BTreeMap<String, f64>,
+    /// resource (cpu, gpu, nmp, host-link, pool-link) -> busy ms per iteration
+    pub(crate) busy: BTreeMap<String, f64>,
+    /// The pool's simulated energy per iteration, J (0 where none).
+    pub(crate) nmp_energy_j: f64,
+}
+
+impl ModeRun {
+    pub(crate) fn ms(&self, p: &str) -> f64 {
+        self.breakdown.get(p).copied().unwrap_or(0.0)
+    }
+    /// Time per iteration the NMP pool computes (its primitives' time).
+    pub(crate) fn nmp_busy_ms(&self) -> f64 {
+        self.placement
+            .iter()
+            .filter(|(_, w)| w.as_str() == "nmp")
+            .map(|(p, _)| self.ms(p))
+            .sum()
+    }
+    pub(crate) fn is_nmp(&self) -> bool {
+        self.placement.values().any(|w| w == "nmp")
+    }
+    /// Busy ms per iteration of a resource: the run's own figure, or (from
+    /// an nmpsim that did not report it) the time of the primitives placed
+    /// on it.
+    pub(crate) fn busy(&self, resource: &str) -> f64 {
+        match self.busy.get(resource) {
+            Some(ms) => *ms,
+            None => self
+                .placement
+                .iter()
+                .filter(|(_, w)| w.as_str() == resource)
+                .map(|(p, _)| self.ms(p))
+                .sum(),
+        }
+    }
+}
+
+/// The completed modes of a `train` run, read as the trainer's own
+/// [`ModeSummary`] (a field the trainer renames or drops is a build error
+/// here, or at worst an error naming the field, never a silent zero).
+pub(crate) fn mode_runs(r: &RunResult) -> Result<Vec<ModeRun>, String> {
+    let modes = r
+        .results
+        .get("modes")
+        .ok_or("no `modes` in the `train` output")?;
+    let modes: Vec<ModeSummary> = serde_json::from_value(modes.clone())
+        .map_err(|e| format!("the `train` output's `modes`: {e}"))?;
+    Ok(modes
+        .into_iter()
+        .filter(|m| m.status == TrainStatus::Completed)
+        .map(|m| ModeRun {
+            mode: m.mode.as_str().to_string(),
+            iter_ms: m.modelled_ms_per_iteration,
+            speedup: m.speedup_over_baseline_cpu.unwrap_or(f64::NAN),
+            breakdown: m
+                .breakdown_ms
+                .iter()
+                .map(|b| (b.primitive.clone(), b.ms_per_iteration))
+                .collect(),
+            sources: m
+                .breakdown_ms
+                .iter()
+                .map(|b| {
+                    let s: Vec<&str> = b.sources.iter().map(|x| x.as_str()).collect();
+                    (b.primitive.clone(), s.join("+"))
+                })
+                .collect(),
+            placement: m.placement.into_iter().collect(),
+            stages: m
+                .stages_ms
+                .iter()
+                .map(|(st, ms)| (st.as_str().to_string(), *ms))
+                .collect(),
+            busy: m
+                .busy_ms_per_iteration
+                .iter()
+                .map(|(res, ms)| (res.as_str().to_string(), *ms))
+                .collect(),
+            nmp_energy_j: m.nmp_energy_j_per_iteration,
+        })
+        .collect())
+}
+
+pub(crate) fn find<'a>(ms: &'a [ModeRun], mode: &str) -> Option<&'a ModeRun> {
+    ms.iter().find(|m| m.mode == mode)
+}
+
+/// (model, modes) of the `models` sweep, in model order.
+pub(crate) fn model_runs(inp: &Inputs) -> Result<Vec<(String, Vec<ModeRun>)>, String> {
+    inp.completed("models")?
+        .into_iter()
+        .map(|r| Ok((r.param("model").to_string(), mode_runs(r)?)))
+        .collect()
+}
+
+pub(crate) fn training_notes(inp: &Inputs) -> Vec<String> {
+    training_notes_at(inp, &quick_full(inp.size, 512, 2048).to_string())
+}
+
+/// [`training_notes`] of runs at `batch` (a size, or words such as "as swept").
+pub(crate) fn training_notes_at(inp: &Inputs, batch: &str) -> Vec<String> {
+    vec![
+        format!(
+            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; every iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved): no reported NMP time is a proxy.",
+            batch,
+            quick_full(inp.size, "100,000", "1,000,000"),
+            quick_full(inp.size, 4, 8),
+            inp.train_engine_name()
+        ),
+        "CPU primitives are measured on this machine (its CPU, not the paper's Xeon); the MLPs, interaction and casting are modelled on a V100 roofline, transfers as bytes over the link's bandwidth plus a fixed latency (docs/dlrm.md). The paper measured a DGX-1 and emulated the NMP pool on a GPU.".into(),
+        "Measured CPU times move with the host's load: on a 2-core machine with other work running, one configuration's baseline-cpu iteration has differed by 2x between runs (and so every speedup over it), while simulated and modelled times are the same in every run. Run the training items with nothing else running, and compare speedups only within one run.".into(),
+    ]
+}
+
+pub(crate) fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
+    let models = model_runs(inp)?;
+    let mut rows = Vec::new();
+    let mut md = Vec::new();
+    let mut c = chart(
+        "baseline-cpu: share of an iteration per stage",
+        "model",
+        "% of iteration",
+        ChartKind::Bars,
+    );
+    let mut backward = Vec::new();
+    // (model, dense share) for RM1/2 and RM3/4.
+    let (mut light, mut heavy) = (Vec::new(), Vec::new());
+    for (model, modes) in &models {
+        let Some(b) = find(modes, "baseline-cpu") else {
+            continue;
+        };
+        let share = |stage: &str| 100.0 * b.stages.get(stage).copied().unwrap_or(0.0) / b.iter_ms;
+        for (stage, ms) in &b.stages {
+            rows.push(vec![
+                model.clone(),
+                stage.clone(),
+                format!("{ms:.4}"),
+                format!("{:.3}", 100.0 * ms / b.iter_ms),
+            ]);
+            push_point(
+                &mut c,
+                stage,
+                XValue::Cat(model_label(model)),
+                100.0 * ms / b.iter_ms,
+            );
+        }
+        let (bw, dense) = (share("backward-embedding"), share("dense"));
+        let transfer = share("forward-transfer") + share("backward-transfer");
+        backward.push(bw);
+        if model == "rm1" || model == "rm2" {
+            light.push(dense);
+        } else {
+            heavy.push(dense);
+        }
+        md.push(vec![
+            model_label(model),
+            format!("{:.1}%", share("forward-embedding")),
+            format!("{bw:.1}%"),
+            format!("{dense:.2}%"),
+            format!("{transfer:.1}%"),
+            if model == "rm1" || model == "rm2" {
+                "62-92% / <1%".into()
+            } else {
+                "62-92% / 24%".into()
+            },
+        ]);
+    }
+    let mut notes = training_notes(inp);
+    notes.push("Shares of baseline-cpu's modelled iteration (the stages add up to it: nothing overlaps in baseline-cpu). The dense stage is the MLPs and the interaction, forward and backward, modelled on the GPU; the paper's MLP share is of its measured CPU-GPU system.".into());
+    Ok(Outcome {
+        csv: csv_text(&["model", "stage", "ms_per_iteration", "share_pct"], &rows),
+        charts: vec![("stages".into(), c)],
+        table_md: md_table(
+            &[
+                "model",
+                "forward embedding",
+                "backward embedding",
+                "MLPs + interaction",
+                "transfers",
+                "paper (backward / MLPs)",
+            ],
+            &md,
+        ),
+        checks: vec![
+            check(
+                "fig4.backward",
+                range_pct(&backward),
+                passes("fig4.backward", &backward),
+            ),
+            check(
+                "fig4.mlp-light",
+                format!("RM1/2 {}", range_pct(&light)),
+                passes("fig4.mlp-light", &light),
+            ),
+            check(
+                "fig4.mlp-heavy",
+                format!("RM3/4 {} (mean {:.1}%)", range_pct(&heavy), mean(&heavy)),
+                !heavy.is_empty() && passes("fig4.mlp-heavy", &[mean(&heavy)]),
+            ),
+        ],
+        notes,
+    })
+}
+
+/// `lo-hi%` of shares in percent.
+pub(crate) fn range_pct(xs: &[f64]) -> String {
+    if xs.is_empty() {
+        return "none".into();
+    }
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{lo:.1}-{hi:.1}%")
+}
+
+pub(crate) fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
+    let models = model_runs(inp)?;
+    let mut rows = Vec::new();
+    let mut md = Vec::new();
+    let mut c = chart(
+        "Gradient coalescing: expand-coalesce vs casting + casted gather-reduce",
+        "model",
+        "ms per iteration",
+        ChartKind::Bars,
+    );
+    c.log_y = true;
+    let mut cpu_gain = Vec::new();
+    let mut nmp_gain = Vec::new();
+    for (model, modes) in &models {
+        for m in modes {
+            for (p, ms) in &m.breakdown {
+                rows.push(vec![
+                    model.clone(),
+                    m.mode.clone(),
+                    p.clone(),
+                    format!("{ms:.4}"),
+                    m.placement
+                        .get(p)
+                        .cloned()
+                        .unwrap_or_else(|| "gpu/link".into()),
+                    m.sources.get(p).cloned().unwrap_or_default(),
+                ]);
+            }
+        }
+        let (Some(bc), Some(tc), Some(tn)) = (
+            find(modes, "baseline-cpu"),
+            find(modes, "tcast-cpu"),
+            find(modes, "tcast-nmp"),
+        ) else {
+            continue;
+        };
+        let ec = bc.ms("expand-coalesce");
+        let cast_cpu = tc.ms("casting") + tc.ms("casted-gather-reduce");
+        let cast_nmp = tn.ms("casting") + tn.ms("casted-gather-reduce");
+        // The paper's NMP gain is the casted gather-reduce's alone (casting
+        // takes the same time in both).
+        let (cgr_cpu, cgr_nmp) = (tc.ms("casted-gather-reduce"), tn.ms("casted-gather-reduce"));
+        let x = XValue::Cat(model_label(model));
+        push_point(&mut c, "expand-coalesce (CPU)", x.clone(), ec);
+        push_point(&mut c, "casting + casted GR (CPU)", x.clone(), cast_cpu);
+        push_point(&mut c, "casting + casted GR (NMP)", x, cast_nmp);
+        cpu_gain.push(ec / cast_cpu);
+        nmp_gain.push(cgr_cpu / cgr_nmp);
+        md.push(vec![
+            model_label(model),
+            f2(bc.ms("gather-reduce")),
+            f2(ec),
+            f2(cast_cpu),
+            f2(cast_nmp),
+            format!("{:.2}x", ec / cast_cpu),
+            format!("{:.2}x", cgr_cpu / cgr_nmp),
+        ]);
+    }
+    md.push(vec![
+        "paper".into(),
+        "".into(),
+        "".into(),
+        "".into(),
+        "".into(),
+        "1.1-9.5x".into(),
+        "1.3-6.1x".into(),
+    ]);
+    let mut notes = training_notes(inp);
+    notes.push("Casting runs on the GPU beside the forward gather-reduce and is hidden there; it is counted here anyway, as the paper's Figure 12 does.".into());
+    notes.push("The NMP gain (the casted gather-reduce's, as the paper's 1.3-6.1x: casting takes the same time on both) divides a CPU time measured on this machine (whatever its cores; the paper's was a server Xeon) by the simulated 32-rank pool's time (819.2 GB/s peak): the fewer the measuring CPU's cores, the larger the gain. Where it falls outside the paper's range, that is the reason to look at first.".into());
+    Ok(Outcome {
+        csv: csv_text(
+            &[
+                "model",
+                "mode",
+                "primitive",
+                "ms_per_iteration",
+                "runs_on",
+                "source",
+            ],
+            &rows,
+        ),
+        charts: vec![("coalescing".into(), c)],
+        table_md: md_table(
+            &[
+                "model",
+                "gather-reduce (CPU) ms",
+                "expand-coalesce (CPU) ms",
+                "cast + casted GR (CPU) ms",
+                "cast + casted GR (NMP) ms",
+                "CPU gain (expand-coalesce / cast + casted GR)",
+                "NMP gain (casted GR, CPU / NMP)",
+            ],
+            &md,
+        ),
+        checks: vec![
+            check(
+                "fig12.cpu",
+                range(&cpu_gain),
+                passes("fig12.cpu", &cpu_gain),
+            ),
+            check(
+                "fig12.nmp",
+                range(&nmp_gain),
+                passes("fig12.nmp", &nmp_gain),
+            ),
+        ],
+        notes,
+    })
+}
+
+pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
+    let models = model_runs(inp)?;
+    let mut rows = Vec::new();
+    let mut md = Vec::new();
+    let mut c = chart(
+        "End-to-end speedup over baseline-cpu",
+        "model",
+        "speedup",
+        ChartKind::Bars,
+    );
+    let mut tc = Vec::new();
+    let mut bn_vs_tc = Vec::new();
+    let mut tn = Vec::new();
+    let mut nmp_beats = true;
+    for (model, modes) in &models {
+        let mut line = vec![model_label(model)];
+        for mode in MODES {
+            let Some(m) = find(modes, mode) else {
+                line.push("-".into());
+                continue;
+            };
+            rows.push(vec![
+                model.clone(),
+                mode.to_string(),
+                format!("{:.4}", m.iter_ms),
+                format!("{:.4}", m.speedup),
+            ]);
+            line.push(format!("{:.2}x", m.speedup));
+            push_point(&mut c, mode, XValue::Cat(model_label(model)), m.speedup);
+        }
+        md.push(line);
+        if let (Some(a), Some(b), Some(d)) = (
+            find(modes, "tcast-cpu"),
+            find(modes, "baseline-nmp"),
+            find(modes, "tcast-nmp"),
+        ) {
+            tc.push(a.speedup);
+            bn_vs_tc.push(b.speedup / a.speedup);
+            tn.push(d.speedup);
+            // (Faster than baseline-cpu, whose speedup is 1, too.)
+            nmp_beats &= d.speedup > a.speedup && d.speedup > b.speedup && d.speedup > 1.0;
+        } else {
+            // A model without every mode cannot show which is fastest.
+            nmp_beats = false;
+        }
+    }
+    md.push(vec![
+        "paper".into(),
+        "1.00x".into(),
+        "1.2-1.6x".into(),
+        "about 15% below tcast-cpu".into(),
+        "2.0-15x (mean 6.9x)".into(),
+    ]);
+    c.hlines.push(("1x (no speedup)".into(), 1.0));
+    let bn_mean = mean(&bn_vs_tc);
+    Ok(Outcome {
+        csv: csv_text(
+            &[
+                "model",
+                "mode",
+                "modelled_ms_per_iteration",
+                "speedup_over_baseline_cpu",
+            ],
+            &rows,
+        ),
+        charts: vec![("speedup".into(), c)],
+        table_md: model_by_mode_md(&md),
+        checks: vec![
+            check(
+                "fig13.tcast-cpu",
+                range(&tc),
+                passes("fig13.tcast-cpu", &tc),
+            ),
+            check(
+                "fig13.baseline-nmp",
+                format!("{bn_mean:.2} (mean of baseline-nmp / tcast-cpu speed)"),
+                !bn_vs_tc.is_empty() && passes("fig13.baseline-nmp", &[bn_mean]),
+            ),
+            check(
+                "fig13.tcast-nmp",
+                range(&tn),
+                passes("fig13.tcast-nmp", &tn),
+            ),
+            check(
+                "fig13.tcast-nmp-mean",
+                format!("mean {:.1}x", mean(&tn)),
+                !tn.is_empty() && passes("fig13.tcast-nmp-mean", &[mean(&tn)]),
+            ),
+            check(
+                "fig13.fastest",
+                if nmp_beats {
+                    "fastest for every model".into()
+                } else {
+                    "not the fastest for every model".into()
+                },
+                !tn.is_empty() && nmp_beats,
+            ),
+        ],
+        notes: training_notes(inp),
+    })
+}
