@@ -208,6 +208,25 @@ impl RunDir {
         Ok(rd)
     }
 
+    /// [`RunDir::finish`], then the run on standard output: its results
+    /// as JSON with `json`, else `summary` and where the run directory is.
+    pub fn finish_and_print<R: Serialize>(
+        self,
+        command: &str,
+        results: &R,
+        summary: &str,
+        json: bool,
+    ) -> Result<()> {
+        let dir = self.finish()?;
+        if json {
+            outln!("{}", results_json(command, results)?)?;
+        } else {
+            out!("{summary}")?;
+            outln!("run directory: {}", dir.display())?;
+        }
+        Ok(())
+    }
+
     /// Marks the run as succeeded: an earlier run set aside in
     /// [`PREVIOUS_RUN`] (by this run, or kept after a failed one) is removed.
     /// Without it (the command failed), that earlier run stays there, and a

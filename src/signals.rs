@@ -2,11 +2,11 @@
 //! (staged outputs, the DRAM engines' work directories and command traces)
 //! first and exits with 128 + the signal (130, 143).
 //!
-//! [`install`] blocks both signals in every thread (threads started later
-//! inherit the mask; child processes get a clear one, std resets it) and
-//! waits for them on a thread of its own with `sigwait`. The clean-up then
-//! runs as ordinary code, not in a signal handler, so it may lock, allocate
-//! and write files. A command can ask for something else:
+//! [`install`] registers both with `signal-hook`, whose handler only hands
+//! them on to a thread of their own (child processes get the default actions
+//! again). The clean-up then runs as ordinary code, not in a signal handler,
+//! so it may lock, allocate and write files. A command can ask for something
+//! else:
 //! [`stop_on_sigint`] turns SIGINT into a flag it checks (train stops after
 //! the current iteration), and [`before_exit`] runs a last step before the
 //! process ends (sweep writes its results.csv).
@@ -19,41 +19,28 @@ type Hook = Box<dyn FnOnce() + Send>;
 static STOP_ON_SIGINT: Mutex<Option<&'static AtomicBool>> = Mutex::new(None);
 static BEFORE_EXIT: Mutex<Option<Hook>> = Mutex::new(None);
 
-/// Takes SIGINT and SIGTERM from now on. Call first thing in `main`, before
-/// any other thread exists (they must all block the signals).
+/// Takes SIGINT and SIGTERM from now on. Call first thing in `main`.
 pub fn install() {
     #[cfg(unix)]
     {
-        // SAFETY: plain libc calls on a local sigset_t; the mask is set on
-        // this (the only) thread before the waiting thread is started.
-        let set = unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return;
-            }
-            set
-        };
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        // The handlers are registered on the thread that takes the signals,
+        // and `install` returns once they are: without that thread (or the
+        // handlers), the default actions stay, as they would without us.
+        let (registered, done) = std::sync::mpsc::channel();
         let waiter = std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                loop {
-                    let mut sig: libc::c_int = 0;
-                    // SAFETY: `set` and `sig` are valid for the call.
-                    if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                        continue;
+                let signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]);
+                let _ = registered.send(());
+                if let Ok(mut signals) = signals {
+                    for sig in signals.forever() {
+                        on_signal(sig);
                     }
-                    on_signal(sig);
                 }
             });
-        if waiter.is_err() {
-            // No thread to take them: the default actions again.
-            // SAFETY: as above.
-            unsafe {
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            }
+        if waiter.is_ok() {
+            let _ = done.recv();
         }
     }
 }

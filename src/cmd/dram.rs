@@ -512,13 +512,7 @@ fn run_sim(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("results.csv", &header, &rows)?;
     let summary = results.summary_text(&cfg, &source);
     rd.write_summary(&summary)?;
-    let dir = rd.finish()?;
-    if a.json {
-        outln!("{}", rundir::results_json("dram", &results)?)?;
-    } else {
-        out!("{summary}")?;
-        outln!("run directory: {}", dir.display())?;
-    }
+    rd.finish_and_print("dram", &results, &summary, a.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -782,13 +776,7 @@ fn bench(b: BenchArgs) -> Result<ExitCode> {
     }
     text.push_str(&bench_ratios(&rows, rounds));
     rd.write_summary(&text)?;
-    let dir = rd.finish()?;
-    if b.json {
-        outln!("{}", rundir::results_json("dram bench", &rows)?)?;
-    } else {
-        out!("{text}")?;
-        outln!("run directory: {}", dir.display())?;
-    }
+    rd.finish_and_print("dram bench", &rows, &text, b.json)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -382,13 +382,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("phases.csv", &header, &rows)?;
     let text = results.summary_text(&run, &source);
     rd.write_summary(&text)?;
-    let dir = rd.finish()?;
-    if a.json {
-        outln!("{}", rundir::results_json("nmp run", &results)?)?;
-    } else {
-        out!("{text}")?;
-        outln!("run directory: {}", dir.display())?;
-    }
+    rd.finish_and_print("nmp run", &results, &text, a.json)?;
     Ok(if !results.checks_pass() {
         ExitCode::from(1)
     } else {
