@@ -329,3 +329,32 @@ fn a_status_is_named_as_results_json_names_it() {
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
     }
 }
+
+#[test]
+fn the_memory_estimate_covers_the_measured_peak_and_grows_with_the_run() {
+    let rm2 = preset(
+        "rm2",
+        &PresetOverrides {
+            rows: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let bag = rm2
+        .data
+        .tables
+        .iter()
+        .map(|t| match t.bag_size {
+            nmpsim_traces::BagSize::Fixed { size } => size,
+            nmpsim_traces::BagSize::Uniform { max, .. } => max,
+        })
+        .max()
+        .unwrap() as u64;
+    let cfg = TrainConfig::sgd(rm2.config.clone(), 8192, 1, 0.1);
+    // RM2 at batch 8192 and 1000 rows peaked at 7.6 GB, measured.
+    let counted = cfg.memory_bytes(1, bag);
+    assert!(counted as f64 >= 7.6e9, "{counted}");
+    assert!(cfg.memory_bytes(4, bag) > counted);
+    let half = TrainConfig::sgd(rm2.config, 4096, 1, 0.1);
+    assert!(half.memory_bytes(1, bag) < counted);
+}

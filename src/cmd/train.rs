@@ -16,9 +16,9 @@ use nmpsim_dlrm::run::{self, Monitor, RecordFiles, TrainRun};
 use nmpsim_dlrm::strategy::{self, BuildCtx, StrategyEntry};
 use nmpsim_dlrm::summary::{ModeSummary, RunState, TrainSummary, fill_speedups};
 use nmpsim_dlrm::{
-    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmConfig, DlrmError, GpuPreset,
-    Interaction, LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status,
-    TeacherData, TrainConfig, Trainer, parse_arch, preset,
+    CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmError, GpuPreset, Interaction,
+    LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status, TeacherData,
+    TrainConfig, Trainer, parse_arch, preset,
 };
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
@@ -496,7 +496,6 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
             .unwrap_or(1) as u64
     };
     check_memory(
-        &p.config,
         &train,
         a.test_batches,
         bag,
@@ -665,58 +664,10 @@ impl Monitor for Progress {
 }
 
 /// Refuses, before anything is allocated, a model and test set the memory
-/// cannot hold: the embedding tables with their optimizer state, the MLPs
-/// with their gradients and optimizer state, and the test batches (kept
-/// whole), counted without overflow.
-fn check_memory(
-    c: &DlrmConfig,
-    t: &TrainConfig,
-    test_batches: usize,
-    bag: u64,
-    hashed: bool,
-) -> Result<()> {
-    let state = t.embedding_optimizer.state_values_per_row(c.dim) as u128;
-    let tables: u128 = c
-        .table_rows
-        .iter()
-        .map(|&r| (r as u128).saturating_mul(c.dim as u128 + state))
-        .fold(0, u128::saturating_add);
-    let layers = |w: &[usize]| -> u128 {
-        w.windows(2)
-            .map(|p| (p[0] as u128).saturating_mul(p[1] as u128) + p[1] as u128)
-            .fold(0, u128::saturating_add)
-    };
-    // (Weights, their gradients and up to two optimizer values each.)
-    let mlps = layers(&c.bottom)
-        .saturating_add(layers(&c.top))
-        .saturating_mul(4);
-    let per_sample = (c.table_rows.len() as u128)
-        .saturating_mul(bag as u128 * 2 + 1)
-        .saturating_add(c.bottom[0] as u128 + 1);
-    let test = (test_batches as u128)
-        .saturating_mul(t.batch as u128)
-        .saturating_mul(per_sample);
-    // One step's buffers: per table the pooled outputs and their gradients,
-    // the expanded (or casted) gradients, a row per lookup, the lookups'
-    // indices and sort keys; the MLPs' activations, pre-activations and
-    // gradients per sample. (Measured peak: rm2 at batch 8192, 1000 rows,
-    // 7.6 GB, against 8.3 GB counted.)
-    let b = t.batch as u128;
-    let lookups = b.saturating_mul(bag as u128);
-    let per_table = lookups
-        .saturating_mul(c.dim as u128)
-        .saturating_add(b.saturating_mul(c.dim as u128).saturating_mul(2))
-        .saturating_add(lookups.saturating_mul(4));
-    let widths: u128 = c.bottom.iter().chain(&c.top).map(|&w| w as u128).sum();
-    let step = (c.table_rows.len() as u128)
-        .saturating_mul(per_table)
-        .saturating_add(b.saturating_mul(widths).saturating_mul(3));
-    let values = tables
-        .saturating_add(mlps)
-        .saturating_add(test)
-        .saturating_add(step);
+/// cannot hold ([`TrainConfig::memory_bytes`]).
+fn check_memory(t: &TrainConfig, test_batches: usize, bag: u64, hashed: bool) -> Result<()> {
     crate::cmd::check_memory(
-        values.saturating_mul(4),
+        t.memory_bytes(test_batches, bag),
         "the model (tables, optimizer state, MLPs), one step's buffers and the test set",
         // (With --max-ind-range the tables are its size: --rows is refused then.)
         if hashed {
