@@ -766,7 +766,7 @@ mod tests {
         m
     }
 
-    /// A `train --mode all` run whose figures sit at the paper's: tcast-cpu
+    /// A `train --mode tcast` run whose figures sit at the paper's: tcast-cpu
     /// 1.4x, baseline-nmp at 0.87 of its speed, tcast-nmp 6.9x (or, slow,
     /// 500 ms), the pool busy 92% / 6.5% (RM1/2) or 44% / 8.5% (RM3/4),
     /// casting + casted gather-reduce 3.8x faster than expand-coalesce on the

@@ -1,10 +1,11 @@
-//! The embedded sweep specs, one `.toml` file each under `reproduce/specs/`:
-//! a sweep spec at the paper's sizes (what `nmpsim sweep` reads), plus a
-//! `[reproduce]` table that is not part of the sweep: `max-jobs` (runs at a
-//! time, `"auto"` for the sweep's default) and `[reproduce.quick]`, the keys
-//! of `[base]` and `[axes]` (and `max-jobs`) that `--quick` overrides. The
-//! overrides and the engine a reproduction asks for are made on the parsed
-//! document (`toml_edit`), so that comments and layout stay as written.
+//! The embedded sweep specs, one `.toml` file each under `reproduce/specs/`,
+//! at the paper's sizes (each runs as it is with `nmpsim sweep`), and
+//! `reproduce/specs/reproduce.toml`, how `nmpsim reproduce` runs them: per
+//! spec, `max-jobs` (runs at a time, `"auto"` for the sweep's default) and
+//! `quick`, what `--quick` changes (`max-jobs`, and keys of the spec's
+//! `[base]` and `[axes]`). The overrides and the engine a reproduction asks
+//! for are made on the parsed document (`toml_edit`), so that comments and
+//! layout stay as written.
 
 use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 
@@ -21,6 +22,9 @@ const SPECS: [(&str, &str); 7] = [
     ("link", include_str!("../specs/link.toml")),
 ];
 
+/// How each spec is run.
+const SETTINGS: &str = include_str!("../specs/reproduce.toml");
+
 /// The sweep `name` at `size`. Panics on a name or a spec that is not
 /// embedded well (the tests load every one at both sizes).
 pub(crate) fn sweep(name: &'static str, size: Size) -> SweepDef {
@@ -29,7 +33,8 @@ pub(crate) fn sweep(name: &'static str, size: Size) -> SweepDef {
         .find(|(n, _)| *n == name)
         .unwrap_or_else(|| panic!("no embedded sweep spec `{name}`"))
         .1;
-    load(name, text, size).unwrap_or_else(|e| panic!("reproduce/specs/{name}.toml: {e}"))
+    load(name, text, SETTINGS, size)
+        .unwrap_or_else(|e| panic!("reproduce/specs/{name}.toml with reproduce.toml: {e}"))
 }
 
 /// `max-jobs`: a count, or `"auto"` for none.
@@ -46,18 +51,25 @@ fn max_jobs(item: &Item) -> Result<Option<u32>, String> {
         })
 }
 
-fn load(name: &'static str, text: &str, size: Size) -> Result<SweepDef, String> {
+/// Spec `name` (`text`) at `size`, run as `settings` (reproduce.toml's
+/// text) says.
+fn load(name: &'static str, text: &str, settings: &str, size: Size) -> Result<SweepDef, String> {
     let mut doc: DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    let settings: DocumentMut = settings
+        .parse()
+        .map_err(|e| format!("reproduce.toml: {e}"))?;
     let mut jobs = None;
-    if let Some(rep) = doc.remove("reproduce") {
-        let rep = rep.as_table_like().ok_or("[reproduce] is not a table")?;
+    if let Some(rep) = settings.get(name) {
+        let rep = rep
+            .as_table_like()
+            .ok_or_else(|| format!("reproduce.toml: [{name}] is not a table"))?;
         if let Some(j) = rep.get("max-jobs") {
             jobs = max_jobs(j)?;
         }
         if let (Size::Quick, Some(q)) = (size, rep.get("quick")) {
             let q = q
                 .as_table_like()
-                .ok_or("[reproduce.quick] is not a table")?;
+                .ok_or_else(|| format!("reproduce.toml: {name}.quick is not a table"))?;
             for (section, overrides) in q.iter() {
                 if section == "max-jobs" {
                     jobs = max_jobs(overrides)?;
@@ -79,18 +91,18 @@ fn load(name: &'static str, text: &str, size: Size) -> Result<SweepDef, String> 
 fn override_keys(doc: &mut DocumentMut, section: &str, overrides: &Item) -> Result<(), String> {
     let overrides: &dyn TableLike = overrides
         .as_table_like()
-        .ok_or_else(|| format!("[reproduce.quick] {section}: expected keys of [{section}]"))?;
+        .ok_or_else(|| format!("quick.{section}: expected keys of [{section}]"))?;
     let target = doc
         .get_mut(section)
         .and_then(Item::as_table_like_mut)
-        .ok_or_else(|| format!("[reproduce.quick] overrides [{section}], which the spec lacks"))?;
+        .ok_or_else(|| format!("quick overrides [{section}], which the spec lacks"))?;
     for (k, v) in overrides.iter() {
-        let slot = target.get_mut(k).ok_or_else(|| {
-            format!("[reproduce.quick] overrides {section}.{k}, which the spec lacks")
-        })?;
+        let slot = target
+            .get_mut(k)
+            .ok_or_else(|| format!("quick overrides {section}.{k}, which the spec lacks"))?;
         let v = v
             .as_value()
-            .ok_or_else(|| format!("[reproduce.quick] {section}.{k}: expected a value"))?;
+            .ok_or_else(|| format!("quick.{section}.{k}: expected a value"))?;
         // (The override's value, with the spec's own spacing around it.)
         let decor = slot.as_value().map(|old| old.decor().clone());
         let mut v = v.clone();
@@ -141,38 +153,43 @@ mod tests {
 
     #[test]
     fn every_spec_loads_at_both_sizes_and_quick_is_smaller() {
+        let settings: DocumentMut = SETTINGS.parse().unwrap();
         for (name, _) in SPECS {
+            assert!(
+                settings.get(name).is_some(),
+                "reproduce.toml has no [{name}]"
+            );
             let full = sweep(name, Size::Full);
             let quick = sweep(name, Size::Quick);
             for d in [&full, &quick] {
-                let doc: DocumentMut = d.toml.parse().unwrap();
-                assert!(doc.get("reproduce").is_none(), "{name}: {}", d.toml);
                 Spec::parse(&d.toml, name).unwrap_or_else(|e| panic!("{name}: {e}"));
             }
             assert_ne!(full.toml, quick.toml, "{name}: quick changes nothing");
+        }
+        // Every table of reproduce.toml is a spec's.
+        for (name, _) in settings.iter() {
+            assert!(
+                SPECS.iter().any(|(n, _)| *n == name),
+                "[{name}] names no spec"
+            );
         }
     }
 
     #[test]
     fn overrides_of_keys_the_spec_lacks_are_refused() {
         let spec = "command = \"train\"\n[base]\nrows = 10\n[axes]\nmodel = [\"rm1\"]\n";
-        let bad = format!("{spec}[reproduce.quick]\nbase.row = 5\n");
-        let e = load("x", &bad, Size::Quick).unwrap_err();
+        let e = load("x", spec, "[x]\nquick.base.row = 5\n", Size::Quick).unwrap_err();
         assert!(e.contains("base.row"), "{e}");
-        let bad = format!("{spec}[reproduce]\nmax-jobs = 0\n");
-        assert!(
-            load("x", &bad, Size::Full)
-                .unwrap_err()
-                .contains("max-jobs")
-        );
-        let ok = format!(
-            "{spec}[reproduce]\nmax-jobs = 2\n[reproduce.quick]\nmax-jobs = \"auto\"\nbase.rows = 5\naxes.model = [\"rm2\"]\n"
-        );
-        let full = load("x", &ok, Size::Full).unwrap();
+        let e = load("x", spec, "[x]\nmax-jobs = 0\n", Size::Full).unwrap_err();
+        assert!(e.contains("max-jobs"), "{e}");
+        let ok = "[x]\nmax-jobs = 2\nquick.max-jobs = \"auto\"\nquick.base.rows = 5\nquick.axes.model = [\"rm2\"]\n";
+        let full = load("x", spec, ok, Size::Full).unwrap();
         assert_eq!(full.max_jobs, Some(2));
         assert!(full.toml.contains("rows = 10"));
-        let quick = load("x", &ok, Size::Quick).unwrap();
+        let quick = load("x", spec, ok, Size::Quick).unwrap();
         assert_eq!(quick.max_jobs, None);
         assert!(quick.toml.contains("rows = 5") && quick.toml.contains("model = [\"rm2\"]"));
+        // A spec without settings runs as it is.
+        assert_eq!(load("x", spec, "", Size::Quick).unwrap().toml, spec);
     }
 }

@@ -1,4 +1,4 @@
-//! The training items' shared reading of `train --mode all` runs (as
+//! The training items' shared reading of `train --mode tcast` runs (as
 //! `dlrm`'s [`ModeSummary`]), and Figures 4, 12 and 13: the share of
 //! embedding time, the latency breakdown, the end-to-end speed-ups.
 
@@ -13,7 +13,7 @@ pub(crate) fn model_by_mode_md(rows: &[Vec<String>]) -> String {
 
 pub(crate) const MODES: [&str; 4] = ["baseline-cpu", "tcast-cpu", "baseline-nmp", "tcast-nmp"];
 
-/// One mode of one `train --mode all` run.
+/// One mode of one `train --mode tcast` run.
 pub(crate) struct ModeRun {
     pub(crate) mode: String,
     pub(crate) iter_ms: f64,
@@ -129,7 +129,7 @@ pub(crate) fn training_notes(inp: &Inputs) -> Vec<String> {
 pub(crate) fn training_notes_at(inp: &Inputs, batch: &str) -> Vec<String> {
     vec![
         format!(
-            "`nmpsim train --mode all`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; every iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved): no reported NMP time is a proxy.",
+            "`nmpsim train --mode tcast`, batch {}, {} rows per table, {} iterations of which the first is warm-up and left out of the means; every iteration's NMP primitives are simulated cycle by cycle ({}, 32 ranks of DDR4-3200, row-interleaved): no reported NMP time is a proxy.",
             batch,
             quick_full(inp.size, "100,000", "1,000,000"),
             quick_full(inp.size, 4, 8),
