@@ -9,41 +9,8 @@
 use std::path::PathBuf;
 
 use nmpsim_dlrm::report::{self, ReportHeader};
-use nmpsim_dlrm::run::{self, Data, Driver, Monitor, RecordFiles, TrainRun};
-use nmpsim_dlrm::{
-    BuildCtx, CpuDense, DataSource, DlrmError, GpuPreset, StrategyEntry, TeacherData, TrainConfig,
-    Trainer, preset, strategy,
-};
-
-/// The planted-teacher data of the preset, the same for every strategy, and
-/// the dense path on this machine's CPU.
-struct Tiny {
-    spec: nmpsim_traces::GenSpec,
-    dense_features: usize,
-}
-
-impl Driver for Tiny {
-    type Error = DlrmError;
-
-    fn data(&mut self) -> Result<Data, DlrmError> {
-        let train = TeacherData::new(self.spec.clone(), self.dense_features, 7)?;
-        let mut test_spec = self.spec.clone();
-        test_spec.seed ^= 0x7e57;
-        let mut test = TeacherData::new(test_spec, self.dense_features, 7)?;
-        let test = (0..2).map(|_| test.next_batch()).collect();
-        Ok((Box::new(train) as Box<dyn DataSource>, test))
-    }
-
-    fn trainer(
-        &mut self,
-        mode: &'static StrategyEntry,
-        ctx: &BuildCtx,
-    ) -> Result<Trainer, DlrmError> {
-        let c = ctx.config;
-        let dense = CpuDense::new(&c.model, c.dense_optimizer, c.seed)?;
-        strategy::trainer(mode, ctx, Box::new(dense))
-    }
-}
+use nmpsim_dlrm::run::{self, Monitor, RecordFiles, Synthetic, TrainRun};
+use nmpsim_dlrm::{GpuPreset, TrainConfig, preset, strategy};
 
 /// The log lines on standard error.
 struct Print;
@@ -70,11 +37,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         config,
         GpuPreset::named("v100")?,
     );
-    let mut spec = p.data.clone();
-    spec.batch_size = batch;
-    let mut driver = Tiny {
-        spec,
-        dense_features: p.config.bottom[0],
+    // The preset's planted-teacher data, the same for both strategies, and
+    // the dense path on this machine's CPU.
+    let mut driver = Synthetic {
+        preset: p.clone(),
+        batch,
+        seed: 7,
+        test_batches: 2,
     };
     let mut files = RecordFiles::create(&dir)?;
     let out = run::train_modes(&run, &mut files, &mut Print, &mut driver)?;

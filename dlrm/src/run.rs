@@ -7,9 +7,8 @@
 //! dense backend, and prints; a Rust program drives the same run:
 //!
 //! ```
-//! use nmpsim_dlrm::run::{self, RecordFiles, Silent, TrainRun};
-//! use nmpsim_dlrm::{CpuDense, DataSource, GpuPreset, TeacherData, TrainConfig};
-//! use nmpsim_dlrm::{BuildCtx, StrategyEntry, Trainer, preset, strategy};
+//! use nmpsim_dlrm::run::{self, RecordFiles, Silent, Synthetic, TrainRun};
+//! use nmpsim_dlrm::{GpuPreset, TrainConfig, preset, strategy};
 //! # fn main() -> Result<(), nmpsim_dlrm::DlrmError> {
 //! let p = preset("tiny", &Default::default())?;
 //! let config = TrainConfig::sgd(p.config.clone(), 64, 20, 0.1);
@@ -17,24 +16,10 @@
 //! let dir = std::env::temp_dir().join(format!("nmpsim-run-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
 //! let mut files = RecordFiles::create(&dir)?;
-//! let mut spec = p.data.clone();
-//! spec.batch_size = 64;
-//! // Identical data for every strategy (the same seed each time), the
-//! // dense path on the CPU, the summaries kept nowhere.
-//! struct Tiny(nmpsim_traces::GenSpec, usize);
-//! impl run::Driver for Tiny {
-//!     type Error = nmpsim_dlrm::DlrmError;
-//!     fn data(&mut self) -> Result<run::Data, Self::Error> {
-//!         let d = TeacherData::new(self.0.clone(), self.1, 1)?;
-//!         Ok((Box::new(d) as Box<dyn DataSource>, Vec::new()))
-//!     }
-//!     fn trainer(&mut self, mode: &'static StrategyEntry, ctx: &BuildCtx) -> Result<Trainer, Self::Error> {
-//!         let c = ctx.config;
-//!         let dense = CpuDense::new(&c.model, c.dense_optimizer, c.seed)?;
-//!         strategy::trainer(mode, ctx, Box::new(dense))
-//!     }
-//! }
-//! let out = run::train_modes(&run, &mut files, &mut Silent, &mut Tiny(spec, p.config.bottom[0]))?;
+//! // The preset's synthetic data, the same for both strategies; the dense
+//! // path on the CPU.
+//! let mut driver = Synthetic { preset: p, batch: 64, seed: 1, test_batches: 1 };
+//! let out = run::train_modes(&run, &mut files, &mut Silent, &mut driver)?;
 //! assert_eq!(out.summaries.len(), 2);
 //! // (Modelled speed-ups over the baseline, whose CPU times are measured.)
 //! assert!(out.summaries[1].speedup_over_baseline_cpu.unwrap() > 0.0);
@@ -51,8 +36,11 @@ use std::sync::{Arc, Mutex};
 use nmpsim_traces::Batch;
 
 use crate::DlrmError;
+use crate::data::TeacherData;
+use crate::dense::CpuDense;
 use crate::gpu::GpuPreset;
 use crate::pooltime::{PoolTimer, SimBatches};
+use crate::presets::Preset;
 use crate::strategy::{BuildCtx, StrategyEntry};
 use crate::summary::{ModeAgg, ModeSummary, RunState, fill_speedups, summarize};
 use crate::timeline::Source;
@@ -346,6 +334,55 @@ pub trait Driver {
         _state: RunState,
     ) -> Result<(), Self::Error> {
         Ok(())
+    }
+}
+
+/// A preset's planted-teacher data for a run (`nmpsim train`'s without
+/// `--data`): a training stream of `batch`-sample batches from `seed`, and
+/// `test_batches` test batches from a seed of their own. Called once per
+/// strategy, it gives each the same data.
+pub fn teacher_data(
+    preset: &Preset,
+    batch: usize,
+    seed: u64,
+    test_batches: usize,
+) -> Result<Data, DlrmError> {
+    let dense = preset.config.bottom[0];
+    let mut spec = preset.data.clone();
+    spec.batch_size = batch;
+    spec.seed = seed;
+    let train = TeacherData::new(spec.clone(), dense, seed)?;
+    spec.seed = seed ^ 0x07e5_75e7;
+    let mut test = TeacherData::new(spec, dense, seed)?;
+    let test = (0..test_batches).map(|_| test.next_batch()).collect();
+    Ok((Box::new(train), test))
+}
+
+/// The simplest [`Driver`]: a preset's planted-teacher data
+/// ([`teacher_data`]) and the dense path on this machine's CPU, from the
+/// run's seed; the summaries are kept nowhere.
+pub struct Synthetic {
+    pub preset: Preset,
+    pub batch: usize,
+    pub seed: u64,
+    pub test_batches: usize,
+}
+
+impl Driver for Synthetic {
+    type Error = DlrmError;
+
+    fn data(&mut self) -> Result<Data, DlrmError> {
+        teacher_data(&self.preset, self.batch, self.seed, self.test_batches)
+    }
+
+    fn trainer(
+        &mut self,
+        mode: &'static StrategyEntry,
+        ctx: &BuildCtx,
+    ) -> Result<Trainer, DlrmError> {
+        let c = ctx.config;
+        let dense = CpuDense::new(&c.model, c.dense_optimizer, c.seed)?;
+        crate::strategy::trainer(mode, ctx, Box::new(dense))
     }
 }
 

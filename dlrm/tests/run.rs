@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use nmpsim_dlrm::report::{self, ReportHeader};
-use nmpsim_dlrm::run::{self, Data, Driver, Monitor, RecordFiles, Silent, TrainRun};
+use nmpsim_dlrm::run::{self, Data, Driver, Monitor, RecordFiles, Silent, Synthetic, TrainRun};
 use nmpsim_dlrm::summary::RunState;
 use nmpsim_dlrm::{
-    BuildCtx, CpuDense, DataSource, DlrmError, GpuPreset, PresetOverrides, Status, StrategyEntry,
-    TeacherData, TrainConfig, Trainer, preset, strategy,
+    BuildCtx, DataSource, DlrmError, GpuPreset, PresetOverrides, Status, StrategyEntry,
+    TrainConfig, Trainer, preset, strategy,
 };
 
 struct Dir(PathBuf);
@@ -26,11 +26,11 @@ impl Drop for Dir {
     }
 }
 
-/// The tiny model's synthetic data; `fail` names a strategy whose trainer
-/// cannot be built; every summary state handed over is kept.
+/// The tiny model's synthetic data ([`Synthetic`]); `fail` names a
+/// strategy whose trainer cannot be built; every summary state handed over
+/// is kept.
 struct Tiny {
-    spec: nmpsim_traces::GenSpec,
-    dense: usize,
+    inner: Synthetic,
     fail: Option<&'static str>,
     /// The data of this strategy (by run order) breaks after two batches.
     break_data: Option<usize>,
@@ -41,13 +41,15 @@ struct Tiny {
 impl Tiny {
     fn new(batch: usize) -> (Self, TrainConfig) {
         let p = preset("tiny", &PresetOverrides::default()).unwrap();
-        let mut spec = p.data.clone();
-        spec.batch_size = batch;
         let cfg = TrainConfig::sgd(p.config.clone(), batch, 8, 0.1);
         (
             Tiny {
-                spec,
-                dense: p.config.bottom[0],
+                inner: Synthetic {
+                    preset: p,
+                    batch,
+                    seed: 3,
+                    test_batches: 1,
+                },
                 fail: None,
                 break_data: None,
                 data_calls: 0,
@@ -61,16 +63,12 @@ impl Tiny {
 impl Driver for Tiny {
     type Error = DlrmError;
     fn data(&mut self) -> Result<Data, DlrmError> {
-        let train = TeacherData::new(self.spec.clone(), self.dense, 3)?;
-        let mut t = self.spec.clone();
-        t.seed ^= 0x7e57;
-        let mut test = TeacherData::new(t, self.dense, 3)?;
-        let test = vec![test.next_batch()];
+        let (train, test) = self.inner.data()?;
         self.data_calls += 1;
         if self.break_data == Some(self.data_calls) {
             return Ok((Box::new(Breaks(train, 2)), test));
         }
-        Ok((Box::new(train) as Box<dyn DataSource>, test))
+        Ok((train, test))
     }
     fn trainer(
         &mut self,
@@ -83,12 +81,9 @@ impl Driver for Tiny {
             let mut cfg = ctx.config.clone();
             cfg.batch = 0;
             bad.config = &cfg;
-            let dense = CpuDense::new(&cfg.model, cfg.dense_optimizer, cfg.seed)?;
-            return strategy::trainer(mode, &bad, Box::new(dense));
+            return self.inner.trainer(mode, &bad);
         }
-        let c = ctx.config;
-        let dense = CpuDense::new(&c.model, c.dense_optimizer, c.seed)?;
-        strategy::trainer(mode, ctx, Box::new(dense))
+        self.inner.trainer(mode, ctx)
     }
     fn summaries(
         &mut self,
@@ -102,14 +97,14 @@ impl Driver for Tiny {
 }
 
 /// Data that fails after its first `.1` batches.
-struct Breaks(TeacherData, u32);
+struct Breaks(Box<dyn DataSource>, u32);
 impl DataSource for Breaks {
     fn next_batch(&mut self) -> Option<Result<nmpsim_traces::Batch, DlrmError>> {
         if self.1 == 0 {
             return Some(Err(DlrmError::Config("the data broke".into())));
         }
         self.1 -= 1;
-        Some(Ok(self.0.next_batch()))
+        self.0.next_batch()
     }
 }
 

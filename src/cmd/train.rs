@@ -17,8 +17,8 @@ use nmpsim_dlrm::strategy::{self, BuildCtx, StrategyEntry};
 use nmpsim_dlrm::summary::{ModeSummary, RunState, TrainSummary, fill_speedups};
 use nmpsim_dlrm::{
     CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmError, GpuPreset, Interaction,
-    LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status, TeacherData,
-    TrainConfig, Trainer, parse_arch, preset,
+    LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status, TrainConfig,
+    Trainer, parse_arch, preset,
 };
 use nmpsim_nmp::Placement;
 use nmpsim_sim::EngineKind;
@@ -528,18 +528,13 @@ fn resolve(a: &TrainArgs) -> Result<Resolved> {
 
 /// Training data and test set for one mode (identical for every mode).
 fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSource>, Vec<Batch>)> {
-    let dense = r.train.model.bottom[0];
     match &a.data {
-        None => {
-            let mut spec = r.preset.data.clone();
-            spec.batch_size = a.batch;
-            spec.seed = a.seed;
-            let train = TeacherData::new(spec.clone(), dense, a.seed)?;
-            spec.seed = a.seed ^ 0x07e5_75e7;
-            let mut test = TeacherData::new(spec, dense, a.seed)?;
-            let test = (0..a.test_batches).map(|_| test.next_batch()).collect();
-            Ok((Box::new(train), test))
-        }
+        None => Ok(run::teacher_data(
+            &r.preset,
+            a.batch,
+            a.seed,
+            a.test_batches,
+        )?),
         Some(path) => {
             // Without hashing, the raw values must lie in the model's tables:
             // the reader refuses one that does not, naming its line.
