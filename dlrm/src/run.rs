@@ -330,7 +330,7 @@ pub trait Driver {
     /// where it survives what follows. Default: kept nowhere.
     fn summaries(
         &mut self,
-        _summaries: &mut [ModeSummary],
+        _summaries: &[ModeSummary],
         _state: RunState,
     ) -> Result<(), Self::Error> {
         Ok(())
@@ -458,7 +458,7 @@ pub fn train_modes<D: Driver>(
             Err(_) => RunState::Ended(Status::Failed),
             Ok(_) => RunState::Running,
         };
-        let written = driver.summaries(&mut out.summaries, state);
+        let written = driver.summaries(&out.summaries, state);
         match outcome {
             Err(error) => {
                 out.status = Status::Failed;

@@ -101,12 +101,6 @@ impl Serialize for StrategyEntry {
     }
 }
 
-impl PartialEq for StrategyEntry {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
 /// Tensor Casting's system mode `mode` (Sec. VI), on the real GPU and the
 /// pool's emulation where the context has them.
 fn tcast(ctx: &BuildCtx, mode: SystemMode) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {

@@ -87,7 +87,7 @@ impl Driver for Tiny {
     }
     fn summaries(
         &mut self,
-        s: &mut [nmpsim_dlrm::ModeSummary],
+        s: &[nmpsim_dlrm::ModeSummary],
         state: RunState,
     ) -> Result<(), DlrmError> {
         self.states

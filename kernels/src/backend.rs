@@ -65,7 +65,7 @@ pub struct CpuBackend;
 pub struct ReferenceBackend;
 
 macro_rules! forward_backend {
-    ($ty:ty, $name:literal, $m:path) => {
+    ($ty:ty, $name:literal, $($m:ident)::+) => {
         impl Backend for $ty {
             fn name(&self) -> &str {
                 $name
@@ -76,10 +76,7 @@ macro_rules! forward_backend {
                 b: &TableBatch,
                 p: Pooling,
             ) -> Result<(Vec<f32>, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::gather_reduce(t, b, p)
-                }
+                $($m)::+::gather_reduce(t, b, p)
             }
             fn expand(
                 &self,
@@ -88,30 +85,21 @@ macro_rules! forward_backend {
                 b: &TableBatch,
                 p: Pooling,
             ) -> Result<(Expanded, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::expand(g, dim, b, p)
-                }
+                $($m)::+::expand(g, dim, b, p)
             }
             fn coalesce(
                 &self,
                 e: &Expanded,
                 rows: u64,
             ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
-                {
-                    use $m as m;
-                    m::coalesce(e, rows)
-                }
+                $($m)::+::coalesce(e, rows)
             }
             fn tensor_cast(
                 &self,
                 b: &TableBatch,
                 p: Pooling,
             ) -> Result<(Casted, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::tensor_cast(b, p)
-                }
+                $($m)::+::tensor_cast(b, p)
             }
             fn casted_gather_reduce(
                 &self,
@@ -119,10 +107,7 @@ macro_rules! forward_backend {
                 g: &[f32],
                 dim: usize,
             ) -> Result<(Coalesced, Traffic), KernelError> {
-                {
-                    use $m as m;
-                    m::casted_gather_reduce(c, g, dim)
-                }
+                $($m)::+::casted_gather_reduce(c, g, dim)
             }
             fn scatter_update(
                 &self,
@@ -131,10 +116,7 @@ macro_rules! forward_backend {
                 g: &Coalesced,
                 o: &Optimizer,
             ) -> Result<Traffic, KernelError> {
-                {
-                    use $m as m;
-                    m::scatter_update(t, s, g, o)
-                }
+                $($m)::+::scatter_update(t, s, g, o)
             }
         }
     };

@@ -203,9 +203,15 @@ pub fn check_bytes(run: &PoolRun, layouts: &[Layout], shapes: &[TableShape]) -> 
     pool + rows * per_row
 }
 
-/// The layout of every placement of `run` for `batches` (an error if the
-/// tables do not fit one).
+/// The layout of every placement of `run` for `batches` (an error if there
+/// are no tables, or they do not fit one).
 pub fn layouts_for(run: &PoolRun, batches: &[Batch]) -> Result<Vec<Layout>, NmpError> {
+    if batches.first().is_none_or(|b| b.tables.is_empty()) {
+        return Err(NmpError::param(
+            "batches",
+            "the pool needs at least one batch with at least one embedding table",
+        ));
+    }
     let shapes = table_shapes(batches, run.dim);
     let params = layout_params(run, batches);
     run.placements
@@ -715,7 +721,30 @@ fn worst_err(got: &[f32], want: &[f32], slack: impl Fn(usize) -> f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{worst_rel_err, worst_sum_err};
+    use super::*;
+
+    #[test]
+    fn a_run_without_tables_is_refused_not_a_panic() {
+        let run = PoolRun {
+            primitive: Primitive::GatherReduce,
+            placements: vec![Placement::VectorSliced],
+            params: PoolParams {
+                engine: nmpsim_sim::EngineKind::Native,
+                dram: nmpsim_sim::DramConfig::preset("DDR4-3200-x8").unwrap(),
+                core: Default::default(),
+                link: Default::default(),
+                energy: Default::default(),
+            },
+            ranks: 2,
+            dim: 16,
+            optimizer: Optimizer::Sgd { lr: 0.1 },
+            seed: 1,
+            check: false,
+            request_budget: u64::MAX,
+        };
+        let e = layouts_for(&run, &[]).unwrap_err().to_string();
+        assert!(e.contains("at least one batch"), "{e}");
+    }
 
     #[test]
     fn a_nan_or_infinity_the_reference_lacks_is_an_infinite_error() {

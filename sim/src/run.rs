@@ -35,9 +35,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::jedec::{Checker, Violation, read_ramulator_traces};
 use crate::native::NativeEngine;
-use crate::source::{
-    AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic,
-};
+use crate::source::{AddressTrace, EmbeddingPhase, EmbeddingRequests, StreamSpec, synthetic};
 use crate::{
     DramConfig, DramStats, EngineKind, MemOp, RunOptions, SimError, simulate, simulate_native,
 };
@@ -126,14 +124,6 @@ impl RequestSource {
             } => {
                 format!("embedding trace {} (dim {dim}, {phase})", path.display())
             }
-        }
-    }
-
-    /// The synthetic stream's kind, if the source is one.
-    pub fn stream_kind(&self) -> Option<StreamKind> {
-        match self {
-            RequestSource::Stream(s) => Some(s.kind),
-            _ => None,
         }
     }
 }
@@ -648,6 +638,7 @@ impl RunResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::StreamKind;
 
     #[test]
     fn write_shares_keep_the_digits_that_matter() {

@@ -14,7 +14,7 @@ use nmpsim_dlrm::data::CriteoEpochs;
 use nmpsim_dlrm::report::{self, ReportHeader, SUMMARY_CSV};
 use nmpsim_dlrm::run::{self, Monitor, RecordFiles, TrainRun};
 use nmpsim_dlrm::strategy::{self, BuildCtx, StrategyEntry};
-use nmpsim_dlrm::summary::{ModeSummary, RunState, TrainSummary, fill_speedups};
+use nmpsim_dlrm::summary::{ModeSummary, RunState, TrainSummary};
 use nmpsim_dlrm::{
     CpuDense, DataSource, DenseBackend, DenseOptimizer, DlrmError, GpuPreset, Interaction,
     LrSchedule, NmpSetup, PoolTimer, Preset, PresetOverrides, SimBatches, Status, TrainConfig,
@@ -619,7 +619,7 @@ impl run::Driver for Driver<'_> {
         mode_trainer(self.r, mode, ctx)
     }
 
-    fn summaries(&mut self, summaries: &mut [ModeSummary], state: RunState) -> Result<()> {
+    fn summaries(&mut self, summaries: &[ModeSummary], state: RunState) -> Result<()> {
         write_summary(self.rd, self.r, summaries, state).map(drop)
     }
 }
@@ -760,10 +760,10 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             dir.display()
         )));
     }
-    let mut summaries = out.summaries;
+    let summaries = out.summaries;
     let status = out.status;
     pb.finish_and_clear();
-    let text = write_summary(&rd, &r, &mut summaries, RunState::Ended(status))?;
+    let text = write_summary(&rd, &r, &summaries, RunState::Ended(status))?;
     // (The log is complete before anything is printed: a stdout that cannot
     // be written leaves a whole run directory.)
     files.log_line(&text)?;
@@ -795,7 +795,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
 fn write_summary(
     rd: &RunDir,
     r: &Resolved,
-    summaries: &mut [ModeSummary],
+    summaries: &[ModeSummary],
     state: RunState,
 ) -> Result<String> {
     let not_run: Vec<String> = r
@@ -804,7 +804,6 @@ fn write_summary(
         .filter(|m| !summaries.iter().any(|s| s.mode == m.name))
         .map(|m| m.name.to_string())
         .collect();
-    fill_speedups(summaries);
     let s = TrainSummary {
         status: state,
         modes_not_run: not_run.clone(),
@@ -878,8 +877,8 @@ mod tests {
                 Vec::new(),
             )
         };
-        let mut summaries = vec![mode(SystemMode::BaselineCpu.as_str())];
-        write_summary(&rd, &r, &mut summaries, RunState::Running).unwrap();
+        let summaries = vec![mode(SystemMode::BaselineCpu.as_str())];
+        write_summary(&rd, &r, &summaries, RunState::Running).unwrap();
         let v = results(&dir);
         assert_eq!(v["results"]["status"], "running");
         assert_eq!(
@@ -898,13 +897,7 @@ mod tests {
         );
 
         // Stopped there: the modes left were not run.
-        write_summary(
-            &rd,
-            &r,
-            &mut summaries,
-            RunState::Ended(Status::Interrupted),
-        )
-        .unwrap();
+        write_summary(&rd, &r, &summaries, RunState::Ended(Status::Interrupted)).unwrap();
         assert_eq!(results(&dir)["results"]["status"], "interrupted");
         assert!(
             summary_text(&dir)
@@ -912,9 +905,9 @@ mod tests {
         );
 
         // Every mode ran: completed, nothing listed.
-        let mut summaries: Vec<ModeSummary> =
+        let summaries: Vec<ModeSummary> =
             SystemMode::ALL.iter().map(|&m| mode(m.as_str())).collect();
-        write_summary(&rd, &r, &mut summaries, RunState::Ended(Status::Completed)).unwrap();
+        write_summary(&rd, &r, &summaries, RunState::Ended(Status::Completed)).unwrap();
         let v = results(&dir);
         assert_eq!(v["results"]["status"], "completed");
         assert!(v["results"].get("modes_not_run").is_none(), "{v}");
