@@ -3,8 +3,7 @@
 //! must be refused with a reason and exit status 2, and `all` must check the
 //! CPU and report CUDA as skipped; on a GPU machine both must pass.
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 const SMALL: [&str; 10] = [
     "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",

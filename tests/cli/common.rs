@@ -1,8 +1,9 @@
-//! What every CLI test file needs: run the built binary, and a temporary
+//! What every CLI test module needs: run the built binary, and a temporary
 //! directory removed when the test ends.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs the built `nmpsim` in `dir` and returns what it did.
 pub fn nmpsim(dir: &Path, args: &[&str]) -> Output {
@@ -15,7 +16,6 @@ pub fn nmpsim(dir: &Path, args: &[&str]) -> Output {
 
 /// [`nmpsim`] under an address-space limit of `kib` KiB (`ulimit -v`), which
 /// the memory checks take as the memory available.
-#[allow(dead_code)] // (Not every test file limits memory.)
 pub fn nmpsim_within(dir: &Path, kib: u64, args: &[&str]) -> Output {
     Command::new("sh")
         .current_dir(dir)
@@ -29,7 +29,6 @@ pub fn nmpsim_within(dir: &Path, kib: u64, args: &[&str]) -> Output {
 
 /// Makes a named pipe at `path`; false (with a note that the test is
 /// skipped) where `mkfifo` is not available.
-#[allow(dead_code)] // (Not every test file makes pipes.)
 pub fn make_fifo(path: &Path) -> bool {
     let made = Command::new("mkfifo")
         .arg(path)
@@ -41,17 +40,16 @@ pub fn make_fifo(path: &Path) -> bool {
     made
 }
 
-/// A fresh directory `nmpsim-<test file>-<name>-<pid>` under the system
-/// temporary directory, removed on drop.
+/// A fresh directory `nmpsim-cli-<name>-<pid>-<n>` under the system
+/// temporary directory, removed on drop; `n` counts the directories this
+/// process made, so tests that run at once never share one.
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!(
-            "nmpsim-{}-{name}-{}",
-            env!("CARGO_CRATE_NAME").replace('_', "-"),
-            std::process::id()
-        ));
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("nmpsim-cli-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("create temp dir");
         TempDir(d)

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 /// A sweep's results.csv in miniature: two engines, three batch sizes, one
 /// failed run (empty metric, quoted error with a comma).

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn text(o: &Output) -> String {
     format!(
@@ -1466,7 +1465,7 @@ fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
 fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     let t = TempDir::new("pipe");
     let d = &t.0;
-    if !common::make_fifo(&d.join("p")) {
+    if !crate::common::make_fifo(&d.join("p")) {
         return;
     }
     criteo_sample(d, "s.tsv", 20, "64");
@@ -1595,7 +1594,7 @@ fn criteo_without_hashing_and_an_early_end() {
 fn one_pipe_for_data_and_test_data_is_refused() {
     let t = TempDir::new("pipe2");
     let d = &t.0;
-    if !common::make_fifo(&d.join("p")) {
+    if !crate::common::make_fifo(&d.join("p")) {
         return;
     }
     std::os::unix::fs::symlink(d.join("p"), d.join("q")).unwrap();

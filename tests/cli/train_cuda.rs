@@ -4,8 +4,7 @@
 
 use std::process::Output;
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn text(o: &Output) -> String {
     format!(

@@ -1,7 +1,6 @@
 //! End-to-end tests of `nmpsim nmp …` through the built binary.
 
-mod common;
-use common::{TempDir, nmpsim, nmpsim_within};
+use crate::common::{TempDir, nmpsim, nmpsim_within};
 
 #[test]
 fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {

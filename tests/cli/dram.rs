@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);

@@ -3,12 +3,10 @@
 //! agreement check at a tiny size (skipped, with a note, where no Python has
 //! PyTorch: set NMPSIM_PEER_PYTHON to one that has).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 use nmpsim_traces::{TraceReader, npy};
 
 fn ok(out: &std::process::Output) -> String {

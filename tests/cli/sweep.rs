@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use nmpsim_experiments::{is_timing_column, without_columns};
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -262,7 +261,7 @@ fn sorted(mut v: Vec<&str>) -> Vec<&str> {
 /// The `--json` summary's fields as docs/sweeps.md lists them (the code
 /// spans of its `--json` item, up to the dry run's), sorted.
 fn documented_summary_fields() -> Vec<&'static str> {
-    static DOC: &str = include_str!("../docs/sweeps.md");
+    static DOC: &str = include_str!("../../docs/sweeps.md");
     let start = DOC
         .find("- `--json` prints a summary")
         .expect("docs/sweeps.md describes --json");

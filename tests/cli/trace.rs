@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -627,7 +626,7 @@ fn absurd_sizes_are_refused_by_flag() {
 #[test]
 fn trace_stats_refuses_a_batch_it_cannot_hold_with_its_copy() {
     let t = TempDir::new("stats-memory");
-    let o = common::nmpsim_within(
+    let o = crate::common::nmpsim_within(
         &t.0,
         6_000_000,
         &[

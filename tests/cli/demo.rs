@@ -3,9 +3,6 @@
 
 use std::process::Command;
 
-#[allow(dead_code)] // (This file runs the binary itself, but for `nmpsim_within`.)
-mod common;
-
 fn tmpdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("nmpsim-cli-demo-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -202,7 +199,7 @@ fn libc_sigpipe() -> i32 {
 fn a_batch_beyond_memory_is_refused_before_anything_runs() {
     let dir = tmpdir("bigbatch");
     std::fs::create_dir_all(&dir).unwrap();
-    let o = common::nmpsim_within(
+    let o = crate::common::nmpsim_within(
         &dir,
         6_000_000,
         &[

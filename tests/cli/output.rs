@@ -5,8 +5,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 /// Runs `nmpsim args` in `dir` with stdout on `/dev/full`.
 fn to_full(dir: &Path, args: &[&str]) -> Output {

@@ -1,7 +1,6 @@
 //! `nmpsim gpu`: the report of what the GPU paths find on this machine.
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 #[test]
 fn gpu_report_says_what_is_there_and_compiles_every_source() {

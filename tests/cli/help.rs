@@ -1,7 +1,6 @@
 //! Every command that runs something has examples in its `--help`.
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 /// The subcommands `--help` of `path` lists (without `help`).
 fn subcommands(help: &str) -> Vec<String> {

@@ -6,8 +6,7 @@ use std::path::Path;
 
 use nmpsim_experiments::results::parse_csv;
 
-mod common;
-use common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim};
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))

@@ -1,0 +1,23 @@
+//! End-to-end tests of the `nmpsim` binary, one module per command.
+//!
+//! They are one test binary (not one per command) because each binary links
+//! every engine and kernel: one link instead of fifteen keeps a test build
+//! small on disk and quick to link.
+
+mod common;
+
+mod demo;
+mod dram;
+mod gpu;
+mod help;
+mod kernels;
+mod kernels_cuda;
+mod nmp;
+mod output;
+mod peer;
+mod plot;
+mod reproduce;
+mod sweep;
+mod trace;
+mod train;
+mod train_cuda;
