@@ -50,25 +50,7 @@ pub struct RunDir {
     _lock: fs::File,
 }
 
-/// Takes an exclusive lock on `f` (flock, as std's `File::try_lock`, which is
-/// newer than this crate's rust-version), held until `f` is dropped or the
-/// process ends. `Ok(false)`: another process holds it.
-pub fn try_lock(f: &fs::File) -> std::io::Result<bool> {
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor that `f` owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            return if e.kind() == std::io::ErrorKind::WouldBlock {
-                Ok(false)
-            } else {
-                Err(e)
-            };
-        }
-    }
-    Ok(true)
-}
+pub use nmpsim_experiments::sweep::dir::try_lock;
 
 /// Locks the directory `dir` itself (no file is added) for one run, so two
 /// runs never write one directory at the same time; fails at once if

@@ -17,10 +17,14 @@
 //!   loading a finished run back from disk ([`load_row`]).
 //! - [`plot`]: line and grouped-bar charts of a results table, as SVG and PNG
 //!   ([`plot::chart_from_csv`], [`plot::write_chart`]).
+//! - [`sweep`](mod@sweep): running a sweep: the plan ([`sweep::Plan`]), the
+//!   executor of its child processes ([`sweep::run`]), the directory's lock and
+//!   resumption, dry runs and the merge of shards, for any program a
+//!   [`sweep::Launcher`] describes.
 //!
-//! This crate does not start processes or draw progress bars: the `nmpsim
-//! sweep` command does that on top of it. It knows nothing about DRAM, NMP or
-//! training; a command is just a clap definition and a JSON object it prints.
+//! It knows nothing about DRAM, NMP or training: a command is just a clap
+//! definition and a JSON object it prints. It draws no progress bars and
+//! installs no signal handlers: a [`sweep::Monitor`] is told what happens.
 
 pub mod error;
 pub mod expand;
@@ -31,6 +35,7 @@ pub mod results;
 pub mod schema;
 pub mod shard;
 pub mod spec;
+pub mod sweep;
 
 pub use error::{SpecError, SpecErrors};
 pub use expand::{Run, expand, plan_hash};

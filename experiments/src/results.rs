@@ -40,6 +40,16 @@ pub struct Row {
     pub metrics: Vec<(String, String)>,
 }
 
+impl Row {
+    /// The value of the metric `name` (a flattened, dotted name).
+    pub fn metric(&self, name: &str) -> Option<&str> {
+        self.metrics
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// The metrics of a command's JSON output, as (dotted name, value).
 pub fn flatten_metrics(v: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
