@@ -61,3 +61,9 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The words of `line`, split at whitespace: a command line written as one
+/// string (no quoting; a word with a space in it goes in an array instead).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}

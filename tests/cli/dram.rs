@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -31,23 +31,10 @@ fn both_engines_write_a_run_directory_and_json() {
     let d = &t.0;
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "both",
-            "--preset",
-            "DDR4-2400-x8",
-            "--stream",
-            "random",
-            "--requests",
-            "5000",
-            "--write-fraction",
-            "0.2",
-            "--out",
-            "run",
-            "--json",
-            "--quiet",
-        ],
+        &words(
+            "dram --engine both --preset DDR4-2400-x8 --stream random \
+             --requests 5000 --write-fraction 0.2 --out run --json --quiet",
+        ),
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON object");
     let runs = v["results"]["runs"].as_array().expect("runs");
@@ -102,16 +89,7 @@ fn comparisons_name_their_engines() {
     let d = &t.0;
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "native,dramsim3",
-            "--requests",
-            "3000",
-            "--out",
-            "r",
-            "-q",
-        ],
+        &words("dram --engine native,dramsim3 --requests 3000 --out r -q"),
     );
     assert!(out.contains("dramsim3 / native: bandwidth 1.000"), "{out}");
     assert!(!out.contains("ramulator"), "{out}");
@@ -119,17 +97,7 @@ fn comparisons_name_their_engines() {
     assert!(v["results"]["agreement"].is_null(), "{v}");
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "all",
-            "--requests",
-            "3000",
-            "--out",
-            "a",
-            "--json",
-            "-q",
-        ],
+        &words("dram --engine all --requests 3000 --out a --json -q"),
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let pairs: Vec<(String, String)> = v["results"]["comparisons"]
@@ -164,21 +132,10 @@ fn check_timing_replays_the_engines_commands() {
     let d = &t.0;
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "all",
-            "--preset",
-            "DDR4-3200-x8-2R",
-            "--write-fraction",
-            "0.3",
-            "--requests",
-            "6000",
-            "--check-timing",
-            "--out",
-            "r",
-            "-q",
-        ],
+        &words(
+            "dram --engine all --preset DDR4-3200-x8-2R --write-fraction 0.3 \
+             --requests 6000 --check-timing --out r -q",
+        ),
     );
     assert!(
         out.contains("dramsim3: not checked (the DRAMsim3 library exposes no command log)"),
@@ -268,17 +225,7 @@ fn address_trace_runs_and_bad_lines_are_named() {
     }
 
     std::fs::write(d.join("far.txt"), "0x40 R\n0x400000000 R\n").unwrap();
-    let err = fails(
-        d,
-        &[
-            "dram",
-            "--trace",
-            "far.txt",
-            "--preset",
-            "DDR4-3200-x8",
-            "-q",
-        ],
-    );
+    let err = fails(d, &words("dram --trace far.txt --preset DDR4-3200-x8 -q"));
     assert!(err.contains("beyond the configured capacity"), "{err}");
     assert!(err.contains("far.txt line 2"), "{err}");
 
@@ -302,53 +249,24 @@ fn embedding_trace_becomes_row_reads() {
     let d = &t.0;
     ok(
         d,
-        &[
-            "trace",
-            "gen",
-            "--rows",
-            "5000",
-            "--tables",
-            "2",
-            "--bag",
-            "4",
-            "--batch",
-            "64",
-            "--batches",
-            "2",
-            "-o",
-            "e.nmpt",
-            "--quiet",
-        ],
+        &words(
+            "trace gen --rows 5000 --tables 2 --bag 4 --batch 64 --batches 2 \
+             -o e.nmpt --quiet",
+        ),
     );
     let out = ok(
         d,
-        &[
-            "dram",
-            "--embedding-trace",
-            "e.nmpt",
-            "--dim",
-            "32",
-            "--phase",
-            "forward",
-            "--out",
-            "r",
-            "--json",
-            "-q",
-        ],
+        &words(
+            "dram --embedding-trace e.nmpt --dim 32 --phase forward --out r \
+             --json -q",
+        ),
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // 2 batches x 2 tables x 64 bags x 4 lookups, each a 128 B row = two 64 B reads.
     assert_eq!(v["results"]["runs"][0]["reads"], 2 * 2 * 64 * 4 * 2);
     let err = fails(
         d,
-        &[
-            "dram",
-            "--embedding-trace",
-            "e.nmpt",
-            "--max-batches",
-            "0",
-            "-q",
-        ],
+        &words("dram --embedding-trace e.nmpt --max-batches 0 -q"),
     );
     assert!(err.contains("--max-batches 0"), "{err}");
 }
@@ -398,14 +316,7 @@ fn presets_config_and_bench() {
     assert_eq!(v.as_array().unwrap().len(), 18);
     let ini = ok(
         d,
-        &[
-            "dram",
-            "config",
-            "--engine",
-            "dramsim3",
-            "--preset",
-            "DDR4-3200-x16",
-        ],
+        &words("dram config --engine dramsim3 --preset DDR4-3200-x16"),
     );
     assert!(
         ini.contains("device_width = 16") && ini.contains("tCK = 0.625"),
@@ -413,31 +324,12 @@ fn presets_config_and_bench() {
     );
     let cfg = ok(
         d,
-        &[
-            "dram",
-            "config",
-            "--engine",
-            "ramulator",
-            "--preset",
-            "DDR4-3200-x8",
-        ],
+        &words("dram config --engine ramulator --preset DDR4-3200-x8"),
     );
     assert!(
         cfg.contains("speed = DDR4_3200") && cfg.contains("tRAS: JEDEC 52 cycles, Ramulator 56")
     );
-    let out = ok(
-        d,
-        &[
-            "dram",
-            "bench",
-            "--requests",
-            "2000",
-            "--out",
-            "b",
-            "--json",
-            "-q",
-        ],
-    );
+    let out = ok(d, &words("dram bench --requests 2000 --out b --json -q"));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v["results"].as_array().unwrap();
     // native, dramsim3, ramulator x random, sequential
@@ -453,17 +345,7 @@ fn presets_config_and_bench() {
     // stream, from the same rows as bench.csv.
     let out = ok(
         d,
-        &[
-            "dram",
-            "bench",
-            "--requests",
-            "2000",
-            "--engines",
-            "native,dramsim3",
-            "--out",
-            "r",
-            "-q",
-        ],
+        &words("dram bench --requests 2000 --engines native,dramsim3 --out r -q"),
     );
     let line = out
         .lines()
@@ -496,19 +378,10 @@ fn presets_config_and_bench() {
     // its own rows, and their median (of two: the mean).
     let out = ok(
         d,
-        &[
-            "dram",
-            "bench",
-            "--requests",
-            "2000",
-            "--engines",
-            "native,dramsim3",
-            "--repeat",
-            "2",
-            "--out",
-            "m",
-            "-q",
-        ],
+        &words(
+            "dram bench --requests 2000 --engines native,dramsim3 --repeat 2 \
+             --out m -q",
+        ),
     );
     let csv = std::fs::read_to_string(d.join("m/bench.csv")).unwrap();
     let fields: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
@@ -612,16 +485,7 @@ fn a_reference_without_activations_has_no_activation_ratio() {
     std::fs::write(d.join("w3.txt"), "0x0 W\n0x40 W\n0x1000 W\n").unwrap();
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "dramsim3,native",
-            "--trace",
-            "w3.txt",
-            "--out",
-            "w",
-            "-q",
-        ],
+        &words("dram --engine dramsim3,native --trace w3.txt --out w -q"),
     );
     let v = read_json(&d.join("w/results.json"));
     let runs = v["results"]["runs"].as_array().unwrap();
@@ -638,18 +502,10 @@ fn a_run_without_reads_has_no_read_latency() {
     let d = &t.0;
     let out = ok(
         d,
-        &[
-            "dram",
-            "--engine",
-            "dramsim3,native",
-            "--requests",
-            "2000",
-            "--write-fraction",
-            "1",
-            "--out",
-            "w",
-            "-q",
-        ],
+        &words(
+            "dram --engine dramsim3,native --requests 2000 --write-fraction 1 \
+             --out w -q",
+        ),
     );
     assert!(out.contains("mean read latency n/a (no reads)"), "{out}");
     assert!(!out.contains("NaN"), "{out}");
@@ -891,15 +747,10 @@ fn absurd_windows_and_directories_are_refused_by_flag() {
     std::fs::create_dir(d.join("adir")).unwrap();
     let err = fails(
         d,
-        &[
-            "dram",
-            "--engine",
-            "native",
-            "--requests",
-            "200",
-            "--window",
-            "18446744073709551615",
-        ],
+        &words(
+            "dram --engine native --requests 200 --window \
+             18446744073709551615",
+        ),
     );
     assert!(
         err.contains("'--window <N>'") && err.contains("expected 1 to 1048576"),
@@ -960,19 +811,7 @@ fn earlier_runs_and_user_files_survive_reruns() {
 
     std::fs::create_dir_all(d.join("u/previous-run")).unwrap();
     std::fs::write(d.join("u/previous-run/data.txt"), "precious").unwrap();
-    ok(
-        d,
-        &[
-            "dram",
-            "--requests",
-            "100",
-            "--engine",
-            "native",
-            "--out",
-            "u",
-            "-q",
-        ],
-    );
+    ok(d, &words("dram --requests 100 --engine native --out u -q"));
     assert_eq!(
         std::fs::read_to_string(d.join("u/previous-run/data.txt")).unwrap(),
         "precious"
@@ -1099,18 +938,10 @@ fn writes_no_command_carried_are_noted() {
     let t = TempDir::new("writenote");
     let out = ok(
         &t.0,
-        &[
-            "dram",
-            "--engine",
-            "dramsim3,native",
-            "--write-fraction",
-            "1",
-            "--requests",
-            "100",
-            "-q",
-            "--out",
-            "w",
-        ],
+        &words(
+            "dram --engine dramsim3,native --write-fraction 1 --requests 100 \
+             -q --out w",
+        ),
     );
     let note = out
         .lines()
@@ -1125,16 +956,7 @@ fn writes_no_command_carried_are_noted() {
     assert!(summary.contains(note), "{summary}");
     let o = nmpsim(
         &t.0,
-        &[
-            "dram",
-            "--engine",
-            "native",
-            "--keep-command-traces",
-            "--requests",
-            "10",
-            "--out",
-            "k",
-        ],
+        &words("dram --engine native --keep-command-traces --requests 10 --out k"),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");

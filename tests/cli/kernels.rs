@@ -1,5 +1,7 @@
 //! End-to-end: `nmpsim kernels check` and `nmpsim kernels traffic` through the binary.
 
+use crate::common::words;
+
 use std::process::Command;
 
 fn nmpsim(args: &[&str]) -> std::process::Output {
@@ -93,14 +95,7 @@ fn bad_arguments_fail_with_a_clear_message() {
     }
     // Far more than any machine has (16 PB): refused before allocating,
     // not an allocation failure.
-    let out = nmpsim(&[
-        "kernels",
-        "check",
-        "--rows",
-        "1000000000",
-        "--dim",
-        "1000000",
-    ]);
+    let out = nmpsim(&words("kernels check --rows 1000000000 --dim 1000000"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("GB of memory available); lower"), "{err}");

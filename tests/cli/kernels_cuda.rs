@@ -3,7 +3,7 @@
 //! must be refused with a reason and exit status 2, and `all` must check the
 //! CPU and report CUDA as skipped; on a GPU machine both must pass.
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 const SMALL: [&str; 10] = [
     "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",
@@ -74,23 +74,10 @@ fn bench_without_a_gpu_exits_2_and_bad_backends_are_refused() {
     let t = TempDir::new("bench");
     let out = nmpsim(
         &t.0,
-        &[
-            "kernels",
-            "bench",
-            "--backend",
-            "cuda",
-            "--tables",
-            "1",
-            "--rows",
-            "10000",
-            "--batch",
-            "64",
-            "--bag",
-            "4",
-            "--reps",
-            "2",
-            "--json",
-        ],
+        &words(
+            "kernels bench --backend cuda --tables 1 --rows 10000 --batch 64 \
+             --bag 4 --reps 2 --json",
+        ),
     );
     let all = text(&out);
     if out.status.code() == Some(2) {

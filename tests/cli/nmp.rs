@@ -1,6 +1,6 @@
 //! End-to-end tests of `nmpsim nmp …` through the built binary.
 
-use crate::common::{TempDir, nmpsim, nmpsim_within};
+use crate::common::{TempDir, nmpsim, nmpsim_within, words};
 
 #[test]
 fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
@@ -118,21 +118,10 @@ fn tables_that_do_not_fit_are_a_clear_error() {
     // 10 tables of 8M rows x 256 B = 20 GiB on one 4 GiB rank.
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--profile",
-            "rm1",
-            "--rows",
-            "8000000",
-            "--batch",
-            "8",
-            "--ranks",
-            "1",
-            "--preset",
-            "DDR4-3200-x16",
-            "-q",
-        ],
+        &words(
+            "nmp run --profile rm1 --rows 8000000 --batch 8 --ranks 1 \
+             --preset DDR4-3200-x16 -q",
+        ),
     );
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -354,28 +343,14 @@ fn runs_that_cannot_fit_leave_no_run_directory() {
     let d = &t.0;
     for (args, want) in [
         (
-            &[
-                "--rows",
-                "100000000",
-                "--ranks",
-                "2",
-                "--placement",
-                "table-per-rank",
-            ][..],
+            &words("--rows 100000000 --ranks 2 --placement table-per-rank")[..],
             "does not fit",
         ),
         (
-            &[
-                "--rows",
-                "120000000",
-                "--dim",
-                "1024",
-                "--ranks",
-                "1024",
-                "--placement",
-                "vector-sliced",
-                "--check",
-            ][..],
+            &words(
+                "--rows 120000000 --dim 1024 --ranks 1024 --placement \
+                 vector-sliced --check",
+            )[..],
             "leave out --check",
         ),
     ] {
@@ -419,24 +394,10 @@ fn row_interleaved_partial_sums_of_hot_rows_pass_the_check() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = nmpsim(
         d,
-        &[
-            "nmp",
-            "run",
-            "--trace",
-            "hot.nmpt",
-            "--ranks",
-            "8",
-            "--placement",
-            "all",
-            "--dim",
-            "32",
-            "--engine",
-            "native",
-            "--check",
-            "-q",
-            "--out",
-            "nh",
-        ],
+        &words(
+            "nmp run --trace hot.nmpt --ranks 8 --placement all --dim 32 \
+             --engine native --check -q --out nh",
+        ),
     );
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
@@ -465,21 +426,10 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
     write_trace(&t.0.join("two.nmpt"), &two);
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--trace",
-            "two.nmpt",
-            "--batches",
-            "5",
-            "--ranks",
-            "2",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "r",
-        ],
+        &words(
+            "nmp run --trace two.nmpt --batches 5 --ranks 2 --engine native \
+             -q --out r",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -493,21 +443,10 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
     // As many as it holds: no note.
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--trace",
-            "two.nmpt",
-            "--batches",
-            "2",
-            "--ranks",
-            "2",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "r2",
-        ],
+        &words(
+            "nmp run --trace two.nmpt --batches 2 --ranks 2 --engine native \
+             -q --out r2",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -523,28 +462,11 @@ fn the_check_memory_guard_counts_the_pool_s_buffers() {
     // ranks each reserving a gradient buffer of 1536 bags of 4 MiB (6 GiB).
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--profile",
-            "uniform",
-            "--rows",
-            "100",
-            "--batch",
-            "1536",
-            "--ranks",
-            "65536",
-            "--placement",
-            "row-interleaved",
-            "--dim",
-            "1048576",
-            "--engine",
-            "native",
-            "--check",
-            "-q",
-            "--out",
-            "m",
-        ],
+        &words(
+            "nmp run --profile uniform --rows 100 --batch 1536 --ranks 65536 \
+             --placement row-interleaved --dim 1048576 --engine native \
+             --check -q --out m",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -562,25 +484,10 @@ fn layouts_beyond_memory_are_refused() {
     let t = TempDir::new("layoutmem");
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--rows",
-            "65536",
-            "--batch",
-            "1",
-            "--ranks",
-            "65536",
-            "--dim",
-            "1048576",
-            "--placement",
-            "row-interleaved",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "o",
-        ],
+        &words(
+            "nmp run --rows 65536 --batch 1 --ranks 65536 --dim 1048576 \
+             --placement row-interleaved --engine native -q --out o",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -598,65 +505,28 @@ fn short_traces_and_small_tables_on_many_ranks_run() {
     let d = &t.0;
     let o = nmpsim(
         d,
-        &[
-            "trace",
-            "gen",
-            "--tables",
-            "2",
-            "--rows",
-            "10",
-            "--batch",
-            "2",
-            "--bag",
-            "2",
-            "--batches",
-            "2",
-            "-o",
-            "t.nmpt",
-            "-q",
-        ],
+        &words(
+            "trace gen --tables 2 --rows 10 --batch 2 --bag 2 --batches 2 -o \
+             t.nmpt -q",
+        ),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = nmpsim(
         d,
-        &[
-            "nmp",
-            "run",
-            "--trace",
-            "t.nmpt",
-            "--batches",
-            "100000000000",
-            "--engine",
-            "native",
-            "--ranks",
-            "4",
-            "-q",
-            "--out",
-            "a",
-        ],
+        &words(
+            "nmp run --trace t.nmpt --batches 100000000000 --engine native \
+             --ranks 4 -q --out a",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("holds 2 batches; running those"), "{err}");
     let o = nmpsim(
         d,
-        &[
-            "nmp",
-            "run",
-            "--trace",
-            "t.nmpt",
-            "--ranks",
-            "65536",
-            "--dim",
-            "1048576",
-            "--placement",
-            "row-interleaved",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "b",
-        ],
+        &words(
+            "nmp run --trace t.nmpt --ranks 65536 --dim 1048576 --placement \
+             row-interleaved --engine native -q --out b",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -673,27 +543,11 @@ fn batches_whose_requests_do_not_fit_are_refused() {
     let o = nmpsim_within(
         &t.0,
         2_500_000,
-        &[
-            "nmp",
-            "run",
-            "--profile",
-            "rm1",
-            "--rows",
-            "20000",
-            "--batch",
-            "512",
-            "--ranks",
-            "8192",
-            "--placement",
-            "row-interleaved",
-            "--primitive",
-            "casted-gather-reduce",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "o",
-        ],
+        &words(
+            "nmp run --profile rm1 --rows 20000 --batch 512 --ranks 8192 \
+             --placement row-interleaved --primitive casted-gather-reduce \
+             --engine native -q --out o",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -713,26 +567,10 @@ fn idle_ranks_have_no_hit_rate_and_balance_stays_in_range() {
     let t = TempDir::new("idle");
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--profile",
-            "rm1",
-            "--rows",
-            "2000",
-            "--batch",
-            "8",
-            "--ranks",
-            "16",
-            "--engine",
-            "native",
-            "--placement",
-            "table-per-rank",
-            "--primitive",
-            "scatter",
-            "-q",
-            "--json",
-        ],
+        &words(
+            "nmp run --profile rm1 --rows 2000 --batch 8 --ranks 16 --engine \
+             native --placement table-per-rank --primitive scatter -q --json",
+        ),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -763,25 +601,10 @@ fn multi_rank_presets_are_refused_for_the_pool() {
     let t = TempDir::new("multirank");
     let o = nmpsim(
         &t.0,
-        &[
-            "nmp",
-            "run",
-            "--profile",
-            "rm1",
-            "--rows",
-            "2000",
-            "--ranks",
-            "4",
-            "--batch",
-            "16",
-            "--preset",
-            "DDR4-3200-x8-4R",
-            "--engine",
-            "native",
-            "-q",
-            "--out",
-            "o",
-        ],
+        &words(
+            "nmp run --profile rm1 --rows 2000 --ranks 4 --batch 16 --preset \
+             DDR4-3200-x8-4R --engine native -q --out o",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -793,20 +616,10 @@ fn multi_rank_presets_are_refused_for_the_pool() {
     assert!(!t.0.join("o").exists());
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--mode",
-            "tcast-nmp",
-            "--iters",
-            "1",
-            "--preset",
-            "DDR4-2400-x16-2R",
-            "-q",
-            "--out",
-            "t",
-        ],
+        &words(
+            "train --model tiny --mode tcast-nmp --iters 1 --preset \
+             DDR4-2400-x16-2R -q --out t",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0), "{err}");

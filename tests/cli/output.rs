@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 /// Runs `nmpsim args` in `dir` with stdout on `/dev/full`.
 fn to_full(dir: &Path, args: &[&str]) -> Output {
@@ -35,18 +35,7 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     std::fs::write(d.join("r.csv"), CSV).unwrap();
     let ok = nmpsim(
         d,
-        &[
-            "trace",
-            "gen",
-            "--profile",
-            "rm1",
-            "--batch",
-            "16",
-            "--batches",
-            "2",
-            "-o",
-            "t.nmpt",
-        ],
+        &words("trace gen --profile rm1 --batch 16 --batches 2 -o t.nmpt"),
     );
     assert!(
         ok.status.success(),
@@ -55,40 +44,13 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     );
     let commands: &[&[&str]] = &[
         &["dram", "presets"],
-        &[
-            "dram",
-            "--engine",
-            "native",
-            "--requests",
-            "1000",
-            "--out",
-            "dram",
-        ],
-        &[
-            "dram",
-            "--engine",
-            "native",
-            "--requests",
-            "1000",
-            "--json",
-            "--out",
-            "dram-json",
-        ],
+        &words("dram --engine native --requests 1000 --out dram"),
+        &words("dram --engine native --requests 1000 --json --out dram-json"),
         &[
             "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
             "--json", "-q", "--out", "nmp",
         ],
-        &[
-            "train",
-            "--iters",
-            "2",
-            "--batch",
-            "16",
-            "--json",
-            "-q",
-            "--out",
-            "train-json",
-        ],
+        &words("train --iters 2 --batch 16 --json -q --out train-json"),
         &["train", "--iters", "2", "--batch", "16", "--out", "train"],
         &["trace", "stats", "t.nmpt", "--out", "stats"],
         &["trace", "gen", "--list-profiles"],
@@ -144,18 +106,7 @@ fn a_pipe_closed_early_ends_the_command_quietly() {
     let t = TempDir::new("pipe");
     let made = nmpsim(
         &t.0,
-        &[
-            "trace",
-            "gen",
-            "--profile",
-            "rm1",
-            "--batch",
-            "256",
-            "--batches",
-            "2",
-            "-o",
-            "t.nmpt",
-        ],
+        &words("trace gen --profile rm1 --batch 256 --batches 2 -o t.nmpt"),
     );
     assert!(
         made.status.success(),
@@ -208,17 +159,9 @@ fn a_stderr_that_cannot_be_written_ends_no_run() {
     let o = run(&["sweep", "spec.toml", "--out", "sw", "--yes"]);
     assert!(o.status.success(), "{o:?}");
     assert!(d.join("sw/results.csv").is_file());
-    let o = run(&[
-        "trace",
-        "gen",
-        "--profile",
-        "criteo-kaggle",
-        "--batches",
-        "1",
-        "--batch",
-        "8",
-        "-o",
-        "t.nmpt",
-    ]);
+    let o = run(&words(
+        "trace gen --profile criteo-kaggle --batches 1 --batch 8 -o \
+         t.nmpt",
+    ));
     assert!(o.status.success(), "{o:?}");
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 use nmpsim_traces::{TraceReader, npy};
 
 fn ok(out: &std::process::Output) -> String {
@@ -22,26 +22,10 @@ fn ok(out: &std::process::Output) -> String {
 fn gen_trace(dir: &Path) {
     ok(&nmpsim(
         dir,
-        &[
-            "trace",
-            "gen",
-            "--tables",
-            "3",
-            "--rows",
-            "500",
-            "--bag",
-            "5",
-            "--batch",
-            "32",
-            "--dist",
-            "zipf:1.05",
-            "--weighted",
-            "--batches",
-            "2",
-            "-q",
-            "-o",
-            "t.nmpt",
-        ],
+        &words(
+            "trace gen --tables 3 --rows 500 --bag 5 --batch 32 --dist \
+             zipf:1.05 --weighted --batches 2 -q -o t.nmpt",
+        ),
     ));
 }
 
@@ -106,21 +90,10 @@ fn cpu_bench_times_every_primitive_of_a_trace_and_dumps_its_outputs() {
     gen_trace(&t.0);
     let out = nmpsim(
         &t.0,
-        &[
-            "kernels",
-            "bench",
-            "--trace",
-            "t.nmpt",
-            "--dim",
-            "16",
-            "--reps",
-            "2",
-            "--threads",
-            "2",
-            "--json",
-            "--dump",
-            "dump",
-        ],
+        &words(
+            "kernels bench --trace t.nmpt --dim 16 --reps 2 --threads 2 \
+             --json --dump dump",
+        ),
     );
     ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 /// A sweep's results.csv in miniature: two engines, three batch sizes, one
 /// failed run (empty metric, quoted error with a comma).
@@ -40,17 +40,10 @@ fn plot_writes_svg_and_png_beside_the_csv() {
     std::fs::write(sweep.join("results.csv"), RESULTS).unwrap();
     let o = nmpsim(
         &dir.0,
-        &[
-            "plot",
-            "sweep/results.csv",
-            "--x",
-            "batch",
-            "--y",
-            "runs.0.bandwidth_gbps",
-            "--group",
-            "engine",
-            "--log-x",
-        ],
+        &words(
+            "plot sweep/results.csv --x batch --y runs.0.bandwidth_gbps \
+             --group engine --log-x",
+        ),
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "nmpsim plot failed: {stderr}");
@@ -122,14 +115,7 @@ fn plot_errors_are_clear() {
         assert_eq!(o.status.code(), Some(2), "{args:?} should fail: {err}");
         err
     };
-    let err = fails(&[
-        "plot",
-        "results.csv",
-        "--x",
-        "batch",
-        "--y",
-        "bandwidth_gbps",
-    ]);
+    let err = fails(&words("plot results.csv --x batch --y bandwidth_gbps"));
     assert!(err.contains("no column `bandwidth_gbps`"), "{err}");
     assert!(err.contains("did you mean runs.0.bandwidth_gbps?"), "{err}");
     assert!(err.contains("run, engine, batch, status"), "{err}");
@@ -276,18 +262,10 @@ fn charts_never_destroy_their_input_or_an_earlier_pair() {
     std::fs::write(d.join("t.svg"), RESULTS).unwrap();
     let o = nmpsim(
         d,
-        &[
-            "plot",
-            "t.svg",
-            "--x",
-            "batch",
-            "--y",
-            "runs.0.bandwidth_gbps",
-            "--group",
-            "engine",
-            "--out",
-            "t",
-        ],
+        &words(
+            "plot t.svg --x batch --y runs.0.bandwidth_gbps --group engine \
+             --out t",
+        ),
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is the input file"));

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use nmpsim_experiments::results::parse_csv;
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
@@ -68,12 +68,7 @@ fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
     // gather-reduce, for both index distributions.
     assert_files(
         &out.join("fig6"),
-        &[
-            "fig6.csv",
-            "fig6-traffic.svg",
-            "fig6-traffic.png",
-            "fig6.md",
-        ],
+        &words("fig6.csv fig6-traffic.svg fig6-traffic.png fig6.md"),
     );
     let rows = table(&out.join("fig6/fig6.csv"));
     let mut dists = 0;
@@ -136,12 +131,7 @@ fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
     // gather-reduce under row interleaving.
     assert_files(
         &out.join("table1"),
-        &[
-            "table1.csv",
-            "table1-bandwidth.svg",
-            "table1-bandwidth.png",
-            "table1.md",
-        ],
+        &words("table1.csv table1-bandwidth.svg table1-bandwidth.png table1.md"),
     );
     let rows = table(&out.join("table1/table1.csv"));
     assert_eq!(rows.len(), 6, "2 primitives x 3 placements");

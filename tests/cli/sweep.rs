@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use nmpsim_experiments::{is_timing_column, without_columns};
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -170,14 +170,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     // another order, gives the very same bytes, timings included.
     ok(
         d,
-        &[
-            "sweep",
-            "merge",
-            "merged-again",
-            "shard-3",
-            "shard-1",
-            "shard-2",
-        ],
+        &words("sweep merge merged-again shard-3 shard-1 shard-2"),
     );
     assert_eq!(read(&d.join("merged-again/results.csv")), merged);
 
@@ -204,15 +197,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     std::fs::write(d.join("other.toml"), SIX_RUNS.replace("20000", "2000")).expect("write");
     ok(
         d,
-        &[
-            "sweep",
-            "other.toml",
-            "--shard",
-            "1/3",
-            "--out",
-            "other",
-            "--quiet",
-        ],
+        &words("sweep other.toml --shard 1/3 --out other --quiet"),
     );
     let err = rejected(d, &["sweep", "merge", "mixed", "shard-1", "other"]);
     assert!(err.contains("different sweep"), "{err}");
@@ -344,18 +329,7 @@ fn a_busy_sweep_directory_is_refused_and_missing_results_are_said() {
         "{err}"
     );
     // The lock went with the sweep.
-    ok(
-        d,
-        &[
-            "sweep",
-            "slow.toml",
-            "--out",
-            "sw",
-            "--jobs",
-            "1",
-            "--quiet",
-        ],
-    );
+    ok(d, &words("sweep slow.toml --out sw --jobs 1 --quiet"));
 }
 
 /// Ctrl-C (SIGINT to the sweep and its runs) or SIGTERM ends a sweep with
@@ -595,18 +569,10 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
     .expect("write spec");
     let o = nmpsim(
         d,
-        &[
-            "sweep",
-            "f.toml",
-            "--out",
-            "out",
-            "--jobs",
-            "1",
-            "--plot-x",
-            "stream",
-            "--plot-y",
-            "runs.0.bandwidth_gbps",
-        ],
+        &words(
+            "sweep f.toml --out out --jobs 1 --plot-x stream --plot-y \
+             runs.0.bandwidth_gbps",
+        ),
     );
     assert_eq!(o.status.code(), Some(1), "some runs failed: exit 1");
     // The plot of results.csv is drawn from the completed runs.
@@ -962,16 +928,7 @@ fn a_sweep_refuses_a_directory_that_is_no_sweep_s() {
     assert!(!d.join("mine/runs").exists());
     ok(
         d,
-        &[
-            "dram",
-            "--requests",
-            "100",
-            "--engine",
-            "native",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words("dram --requests 100 --engine native --out run -q"),
     );
     let err = rejected(d, &["sweep", "s.toml", "--out", "run"]);
     assert!(err.contains("run holds config.json"), "{err}");

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = nmpsim(dir, args);
@@ -27,27 +27,10 @@ fn gen_stats_export_round_trip() {
     let d = &t.0;
     ok(
         d,
-        &[
-            "trace",
-            "gen",
-            "--rows",
-            "1000",
-            "--tables",
-            "2",
-            "--dist",
-            "zipf:1.1",
-            "--bag",
-            "3",
-            "--batch",
-            "16",
-            "--batches",
-            "4",
-            "--seed",
-            "7",
-            "-q",
-            "-o",
-            "a.nmpt",
-        ],
+        &words(
+            "trace gen --rows 1000 --tables 2 --dist zipf:1.1 --bag 3 --batch \
+             16 --batches 4 --seed 7 -q -o a.nmpt",
+        ),
     );
     let json: serde_json::Value =
         serde_json::from_str(&ok(d, &["trace", "stats", "a.nmpt", "--json"]))
@@ -68,27 +51,10 @@ fn gen_stats_export_round_trip() {
     // Same spec, same bytes: traces are identified by their seed.
     ok(
         d,
-        &[
-            "trace",
-            "gen",
-            "--rows",
-            "1000",
-            "--tables",
-            "2",
-            "--dist",
-            "zipf:1.1",
-            "--bag",
-            "3",
-            "--batch",
-            "16",
-            "--batches",
-            "4",
-            "--seed",
-            "7",
-            "-q",
-            "-o",
-            "b.nmpt",
-        ],
+        &words(
+            "trace gen --rows 1000 --tables 2 --dist zipf:1.1 --bag 3 --batch \
+             16 --batches 4 --seed 7 -q -o b.nmpt",
+        ),
     );
     assert_eq!(
         std::fs::read(d.join("a.nmpt")).unwrap(),
@@ -102,19 +68,10 @@ fn profile_stats_write_a_run_directory() {
     let d = &t.0;
     let text = ok(
         d,
-        &[
-            "trace",
-            "stats",
-            "--profile",
-            "movielens-20m",
-            "--batch",
-            "64",
-            "--batches",
-            "3",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words(
+            "trace stats --profile movielens-20m --batch 64 --batches 3 --out \
+             run -q",
+        ),
     );
     assert!(text.contains("coalescing ratio"), "{text}");
     for f in [
@@ -147,18 +104,10 @@ fn convert_criteo_tsv() {
     std::fs::write(d.join("day.tsv"), tsv).unwrap();
     ok(
         d,
-        &[
-            "trace",
-            "convert",
-            "day.tsv",
-            "-o",
-            "day.nmpt",
-            "--batch",
-            "2",
-            "--max-ind-range",
-            "100",
-            "-q",
-        ],
+        &words(
+            "trace convert day.tsv -o day.nmpt --batch 2 --max-ind-range 100 \
+             -q",
+        ),
     );
     let json: serde_json::Value =
         serde_json::from_str(&ok(d, &["trace", "stats", "day.nmpt", "--json"])).unwrap();
@@ -229,21 +178,10 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     let d = &t.0;
     ok(
         d,
-        &[
-            "trace",
-            "gen",
-            "--profile",
-            "uniform",
-            "--rows",
-            "1000",
-            "--batch",
-            "8",
-            "--batches",
-            "2",
-            "-q",
-            "-o",
-            "u.nmpt",
-        ],
+        &words(
+            "trace gen --profile uniform --rows 1000 --batch 8 --batches 2 -q \
+             -o u.nmpt",
+        ),
     );
     let mut bytes = std::fs::read(d.join("u.nmpt")).unwrap();
     let last = bytes.len() - 30;
@@ -308,25 +246,10 @@ fn swapped_or_duplicated_batch_records_are_refused() {
     let d = &t.0;
     ok(
         d,
-        &[
-            "trace",
-            "gen",
-            "--rows",
-            "10",
-            "--tables",
-            "2",
-            "--bag",
-            "3",
-            "--batch",
-            "4",
-            "--batches",
-            "2",
-            "--seed",
-            "5",
-            "-q",
-            "-o",
-            "orig.nmpt",
-        ],
+        &words(
+            "trace gen --rows 10 --tables 2 --bag 3 --batch 4 --batches 2 \
+             --seed 5 -q -o orig.nmpt",
+        ),
     );
     let good = std::fs::read(d.join("orig.nmpt")).unwrap();
     let hlen = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
@@ -533,19 +456,7 @@ fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
     // An input named like the output's old temporary survives the run.
     let tsv: String = (0..5).map(|i| criteo_line(i % 2, i, "ab") + "\n").collect();
     std::fs::write(d.join("z.nmpt.tmp"), &tsv).unwrap();
-    ok(
-        d,
-        &[
-            "trace",
-            "convert",
-            "z.nmpt.tmp",
-            "-o",
-            "z.nmpt",
-            "--batch",
-            "4",
-            "-q",
-        ],
-    );
+    ok(d, &words("trace convert z.nmpt.tmp -o z.nmpt --batch 4 -q"));
     assert_eq!(std::fs::read_to_string(d.join("z.nmpt.tmp")).unwrap(), tsv);
     ok(d, &["trace", "stats", "z.nmpt"]);
 }
@@ -629,15 +540,7 @@ fn trace_stats_refuses_a_batch_it_cannot_hold_with_its_copy() {
     let o = crate::common::nmpsim_within(
         &t.0,
         6_000_000,
-        &[
-            "trace",
-            "stats",
-            "--profile",
-            "rm1",
-            "--batch",
-            "1000000",
-            "-q",
-        ],
+        &words("trace stats --profile rm1 --batch 1000000 -q"),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -659,17 +562,7 @@ fn input_names_that_are_not_utf8_are_recorded_lossily() {
     let name = OsStr::from_bytes(b"u\xff.nmpt");
     let o = nmpsim(
         &t.0,
-        &[
-            "trace",
-            "gen",
-            "--rows",
-            "100",
-            "--batches",
-            "2",
-            "-q",
-            "-o",
-            "a.nmpt",
-        ],
+        &words("trace gen --rows 100 --batches 2 -q -o a.nmpt"),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::rename(t.0.join("a.nmpt"), t.0.join(name)).unwrap();
@@ -807,18 +700,7 @@ fn a_pipe_without_a_writer_is_refused_not_waited_on() {
 fn a_dash_as_output_file_is_refused() {
     let t = TempDir::new("dash-out");
     for args in [
-        &[
-            "trace",
-            "gen",
-            "--profile",
-            "criteo-kaggle",
-            "--batches",
-            "1",
-            "--batch",
-            "8",
-            "-o",
-            "-",
-        ][..],
+        &words("trace gen --profile criteo-kaggle --batches 1 --batch 8 -o -")[..],
         &["trace", "criteo-sample", "--samples", "4", "-o", "-"][..],
     ] {
         let o = nmpsim(&t.0, args);

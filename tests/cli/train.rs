@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::{TempDir, nmpsim, words};
 
 fn text(o: &Output) -> String {
     format!(
@@ -44,23 +44,10 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
     let t = TempDir::new("all");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--mode",
-            "all",
-            "--batch",
-            "128",
-            "--iters",
-            "40",
-            "--print-freq",
-            "20",
-            "--nmp-bandwidth",
-            "400",
-            "--out",
-            "run",
-        ],
+        &words(
+            "train --model tiny --mode all --batch 128 --iters 40 \
+             --print-freq 20 --nmp-bandwidth 400 --out run",
+        ),
     );
     let s = text(&o);
     assert!(o.status.success(), "{s}");
@@ -201,24 +188,10 @@ fn nmp_mode_simulates_then_proxies() {
     let t = TempDir::new("sim");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--mode",
-            "tcast-nmp",
-            "--batch",
-            "64",
-            "--iters",
-            "3",
-            "--ranks",
-            "2",
-            "--sim-batches",
-            "1",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words(
+            "train --model tiny --mode tcast-nmp --batch 64 --iters 3 --ranks \
+             2 --sim-batches 1 --out run -q",
+        ),
     );
     assert!(o.status.success(), "{}", text(&o));
     let tl = std::fs::read_to_string(t.0.join("run/timeline.csv")).unwrap();
@@ -343,24 +316,10 @@ fn all_modes_report_their_own_nmp_calibration() {
     let t = TempDir::new("calib");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--mode",
-            "all",
-            "--batch",
-            "32",
-            "--iters",
-            "2",
-            "--ranks",
-            "2",
-            "--sim-batches",
-            "1",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words(
+            "train --model tiny --mode all --batch 32 --iters 2 --ranks 2 \
+             --sim-batches 1 --out run -q",
+        ),
     );
     let s = text(&o);
     assert!(o.status.success(), "{s}");
@@ -401,23 +360,10 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     criteo_sample(&t.0, "s.tsv", 600, "500");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "s.tsv",
-            "--max-ind-range",
-            "500",
-            "--batch",
-            "100",
-            "--iters",
-            "12",
-            "--test-batches",
-            "1",
-            "--out",
-            "run",
-        ],
+        &words(
+            "train --model criteo-kaggle --data s.tsv --max-ind-range 500 \
+             --batch 100 --iters 12 --test-batches 1 --out run",
+        ),
     );
     let s = text(&o);
     assert!(o.status.success(), "{s}");
@@ -427,23 +373,10 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     std::fs::write(t.0.join("empty.tsv"), "").unwrap();
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "s.tsv",
-            "--test-data",
-            "empty.tsv",
-            "--max-ind-range",
-            "500",
-            "--batch",
-            "100",
-            "--iters",
-            "2",
-            "--out",
-            "empty",
-        ],
+        &words(
+            "train --model criteo-kaggle --data s.tsv --test-data empty.tsv \
+             --max-ind-range 500 --batch 100 --iters 2 --out empty",
+        ),
     );
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
@@ -455,19 +388,10 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     // Kaggle sizes x 0.25 here): the first that does not is named.
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "s.tsv",
-            "--batch",
-            "100",
-            "--iters",
-            "2",
-            "--test-batches",
-            "1",
-        ],
+        &words(
+            "train --model criteo-kaggle --data s.tsv --batch 100 --iters 2 \
+             --test-batches 1",
+        ),
     );
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
@@ -489,24 +413,10 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     std::fs::write(t.0.join("bad.tsv"), bad).unwrap();
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "bad.tsv",
-            "--max-ind-range",
-            "500",
-            "--batch",
-            "100",
-            "--iters",
-            "12",
-            "--test-batches",
-            "1",
-            "--out",
-            "failed",
-            "-q",
-        ],
+        &words(
+            "train --model criteo-kaggle --data bad.tsv --max-ind-range 500 \
+             --batch 100 --iters 12 --test-batches 1 --out failed -q",
+        ),
     );
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
@@ -517,17 +427,7 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     // The model may not take data of another shape.
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--data",
-            "s.tsv",
-            "--max-ind-range",
-            "500",
-            "--out",
-            "tiny",
-        ],
+        &words("train --model tiny --data s.tsv --max-ind-range 500 --out tiny"),
     );
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
@@ -978,18 +878,10 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
     std::fs::write(t.0.join("bad.tsv"), "garbage\n").unwrap();
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "bad.tsv",
-            "--max-ind-range",
-            "100",
-            "--out",
-            "r",
-            "-q",
-        ],
+        &words(
+            "train --model criteo-kaggle --data bad.tsv --max-ind-range 100 \
+             --out r -q",
+        ),
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     for (f, bytes) in &before {
@@ -999,20 +891,10 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
     // So does an unknown DRAM preset for the pool.
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--iters",
-            "2",
-            "--batch",
-            "16",
-            "--mode",
-            "tcast-nmp",
-            "--preset",
-            "bogus",
-            "--out",
-            "r",
-            "-q",
-        ],
+        &words(
+            "train --iters 2 --batch 16 --mode tcast-nmp --preset bogus --out \
+             r -q",
+        ),
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("unknown DRAM preset"), "{}", text(&o));
@@ -1087,22 +969,10 @@ fn the_test_set_is_not_the_training_data() {
     let t = TempDir::new("testset");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--rows",
-            "1",
-            "--lr",
-            "0",
-            "--iters",
-            "2",
-            "--batch",
-            "64",
-            "--test-batches",
-            "2",
-            "--json",
-            "--out",
-            "r",
-        ],
+        &words(
+            "train --rows 1 --lr 0 --iters 2 --batch 64 --test-batches 2 \
+             --json --out r",
+        ),
     );
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
@@ -1130,22 +1000,10 @@ fn a_diverging_run_fails_naming_the_iteration() {
     let t = TempDir::new("diverge");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--iters",
-            "3",
-            "--batch",
-            "8",
-            "--test-batches",
-            "1",
-            "--lr",
-            "3e38",
-            "-q",
-            "--out",
-            "d",
-        ],
+        &words(
+            "train --model tiny --iters 3 --batch 8 --test-batches 1 --lr \
+             3e38 -q --out d",
+        ),
     );
     let s = text(&o);
     assert_ne!(o.status.code(), Some(0), "{s}");
@@ -1474,26 +1332,11 @@ fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     let writer = std::thread::spawn(move || std::fs::write(fifo, data));
     let o = nmpsim(
         d,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--max-ind-range",
-            "64",
-            "--batch",
-            "4",
-            "--test-batches",
-            "1",
-            "--nmp-bandwidth",
-            "600",
-            "--iters",
-            "10",
-            "--data",
-            "p",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words(
+            "train --model criteo-kaggle --max-ind-range 64 --batch 4 \
+             --test-batches 1 --nmp-bandwidth 600 --iters 10 --data p --out \
+             run -q",
+        ),
     );
     writer.join().unwrap().unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -1600,22 +1443,10 @@ fn one_pipe_for_data_and_test_data_is_refused() {
     std::os::unix::fs::symlink(d.join("p"), d.join("q")).unwrap();
     let o = nmpsim(
         d,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--max-ind-range",
-            "64",
-            "--iters",
-            "1",
-            "--data",
-            "p",
-            "--test-data",
-            "q",
-            "--out",
-            "run",
-            "-q",
-        ],
+        &words(
+            "train --model criteo-kaggle --max-ind-range 64 --iters 1 --data \
+             p --test-data q --out run -q",
+        ),
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let e = text(&o);
@@ -1657,21 +1488,10 @@ fn nmp_flags_of_a_cpu_mode_are_noted() {
     // A mode with NMP uses them: no note.
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--batch",
-            "8",
-            "--iters",
-            "1",
-            "--mode",
-            "tcast-nmp",
-            "--nmp-bandwidth",
-            "600",
-            "--out",
-            "c",
-        ],
+        &words(
+            "train --model tiny --batch 8 --iters 1 --mode tcast-nmp \
+             --nmp-bandwidth 600 --out c",
+        ),
     );
     assert!(!text(&o).contains("NMP pool, which"), "{}", text(&o));
 }
@@ -1685,25 +1505,10 @@ fn log_lines_average_loss_over_samples() {
     // 250 samples, 100 held out: batches of 100 and 50.
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "criteo-kaggle",
-            "--data",
-            "s.tsv",
-            "--max-ind-range",
-            "500",
-            "--batch",
-            "100",
-            "--iters",
-            "2",
-            "--test-batches",
-            "1",
-            "--print-freq",
-            "2",
-            "--out",
-            "run",
-        ],
+        &words(
+            "train --model criteo-kaggle --data s.tsv --max-ind-range 500 \
+             --batch 100 --iters 2 --test-batches 1 --print-freq 2 --out run",
+        ),
     );
     let s = text(&o);
     assert!(o.status.success(), "{s}");
@@ -1733,20 +1538,10 @@ fn a_test_frequency_without_test_batches_is_refused() {
     let t = TempDir::new("testfreq");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--iters",
-            "3",
-            "--batch",
-            "8",
-            "--test-batches",
-            "0",
-            "--test-freq",
-            "1",
-            "-q",
-            "--out",
-            "o",
-        ],
+        &words(
+            "train --iters 3 --batch 8 --test-batches 0 --test-freq 1 -q \
+             --out o",
+        ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
