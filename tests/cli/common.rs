@@ -67,3 +67,42 @@ impl Drop for TempDir {
 pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
+
+/// Runs `nmpsim ARGS` in `dir`, which must succeed; returns its stdout.
+pub fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert!(
+        o.status.success(),
+        "nmpsim {args:?} failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 stdout")
+}
+
+/// Runs `nmpsim ARGS` in `dir`, which must be refused (exit status 2);
+/// returns its stderr.
+pub fn fails(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// What a command printed: its stdout, then its stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The file at `p`, which must be readable text.
+pub fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// The JSON file at `path`.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

@@ -1,29 +1,6 @@
 //! End-to-end tests of `nmpsim dram …` through the built binary.
 
-use std::path::Path;
-
-use crate::common::{TempDir, nmpsim, words};
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert!(
-        o.status.success(),
-        "nmpsim {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 stdout")
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn fails(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use crate::common::{TempDir, fails, nmpsim, ok, read_json, words};
 
 #[test]
 fn both_engines_write_a_run_directory_and_json() {

@@ -3,19 +3,11 @@
 //! must be refused with a reason and exit status 2, and `all` must check the
 //! CPU and report CUDA as skipped; on a GPU machine both must pass.
 
-use crate::common::{TempDir, nmpsim, words};
+use crate::common::{TempDir, nmpsim, text, words};
 
 const SMALL: [&str; 10] = [
     "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",
 ];
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Whether this machine can run the CUDA backend, judged by the binary.
 fn gpu_usable(out: &std::process::Output) -> bool {

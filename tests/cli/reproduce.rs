@@ -6,11 +6,7 @@ use std::path::Path;
 
 use nmpsim_experiments::results::parse_csv;
 
-use crate::common::{TempDir, nmpsim, words};
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-}
+use crate::common::{TempDir, nmpsim, read, words};
 
 /// The CSV as a list of column -> value maps.
 fn table(p: &Path) -> Vec<HashMap<String, String>> {

@@ -7,18 +7,7 @@ use std::time::{Duration, Instant};
 
 use nmpsim_experiments::{is_timing_column, without_columns};
 
-use crate::common::{TempDir, nmpsim, words};
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert!(
-        o.status.success(),
-        "nmpsim {args:?} failed ({:?}): {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 stdout")
-}
+use crate::common::{TempDir, nmpsim, ok, read, words};
 
 /// Runs, expects exit code 2, returns stderr.
 fn rejected(dir: &Path, args: &[&str]) -> String {
@@ -30,10 +19,6 @@ fn rejected(dir: &Path, args: &[&str]) -> String {
         "nmpsim {args:?} should exit 2: {err}"
     );
     err
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
 
 /// Runs with a `status.json` (finished) under a sweep directory.

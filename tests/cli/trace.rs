@@ -2,17 +2,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim, words};
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert!(
-        o.status.success(),
-        "nmpsim {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 stdout")
-}
+use crate::common::{TempDir, nmpsim, ok, words};
 
 fn criteo_line(label: u32, i: u32, cat: &str) -> String {
     let mut f = vec![label.to_string()];

@@ -2,18 +2,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{TempDir, nmpsim, words};
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::{TempDir, nmpsim, text, words};
 
 /// Writes a Criteo-format sample of `samples` lines with at most `rows`
 /// rows per table into `dir/file` (`nmpsim trace criteo-sample`).

@@ -2,17 +2,7 @@
 //! or, without one, stops before training with the reason; unknown devices
 //! are refused.
 
-use std::process::Output;
-
-use crate::common::{TempDir, nmpsim};
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::{TempDir, nmpsim, text};
 
 /// Why no GPU can be used here, or `None` when one can.
 fn no_gpu() -> Option<String> {
