@@ -1,0 +1,174 @@
+//! The flags of `nmpsim train`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use nmpsim_dlrm::SimBatches;
+use serde::Serialize;
+
+#[derive(Args, Debug, Clone, Serialize)]
+#[command(after_help = "Examples:
+  nmpsim train --model tiny --iters 300 --batch 256           # seconds; learns the planted teacher
+  nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
+  nmpsim train --model rm1 --mode all --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
+  nmpsim train --model rm1 --mode baseline-cpu,tcast-nmp --iters 20 --rows 100000
+  nmpsim train --mode list                                    # every embedding strategy
+  nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
+      # (data/criteo-sample.tsv ships with the source tree; `nmpsim trace criteo-sample` writes others)
+  nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
+  nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
+  nmpsim train --model rm1 --device cuda --iters 50   # dense path run and timed on this machine's GPU
+  nmpsim train --model rm1 --mode all --device cuda --iters 20
+
+Times: every primitive of the modelled system is labelled measured (CPU
+kernels on this machine; with --device cuda also the dense path and casting,
+timed with CUDA events on this machine's GPU), simulated (the NMP pool,
+cycle by cycle on the DRAM engine in every iteration; with --sim-batches N only
+the first N, later ones labelled proxy: their bandwidth applied to the batch's
+bytes), emulated (with --device cuda: the NMP pool's primitives and link as
+CUDA kernels on a stream of their own, held to the simulated time), or
+modelled (the GPU by roofline from --gpu, the links by bandwidth). `ms/it` in
+the log lines is this machine's wall clock.")]
+pub struct TrainArgs {
+    /// Model preset: tiny, rm1, rm2, rm3, rm4, criteo-kaggle.
+    #[arg(long, default_value = "tiny")]
+    pub(crate) model: String,
+    /// Embedding strategy (system mode): baseline-cpu, tcast-cpu, baseline-nmp,
+    /// tcast-nmp; a family (tcast), all, or a comma-separated list of these;
+    /// `list` prints every registered strategy and exits.
+    #[arg(long, default_value = "baseline-cpu")]
+    pub(crate) mode: String,
+    /// Samples per mini-batch.
+    #[arg(long, default_value_t = 2048)]
+    pub(crate) batch: usize,
+    /// Training iterations (per mode).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) iters: u64,
+    /// Seed of the synthetic data and of the model's initialisation.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Base learning rate (dense and embedding optimizers): non-negative and finite.
+    #[arg(long, default_value_t = 0.1, value_parser = crate::cmd::f32_arg)]
+    pub(crate) lr: f32,
+    /// Dense optimizer: sgd or adagrad.
+    #[arg(long, default_value = "sgd")]
+    pub(crate) dense_optimizer: String,
+    /// Embedding optimizer: sgd, adagrad, row-wise-adagrad, rms-prop.
+    #[arg(long, default_value = "sgd")]
+    pub(crate) optimizer: String,
+    /// Linear learning-rate warm-up steps, as the DLRM reference's scheduler (docs/dlrm.md).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) lr_warmup_steps: u64,
+    /// Step at which the quadratic decay starts.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) lr_decay_start: u64,
+    /// Steps over which the learning rate decays (0: no decay).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) lr_decay_steps: u64,
+    /// Rows of every RM table (default 1,000,000); a cap on the rows of every Kaggle table (after --rows-scale) and tiny table (tiny's are 64, 32, 16).
+    #[arg(long)]
+    pub(crate) rows: Option<u64>,
+    /// Scale of the Criteo-Kaggle table sizes (default 0.25; 1 = the full 33.8M rows); criteo-kaggle only.
+    #[arg(long)]
+    pub(crate) rows_scale: Option<f64>,
+    /// Embedding dimension.
+    #[arg(long)]
+    pub(crate) dim: Option<usize>,
+    /// Lookups per bag of every table (synthetic data only).
+    #[arg(long)]
+    pub(crate) lookups: Option<u32>,
+    /// Bottom MLP, dense features first (`13-512-256-64-16`).
+    #[arg(long, value_name = "ARCH")]
+    pub(crate) arch_mlp_bot: Option<String>,
+    /// Top MLP after the interaction, ending in 1 (`512-256-1`).
+    #[arg(long, value_name = "ARCH")]
+    pub(crate) arch_mlp_top: Option<String>,
+    /// Feature interaction: dot or cat.
+    #[arg(long)]
+    pub(crate) interaction: Option<String>,
+    /// Per-sample weights on every lookup (weighted-sum pooling; synthetic data).
+    #[arg(long)]
+    pub(crate) weighted: bool,
+    /// Criteo TSV to train on instead of synthetic data.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) data: Option<PathBuf>,
+    /// Criteo TSV to test on (default: the first --test-batches of --data are held out).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) test_data: Option<PathBuf>,
+    /// Hash categorical values into this many rows per table (Criteo data).
+    #[arg(long)]
+    pub(crate) max_ind_range: Option<u64>,
+    /// Batches in the test set.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) test_batches: usize,
+    /// Evaluate every N iterations (0: at the end only).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) test_freq: u64,
+    /// Print a log line every N iterations, and after the last (0: no per-iteration lines).
+    #[arg(long, default_value_t = 10)]
+    pub(crate) print_freq: u64,
+    /// Iterations at the start of each mode left out of the summary's per-iteration
+    /// figures (they pay for first-touch page faults and buffer growth); they are
+    /// still in iterations.csv and timeline.csv. 0 keeps every iteration; more than 1
+    /// must leave some of the --iters.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) warmup_iters: u64,
+    /// GPU preset the dense path (unless --device cuda) and casting are modelled on: v100, a100, h100.
+    #[arg(long, default_value = "v100")]
+    pub(crate) gpu: String,
+    /// Where the GPU side runs: cpu (the dense path on this CPU, its GPU time
+    /// modelled from --gpu) or cuda (CUDA device 0 of this machine: the dense
+    /// path and casting run and are timed there, and the NMP modes' pool is
+    /// emulated there; fails before training without one).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    pub(crate) device: String,
+    /// NMP ranks.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) ranks: u32,
+    /// DDR4 preset of every rank.
+    #[arg(long, default_value = "DDR4-3200-x8", value_parser = crate::cmd::preset_arg)]
+    pub(crate) preset: String,
+    /// Row placement on the ranks: vector-sliced, row-interleaved, table-per-rank.
+    #[arg(long, default_value = "row-interleaved")]
+    pub(crate) placement: String,
+    /// Address mapping fields of the ranks.
+    #[arg(long, default_value = "ro-ra-ba-bg-co")]
+    pub(crate) mapping: String,
+    /// DRAM engine: native (the default: Rust; on one rank per channel it gives dramsim3's
+    /// results but for the writes dramsim3 leaves unissued, over 20x faster, which makes
+    /// simulating every iteration affordable), dramsim3 or ramulator.
+    #[arg(long, default_value = "native")]
+    pub(crate) engine: String,
+    /// NMP pool link bandwidth, GB/s.
+    #[arg(long, default_value_t = 25.0)]
+    pub(crate) link_gbps: f64,
+    /// Iterations of each NMP mode simulated cycle by cycle: all (the default), or N,
+    /// after which the simulated bandwidth is applied to later batches' bytes (faster;
+    /// those times are labelled proxy, with the iterations they come from).
+    #[arg(long, default_value = "all", value_name = "N|all", value_parser = SimBatches::parse)]
+    pub(crate) sim_batches: SimBatches,
+    /// Skip DRAM simulation: every NMP primitive runs at this effective GB/s (modelled).
+    #[arg(long, value_name = "GBPS")]
+    pub(crate) nmp_bandwidth: Option<f64>,
+    /// Run directory (default runs/train-<time>-<pid>).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Print the summary JSON instead of the tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// No log lines or progress bar.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+/// The flags that set up the NMP pool: only the NMP modes use them.
+pub(crate) const NMP_FLAGS: [&str; 8] = [
+    "--ranks",
+    "--preset",
+    "--placement",
+    "--mapping",
+    "--engine",
+    "--link-gbps",
+    "--sim-batches",
+    "--nmp-bandwidth",
+];
