@@ -482,18 +482,10 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
             let weights = if optional {
                 let at_w = r.pos;
                 let weights = r.f32s("weights")?;
-                if weights.len() != indices.len() {
-                    return Err(r.error(
-                        at_w,
-                        "weights",
-                        format!(
-                            "count {} differs from the count {} of indices (at offset {})",
-                            weights.len(),
-                            indices.len(),
-                            base + at
-                        ),
-                    ));
-                }
+                r.same_count(
+                    (at_w, "weights", weights.len()),
+                    (at, "indices", indices.len()),
+                )?;
                 Some(weights)
             } else {
                 None
@@ -519,34 +511,13 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
             let casted_src = r.u32s("casted_src")?;
             let at_dst = r.pos;
             let casted_dst = r.u32s("casted_dst")?;
-            if casted_dst.len() != casted_src.len() {
-                return Err(r.error(
-                    at_dst,
-                    "casted_dst",
-                    format!(
-                        "count {} differs from the count {} of casted_src (at offset {})",
-                        casted_dst.len(),
-                        casted_src.len(),
-                        base + at_src
-                    ),
-                ));
-            }
+            let src = (at_src, "casted_src", casted_src.len());
+            r.same_count((at_dst, "casted_dst", casted_dst.len()), src)?;
             let unique_rows = r.u32s("unique_rows")?;
             let scale = if optional {
                 let at_s = r.pos;
                 let scale = r.f32s("scale")?;
-                if scale.len() != casted_src.len() {
-                    return Err(r.error(
-                        at_s,
-                        "scale",
-                        format!(
-                            "count {} differs from the count {} of casted_src (at offset {})",
-                            scale.len(),
-                            casted_src.len(),
-                            base + at_src
-                        ),
-                    ));
-                }
+                r.same_count((at_s, "scale", scale.len()), src)?;
                 Some(scale)
             } else {
                 None
@@ -639,6 +610,27 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn error(&self, at: usize, field: &str, what: String) -> NmpError {
         decode_error(self.base + at, format!("{} field {field}: {what}", self.op))
+    }
+
+    /// Fails unless the array `field` (read at offset `at`, `n` entries)
+    /// has as many entries as the array `of` read before it: each is
+    /// `(offset, name, count)`.
+    fn same_count(
+        &self,
+        (at, field, n): (usize, &str, usize),
+        (of_at, of, of_n): (usize, &str, usize),
+    ) -> Result<(), NmpError> {
+        if n == of_n {
+            return Ok(());
+        }
+        Err(self.error(
+            at,
+            field,
+            format!(
+                "count {n} differs from the count {of_n} of {of} (at offset {})",
+                self.base + of_at
+            ),
+        ))
     }
 
     fn left(&self) -> usize {

@@ -55,12 +55,8 @@ pub struct DemoArgs {
     /// Pooling of the forward gather-reduce: sum, mean or weighted-sum.
     #[arg(long, default_value = "sum")]
     pub pooling: Pooling,
-    /// Embedding optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
-    #[arg(long, default_value = "sgd")]
-    pub optimizer: String,
-    /// Learning rate of the embedding optimizer.
-    #[arg(long, default_value_t = 0.01, value_parser = crate::cmd::f32_arg)]
-    pub lr: f32,
+    #[command(flatten)]
+    pub scatter: crate::cmd::ScatterOptimizerArgs,
     /// Seed of the trace, the tables and the gradients.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -138,34 +134,6 @@ const PRIMITIVES: [&str; 8] = [
     "scatter",
 ];
 
-/// The optimizer `name` with learning rate `lr`, its hyper-parameters checked
-/// (so that a bad `--lr` fails before a run directory exists).
-pub fn parse_optimizer(name: &str, lr: f32) -> Result<Optimizer> {
-    let o = match name {
-        "sgd" => Optimizer::Sgd { lr },
-        "adagrad" => Optimizer::Adagrad {
-            lr,
-            eps: 1e-8,
-            initial_accumulator: 0.0,
-        },
-        "row-wise-adagrad" => Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
-        "rms-prop" | "rmsprop" => Optimizer::RmsProp {
-            lr,
-            alpha: 0.99,
-            eps: 1e-8,
-        },
-        other => bail!(
-            "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
-        ),
-    };
-    // (As `train` does: a negative rate climbs the loss.)
-    if lr < 0.0 {
-        bail!("--lr {lr}: expected a non-negative learning rate");
-    }
-    o.validate().with_context(|| format!("--lr {lr}"))?;
-    Ok(o)
-}
-
 pub fn run(a: DemoArgs) -> Result<ExitCode> {
     if a.batches == 0 {
         bail!("--batches must be at least 1");
@@ -173,7 +141,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     if a.dim == 0 {
         bail!("--dim must be at least 1");
     }
-    let optimizer = parse_optimizer(&a.optimizer, a.lr)?;
+    let optimizer = a.scatter.optimizer()?;
     let overrides = ProfileOverrides {
         batch_size: Some(a.batch),
         seed: Some(a.seed),

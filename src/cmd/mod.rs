@@ -344,6 +344,54 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `--optimizer` and `--lr` of a scatter run on its own (`demo`, `nmp run`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScatterOptimizerArgs {
+    /// Optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
+    #[arg(long, default_value = "sgd")]
+    pub optimizer: String,
+    /// Learning rate of the scatter's optimizer.
+    #[arg(long, default_value_t = 0.01, value_parser = f32_arg)]
+    pub lr: f32,
+}
+
+impl ScatterOptimizerArgs {
+    /// The optimizer the flags name, checked.
+    pub fn optimizer(&self) -> anyhow::Result<nmpsim_kernels::Optimizer> {
+        parse_optimizer(&self.optimizer, self.lr)
+    }
+}
+
+/// The optimizer `name` with learning rate `lr`, its hyper-parameters checked
+/// (so that a bad `--lr` fails before a run directory exists).
+pub fn parse_optimizer(name: &str, lr: f32) -> anyhow::Result<nmpsim_kernels::Optimizer> {
+    use anyhow::{Context, bail};
+    use nmpsim_kernels::Optimizer;
+    let o = match name {
+        "sgd" => Optimizer::Sgd { lr },
+        "adagrad" => Optimizer::Adagrad {
+            lr,
+            eps: 1e-8,
+            initial_accumulator: 0.0,
+        },
+        "row-wise-adagrad" => Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
+        "rms-prop" | "rmsprop" => Optimizer::RmsProp {
+            lr,
+            alpha: 0.99,
+            eps: 1e-8,
+        },
+        other => bail!(
+            "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
+        ),
+    };
+    // (As `train` does: a negative rate climbs the loss.)
+    if lr < 0.0 {
+        bail!("--lr {lr}: expected a non-negative learning rate");
+    }
+    o.validate().with_context(|| format!("--lr {lr}"))?;
+    Ok(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{cgroup_headroom, meminfo_available};

@@ -16,7 +16,6 @@ use nmpsim_sim::{DramConfig, EngineKind};
 use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
 use serde::Serialize;
 
-use crate::cmd::demo::parse_optimizer;
 use crate::rundir::{self, RunDir};
 
 #[derive(Subcommand, Debug)]
@@ -67,12 +66,8 @@ pub struct RunArgs {
             .map(|s| s.parse::<Primitive>().expect("a listed primitive"))
     )]
     primitive: Primitive,
-    /// Optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
-    #[arg(long, default_value = "sgd")]
-    optimizer: String,
-    /// Learning rate of the scatter's optimizer.
-    #[arg(long, default_value_t = 0.01, value_parser = crate::cmd::f32_arg)]
-    lr: f32,
+    #[command(flatten)]
+    scatter: crate::cmd::ScatterOptimizerArgs,
     /// Number of NMP ranks (1 to 65536).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ranks: u32,
@@ -272,7 +267,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     } else {
         vec![a.placement.parse()?]
     };
-    let optimizer = parse_optimizer(&a.optimizer, a.lr)?;
+    let optimizer = a.scatter.optimizer()?;
     if !a.quiet && !matches!(a.primitive, Primitive::Scatter) {
         let given = crate::cmd::flags_given(&["--optimizer", "--lr"]);
         if !given.is_empty() {

@@ -17,7 +17,7 @@ use nmpsim_sim::EngineKind;
 use nmpsim_traces::{BagSize, Batch, CriteoBatcher, CriteoOptions, CriteoReader};
 use serde::Serialize;
 
-use crate::cmd::demo::parse_optimizer;
+use crate::cmd::parse_optimizer;
 
 use super::{TrainArgs, dense_backend};
 
