@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, CommandFactory, Subcommand};
 use nmpsim_experiments::sweep::{
-    self, DryRun, Launcher, Monitor, Plan, Started, SweepOptions, dir::default_out,
+    self, DryRun, Launcher, Monitor, Plan, Program, Started, SweepOptions, dir::default_out,
 };
 use nmpsim_experiments::{CONFIRM_ABOVE_RUNS, Row, Run, Shard, Status};
 
@@ -137,14 +137,13 @@ pub(crate) fn run_spec(
     })
 }
 
-/// This binary, as what runs a sweep's runs.
-struct Nmpsim {
-    exe: PathBuf,
-}
+/// This binary, as what runs a sweep's runs: a [`Program`] that refuses to
+/// sweep `sweep` itself.
+struct Nmpsim(Program);
 
 impl Launcher for Nmpsim {
     fn cli(&self) -> clap::Command {
-        crate::Cli::command()
+        self.0.cli()
     }
 
     fn refuse(&self, path: &[String]) -> Option<String> {
@@ -154,9 +153,7 @@ impl Launcher for Nmpsim {
     }
 
     fn process(&self, argv: &[String]) -> std::process::Command {
-        let mut c = std::process::Command::new(&self.exe);
-        c.args(argv);
-        c
+        self.0.process(argv)
     }
 }
 
@@ -249,7 +246,10 @@ fn run_sweep(a: SweepArgs) -> Result<ExitCode> {
         .clone()
         .ok_or_else(|| anyhow::anyhow!("missing SPEC (see `nmpsim sweep --help`)"))?;
     let exe = std::env::current_exe().context("cannot find the nmpsim binary to run")?;
-    let launcher = Nmpsim { exe };
+    let launcher = Nmpsim(Program {
+        exe,
+        cli: crate::Cli::command(),
+    });
     let plan = Plan::load(&spec_path, &launcher)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
     let out = a

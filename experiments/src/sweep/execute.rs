@@ -185,7 +185,8 @@ pub fn run(
             ))
         })
         .collect();
-    let at_once = options.jobs.max(1).min(todo.len().max(1));
+    // (No more workers than runs to run; none when nothing is left.)
+    let workers = options.jobs.max(1).min(todo.len());
     monitor.started(&Started {
         plan,
         options,
@@ -195,7 +196,7 @@ pub fn run(
         at_once: if todo.is_empty() {
             options.jobs
         } else {
-            at_once
+            workers
         },
     });
 
@@ -203,7 +204,7 @@ pub fn run(
     let inflight = Inflight::default();
     let (tx, rx) = mpsc::channel::<(usize, Result<(), SweepError>)>();
     std::thread::scope(|s| -> Result<(), SweepError> {
-        for _ in 0..at_once.min(todo.len()) {
+        for _ in 0..workers {
             let tx = tx.clone();
             let (next, todo, inflight) = (&next, &todo, &inflight);
             s.spawn(move || {
