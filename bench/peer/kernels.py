@@ -365,7 +365,7 @@ def table(results, torch_version, args):
     bounds = [r for r in results if r.get("read_bound_ms")]
     if bounds:
         lines += ["", "The forward against the rate of reading its rows (nmpsim's `row-read-bound`: the same "
-                  "lookups' rows, read by the forward's code in bags of 4096, no output, timed apart from the "
+                  "lookups' rows, read by the forward's code in bags of 4096 (fewer where a thread would have none), no output, timed apart from the "
                   "other primitives with the batches back to back; measured):", "",
                   "| workload | row-read bound ms | nmpsim forward-sum / bound | PyTorch forward-sum / bound "
                   "(the ratio a forward at the bound would reach) |", "|---|---|---|---|"]

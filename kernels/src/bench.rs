@@ -24,9 +24,10 @@
 //! With two batches or more, `row-read-bound` is timed after all those
 //! repetitions, in repetitions of its own (the batches in turn, back to
 //! back): the forward's code reading the rows of each batch's lookups,
-//! regrouped into bags of [`READ_BOUND_BAG`] lookups (one bag per task, so no
-//! bag boundaries and almost no output). It is the rate at which this
-//! machine reads those rows, the bound a forward can approach. It runs apart
+//! regrouped into bags of [`READ_BOUND_BAG`] lookups, or fewer so that
+//! every thread has one (no bag boundaries and almost no output). It is the
+//! rate at which this machine reads those rows, the bound a forward can
+//! approach. It runs apart
 //! so that it changes nothing the other primitives find in the caches: in
 //! the repetitions, each forward follows the previous repetition's scatters,
 //! as a peer's forward follows its own.
@@ -138,10 +139,13 @@ const READ_BOUND: usize = 11;
 /// Lookups per bag of `row-read-bound` (the forward's lookups per task).
 pub const READ_BOUND_BAG: usize = 4096;
 
-/// `batch`'s lookups regrouped into unweighted bags of [`READ_BOUND_BAG`].
-fn regrouped(batch: &TableBatch) -> TableBatch {
+/// `batch`'s lookups regrouped into unweighted bags of [`READ_BOUND_BAG`]
+/// lookups, or fewer where that leaves a thread without a bag (a table of
+/// 2048 one-lookup bags is read by every thread, as its forward is).
+fn regrouped(batch: &TableBatch, threads: usize) -> TableBatch {
     let n = batch.indices.len();
-    let mut offsets: Vec<u32> = (0..n).step_by(READ_BOUND_BAG).map(|o| o as u32).collect();
+    let bag = READ_BOUND_BAG.min(n.div_ceil(threads.max(1))).max(1);
+    let mut offsets: Vec<u32> = (0..n).step_by(bag).map(|o| o as u32).collect();
     offsets.push(n as u32);
     TableBatch {
         num_rows: batch.num_rows,
@@ -273,7 +277,10 @@ pub fn bench_cpu(
     let bound_batches: Option<Vec<Vec<TableBatch>>> = (batches.len() >= 2).then(|| {
         batches
             .iter()
-            .map(|b| b.tables.iter().map(regrouped).collect())
+            .map(|b| {
+                let threads = rayon::current_num_threads();
+                b.tables.iter().map(|t| regrouped(t, threads)).collect()
+            })
             .collect()
     });
     let total = config.warmup + config.reps.max(1);
@@ -553,12 +560,24 @@ mod tests {
         }
     }
 
+    fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(f)
+    }
+
     #[test]
     fn every_primitive_is_timed_with_its_traffic() {
         let rows = [100, 50];
         let batches = [batch(&rows, true), batch(&rows, true)];
         let mut calls = 0;
-        let r = bench_cpu(&batches, &rows, &config(), |_, _| calls += 1).unwrap();
+        // One thread: the read bound's bags do not depend on the machine.
+        let r = in_pool(1, || {
+            bench_cpu(&batches, &rows, &config(), |_, _| calls += 1)
+        })
+        .unwrap();
         assert_eq!(calls, 4);
         let names: Vec<_> = r.primitives.iter().map(|p| p.primitive).collect();
         assert_eq!(names, PRIMITIVES);
@@ -589,6 +608,13 @@ mod tests {
         assert_eq!(
             get("forward-sum").bytes - get("row-read-bound").bytes,
             rows.len() as u64 * 15 * (4 + 8 * 4),
+        );
+        // With two threads each reads one bag of the bound's two.
+        let r = in_pool(2, || bench_cpu(&batches, &rows, &config(), |_, _| ())).unwrap();
+        let get = |n| r.primitives.iter().find(|p| p.primitive == n).unwrap();
+        assert_eq!(
+            get("forward-sum").bytes - get("row-read-bound").bytes,
+            rows.len() as u64 * 14 * (4 + 8 * 4),
         );
         // Unweighted batches time no weighted forward, and one batch no
         // read bound.

@@ -182,7 +182,9 @@ impl OptimizerState {
             rows,
             values_per_row: per_row,
             values: {
-                let mut v = crate::table::zeroed_huge(len);
+                // Read before written at every touched row: faulted in now,
+                // not inside the first scatters (see `zeroed_faulted`).
+                let mut v = crate::table::zeroed_faulted(len);
                 if init != 0.0 {
                     v.fill(init);
                 }

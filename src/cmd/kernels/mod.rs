@@ -79,7 +79,8 @@ pub enum KernelsCommand {
     /// to compare against (bench/peer/kernels.py does). Medians over --reps.
     /// With two batches or more it also times `row-read-bound`, after the
     /// other repetitions: the forward's code reading the same lookups' rows in
-    /// bags of 4096 (no bag boundaries, almost no output), the rate at which
+    /// bags of 4096, or fewer so that every thread has one (no bag boundaries,
+    /// almost no output), the rate at which
     /// this machine reads those rows.
     ///
     /// `--backend cuda` times the CUDA gather-reduce and casted gather-reduce
