@@ -15,9 +15,13 @@ use nmpsim_kernels::check::{
 use nmpsim_traces::Distribution;
 use serde::Serialize;
 
+mod backends;
 mod bench;
+mod report;
 
+use backends::{Selected, cuda_backend, select_backends};
 use bench::{BenchArgs, bench};
+use report::{report, traffic_text, write_run_dir};
 
 #[derive(Subcommand)]
 pub enum KernelsCommand {
@@ -173,64 +177,6 @@ fn check_memory(c: &CheckConfig) -> anyhow::Result<()> {
     )
 }
 
-/// The CUDA backend, or why it cannot be used here.
-#[cfg(feature = "cuda")]
-fn cuda_backend() -> Result<nmpsim_kernels::cuda::CudaBackend, String> {
-    nmpsim_kernels::cuda::CudaBackend::new().map_err(|e| e.to_string())
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_backend() -> Result<CpuBackend, String> {
-    Err("this nmpsim was built without the `cuda` feature (no CUDA support)".into())
-}
-
-/// What `--backend` resolved to.
-enum Selected {
-    /// The backends to check, and why CUDA was skipped (from `all`), if it was.
-    Run(Vec<Box<dyn Backend>>, Option<String>),
-    /// Stop with this status (CUDA named and no GPU; the reason is printed).
-    Exit(ExitCode),
-}
-
-/// The backends of `--backend`, each once, in order. CUDA named explicitly
-/// with no usable GPU prints the reason and exits 2; CUDA from `all` is
-/// skipped with its reason.
-fn select_backends(names: &[String]) -> anyhow::Result<Selected> {
-    let mut wanted: Vec<(&str, bool)> = Vec::new();
-    for name in names {
-        let expanded: &[(&str, bool)] = match name.as_str() {
-            "cpu" => &[("cpu", true)],
-            "cuda" => &[("cuda", true)],
-            "all" => &[("cpu", false), ("cuda", false)],
-            other => {
-                anyhow::bail!("--backend: unknown backend `{other}`; available: cpu, cuda, all")
-            }
-        };
-        for &(b, explicit) in expanded {
-            match wanted.iter_mut().find(|w| w.0 == b) {
-                Some(w) => w.1 |= explicit,
-                None => wanted.push((b, explicit)),
-            }
-        }
-    }
-    let mut out: Vec<Box<dyn Backend>> = Vec::new();
-    let mut skipped = None;
-    for (name, explicit) in wanted {
-        match name {
-            "cpu" => out.push(Box::new(CpuBackend)),
-            _ => match cuda_backend() {
-                Ok(b) => out.push(Box::new(b)),
-                Err(reason) if explicit => {
-                    eprintln!("error: --backend cuda: no usable GPU: {reason}");
-                    return Ok(Selected::Exit(ExitCode::from(2)));
-                }
-                Err(reason) => skipped = Some(reason),
-            },
-        }
-    }
-    Ok(Selected::Run(out, skipped))
-}
-
 pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
     match c {
         KernelsCommand::Check {
@@ -360,83 +306,4 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
         }
         KernelsCommand::Bench(args) => bench(args),
     }
-}
-
-/// What a kernels command ends with: the run directory `out` if asked for,
-/// then the results as JSON (`json`) or the printed table.
-fn report<C: Serialize, R: Serialize>(
-    command: &str,
-    out: Option<&Path>,
-    json: bool,
-    config: &C,
-    results: &R,
-    text: &str,
-) -> anyhow::Result<()> {
-    if let Some(dir) = out {
-        write_run_dir(dir, command, config, results, text)?;
-    }
-    if json {
-        outln!("{}", crate::rundir::results_json(command, results)?)?;
-    } else {
-        outln!("{text}")?;
-    }
-    Ok(())
-}
-
-/// Writes run directory `dir` of a kernels command: `config.json`,
-/// `results.json` and `summary.txt` (the table printed).
-fn write_run_dir<C: Serialize, R: Serialize>(
-    dir: &Path,
-    command: &str,
-    config: &C,
-    results: &R,
-    summary: &str,
-) -> anyhow::Result<()> {
-    let rd = crate::rundir::RunDir::create(Some(dir), &command.replace(' ', "-"))?;
-    rd.write_config(command, config)?;
-    rd.write_results(command, results)?;
-    rd.write_summary(&format!("{summary}\n"))?;
-    rd.finish()?;
-    Ok(())
-}
-
-fn traffic_text(t: &TrafficBreakdown) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{} lookups, {} unique rows (summed over tables)",
-        t.lookups, t.unique_rows
-    );
-    let _ = writeln!(
-        o,
-        "{:<24} {:>14} {:>14} {:>14}",
-        "primitive", "read_bytes", "write_bytes", "total_bytes"
-    );
-    let rows = [
-        ("gather-reduce", t.gather_reduce),
-        ("expand", t.expand),
-        ("coalesce (sort)", t.coalesce_sort),
-        ("coalesce (accumulate)", t.coalesce_accumulate),
-        ("tensor-cast", t.tensor_cast),
-        ("casted-gather-reduce", t.casted_gather_reduce),
-        ("scatter-sgd", t.scatter_sgd),
-        ("scatter-adagrad", t.scatter_adagrad),
-    ];
-    for (name, x) in rows {
-        let _ = writeln!(
-            o,
-            "{name:<24} {:>14} {:>14} {:>14}",
-            x.read_bytes,
-            x.write_bytes,
-            x.total_bytes()
-        );
-    }
-    let ec = (t.expand + t.coalesce_accumulate).total_bytes() as f64;
-    let _ = write!(
-        o,
-        "expand+coalesce / gather-reduce = {:.2}; expand+coalesce / casted gather-reduce = {:.2}",
-        ec / t.gather_reduce.total_bytes().max(1) as f64,
-        ec / t.casted_gather_reduce.total_bytes().max(1) as f64
-    );
-    o
 }

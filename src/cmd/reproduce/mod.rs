@@ -21,6 +21,12 @@ use serde::Serialize;
 
 use crate::rundir::{self, write_atomic};
 
+mod files;
+
+use files::{
+    check_out_dir, describe_sweep, print_item, write_failed_item, write_item, write_report,
+};
+
 const EXAMPLES: &str = "Examples:
   nmpsim reproduce fig6                  # quick (the default): minutes on 2 cores
   nmpsim reproduce table1 fig6 fig5b
@@ -74,64 +80,6 @@ pub struct ReproduceArgs {
 const MARK: &str = ".nmpsim-reproduce";
 /// How `REPORT.md` begins.
 const REPORT_TITLE: &str = "# Tensor Casting, reproduced by nmpsim";
-
-/// Refuses an output directory that is not a reproduction's: one that holds
-/// anything, but neither [`MARK`] nor (as those of earlier versions) a
-/// `REPORT.md` of ours. Reproductions write `REPORT.md`, an item
-/// directory each and `sweeps/` over what is there.
-fn check_out_dir(out: &Path) -> Result<()> {
-    rundir::check_out_path(out, "the reproduction's directory")?;
-    if !out.is_dir() {
-        return Ok(());
-    }
-    let empty = fs::read_dir(out)
-        .with_context(|| format!("cannot read {}", out.display()))?
-        .next()
-        .is_none();
-    let ours = out.join(MARK).is_file()
-        || fs::read_to_string(out.join("REPORT.md")).is_ok_and(|t| t.starts_with(REPORT_TITLE));
-    if !empty && !ours {
-        bail!(
-            "{} is not a reproduction's directory (no {MARK}), and a reproduction would write its REPORT.md, item directories and sweeps/ over what is there; name a new directory, or an earlier reproduction's, for --out",
-            out.display()
-        );
-    }
-    Ok(())
-}
-
-/// `name: command, N runs; base flags; swept flags (values)`: what a sweep
-/// of an item runs, for `--list`.
-fn describe_sweep(def: &reproduce::SweepDef) -> String {
-    use nmpsim_experiments::spec::Spec;
-    let Ok(spec) = Spec::parse(&def.toml, def.name) else {
-        return def.name.to_string();
-    };
-    let values = |e: &nmpsim_experiments::spec::Entry| {
-        e.values
-            .iter()
-            .map(|v| v.value.render())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let base: Vec<String> = spec
-        .base
-        .iter()
-        .map(|e| format!("--{} {}", e.flag, values(e)))
-        .collect();
-    let swept: Vec<String> = spec
-        .swept_entries()
-        .map(|e| format!("--{} [{}]", e.flag, values(e)))
-        .collect();
-    let runs = nmpsim_experiments::expand::run_count(&spec);
-    format!(
-        "{}: `nmpsim {}`, {}; {}; swept {}",
-        def.name,
-        spec.command_str(),
-        crate::cmd::plural(runs as usize, "run", "runs"),
-        base.join(" "),
-        swept.join(" ")
-    )
-}
 
 #[derive(Serialize)]
 struct ItemSummary {
@@ -414,147 +362,4 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn write_item(
-    out: &Path,
-    it: &Item,
-    size: Size,
-    engine: Option<&str>,
-    o: &Outcome,
-) -> Result<ItemSummary> {
-    let dir = out.join(it.id);
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut files = Vec::new();
-    let csv = dir.join(format!("{}.csv", it.id));
-    write_atomic(&csv, o.csv.as_bytes())?;
-    files.push(format!("{}.csv", it.id));
-    for (suffix, chart) in &o.charts {
-        let stem = dir.join(format!("{}-{suffix}", it.id));
-        let written = write_chart(chart, &stem)
-            .map_err(|e| anyhow::anyhow!("plot {}: {e}", stem.display()))?;
-        for p in written {
-            if let Some(n) = p.file_name() {
-                files.push(n.to_string_lossy().into_owned());
-            }
-        }
-    }
-    let md = markdown(it, size, engine, o, &files);
-    let md_path = dir.join(format!("{}.md", it.id));
-    write_atomic(&md_path, md.as_bytes())?;
-    files.push(format!("{}.md", it.id));
-    Ok(ItemSummary {
-        item: it.id.into(),
-        title: it.title.into(),
-        status: "completed".into(),
-        error: None,
-        checks: o.checks.len(),
-        checks_holding: o.checks.iter().filter(|c| c.holds).count(),
-        files: files
-            .iter()
-            .map(|f| dir.join(f).display().to_string())
-            .collect(),
-        claims: o
-            .checks
-            .iter()
-            .map(|c| ClaimSummary {
-                id: c.id.clone(),
-                claim: c.claim.clone(),
-                paper: c.paper.clone(),
-                threshold: c.threshold.clone(),
-                ours: c.ours.clone(),
-                holds: c.holds,
-                kind: c.kind.as_str().into(),
-            })
-            .collect(),
-    })
-}
-
-fn print_item(s: &ItemSummary) -> Result<(), crate::out::StdoutError> {
-    if s.status == "failed" {
-        return outln!("{:<7} FAILED: {}", s.item, s.error.as_deref().unwrap_or(""));
-    }
-    if let Some(e) = &s.error {
-        outln!("{:<7} INCOMPLETE: {e}; the item's files say which", s.item)?;
-    }
-    outln!(
-        "{:<7} {} of {} checks hold  ({})",
-        s.item,
-        s.checks_holding,
-        s.checks,
-        s.files.first().map(String::as_str).unwrap_or("")
-    )?;
-    for c in &s.claims {
-        outln!(
-            "        [{}] {}: paper {} (holds when {}), nmpsim {}{}",
-            if c.holds { "yes" } else { " no" },
-            c.claim,
-            c.paper,
-            c.threshold,
-            c.ours,
-            if c.kind == "identity" {
-                " (an identity: fixed by the formulas)"
-            } else {
-                ""
-            }
-        )?;
-    }
-    Ok(())
-}
-
-/// Writes `<item>/<item>.md` for an item whose analysis failed: what
-/// failed, and that any other file beside it is from an earlier run.
-fn write_failed_item(
-    out: &Path,
-    it: &Item,
-    size: Size,
-    engine: Option<&str>,
-    error: &str,
-) -> Result<()> {
-    let dir = out.join(it.id);
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let md = format!(
-        "# {}\n\nPaper: {}.\n\n**Failed**: `nmpsim reproduce {} --{}{}` could not analyse its runs: {error}\n\nNo table, check or plot of this run. Files beside this report, if any, are an earlier run's. Re-running the same command reuses every finished run, so a failure in runs that finished (damaged, or from another version of nmpsim) comes back: remove their sweep's directory under `sweeps/` to run them again.\n",
-        it.title,
-        it.paper,
-        it.id,
-        size.as_str(),
-        engine.map_or(String::new(), |e| format!(" --engine {e}"))
-    );
-    write_atomic(&dir.join(format!("{}.md", it.id)), md.as_bytes())
-}
-
-/// `<out>/REPORT.md`: every item's report present in `out`, in paper order.
-/// (Items may come from runs of different sizes and engines: each section
-/// names the command that produced it.)
-fn write_report(out: &Path) -> Result<PathBuf> {
-    let mut s = format!(
-        "{REPORT_TITLE}\n\nEach section is `<item>/<item>.md`, produced by the command it names; the plots and CSVs sit beside it.\n\n"
-    );
-    for it in items() {
-        let p = out.join(it.id).join(format!("{}.md", it.id));
-        if let Ok(text) = fs::read_to_string(&p) {
-            // Sections one level down, links relative to the report.
-            for line in text.lines() {
-                if let Some(h) = line.strip_prefix('#') {
-                    s.push_str("##");
-                    s.push_str(h);
-                } else if let Some(f) = line.strip_prefix("Files: ") {
-                    let links: Vec<String> = f
-                        .trim_end_matches('.')
-                        .split(", ")
-                        .map(|n| format!("[{n}]({}/{n})", it.id))
-                        .collect();
-                    s.push_str(&format!("Files: {}.", links.join(", ")));
-                } else {
-                    s.push_str(line);
-                }
-                s.push('\n');
-            }
-            s.push('\n');
-        }
-    }
-    let p = out.join("REPORT.md");
-    write_atomic(&p, s.as_bytes())?;
-    Ok(p)
 }

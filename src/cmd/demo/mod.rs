@@ -21,6 +21,12 @@ use serde::Serialize;
 
 use crate::rundir::{RunDir, progress, results_json};
 
+mod machine;
+mod report;
+
+use machine::{check_memory, copy_bandwidth_gbps};
+use report::{median, summarize, summary_text};
+
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     nmpsim demo                                  # RM1-like: 10 tables x 80 lookups, batch 2048, dim 64, 1M rows\n  \
@@ -307,37 +313,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     pb.finish_and_clear();
 
     let copy_gbps = copy_bandwidth_gbps();
-    let primitives: Vec<PrimitiveResult> = PRIMITIVES
-        .iter()
-        .enumerate()
-        .map(|(p, &name)| {
-            // The median time, the mean bytes, and the median of each
-            // batch's own bytes over its own time.
-            let secs = median(&times.iter().map(|b| b[p]).collect::<Vec<_>>());
-            let n = traffics.len().max(1) as u64;
-            let read_bytes = traffics.iter().map(|t| t[p].read_bytes).sum::<u64>() / n;
-            let write_bytes = traffics.iter().map(|t| t[p].write_bytes).sum::<u64>() / n;
-            let gbps: Vec<f64> = times
-                .iter()
-                .zip(&traffics)
-                .map(|(s, t)| {
-                    if s[p] > 0.0 {
-                        t[p].total_bytes() as f64 / s[p] / 1e9
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            PrimitiveResult {
-                primitive: name,
-                time_ms: secs * 1e3,
-                read_bytes,
-                write_bytes,
-                throughput_gbps: median(&gbps),
-                source: "measured (time), derived (bytes)",
-            }
-        })
-        .collect();
+    let primitives = summarize(&times, &traffics);
     let by = |name: &str| primitives.iter().find(|p| p.primitive == name).cloned();
     let (gr, ec, cg, cc) = (
         by("gather-reduce"),
@@ -409,140 +385,4 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-fn summary_text(c: &DemoConfig, r: &DemoResults, ok: bool, rundir: &RunDir) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "nmpsim demo — profile {}, {} tables, batch {}, dim {}, {} pooling, {} optimizer, {} batches, {} threads",
-        c.profile,
-        c.spec.tables.len(),
-        c.spec.batch_size,
-        c.dim,
-        c.pooling,
-        c.optimizer.name(),
-        c.batches,
-        c.threads
-    );
-    let _ = writeln!(
-        s,
-        "trace: {:.0} lookups per batch, {:.0} unique rows per batch, coalescing ratio {:.3}",
-        r.trace.lookups_per_batch, r.trace.mean_unique_rows_per_batch, r.trace.coalescing_ratio
-    );
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:<27} {:>10} {:>12} {:>12} {:>9}",
-        "primitive (whole batch)", "time ms", "read MB", "write MB", "GB/s"
-    );
-    for p in &r.primitives {
-        let _ = writeln!(
-            s,
-            "{:<27} {:>10.2} {:>12.1} {:>12.1} {:>9.2}",
-            p.primitive,
-            p.time_ms,
-            p.read_bytes as f64 / 1e6,
-            p.write_bytes as f64 / 1e6,
-            p.throughput_gbps
-        );
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "times are measured medians over batches; bytes are derived from the algorithms (Figure 6 method), the mean per batch; GB/s is the median of each batch's bytes over its time"
-    );
-    let _ = writeln!(
-        s,
-        "coalesce: the time of the whole call (sort and accumulate), the bytes of the accumulate (Figure 6's \"Coalesce\")"
-    );
-    let _ = writeln!(
-        s,
-        "large-buffer copy on this machine: {:.2} GB/s (read + write)",
-        r.copy_gbps
-    );
-    let _ = writeln!(
-        s,
-        "Tensor Casting: cast + casted gather-reduce is {:.2}x faster than expand + coalesce (paper: 1.1-9.5x)",
-        r.casting_speedup
-    );
-    let _ = writeln!(
-        s,
-        "traffic: expand+coalesce / gather-reduce = {:.2} (paper: about 3); expand+coalesce / casted gather-reduce = {:.2} (paper: 2)",
-        r.expand_coalesce_over_gather_reduce_bytes, r.expand_coalesce_over_casted_bytes
-    );
-    let _ = writeln!(
-        s,
-        "equivalence: same unique rows {}, max relative difference {:.2e} -> {}",
-        if r.same_unique_rows { "yes" } else { "NO" },
-        r.casted_vs_coalesced_max_rel_err,
-        if ok { "ok" } else { "MISMATCH" }
-    );
-    let _ = writeln!(s, "run directory: {}", rundir.path().display());
-    s
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-/// Refuses configurations whose tables and optimizer state would not fit in memory,
-/// before allocating anything.
-fn check_memory(spec: &GenSpec, dim: usize, opt: &Optimizer, weighted: bool) -> Result<()> {
-    let per_row = (dim + opt.state_values_per_row(dim)) as u128 * 4;
-    let need: u128 = spec.tables.iter().map(|t| t.rows as u128 * per_row).sum();
-    crate::cmd::check_memory(
-        need,
-        "the tables and optimizer state",
-        "--rows, --tables or --dim",
-    )?;
-    // Then with one batch held at a time: every table's indices, offsets and
-    // weights, and the buffers the largest table's primitives reuse (pooled
-    // rows and the output gradient; the expanded gradient and its rows, the
-    // coalesced and the casted gradients, at most a row per lookup; the
-    // casting's arrays).
-    let b = spec.batch_size as u128;
-    let dim = dim as u128;
-    let lookups = |t: &nmpsim_traces::TableSpec| b * u128::from(t.bag_size.max());
-    let batch: u128 = spec
-        .tables
-        .iter()
-        .map(|t| 4 * (lookups(t) * (1 + u128::from(t.weighted | weighted)) + b + 1))
-        .sum();
-    let most = spec.tables.iter().map(lookups).max().unwrap_or(0);
-    let buffers = 4 * (2 * b * dim + most * (3 * dim + 1) + 4 * most);
-    crate::cmd::check_memory(
-        need + batch + buffers,
-        &format!(
-            "the tables and optimizer state, a batch of {b} bags on {} tables and the primitives' buffers",
-            spec.tables.len()
-        ),
-        "--batch, --bag, --tables, --rows or --dim",
-    )
-}
-
-/// Median of three copies of a 256 MiB buffer, counting read + write bytes.
-fn copy_bandwidth_gbps() -> f64 {
-    let n = 64 << 20; // f32 elements: 256 MiB
-    let src = vec![1.0f32; n];
-    let mut dst = vec![0.0f32; n];
-    dst.copy_from_slice(&src); // fault the pages in before timing
-    let mut t = Vec::new();
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(&src));
-        std::hint::black_box(&dst);
-        t.push(t0.elapsed().as_secs_f64());
-    }
-    (2 * n * 4) as f64 / median(&t) / 1e9
 }
