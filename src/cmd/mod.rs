@@ -152,6 +152,27 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `--out`, `--json` and `--quiet` of a command that writes a run directory
+/// and prints its results (`demo`, `nmp run`, `dram`, `dram bench`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunOutputArgs {
+    /// Run directory [default: runs/<command>-<time>-<pid>, e.g. runs/dram-bench-20261201-101500-4242].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Print the results as JSON on stdout (no table).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// A DRAM engine flag (`--engine`) naming one engine: dramsim3, ramulator or
+/// native.
+pub fn engine_arg(s: &str) -> Result<nmpsim_sim::EngineKind, String> {
+    s.parse().map_err(|e: nmpsim_sim::SimError| e.to_string())
+}
+
 /// `--optimizer` and `--lr` of a scatter run on its own (`demo`, `nmp run`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScatterOptimizerArgs {

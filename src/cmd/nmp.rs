@@ -83,8 +83,8 @@ pub struct RunArgs {
     mapping: Option<String>,
     /// DRAM engine: dramsim3, ramulator or native (Rust; on one rank per channel it gives
     /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
-    #[arg(long, default_value = "dramsim3")]
-    engine: String,
+    #[arg(long, default_value = "dramsim3", value_parser = crate::cmd::engine_arg)]
+    engine: EngineKind,
     /// Core: requests in flight per rank, 1 to 64 (the core's 4 KiB input
     /// buffer holds 64 slices of 64 B).
     #[arg(long, default_value_t = 32)]
@@ -97,15 +97,8 @@ pub struct RunArgs {
     /// for two copies of the tables and optimizer state; refused up front otherwise.
     #[arg(long)]
     check: bool,
-    /// Run directory [default: runs/nmp-<time>-<pid>].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print the results as JSON on stdout.
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    output: crate::cmd::RunOutputArgs,
 }
 
 pub fn run(c: NmpCommand) -> Result<ExitCode> {
@@ -247,7 +240,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         );
     }
     crate::cmd::check_link_gbps(a.link_gbps)?;
-    let engine: EngineKind = a.engine.parse()?;
+    let engine = a.engine;
     let mut dram = DramConfig::preset(&a.preset)?;
     if dram.ranks != 1 {
         bail!(
@@ -268,7 +261,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         vec![a.placement.parse()?]
     };
     let optimizer = a.scatter.optimizer()?;
-    if !a.quiet && !matches!(a.primitive, Primitive::Scatter) {
+    if !a.output.quiet && !matches!(a.primitive, Primitive::Scatter) {
         let given = crate::cmd::flags_given(&["--optimizer", "--lr"]);
         if !given.is_empty() {
             eprintln!(
@@ -341,7 +334,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
             "--rows or --dim, pick a smaller --profile or --trace, or leave out --check",
         )?;
     }
-    let rd = RunDir::create(a.out.as_deref(), "nmp")?;
+    let rd = RunDir::create(a.output.out.as_deref(), "nmp")?;
     rd.remove_earlier(&["phases.csv"])?;
     rd.write_config(
         "nmp run",
@@ -362,7 +355,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let pb = rundir::progress(
         (placements.len() * batches.len() * a.primitive.phases()) as u64,
         "nmp",
-        a.quiet || a.json,
+        a.output.quiet || a.output.json,
     );
     let results = run.run(&batches, layouts, &mut |placement, phase, done| {
         if done {
@@ -377,7 +370,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("phases.csv", &header, &rows)?;
     let text = results.summary_text(&run, &source);
     rd.write_summary(&text)?;
-    rd.finish_and_print("nmp run", &results, &text, a.json)?;
+    rd.finish_and_print("nmp run", &results, &text, a.output.json)?;
     Ok(if !results.checks_pass() {
         ExitCode::from(1)
     } else {

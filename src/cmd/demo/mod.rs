@@ -5,7 +5,6 @@
 //! directory. Every time it reports is *measured* on this machine; every byte count
 //! is *derived* from the algorithm (the paper's Figure 6 method).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -66,15 +65,8 @@ pub struct DemoArgs {
     /// Seed of the trace, the tables and the gradients.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run directory (default: runs/demo-<time>-<pid>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Print the results as one JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: crate::cmd::RunOutputArgs,
 }
 
 /// The resolved configuration, as stored in `config.json`.
@@ -168,7 +160,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         threads: rayon::current_num_threads(),
     };
     check_memory(&spec, a.dim, &optimizer, a.pooling == Pooling::WeightedSum)?;
-    let rundir = RunDir::create(a.out.as_deref(), "demo")?;
+    let rundir = RunDir::create(a.output.out.as_deref(), "demo")?;
     rundir.remove_earlier(&["primitives.csv", "trace-stats.json"])?;
     rundir.write_config("demo", &config)?;
 
@@ -181,7 +173,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
     let mut stats = StatsBuilder::new(&rows);
 
-    if !a.quiet && !a.json {
+    if !a.output.quiet && !a.output.json {
         eprintln!(
             "nmpsim demo: {} tables, batch {}, dim {}, {} batches, {} threads; run directory {}",
             spec.tables.len(),
@@ -195,7 +187,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let pb = progress(
         (spec.tables.len() * (a.batches + 1)) as u64,
         "tables",
-        a.quiet || a.json,
+        a.output.quiet || a.output.json,
     );
     pb.set_message("init");
     let mut tables = Vec::with_capacity(spec.tables.len());
@@ -375,7 +367,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let summary = summary_text(&config, &results, ok, &rundir);
     rundir.write_summary(&summary)?;
     rundir.finish()?;
-    if a.json {
+    if a.output.json {
         outln!("{}", results_json("demo", &results)?)?;
     } else {
         out!("{summary}")?;

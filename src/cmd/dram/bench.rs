@@ -104,7 +104,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
     for kind in BENCH_STREAMS {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes()).map_err(flag_error)?;
     }
-    let rd = RunDir::create(b.out.as_deref(), "dram-bench")?;
+    let rd = RunDir::create(b.output.out.as_deref(), "dram-bench")?;
     let mut owned: Vec<String> = EngineKind::ALL
         .iter()
         .flat_map(|e| BENCH_STREAMS.map(|k| format!("engine-{}-{k}/", e.name())))
@@ -138,7 +138,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
                 } else {
                     format!("round {round}/{rounds}: {engine} {kind}")
                 };
-                let pb = rundir::progress(b.requests, &label, b.quiet);
+                let pb = rundir::progress(b.requests, &label, b.output.quiet);
                 let tick = |n: u64| pb.set_position(n);
                 let opts = RunOptions {
                     work_dir: Some(rd.path().join(format!("engine-{}-{kind}", engine.name()))),
@@ -249,6 +249,6 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
     }
     text.push_str(&bench_ratios(&rows, rounds));
     rd.write_summary(&text)?;
-    rd.finish_and_print("dram bench", &rows, &text, b.json)?;
+    rd.finish_and_print("dram bench", &rows, &text, b.output.json)?;
     Ok(ExitCode::SUCCESS)
 }

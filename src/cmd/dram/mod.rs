@@ -61,8 +61,8 @@ enum DramSub {
     Config {
         /// Engine: dramsim3 (its .ini), ramulator (its config) or native (the
         /// timing table it derives).
-        #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
-        engine: String,
+        #[arg(long, default_value = "dramsim3", value_name = "ENGINE", value_parser = crate::cmd::engine_arg)]
+        engine: EngineKind,
         /// DDR4 preset (see `nmpsim dram presets`).
         #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
         preset: String,
@@ -131,9 +131,6 @@ struct RunArgs {
     /// Most requests in flight at once (the front end's outstanding-request limit), 1 to 1048576.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = crate::cmd::window_arg)]
     window: usize,
-    /// Run directory [default: runs/dram-<time>-<pid>].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
     /// Keep Ramulator's per-rank command traces in the run directory.
     #[arg(long)]
     keep_command_traces: bool,
@@ -146,12 +143,8 @@ struct RunArgs {
     /// (about 24 bytes a command in memory, some 3 commands per random read).
     #[arg(long)]
     check_timing: bool,
-    /// Print the results object as JSON on stdout (no table).
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    output: crate::cmd::RunOutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -171,15 +164,8 @@ struct BenchArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
-    /// Run directory [default: runs/dram-bench-<time>-<pid>].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print the results as JSON on stdout.
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    output: crate::cmd::RunOutputArgs,
 }
 
 pub fn run(c: DramCommand) -> Result<ExitCode> {
@@ -187,7 +173,7 @@ pub fn run(c: DramCommand) -> Result<ExitCode> {
         Some(DramSub::Presets { json }) => presets(json),
         Some(DramSub::Config { engine, preset }) => {
             let cfg = DramConfig::preset(&preset)?;
-            match engine.parse::<EngineKind>()? {
+            match engine {
                 EngineKind::Dramsim3 => out!("{}", cfg.dramsim3_ini("dramsim3"))?,
                 EngineKind::Native => out!("{}", nmpsim_sim::native::describe(&cfg))?,
                 EngineKind::Ramulator => {

@@ -95,7 +95,7 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
     if a.max_batches == Some(0) {
         bail!("--max-batches 0: expected at least 1 batch of the embedding trace");
     }
-    if a.keep_command_traces && !engines.contains(&EngineKind::Ramulator) && !a.quiet {
+    if a.keep_command_traces && !engines.contains(&EngineKind::Ramulator) && !a.output.quiet {
         eprintln!(
             "note: --keep-command-traces keeps Ramulator's command traces, and --engine {} does not run Ramulator",
             a.engine
@@ -138,7 +138,7 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
             RequestSource::Stream(_) => bail!("the synthetic stream has no requests"),
         },
     };
-    let rd = RunDir::create(a.out.as_deref(), "dram")?;
+    let rd = RunDir::create(a.output.out.as_deref(), "dram")?;
     let mut owned: Vec<String> = EngineKind::ALL
         .iter()
         .flat_map(|e| {
@@ -176,8 +176,8 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
         let work_dir = rd.path().join(format!("engine-{}", engine.name()));
         opts.work_dir = Some(work_dir.clone());
         let pb = match len {
-            Some(n) => rundir::progress(n, engine.name(), a.quiet),
-            None => spinner(engine.name(), a.quiet),
+            Some(n) => rundir::progress(n, engine.name(), a.output.quiet),
+            None => spinner(engine.name(), a.output.quiet),
         };
         let tick = |n: u64| pb.set_position(n);
         let failed = || {
@@ -212,7 +212,7 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
     rd.write_csv("results.csv", &header, &rows)?;
     let summary = results.summary_text(&cfg, &source);
     rd.write_summary(&summary)?;
-    rd.finish_and_print("dram", &results, &summary, a.json)?;
+    rd.finish_and_print("dram", &results, &summary, a.output.json)?;
     Ok(ExitCode::SUCCESS)
 }
 

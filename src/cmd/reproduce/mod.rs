@@ -58,8 +58,8 @@ pub struct ReproduceArgs {
     out: Option<PathBuf>,
     /// DRAM engine of the simulated pool in `nmp run` and `train` runs
     /// (dramsim3, ramulator, native) [default: each command's own, dramsim3].
-    #[arg(long, value_name = "ENGINE")]
-    engine: Option<String>,
+    #[arg(long, value_name = "ENGINE", value_parser = crate::cmd::engine_arg)]
+    engine: Option<nmpsim_sim::EngineKind>,
     /// Runs at once [default: CPUs; runs whose CPU times are measured (training) or that need much memory (--full's kernels traffic), always one at a time].
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -199,15 +199,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     }
     let chosen = selected(&a.items)?;
     // (One spelling per engine: it names the sweeps' directories.)
-    let engine = match &a.engine {
-        Some(e) => Some(
-            e.parse::<nmpsim_sim::EngineKind>()
-                .with_context(|| "--engine".to_string())?
-                .name()
-                .to_string(),
-        ),
-        None => None,
-    };
+    let engine = a.engine.map(|e| e.name().to_string());
     let out = a
         .out
         .clone()

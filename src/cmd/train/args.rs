@@ -137,8 +137,8 @@ pub struct TrainArgs {
     /// DRAM engine: native (the default: Rust; on one rank per channel it gives dramsim3's
     /// results but for the writes dramsim3 leaves unissued, over 20x faster, which makes
     /// simulating every iteration affordable), dramsim3 or ramulator.
-    #[arg(long, default_value = "native")]
-    pub(crate) engine: String,
+    #[arg(long, default_value = "native", value_parser = crate::cmd::engine_arg)]
+    pub(crate) engine: nmpsim_sim::EngineKind,
     /// NMP pool link bandwidth, GB/s.
     #[arg(long, default_value_t = 25.0)]
     pub(crate) link_gbps: f64,

@@ -13,7 +13,6 @@ use nmpsim_dlrm::{
     PresetOverrides, SimBatches, TrainConfig, parse_arch, preset,
 };
 use nmpsim_nmp::Placement;
-use nmpsim_sim::EngineKind;
 use nmpsim_traces::{BagSize, Batch, CriteoBatcher, CriteoOptions, CriteoReader};
 use serde::Serialize;
 
@@ -222,7 +221,7 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         preset: a.preset.clone(),
         mapping: Some(a.mapping.clone()),
         placement: a.placement.parse::<Placement>()?,
-        engine: a.engine.parse::<EngineKind>()?,
+        engine: a.engine,
         link_gbps: a.link_gbps,
         link_latency_us: 1.0,
         sim_batches: a.sim_batches,
