@@ -2,7 +2,7 @@
 // NVRTC; self-contained: no headers, no CUB / thrust).
 //
 // Kernels (every one `extern "C"`, names listed in `KERNEL_NAMES` of
-// kernels/src/cuda/backend.rs):
+// kernels/src/cuda/backend/mod.rs):
 //   gather-reduce          nmpsim_gather_reduce_{vec4,scalar}, and for every table of a
 //                          batch in one launch nmpsim_gather_reduce_tables_{vec4,scalar}
 //   expand                 nmpsim_expand_{vec4,scalar}

@@ -5,7 +5,7 @@
 // passes), segments, gather-reduce for dims 1 to 200 and every pooling,
 // expand, coalesce against the casted gather-reduce (bit for bit), and
 // scatter with every optimizer. The host side repeats the launch order of
-// kernels/src/cuda/backend.rs; the Rust launch arguments themselves are
+// kernels/src/cuda/backend/; the Rust launch arguments themselves are
 // checked on a GPU (kernels/tests/cuda.rs).
 //
 // Run by kernels/tests/cuda_on_cpu.rs:  c++ -std=c++20 -O1 -pthread embedding_check.cpp
