@@ -167,6 +167,41 @@ pub struct RunOutputArgs {
     pub quiet: bool,
 }
 
+/// A size in bytes: a number with an optional unit, decimal (kB, MB, GB, TB)
+/// or binary (KiB, MiB, GiB, TiB), any case, a space allowed before it:
+/// `256MiB`, `1.5 GB`, `4096`.
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "tb" | "t" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown unit `{other}`; expected a size such as 256MiB, 1GB or 4096 (bytes)"
+            ));
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a size such as 256MiB, 1GB or 4096 (bytes)"))?;
+    let bytes = v * scale;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("`{s}`: too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 /// A DRAM engine flag (`--engine`) naming one engine: dramsim3, ramulator or
 /// native.
 pub fn engine_arg(s: &str) -> Result<nmpsim_sim::EngineKind, String> {
@@ -239,6 +274,22 @@ mod tests {
         for gbps in [1e-6, 0.5, 25.0, 1e6] {
             super::check_link_gbps(gbps).unwrap();
         }
+    }
+
+    #[test]
+    fn sizes_take_decimal_and_binary_units() {
+        use super::size_arg;
+        assert_eq!(size_arg("256MiB"), Ok(256 << 20));
+        assert_eq!(size_arg("256 MB"), Ok(256_000_000));
+        assert_eq!(size_arg("1.5GB"), Ok(1_500_000_000));
+        assert_eq!(size_arg("4096"), Ok(4096));
+        assert_eq!(size_arg("2gib"), Ok(2 << 30));
+        assert!(
+            size_arg("12 parsecs")
+                .unwrap_err()
+                .contains("unknown unit `parsecs`")
+        );
+        assert!(size_arg("MB").is_err() && size_arg("").is_err());
     }
 
     #[test]

@@ -19,5 +19,6 @@ mod plot;
 mod reproduce;
 mod sweep;
 mod trace;
+mod trace_hot;
 mod train;
 mod train_cuda;

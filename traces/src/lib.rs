@@ -14,10 +14,12 @@
 
 pub mod batch;
 pub mod cleanup;
+pub mod counts;
 pub mod criteo;
 mod error;
 pub mod format;
 pub mod r#gen;
+pub mod hot;
 pub mod npy;
 pub mod profiles;
 pub mod rng;

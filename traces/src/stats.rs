@@ -3,25 +3,17 @@
 //! over coalesced rows), distinct rows, access-count histogram, a hotness CDF and
 //! the share of accesses taken by the hottest rows.
 //!
-//! Memory is bounded by the table: a dense u32 counter per row for tables up to
-//! [`DENSE_COUNTER_MAX_ROWS`], as long as all dense counters together stay within
-//! [`DENSE_COUNTERS_TOTAL`], and a hash map of touched rows beyond (a 2^32-row
-//! hashed Criteo table would otherwise need 16 GiB, and 40 tables of 64 Mi rows
-//! 10 GiB for a trace of a few lookups).
+//! Memory is bounded by the table: rows are counted by [`RowCounts`], dense
+//! or sparse by the table's size.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::counts::RowCounts;
+pub use crate::counts::{DENSE_COUNTER_MAX_ROWS, DENSE_COUNTERS_TOTAL};
 use crate::{Batch, TableBatch, TraceError};
-
-/// Tables up to this many rows get a dense counter array (256 MiB at the limit).
-pub const DENSE_COUNTER_MAX_ROWS: u64 = 64 << 20;
-/// Dense counters of all tables together (512 MiB); tables beyond count
-/// sparsely.
-pub const DENSE_COUNTERS_TOTAL: u64 = 128 << 20;
 const CDF_POINTS: usize = 20;
 
 /// SCARS' expected number of distinct rows among `lookups` independent draws from
@@ -33,19 +25,12 @@ pub fn expected_unique_rows(pmf: &[f64], lookups: u64) -> f64 {
 }
 
 #[derive(Debug)]
-enum Counts {
-    /// Saturates at u32::MAX accesses per row, far beyond any trace we write.
-    Dense(Vec<u32>),
-    Sparse(HashMap<u32, u64>),
-}
-
-#[derive(Debug)]
 struct TableAcc {
     rows: u64,
     batches: u64,
     lookups: u64,
     unique_sum: u64,
-    counts: Counts,
+    counts: RowCounts,
     scratch: Vec<u32>,
 }
 
@@ -60,24 +45,7 @@ impl TableAcc {
                 ),
             });
         }
-        match &mut self.counts {
-            Counts::Dense(c) => {
-                for &r in &tb.indices {
-                    let slot = c
-                        .get_mut(r as usize)
-                        .ok_or_else(|| out_of_range(t, r, self.rows))?;
-                    *slot = slot.saturating_add(1);
-                }
-            }
-            Counts::Sparse(m) => {
-                for &r in &tb.indices {
-                    if u64::from(r) >= self.rows {
-                        return Err(out_of_range(t, r, self.rows));
-                    }
-                    *m.entry(r).or_insert(0) += 1;
-                }
-            }
-        }
+        self.counts.add(t, &tb.indices)?;
         self.scratch.clear();
         self.scratch.extend_from_slice(&tb.indices);
         self.scratch.sort_unstable();
@@ -89,10 +57,7 @@ impl TableAcc {
     }
 
     fn finish(self, table: usize) -> TableStats {
-        let mut touched: Vec<u64> = match self.counts {
-            Counts::Dense(c) => c.into_iter().filter(|&x| x > 0).map(u64::from).collect(),
-            Counts::Sparse(m) => m.into_values().collect(),
-        };
+        let mut touched: Vec<u64> = self.counts.into_touched_counts();
         touched.sort_unstable_by(|a, b| b.cmp(a));
         let distinct = touched.len() as u64;
         let total: u64 = touched.iter().sum();
@@ -156,13 +121,6 @@ impl TableAcc {
             histogram,
             cdf,
         }
-    }
-}
-
-fn out_of_range(table: usize, row: u32, rows: u64) -> TraceError {
-    TraceError::InvalidBatch {
-        table,
-        what: format!("row {row} is at or past the table's {rows} rows"),
     }
 }
 
@@ -231,20 +189,14 @@ impl StatsBuilder {
     }
 
     fn with_dense_limit(rows: &[u64], dense_limit: u64) -> Self {
-        let mut left = DENSE_COUNTERS_TOTAL;
-        let tables = rows
-            .iter()
-            .map(|&r| TableAcc {
-                rows: r,
+        let tables = RowCounts::for_tables(rows, dense_limit)
+            .into_iter()
+            .map(|counts| TableAcc {
+                rows: counts.rows(),
                 batches: 0,
                 lookups: 0,
                 unique_sum: 0,
-                counts: if r <= dense_limit && r <= left {
-                    left -= r;
-                    Counts::Dense(vec![0; r as usize])
-                } else {
-                    Counts::Sparse(HashMap::new())
-                },
+                counts,
                 scratch: Vec::new(),
             })
             .collect();
@@ -383,13 +335,16 @@ mod tests {
         let dense: u64 = sb
             .tables
             .iter()
-            .map(|t| match &t.counts {
-                Counts::Dense(c) => c.len() as u64,
-                Counts::Sparse(_) => 0,
+            .map(|t| match &t.counts.counts {
+                crate::counts::Counts::Dense(c) => c.len() as u64,
+                crate::counts::Counts::Sparse(_) => 0,
             })
             .sum();
         assert_eq!(dense, DENSE_COUNTERS_TOTAL);
-        assert!(matches!(sb.tables[39].counts, Counts::Sparse(_)));
+        assert!(matches!(
+            sb.tables[39].counts.counts,
+            crate::counts::Counts::Sparse(_)
+        ));
     }
 
     #[test]

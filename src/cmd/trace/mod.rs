@@ -18,9 +18,11 @@ use serde::Serialize;
 use crate::rundir::{self, RunDir};
 
 mod convert;
+mod hot;
 mod stats;
 
 use convert::{convert_cmd, export_cmd};
+use hot::{HotArgs, hot_cmd};
 use stats::stats_cmd;
 
 #[derive(Subcommand)]
@@ -43,6 +45,26 @@ pub enum TraceCommand {
         nmpsim trace stats kaggle.nmpt --json\n  \
         nmpsim trace stats --profile taobao --batch 4096 --batches 20 --out runs/taobao-stats")]
     Stats(StatsArgs),
+    /// Hot rows (FAE's calibrator): the access profile of a sample of the
+    /// input, the threshold that fits the hot rows in each memory budget, and
+    /// the shares of lookups and of samples they serve.
+    ///
+    /// The profile counts every one of the first --min-samples samples (FAE:
+    /// at least 500K) and --sample-rate of the rest (FAE: 5%), by a seeded
+    /// draw per sample. Tables under 1 MiB are hot whole; in the others a row
+    /// is hot when its count reaches the threshold, one for all tables: the
+    /// least whose hot rows (with the small tables) fit the budget. Beside
+    /// the exact count stands FAE's Rand-Em Box estimate (35 random chunks of
+    /// 1024 rows per table, a 99.9% t-interval). A second pass over the input
+    /// finds the samples whose every lookup is hot (FAE's hot inputs), so the
+    /// input must be a file or a profile. Memory: as `trace stats` (a counter
+    /// per row) plus 8 bytes per profiled sample.
+    #[command(after_help = "Examples:
+          nmpsim trace hot kaggle.nmpt --dim 16
+          nmpsim trace hot kaggle.nmpt --dim 16 --budget 64MiB,256MiB,1GiB --out runs/kaggle-hot
+          nmpsim trace hot --profile criteo-kaggle --batch 2048 --batches 50 --dim 16 --json
+          nmpsim trace hot --criteo train.txt --max-ind-range 10000000 --dim 16")]
+    Hot(HotArgs),
     /// Convert Criteo TSV (label, 13 integer, 26 hex categorical fields) to a binary trace.
     #[command(after_help = "Examples:\n  \
         nmpsim trace criteo-sample -o sample.tsv --samples 4096      # a small stand-in file\n  \
@@ -305,6 +327,7 @@ pub fn run(c: TraceCommand) -> Result<ExitCode> {
     match c {
         TraceCommand::Gen(a) => gen_cmd(a),
         TraceCommand::Stats(a) => stats_cmd(a),
+        TraceCommand::Hot(a) => hot_cmd(a),
         TraceCommand::Convert(a) => convert_cmd(a),
         TraceCommand::CriteoSample(a) => criteo_sample_cmd(a),
         TraceCommand::Export(a) => export_cmd(a),

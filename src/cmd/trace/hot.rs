@@ -1,0 +1,462 @@
+//! `nmpsim trace hot`: FAE's calibrator on a trace, a Criteo TSV file or a
+//! profile generated on the fly: the access profile of a sample of the
+//! input, the threshold that fits the hot rows in each memory budget, the
+//! share of lookups and of samples they serve, FAE's Rand-Em Box estimate
+//! beside the exact hot-row count, and a chart of the shares against the
+//! budget. The work is `nmpsim_traces::hot`.
+
+use nmpsim_experiments::plot::{Chart, ChartKind, Series, XValue, write_chart};
+use nmpsim_traces::Batch;
+use nmpsim_traces::hot::{
+    AccessProfile, BudgetResult, Calibration, FAE_MIN_SAMPLES, FAE_SAMPLE_RATE, ProfileBuilder,
+    SMALL_TABLE_BYTES, SampleMins, Sampling,
+};
+
+use super::*;
+
+#[derive(Args)]
+pub struct HotArgs {
+    /// Trace file (.nmpt) to profile (or --criteo TSV, or a profile generated
+    /// with --profile / --rows).
+    #[arg(value_name = "FILE", conflicts_with_all = [
+        "criteo", "profile", "tables", "rows", "rows_scale", "dist", "bag", "batch", "seed",
+        "weighted", "batches",
+    ])]
+    file: Option<PathBuf>,
+    /// A Criteo TSV file (label, 13 integer, 26 hex categorical fields) to profile.
+    #[arg(long, value_name = "TSV", conflicts_with_all = [
+        "profile", "tables", "rows", "rows_scale", "dist", "bag", "batch", "seed", "weighted",
+        "batches",
+    ])]
+    criteo: Option<PathBuf>,
+    /// With --criteo: reduce categorical ids modulo N (tables of N rows; without
+    /// it, 2^32 rows each, counted sparsely).
+    #[arg(long, value_name = "N", requires = "criteo")]
+    max_ind_range: Option<u64>,
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// Batches to generate with --profile / --rows (at least 1).
+    #[arg(long, value_name = "K", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    batches: u64,
+    /// Embedding width: f32 values per row (a row is 4 x DIM bytes).
+    #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
+    dim: usize,
+    /// Memory budgets of the hot rows, comma-separated: a size with a unit
+    /// (kB, MB, GB, KiB, MiB, GiB) or bytes.
+    #[arg(long, value_name = "SIZE,...", value_delimiter = ',', default_value = "256MiB",
+          value_parser = crate::cmd::size_arg)]
+    budget: Vec<u64>,
+    /// Share of the samples past the first --min-samples that the profile counts, in (0, 1].
+    #[arg(long, value_name = "RATE", default_value_t = FAE_SAMPLE_RATE)]
+    sample_rate: f64,
+    /// The first this many samples are all counted.
+    #[arg(long, value_name = "N", default_value_t = FAE_MIN_SAMPLES)]
+    min_samples: u64,
+    /// Seed of the sampling draws and of the Rand-Em Box's chunks.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    sample_seed: u64,
+    /// Print results as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a run directory (config.json, results.json, budgets.csv,
+    /// curve.csv, tables.csv, hot-share.svg/.png, summary.txt).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Where the batches come from; read twice (the profile, then the samples).
+enum Input {
+    Trace(PathBuf),
+    Criteo(PathBuf, CriteoOptions),
+    Generated(GenSpec, u64),
+}
+
+/// Samples per batch read from a Criteo file (the profile does not depend on it).
+const CRITEO_BATCH: usize = 4096;
+
+impl Input {
+    fn table_rows(&self) -> Result<Vec<u64>> {
+        Ok(match self {
+            Input::Trace(p) => TraceReader::open(p)?.header().table_rows.clone(),
+            Input::Criteo(_, o) => (0..nmpsim_traces::criteo::NUM_CATS)
+                .map(|t| o.rows_of(t))
+                .collect(),
+            Input::Generated(spec, _) => spec.tables.iter().map(|t| t.rows).collect(),
+        })
+    }
+
+    /// Hands every batch to `f`, with a progress bar labelled `what`.
+    fn each(&self, what: &str, quiet: bool, mut f: impl FnMut(&Batch) -> Result<()>) -> Result<()> {
+        match self {
+            Input::Trace(p) => {
+                let pb = rundir::progress_count(what, "batches", quiet);
+                for b in TraceReader::open(p)? {
+                    f(&b?)?;
+                    pb.inc(1);
+                }
+                pb.finish_and_clear();
+            }
+            Input::Criteo(p, o) => {
+                let file = File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                let pb = rundir::progress(len, what, quiet);
+                let reader = CriteoReader::from_reader(
+                    BufReader::with_capacity(1 << 20, pb.wrap_read(file)),
+                    p,
+                    o.clone(),
+                )?;
+                for b in CriteoBatcher::new(reader, CRITEO_BATCH)? {
+                    f(&b?)?;
+                }
+                pb.finish_and_clear();
+            }
+            Input::Generated(spec, batches) => {
+                let pb = rundir::progress(*batches, what, quiet);
+                for b in Generator::new(spec.clone())?.take(*batches as usize) {
+                    f(&b)?;
+                    pb.inc(1);
+                }
+                pb.finish_and_clear();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One table of the results.
+#[derive(Serialize)]
+struct TableRow {
+    table: usize,
+    rows: u64,
+    bytes: u128,
+    /// Under 1 MiB: hot whole.
+    small: bool,
+    lookups: u64,
+    touched_rows: u64,
+}
+
+#[derive(Serialize)]
+struct HotResults {
+    samples_seen: u64,
+    samples_profiled: u64,
+    lookups_profiled: u64,
+    dim: usize,
+    row_bytes: u64,
+    tables_bytes: u128,
+    small_tables_bytes: u128,
+    tables: Vec<TableRow>,
+    /// The budgets asked for.
+    budgets: Vec<BudgetResult>,
+    /// Budgets doubling from the small tables' size to the tables' total,
+    /// for the chart.
+    curve: Vec<BudgetResult>,
+}
+
+pub(super) fn hot_cmd(a: HotArgs) -> Result<ExitCode> {
+    let sampling = Sampling {
+        rate: a.sample_rate,
+        min_samples: a.min_samples,
+        seed: a.sample_seed,
+    };
+    sampling.validate().context("--sample-rate")?;
+    let (input, source) = match (&a.file, &a.criteo) {
+        (Some(p), _) => (
+            Input::Trace(p.clone()),
+            serde_json::json!({ "source": "trace", "file": p.to_string_lossy() }),
+        ),
+        (None, Some(p)) => {
+            let opts = CriteoOptions {
+                max_ind_range: a.max_ind_range,
+                table_rows: None,
+            };
+            (
+                Input::Criteo(p.clone(), opts),
+                serde_json::json!({
+                    "source": "criteo-tsv",
+                    "file": p.to_string_lossy(),
+                    "max_ind_range": a.max_ind_range,
+                }),
+            )
+        }
+        (None, None) => {
+            let (name, spec) = a.spec.resolve()?;
+            check_batch_fits(&spec, false)?;
+            let source = serde_json::json!({
+                "source": "generator", "profile": name, "spec": &spec, "batches": a.batches,
+            });
+            (Input::Generated(spec, a.batches), source)
+        }
+    };
+    for p in [&a.file, &a.criteo].into_iter().flatten() {
+        if p == Path::new("-") || !p.is_file() {
+            bail!(
+                "{}: not a regular file; `trace hot` reads its input twice (the profile, then the hot samples), so it needs a file",
+                p.display()
+            );
+        }
+    }
+    let row_bytes = 4 * a.dim as u64;
+    let table_rows = input.table_rows()?;
+    let quiet = a.quiet || a.json;
+
+    let mut pb = ProfileBuilder::new(&table_rows, sampling)?;
+    input.each("profiling", quiet, |b| Ok(pb.add(b)?))?;
+    let profile = pb.finish()?;
+    let cal = Calibration::new(&profile, row_bytes)?;
+    let mut budgets = a
+        .budget
+        .iter()
+        .map(|&b| {
+            cal.budget(&profile, b)
+                .with_context(|| format!("--budget {b}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut curve = curve_budgets(&cal)
+        .into_iter()
+        .filter_map(|b| cal.budget(&profile, b).ok())
+        .collect::<Vec<_>>();
+    let mut mins = SampleMins::new(&profile, &cal);
+    input.each("hot samples", quiet, |b| Ok(mins.add(b)?))?;
+    let samples = mins.finish()?;
+    for r in budgets.iter_mut().chain(curve.iter_mut()) {
+        samples.fill(r);
+    }
+    let results = HotResults {
+        samples_seen: profile.samples_seen,
+        samples_profiled: profile.samples_profiled,
+        lookups_profiled: profile.total_lookups(),
+        dim: a.dim,
+        row_bytes,
+        tables_bytes: cal.total_bytes(),
+        small_tables_bytes: cal.small_bytes(),
+        tables: table_rows_of(&profile, &cal),
+        budgets,
+        curve,
+    };
+    let config = serde_json::json!({
+        "input": source,
+        "dim": a.dim,
+        "budgets": a.budget,
+        "sampling": sampling,
+        "small_table_bytes": SMALL_TABLE_BYTES,
+    });
+    let text = summary(&results, &profile);
+    let written = match &a.out {
+        Some(dir) => Some(write_hot_dir(dir, &config, &results, &text)?),
+        None => None,
+    };
+    if a.json {
+        outln!("{}", rundir::results_json("trace hot", &results)?)?;
+    } else {
+        out!("{text}")?;
+        if let Some(w) = written {
+            outln!("run directory: {}", w.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Budgets doubling from the small tables' size (at least 1 MiB) to under
+/// the tables' total.
+fn curve_budgets(cal: &Calibration) -> Vec<u64> {
+    let mut b = (cal.small_bytes() as u64).max(1 << 20).next_power_of_two();
+    let mut out = Vec::new();
+    while (b as u128) < cal.total_bytes() && out.len() < 48 {
+        out.push(b);
+        b = b.saturating_mul(2);
+    }
+    out
+}
+
+fn table_rows_of(p: &AccessProfile, cal: &Calibration) -> Vec<TableRow> {
+    p.counts
+        .iter()
+        .enumerate()
+        .map(|(t, c)| TableRow {
+            table: t,
+            rows: c.rows(),
+            bytes: c.rows() as u128 * cal.row_bytes as u128,
+            small: cal.small[t],
+            lookups: p.lookups[t],
+            touched_rows: c.touched_counts().len() as u64,
+        })
+        .collect()
+}
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1}", bytes / (1u64 << 20) as f64)
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.1}", 100.0 * x))
+}
+
+fn summary(r: &HotResults, p: &AccessProfile) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let small = r.tables.iter().filter(|t| t.small).count();
+    let _ = writeln!(
+        s,
+        "{} tables, {} MiB at dim {} ({} under 1 MiB, hot whole: {} MiB)",
+        r.tables.len(),
+        mib(r.tables_bytes as f64),
+        r.dim,
+        small,
+        mib(r.small_tables_bytes as f64)
+    );
+    let every = p.samples_profiled == p.samples_seen;
+    let _ = writeln!(
+        s,
+        "profile: {} of {} samples ({}), {} lookups (counted)",
+        r.samples_profiled,
+        r.samples_seen,
+        if every {
+            "every one".to_string()
+        } else {
+            format!(
+                "the first {} and {:.1}% of the rest, seed {}",
+                p.sampling.min_samples,
+                100.0 * p.sampling.rate,
+                p.sampling.seed
+            )
+        },
+        r.lookups_profiled
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:>10} {:>9} {:>12} {:>30} {:>9} {:>9} {:>9}",
+        "budget MiB",
+        "threshold",
+        "hot rows",
+        "Rand-Em Box estimate (99.9%)",
+        "hot MiB",
+        "lookups%",
+        "samples%"
+    );
+    for b in &r.budgets {
+        let est = format!(
+            "{:.0} [{:.0}, {:.0}]",
+            b.rand_em.estimate, b.rand_em.low, b.rand_em.high
+        );
+        let _ = writeln!(
+            s,
+            "{:>10} {:>9} {:>12} {:>30} {:>9} {:>9} {:>9}",
+            mib(b.budget_bytes as f64),
+            b.threshold,
+            b.hot_rows,
+            est,
+            mib(b.hot_bytes as f64),
+            pct(Some(b.lookup_share)),
+            pct(b.sample_share)
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "threshold: the accesses (in the profile) a row of a table over 1 MiB needs to be hot, the least whose hot rows fit the budget; hot rows: of those tables, counted exactly (the tables under 1 MiB add {} rows); lookups%: profiled lookups that hit a hot row; samples%: profiled samples whose every lookup does (FAE's hot inputs); all counted on the input, none measured",
+        r.budgets.first().map_or(0, |b| b.small_table_rows)
+    );
+    s
+}
+
+fn write_hot_dir(
+    dir: &Path,
+    config: &serde_json::Value,
+    r: &HotResults,
+    text: &str,
+) -> Result<PathBuf> {
+    let rd = RunDir::create(Some(dir), "trace-hot")?;
+    rd.remove_earlier(&[
+        "budgets.csv",
+        "curve.csv",
+        "tables.csv",
+        "hot-share.svg",
+        "hot-share.png",
+    ])?;
+    rd.write_config("trace hot", config)?;
+    rd.write_results("trace hot", r)?;
+    let header = [
+        "budget_bytes",
+        "threshold",
+        "hot_rows",
+        "small_table_rows",
+        "hot_bytes",
+        "lookup_share",
+        "sample_share",
+        "rand_em_estimate",
+        "rand_em_low",
+        "rand_em_high",
+    ];
+    let rows = |v: &[BudgetResult]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|b| {
+                vec![
+                    b.budget_bytes.to_string(),
+                    b.threshold.to_string(),
+                    b.hot_rows.to_string(),
+                    b.small_table_rows.to_string(),
+                    b.hot_bytes.to_string(),
+                    b.lookup_share.to_string(),
+                    b.sample_share.map_or(String::new(), |x| x.to_string()),
+                    b.rand_em.estimate.to_string(),
+                    b.rand_em.low.to_string(),
+                    b.rand_em.high.to_string(),
+                ]
+            })
+            .collect()
+    };
+    rd.write_csv("budgets.csv", &header, &rows(&r.budgets))?;
+    rd.write_csv("curve.csv", &header, &rows(&r.curve))?;
+    let tables: Vec<Vec<String>> = r
+        .tables
+        .iter()
+        .map(|t| {
+            vec![
+                t.table.to_string(),
+                t.rows.to_string(),
+                t.bytes.to_string(),
+                t.small.to_string(),
+                t.lookups.to_string(),
+                t.touched_rows.to_string(),
+            ]
+        })
+        .collect();
+    rd.write_csv(
+        "tables.csv",
+        &["table", "rows", "bytes", "small", "lookups", "touched_rows"],
+        &tables,
+    )?;
+    if !r.curve.is_empty() {
+        let series = |name: &str, f: &dyn Fn(&BudgetResult) -> Option<f64>| Series {
+            name: name.into(),
+            points: r
+                .curve
+                .iter()
+                .filter_map(|b| {
+                    Some((
+                        XValue::Num(b.budget_bytes as f64 / (1 << 20) as f64),
+                        100.0 * f(b)?,
+                    ))
+                })
+                .collect(),
+        };
+        let chart = Chart::new(
+            "Hot rows against their memory budget (counted)",
+            ChartKind::Lines,
+        )
+        .labels("budget (MiB)", "share (%)")
+        .log_axes(true, false)
+        .with_series(series("lookups served by hot rows", &|b| {
+            Some(b.lookup_share)
+        }))
+        .with_series(series("samples entirely hot", &|b| b.sample_share));
+        write_chart(&chart, &rd.path().join("hot-share"))?;
+    }
+    rd.write_summary(text)?;
+    rd.finish()
+}
