@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
+use plotters::coord::combinators::WithKeyPoints;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::register_font;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -663,6 +665,13 @@ fn missing_column(file: &str, name: &str, header: &[String]) -> PlotError {
 
 // ---------------------------------------------------------------------------
 // Numbers on axes
+//
+// The axes are plotters' (a log one is its `LogCoord`), but their ticks and
+// labels are ours, handed to it with `with_key_points` and the mesh's label
+// formatters: plotters labels an f64 with `Debug` (`256.0`, `1.5e9` as
+// `1500000000.0`), its linear key points never return over data wider than
+// f64's range (-1e308 to 1e308), and its log key points are the powers of
+// the base only: none over 11.5 to 27, only 10 and 100 over 1.5 to 700.
 
 /// A number as a person writes it: integers without a fraction, at most four
 /// significant decimals, scientific notation for very large or small values.
@@ -894,73 +903,50 @@ fn is_pow2(v: f64) -> bool {
     v >= 1.0 && v.fract() == 0.0 && (v as u64).is_power_of_two()
 }
 
-/// One axis: data values map to drawing values (`log10` on a log axis).
-#[derive(Debug, Clone, Copy)]
-struct Axis {
-    log: bool,
-}
-
-impl Axis {
-    fn to(self, v: f64) -> f64 {
-        if self.log { v.log10() } else { v }
-    }
-}
-
-/// The drawing range of data in [lo, hi] with some room around it; `zero`
-/// keeps 0 inside a linear range (bars grow from it).
-fn padded(axis: Axis, lo: f64, hi: f64, zero: bool) -> (f64, f64) {
-    let (lo, hi) = if zero && !axis.log {
+/// The drawing range of data in [lo, hi] on a linear axis, with some room
+/// around it; `zero` keeps 0 inside it (bars grow from it).
+fn padded(lo: f64, hi: f64, zero: bool) -> (f64, f64) {
+    let (lo, hi) = if zero {
         (lo.min(0.0), hi.max(0.0))
     } else {
         (lo, hi)
     };
-    let (a, b) = (axis.to(lo), axis.to(hi));
-    let span = b - a;
-    if !span.is_finite() && a.is_finite() && b.is_finite() {
+    let span = hi - lo;
+    if !span.is_finite() && lo.is_finite() && hi.is_finite() {
         // Data spanning more than f64's range: no room around it.
-        return (a, b);
+        return (lo, hi);
     }
     // (A span within rounding of the values, as 1 and 1.0000000000000002,
     // is one value: no ticks fit inside it.)
-    if span <= a.abs().max(b.abs()) * 1e-12 {
-        let pad = if axis.log {
-            0.3
-        } else {
-            (a.abs() * 0.1).max(1.0)
-        };
-        return (a - pad, b + pad);
+    if span <= lo.abs().max(hi.abs()) * 1e-12 {
+        let pad = (lo.abs() * 0.1).max(1.0);
+        return (lo - pad, hi + pad);
     }
     let pad = span * 0.06;
-    let mut start = a - pad;
-    if !axis.log && lo >= 0.0 && start < 0.0 {
-        start = if zero || lo == 0.0 {
-            0.0
-        } else {
-            start.max(0.0)
-        };
-    }
-    let mut end = b + pad;
-    if zero && !axis.log && hi <= 0.0 {
-        end = 0.0;
-    }
+    let start = if lo >= 0.0 {
+        (lo - pad).max(0.0)
+    } else {
+        lo - pad
+    };
+    let end = if zero && hi == 0.0 { 0.0 } else { hi + pad };
     (start, end)
 }
 
-/// The drawing range (in drawing values: `log10` on a log axis) and the
-/// ticks of an axis over data in [lo, hi]. A linear axis has some room around
-/// the data (and 0 inside it for bars, which grow from it) and about `target`
-/// ticks; a log axis reaches to the ticks next to the data ([`log_ticks`]),
-/// and for bars starts at the lowest, which the bars grow from.
+/// The range (in data units) and the ticks of an axis over data in [lo, hi].
+/// A linear axis has some room around the data (and 0 inside it for bars,
+/// which grow from it) and about `target` ticks; a log axis reaches to the
+/// ticks next to the data ([`log_ticks`]), and for bars starts at the lowest,
+/// which the bars grow from.
 fn axis_layout(
-    axis: Axis,
+    log: bool,
     lo: f64,
     hi: f64,
     pow2: bool,
     bars: bool,
     target: usize,
 ) -> ((f64, f64), Vec<(f64, String)>) {
-    if !axis.log {
-        let range = padded(axis, lo, hi, bars);
+    if !log {
+        let range = padded(lo, hi, bars);
         return (range, linear_ticks(range.0, range.1, target));
     }
     let (data_lo, hi_data) = (lo.min(hi), hi.max(lo));
@@ -970,58 +956,73 @@ fn axis_layout(
         // leave that bar no height, so the axis starts a tick lower.
         ((lo, hi), ticks) = log_ticks(data_lo * (1.0 - 1e-6), hi_data, pow2);
     }
-    let (a, b) = (lo.log10(), hi.log10());
-    // Room for the markers of points on the first or last tick.
-    let pad = (b - a) * 0.03;
-    let range = (if bars { a } else { a - pad }, b + pad);
-    let ticks = ticks.into_iter().map(|(v, l)| (v.log10(), l)).collect();
-    (range, ticks)
+    // Room for the markers of points on the first or last tick: 3% of the
+    // axis either side (within f64).
+    let pad = 10f64.powf((hi.log10() - lo.log10()) * 0.03);
+    let start = if bars {
+        lo
+    } else {
+        (lo / pad).max(f64::MIN_POSITIVE)
+    };
+    ((start, (hi * pad).min(f64::MAX)), ticks)
 }
 
-/// A linear plotters axis over drawing values with our own ticks and their
-/// labels (so log axes are linear axes over `log10`, labelled in data units).
-struct TickedAxis {
-    range: (f64, f64),
-    ticks: Vec<(f64, String)>,
-    /// False when the labels are drawn separately (vertical ones).
-    labels: bool,
+/// An axis's coordinate: plotters' log coordinate, or a linear one of ours
+/// (plotters' `RangedCoordf64` maps through `end - start`, which overflows
+/// for data wider than f64's range, as from -1e308 to 1e308, and then puts
+/// every point at one end). Ticks come from [`axis_layout`], bound with
+/// plotters' `with_key_points`.
+enum Scale {
+    Linear(f64, f64),
+    Log(LogCoord<f64>),
 }
 
-impl Ranged for TickedAxis {
-    type FormatOption = NoDefaultFormatting;
+impl Scale {
+    fn new(log: bool, (a, b): (f64, f64), ticks: &[(f64, String)]) -> WithKeyPoints<Scale> {
+        let scale = if log {
+            Scale::Log((a..b).log_scale().into())
+        } else {
+            Scale::Linear(a, b)
+        };
+        scale.with_key_points(ticks.iter().map(|t| t.0).collect())
+    }
+}
+
+impl Ranged for Scale {
+    type FormatOption = DefaultFormatting;
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let (a, b) = self.range;
-        // (In halves, so that a range wider than f64's still maps.)
-        let f = (value / 2.0 - a / 2.0) / (b / 2.0 - a / 2.0);
-        limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+        match self {
+            Scale::Linear(a, b) => {
+                // (In halves, so that a range wider than f64's still maps.)
+                let f = (value / 2.0 - a / 2.0) / (b / 2.0 - a / 2.0);
+                limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+            }
+            Scale::Log(log) => log.map(value, limit),
+        }
     }
 
-    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            Vec::new()
-        } else {
-            self.ticks.iter().map(|t| t.0).collect()
-        }
+    fn key_points<Hint: KeyPointHint>(&self, _: Hint) -> Vec<f64> {
+        // (Those of `with_key_points`, which wraps every `Scale`.)
+        Vec::new()
     }
 
     fn range(&self) -> std::ops::Range<f64> {
-        self.range.0..self.range.1
+        match self {
+            Scale::Linear(a, b) => *a..*b,
+            Scale::Log(log) => log.range(),
+        }
     }
 }
 
-impl ValueFormatter<f64> for TickedAxis {
-    fn format_ext(&self, v: &f64) -> String {
-        if !self.labels {
-            return String::new();
-        }
-        self.ticks
-            .iter()
-            .find(|(t, _)| (t - v).abs() <= 1e-9 * t.abs().max(1.0))
-            .map(|(_, l)| l.clone())
-            .unwrap_or_default()
-    }
+/// The label of `v`, one of `ticks` (plotters' mesh asks for the labels of
+/// the key points it was given).
+fn tick_label(ticks: &[(f64, String)], v: f64) -> String {
+    ticks
+        .iter()
+        .find(|t| t.0 == v)
+        .map_or_else(String::new, |t| t.1.clone())
 }
 
 // ---------------------------------------------------------------------------
@@ -1064,12 +1065,6 @@ enum Marker {
     Square,
     Triangle,
     Cross,
-}
-
-enum Swatch {
-    Line(RGBColor, Marker),
-    Bar(RGBColor),
-    Reference,
 }
 
 /// Registers the embedded font with plotters once per process.
@@ -1242,53 +1237,40 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
     let title_style = TextStyle::from((FONT, 22).into_font().style(FontStyle::Bold)).color(&BLACK);
     let label_style = TextStyle::from((FONT, 14).into_font()).color(&BLACK);
     let desc_style = TextStyle::from((FONT, 16).into_font()).color(&BLACK);
-    let legend_style = TextStyle::from((FONT, 14).into_font())
-        .color(&BLACK)
-        .pos(Pos::new(HPos::Left, VPos::Center));
 
     let title = fit_text(root, &chart.title, &title_style, width.saturating_sub(20));
     let body = root.titled(&title, title_style.clone()).map_err(e)?;
     let (body_w, body_h) = body.dim_in_pixel();
 
-    // Legend entries and the panel on the right that holds them.
-    let mut entries: Vec<(String, Swatch)> = chart
+    // Legend entries: the series with points, then the reference lines; a
+    // lone series named like the y axis needs none. They go in a panel at
+    // the right of the plot, in rows 1.25 times the font size (plotters'
+    // layout), which shrinks to fit them all.
+    let shown = chart.series.iter().filter(|s| !s.points.is_empty());
+    let lone = chart.hlines.is_empty()
+        && shown.clone().count() == 1
+        && shown.clone().all(|s| s.name == chart.y_label);
+    let rows = shown.count() + chart.hlines.len();
+    let legend_size = ((body_h as f64 - 24.0) / (1.25 * rows.max(1) as f64)).clamp(8.0, 14.0);
+    let legend_style = TextStyle::from((FONT, legend_size).into_font()).color(&BLACK);
+    let max_text = (body_w as f64 * 0.36) as u32;
+    let fit = |l: &str| fit_text(root, l, &legend_style, max_text);
+    let series_labels: Vec<Option<String>> = chart
         .series
         .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.points.is_empty())
-        .map(|(i, s)| {
-            let (c, m) = series_style(i);
-            let swatch = match chart.kind {
-                ChartKind::Lines => Swatch::Line(c, m),
-                ChartKind::Bars => Swatch::Bar(c),
-            };
-            (s.name.clone(), swatch)
-        })
+        .map(|s| (!lone && !s.points.is_empty()).then(|| fit(&s.name)))
         .collect();
-    entries.extend(
-        chart
-            .hlines
-            .iter()
-            .map(|(l, _)| (l.clone(), Swatch::Reference)),
-    );
-    // A lone series named like the y axis needs no legend.
-    if entries.len() == 1 && chart.hlines.is_empty() && entries[0].0 == chart.y_label {
-        entries.clear();
-    }
-    let max_text = (body_w as f64 * 0.36) as u32;
-    let entries: Vec<(String, Swatch)> = entries
-        .into_iter()
-        .map(|(l, s)| (fit_text(root, &l, &legend_style, max_text), s))
-        .collect();
-    let legend_w = entries
+    let hline_labels: Vec<String> = chart.hlines.iter().map(|(l, _)| fit(l)).collect();
+    let legend_w = series_labels
         .iter()
-        .map(|(l, _)| body.estimate_text_size(l, &legend_style).map_or(0, |s| s.0))
+        .flatten()
+        .chain(&hline_labels)
+        .map(|l| body.estimate_text_size(l, &legend_style).map_or(0, |s| s.0))
         .max()
         .map_or(0, |w| w + 60);
     let (plot_area, legend_area) = body.split_horizontally(body_w - legend_w);
 
     // Ranges and ticks.
-    let (xa, ya) = (Axis { log: chart.log_x }, Axis { log: chart.log_y });
     let all_y: Vec<f64> = chart
         .series
         .iter()
@@ -1298,7 +1280,7 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
     let (ymin, ymax) = min_max(&all_y);
     let bars = chart.kind == ChartKind::Bars;
     let (y_range, y_ticks) = axis_layout(
-        ya,
+        chart.log_y,
         ymin,
         ymax,
         all_y.iter().all(|&v| is_pow2(v)),
@@ -1322,7 +1304,7 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
             .collect();
         let (lo, hi) = min_max(&xs);
         axis_layout(
-            xa,
+            chart.log_x,
             lo,
             hi,
             xs.iter().all(|&v| is_pow2(v)),
@@ -1354,30 +1336,29 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
         48
     };
 
-    let (n_x, n_y) = (x_ticks.len(), y_ticks.len());
     let mut cc = ChartBuilder::on(&plot_area)
         .margin(12)
         .margin_right(24)
         .x_label_area_size(x_area)
         .y_label_area_size(y_label_w + 44)
         .build_cartesian_2d(
-            TickedAxis {
-                range: x_range,
-                ticks: x_ticks.clone(),
-                labels: !vertical,
-            },
-            TickedAxis {
-                range: y_range,
-                ticks: y_ticks,
-                labels: true,
-            },
+            Scale::new(chart.log_x, x_range, &x_ticks),
+            Scale::new(chart.log_y, y_range, &y_ticks),
         )
         .map_err(e)?;
+    let x_label = |v: &f64| {
+        if vertical {
+            String::new()
+        } else {
+            tick_label(&x_ticks, *v)
+        }
+    };
+    let y_label = |v: &f64| tick_label(&y_ticks, *v);
     let mut mesh = cc.configure_mesh();
     mesh.x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
-        .x_labels(n_x)
-        .y_labels(n_y)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
         .x_label_style(label_style.clone())
         .y_label_style(label_style.clone())
         .axis_desc_style(desc_style)
@@ -1401,18 +1382,34 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
         }
     }
 
+    // The series, each with its legend entry. plotters lists the labels of
+    // a chart's series inside its plotting area (whatever the position, the
+    // legend's points are clamped into it), where the legend would cover
+    // data: so the labels go with series of no points on a chart of their
+    // own, over the legend's panel. Each swatch is drawn by the closure given
+    // to `legend`, from the left middle of its row.
+    let mut lc = ChartBuilder::on(&legend_area)
+        .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+        .map_err(e)?;
+    let none = || std::iter::empty::<Circle<(f64, f64), i32>>();
     match chart.kind {
         ChartKind::Lines => {
-            for (i, s) in chart.series.iter().enumerate() {
-                let (color, marker) = series_style(i);
-                let pts: Vec<(f64, f64)> = s
-                    .points
-                    .iter()
-                    .map(|(x, y)| (xa.to(x_num(x)), ya.to(*y)))
-                    .collect();
-                cc.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            for (i, (s, label)) in chart.series.iter().zip(series_labels).enumerate() {
+                let (color, m) = series_style(i);
+                let pts = s.points.iter().map(|(x, y)| (x_num(x), *y));
+                let line = color.stroke_width(2);
+                cc.draw_series(LineSeries::new(pts.clone(), line))
                     .map_err(e)?;
-                draw_markers(&mut cc, &pts, color, marker).map_err(e)?;
+                if let Some(label) = label {
+                    let anno = lc.draw_series(none()).map_err(e)?;
+                    anno.label(label).legend(move |at| {
+                        EmptyElement::at(at)
+                            + PathElement::new([(0, 0), (32, 0)], line)
+                            + marker(m, color, (16, 0))
+                    });
+                }
+                cc.draw_series(pts.map(|p| EmptyElement::at(p) + marker(m, color, (0, 0))))
+                    .map_err(e)?;
             }
         }
         ChartKind::Bars => {
@@ -1424,68 +1421,49 @@ fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Res
             let k = chart.series.len().max(1) as f64;
             // On a log axis the range starts at its lowest tick, at or
             // below every value ([`axis_layout`]).
-            let (group_w, base) = (0.8, if ya.log { y_range.0 } else { 0.0 });
+            let (group_w, base) = (0.8, if chart.log_y { y_range.0 } else { 0.0 });
             let bar_w = group_w / k;
-            for (j, s) in chart.series.iter().enumerate() {
+            for (j, (s, label)) in chart.series.iter().zip(series_labels).enumerate() {
                 let (color, _) = series_style(j);
                 let rects = s.points.iter().map(|(x, y)| {
                     let c = index[x.label().as_str()] as f64;
                     let x0 = c - group_w / 2.0 + j as f64 * bar_w;
                     let gap = if k > 1.0 { bar_w * 0.06 } else { 0.0 };
-                    Rectangle::new(
-                        [(x0 + gap, base), (x0 + bar_w - gap, ya.to(*y))],
-                        color.filled(),
-                    )
+                    Rectangle::new([(x0 + gap, base), (x0 + bar_w - gap, *y)], color.filled())
                 });
                 cc.draw_series(rects).map_err(e)?;
-            }
-        }
-    }
-    for (_, y) in &chart.hlines {
-        let t = ya.to(*y);
-        cc.draw_series(DashedLineSeries::new(
-            [(x_range.0, t), (x_range.1, t)],
-            9,
-            6,
-            REFERENCE.stroke_width(2),
-        ))
-        .map_err(e)?;
-    }
-
-    // The legend, top-aligned with the plot.
-    let (_, legend_h) = legend_area.dim_in_pixel();
-    let row = if entries.is_empty() {
-        22
-    } else {
-        (legend_h.saturating_sub(30) / entries.len() as u32).clamp(12, 24) as i32
-    };
-    for (r, (label, swatch)) in entries.iter().enumerate() {
-        let y = 12 + row / 2 + r as i32 * row;
-        match swatch {
-            Swatch::Line(c, m) => {
-                legend_area
-                    .draw(&PathElement::new([(6, y), (38, y)], c.stroke_width(2)))
-                    .map_err(e)?;
-                legend_marker(&legend_area, (22, y), *c, *m).map_err(e)?;
-            }
-            Swatch::Bar(c) => {
-                legend_area
-                    .draw(&Rectangle::new([(10, y - 6), (34, y + 6)], c.filled()))
-                    .map_err(e)?;
-            }
-            Swatch::Reference => {
-                for x in [6, 19, 32] {
-                    legend_area
-                        .draw(&PathElement::new(
-                            [(x, y), (x + 7, y)],
-                            REFERENCE.stroke_width(2),
-                        ))
-                        .map_err(e)?;
+                if let Some(label) = label {
+                    let anno = lc.draw_series(none()).map_err(e)?;
+                    anno.label(label).legend(move |(x, y)| {
+                        Rectangle::new([(x + 4, y - 6), (x + 28, y + 6)], color.filled())
+                    });
                 }
             }
         }
-        legend_area
-            .draw(&Text::new(label.clone(), (46, y), legend_style.clone()))
+    }
+    let dashed = REFERENCE.stroke_width(2);
+    for ((_, y), label) in chart.hlines.iter().zip(hline_labels) {
+        cc.draw_series(DashedLineSeries::new(
+            [(x_range.0, *y), (x_range.1, *y)],
+            9,
+            6,
+            dashed,
+        ))
+        .map_err(e)?;
+        lc.draw_series(none())
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| DashedPathElement::new([(x, y), (x + 33, y)], 7, 6, dashed));
+    }
+
+    // The legend, its first row level with the top of the plot.
+    if legend_w > 0 {
+        lc.configure_series_labels()
+            .position(SeriesLabelPosition::Coordinate(0, 6))
+            .margin(6)
+            .legend_area_size(40)
+            .label_font(legend_style)
+            .draw()
             .map_err(e)?;
     }
     Ok(())
@@ -1498,41 +1476,21 @@ fn min_max(v: &[f64]) -> (f64, f64) {
         })
 }
 
-fn draw_markers<DB: DrawingBackend>(
-    cc: &mut ChartContext<'_, DB, Cartesian2d<TickedAxis, TickedAxis>>,
-    pts: &[(f64, f64)],
-    color: RGBColor,
+/// Marker `m` centred `at` pixels from the point it is added to (as in
+/// `EmptyElement::at(point) + marker(...)`): on the chart and in the legend.
+fn marker<DB: DrawingBackend>(
     m: Marker,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    let (fill, line) = (color.filled(), color.stroke_width(2));
-    let p = pts.iter().copied();
-    match m {
-        Marker::Circle => cc.draw_series(p.map(|p| Circle::new(p, 4, fill)))?,
-        Marker::Square => cc.draw_series(
-            p.map(|p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (4, 4)], fill)),
-        )?,
-        Marker::Triangle => cc.draw_series(p.map(|p| TriangleMarker::new(p, 5, fill)))?,
-        Marker::Cross => cc.draw_series(p.map(|p| Cross::new(p, 4, line)))?,
-    };
-    Ok(())
-}
-
-/// The legend's marker of `m`'s shape at pixel `at`.
-fn legend_marker<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
+    color: RGBColor,
     at: (i32, i32),
-    color: RGBColor,
-    m: Marker,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+) -> DynElement<'static, DB, (i32, i32)> {
     let (fill, line) = (color.filled(), color.stroke_width(2));
     match m {
-        Marker::Circle => area.draw(&Circle::new(at, 4, fill)),
-        Marker::Square => area.draw(&Rectangle::new(
-            [(at.0 - 4, at.1 - 4), (at.0 + 4, at.1 + 4)],
-            fill,
-        )),
-        Marker::Triangle => area.draw(&TriangleMarker::new(at, 5, fill)),
-        Marker::Cross => area.draw(&Cross::new(at, 4, line)),
+        Marker::Circle => Circle::new(at, 4, fill).into_dyn(),
+        Marker::Square => {
+            Rectangle::new([(at.0 - 4, at.1 - 4), (at.0 + 4, at.1 + 4)], fill).into_dyn()
+        }
+        Marker::Triangle => TriangleMarker::new(at, 5, fill).into_dyn(),
+        Marker::Cross => Cross::new(at, 4, line).into_dyn(),
     }
 }
 
@@ -1937,17 +1895,12 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn data_wider_than_f64s_range_still_spread_over_the_axis() {
-        let axis = Axis { log: false };
-        let (a, b) = padded(axis, -1e308, 1e308, false);
+        let (a, b) = padded(-1e308, 1e308, false);
         assert_eq!((a, b), (-1e308, 1e308));
         let t = linear_ticks(a, b, 5);
         assert!(t.len() >= 3, "{t:?}");
         assert!(t.iter().all(|x| x.0.is_finite() && x.0 >= a && x.0 <= b));
-        let ticked = TickedAxis {
-            range: (a, b),
-            ticks: t,
-            labels: true,
-        };
+        let ticked = Scale::new(false, (a, b), &t);
         assert_eq!(ticked.map(&-1e308, (0, 100)), 0);
         assert_eq!(ticked.map(&5.0, (0, 100)), 50);
         assert_eq!(ticked.map(&1e308, (0, 100)), 100);
@@ -1985,8 +1938,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn data_one_rounding_apart_is_drawn_as_one_value() {
-        let axis = Axis { log: false };
-        let (a, b) = padded(axis, 1.0, 1.0000000000000002, false);
+        let (a, b) = padded(1.0, 1.0000000000000002, false);
         assert!(a <= 0.5 && b >= 1.5, "{a}..{b}");
         let t = linear_ticks(a, b, 5);
         let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
