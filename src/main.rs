@@ -40,6 +40,9 @@ enum Command {
     /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
     #[command(subcommand)]
     Nmp(cmd::nmp::NmpCommand),
+    /// SCARS's communication cost model: traffic per epoch with coalescing and a device cache, and the cache size of least traffic.
+    #[command(subcommand)]
+    Scars(cmd::scars::ScarsCommand),
     /// Train a DLRM in Tensor Casting's system modes, with the iteration timeline of each.
     Train(Box<cmd::train::TrainArgs>),
     /// Design-space sweeps: many runs of one command from a TOML spec, one tidy results.csv.
@@ -131,6 +134,7 @@ fn main() -> std::process::ExitCode {
         Command::Gpu(a) => cmd::gpu::run(a),
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
+        Command::Scars(c) => cmd::scars::run(c),
         Command::Train(a) => cmd::train::run(*a),
         Command::Sweep(c) => cmd::sweep::run(c),
         Command::Plot(a) => cmd::plot::run(a),

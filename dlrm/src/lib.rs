@@ -33,6 +33,7 @@ pub mod pooltime;
 pub mod presets;
 pub mod report;
 pub mod run;
+pub mod scars;
 pub mod schedule;
 pub mod strategy;
 pub mod summary;

@@ -9,6 +9,7 @@ mod memory;
 pub mod nmp;
 pub mod plot;
 pub mod reproduce;
+pub mod scars;
 pub mod sweep;
 pub mod trace;
 pub mod train;

@@ -17,6 +17,7 @@ mod output;
 mod peer;
 mod plot;
 mod reproduce;
+mod scars;
 mod sweep;
 mod trace;
 mod trace_hot;
