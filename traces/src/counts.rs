@@ -51,7 +51,9 @@ impl RowCounts {
             .collect()
     }
 
-    /// [`RowCounts::for_tables`] with the default per-table limit.
+    /// Counters for tables of `rows` rows each: dense while they fit within
+    /// [`DENSE_COUNTER_MAX_ROWS`] rows each and [`DENSE_COUNTERS_TOTAL`] in all,
+    /// in table order, sparse beyond.
     pub fn new_for_tables(rows: &[u64]) -> Vec<RowCounts> {
         Self::for_tables(rows, DENSE_COUNTER_MAX_ROWS)
     }
