@@ -58,8 +58,8 @@ pub struct ReproduceArgs {
     out: Option<PathBuf>,
     /// DRAM engine of the simulated pool in `nmp run` and `train` runs
     /// (dramsim3, ramulator, native) [default: each command's own, dramsim3].
-    #[arg(long, value_name = "ENGINE", value_parser = crate::cmd::engine_arg)]
-    engine: Option<nmpsim_sim::EngineKind>,
+    #[arg(long, value_name = "ENGINE")]
+    engine: Option<String>,
     /// Runs at once [default: CPUs; runs whose CPU times are measured (training) or that need much memory (--full's kernels traffic), always one at a time].
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -199,7 +199,13 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     }
     let chosen = selected(&a.items)?;
     // (One spelling per engine: it names the sweeps' directories.)
-    let engine = a.engine.map(|e| e.name().to_string());
+    // (Parsed here, not as the flags are read, so that `--list --engine X`
+    // is refused as a conflict whatever X is.)
+    let engine = match &a.engine {
+        Some(e) => Some(crate::cmd::engine_arg(e).map_err(|m| anyhow::anyhow!("--engine: {m}"))?),
+        None => None,
+    }
+    .map(|e| e.name().to_string());
     let out = a
         .out
         .clone()
