@@ -546,7 +546,8 @@ impl<'a> SampleMins<'a> {
             .map(|(t, tb)| {
                 (0..bags)
                     .map(|b| {
-                        if self.small[t] {
+                        // (A sample the profile did not take is not looked at.)
+                        if self.small[t] || mask.as_ref().is_some_and(|m| !m[b]) {
                             return u64::MAX;
                         }
                         tb.bag(b)
