@@ -411,15 +411,16 @@ fn exact<T: PartialEq>(what: &str, got: &T, want: &T) -> Result<f64, String> {
     }
 }
 
-/// A coalesced result against the reference's: its rows exactly, its sums
-/// of at most `n` terms with [`sum_rel_err`] (`magnitude`: the reference's
-/// sums of the terms' absolute values).
-fn coalesced_err(
-    got: &Coalesced,
+/// A backend's coalesced result (or its error) against the reference's: its
+/// rows exactly, its sums of at most `n` terms with [`sum_rel_err`]
+/// (`magnitude`: the reference's sums of the terms' absolute values).
+fn coalesced_err<T>(
+    got: &Result<(Coalesced, T), KernelError>,
     want: &Coalesced,
     magnitude: &Coalesced,
     n: usize,
 ) -> Result<f64, String> {
+    let (got, _) = got.as_ref().map_err(|e| e.to_string())?;
     if got.rows != want.rows {
         return Err(format!(
             "unique rows differ ({} vs {} rows)",
@@ -577,9 +578,7 @@ pub fn run_check_on(
             v.record(
                 "coalesce",
                 SUM_TOLERANCE,
-                co.as_ref()
-                    .map_err(|e| e.to_string())
-                    .and_then(|(c, _)| coalesced_err(c, &co_ref, &co_mag, co_terms)),
+                coalesced_err(&co, &co_ref, &co_mag, co_terms),
                 t,
             );
 
@@ -607,9 +606,7 @@ pub fn run_check_on(
             v.record(
                 "casted-gather-reduce",
                 SUM_TOLERANCE,
-                cg.as_ref()
-                    .map_err(|e| e.to_string())
-                    .and_then(|(c, _)| coalesced_err(c, &cg_ref, &co_mag, co_terms)),
+                coalesced_err(&cg, &cg_ref, &co_mag, co_terms),
                 t,
             );
 
@@ -700,6 +697,13 @@ mod tests {
     use crate::cast::Casted;
     use crate::coalesce::CoalesceTraffic;
 
+    /// The check of the CPU backend on `config`, which must pass.
+    fn cpu_passes(config: &CheckConfig) -> CheckReport {
+        let report = run_check(config, &[&CpuBackend]).unwrap();
+        assert!(report.ok, "{}: {:#?}", config.pooling, report.backends);
+        report
+    }
+
     #[test]
     fn cpu_backend_passes_a_small_check_for_every_pooling() {
         for pooling in Pooling::ALL {
@@ -712,8 +716,7 @@ mod tests {
                 pooling,
                 ..Default::default()
             };
-            let report = run_check(&config, &[&CpuBackend]).unwrap();
-            assert!(report.ok, "{pooling}: {:#?}", report.backends);
+            let report = cpu_passes(&config);
             assert_eq!(report.backends[0].primitives.len(), 11);
         }
     }
@@ -732,8 +735,7 @@ mod tests {
                 pooling,
                 ..Default::default()
             };
-            let report = run_check(&config, &[&CpuBackend]).unwrap();
-            assert!(report.ok, "{pooling}: {:#?}", report.backends);
+            cpu_passes(&config);
         }
     }
 
@@ -758,11 +760,30 @@ mod tests {
         );
     }
 
-    /// A backend that gets gather-reduce slightly wrong must fail the check.
-    struct Broken;
-    impl Backend for Broken {
+    /// The CPU backend with some of its results altered after the fact: a
+    /// backend that gets a primitive slightly wrong, which must fail the
+    /// check. `scatter_update` also gets the weights before the update.
+    #[derive(Default)]
+    struct Altered {
+        name: &'static str,
+        gather_reduce: Hook<(Vec<f32>, Traffic)>,
+        coalesce: Hook<(Coalesced, CoalesceTraffic)>,
+        tensor_cast: Hook<(Casted, Traffic)>,
+        scatter_update: Option<ScatterHook>,
+    }
+
+    /// Alters a primitive's result.
+    type Hook<T> = Option<fn(&mut T)>;
+
+    /// Alters a scatter-update's result: the table, the weights before the
+    /// update, the state, the gradients and the optimizer.
+    type ScatterHook = Box<
+        dyn Fn(&mut EmbeddingTable, &[f32], &mut OptimizerState, &Coalesced, &Optimizer) + Sync,
+    >;
+
+    impl Backend for Altered {
         fn name(&self) -> &str {
-            "broken"
+            self.name
         }
         fn gather_reduce(
             &self,
@@ -770,9 +791,7 @@ mod tests {
             b: &TableBatch,
             p: Pooling,
         ) -> Result<(Vec<f32>, Traffic), KernelError> {
-            let (mut o, tr) = crate::gather_reduce(t, b, p)?;
-            o[3] += 1e-3;
-            Ok((o, tr))
+            altered(CpuBackend.gather_reduce(t, b, p), self.gather_reduce)
         }
         fn expand(
             &self,
@@ -788,20 +807,14 @@ mod tests {
             e: &Expanded,
             rows: u64,
         ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
-            // Bytes moved from the sort to the accumulation: the same total.
-            let (c, mut tr) = CpuBackend.coalesce(e, rows)?;
-            tr.sort.read_bytes -= 8;
-            tr.accumulate.read_bytes += 8;
-            Ok((c, tr))
+            altered(CpuBackend.coalesce(e, rows), self.coalesce)
         }
         fn tensor_cast(
             &self,
             b: &TableBatch,
             p: Pooling,
         ) -> Result<(Casted, Traffic), KernelError> {
-            let (mut c, tr) = CpuBackend.tensor_cast(b, p)?;
-            c.casted_src.swap(0, 1);
-            Ok((c, tr))
+            altered(CpuBackend.tensor_cast(b, p), self.tensor_cast)
         }
         fn casted_gather_reduce(
             &self,
@@ -818,13 +831,54 @@ mod tests {
             g: &Coalesced,
             o: &Optimizer,
         ) -> Result<Traffic, KernelError> {
+            let before = t.data.clone();
             let tr = CpuBackend.scatter_update(t, s, g, o)?;
-            // One updated value 0.1% off.
-            if let Some(&row) = g.rows.first() {
-                t.data[row as usize * t.dim] *= 1.001;
+            if let Some(alter) = &self.scatter_update {
+                alter(t, &before, s, g, o);
             }
             Ok(tr)
         }
+    }
+
+    /// `result` with `alter` applied to its value, where there are both.
+    fn altered<T>(result: Result<T, KernelError>, alter: Hook<T>) -> Result<T, KernelError> {
+        result.map(|mut r| {
+            if let Some(alter) = alter {
+                alter(&mut r);
+            }
+            r
+        })
+    }
+
+    /// Gather-reduce slightly wrong, the traffic of coalesce's two parts
+    /// traded (the same total), two casted lookups swapped and one updated
+    /// value of every optimizer 0.1% off.
+    fn broken() -> Altered {
+        Altered {
+            name: "broken",
+            gather_reduce: Some(|(out, _)| out[3] += 1e-3),
+            // Bytes moved from the sort to the accumulation: the same total.
+            coalesce: Some(|(_, traffic)| {
+                traffic.sort.read_bytes -= 8;
+                traffic.accumulate.read_bytes += 8;
+            }),
+            tensor_cast: Some(|(casted, _)| casted.casted_src.swap(0, 1)),
+            scatter_update: Some(Box::new(|table, _, _, grads, _| {
+                // One updated value 0.1% off.
+                if let Some(&row) = grads.rows.first() {
+                    table.data[row as usize * table.dim] *= 1.001;
+                }
+            })),
+        }
+    }
+
+    /// The primitives `b` failed.
+    fn failed(b: &BackendCheck) -> Vec<&str> {
+        b.primitives
+            .iter()
+            .filter(|p| !p.ok)
+            .map(|p| p.primitive.as_str())
+            .collect()
     }
 
     #[test]
@@ -837,15 +891,10 @@ mod tests {
             dim: 8,
             ..Default::default()
         };
-        let report = run_check(&config, &[&CpuBackend, &Broken]).unwrap();
+        let report = run_check(&config, &[&CpuBackend, &broken()]).unwrap();
         assert!(report.backends[0].ok);
         assert!(!report.ok);
-        let failed: Vec<&str> = report.backends[1]
-            .primitives
-            .iter()
-            .filter(|p| !p.ok)
-            .map(|p| p.primitive.as_str())
-            .collect();
+        let failed = failed(&report.backends[1]);
         assert!(
             failed.contains(&"gather-reduce")
                 && failed.contains(&"tensor-cast")
@@ -874,8 +923,7 @@ mod tests {
     /// (it once read as a mismatch of 1.1e-5).
     #[test]
     fn a_wide_row_wise_adagrad_row_passes_within_f32_s_sum_bound() {
-        let report = run_check(&wide_row_config(), &[&CpuBackend]).unwrap();
-        assert!(report.ok, "{:#?}", report.backends);
+        cpu_passes(&wide_row_config());
     }
 
     fn wide_row_config() -> CheckConfig {
@@ -891,70 +939,22 @@ mod tests {
     }
 
     /// The CPU backend, with row-wise Adagrad's accumulators scaled by
-    /// `1 + .0` and every updated weight's step by `1 + .1`.
-    struct RowWiseOff(f32, f32);
-    impl Backend for RowWiseOff {
-        fn name(&self) -> &str {
-            "row-wise-off"
-        }
-        fn gather_reduce(
-            &self,
-            t: &EmbeddingTable,
-            b: &TableBatch,
-            p: Pooling,
-        ) -> Result<(Vec<f32>, Traffic), KernelError> {
-            CpuBackend.gather_reduce(t, b, p)
-        }
-        fn expand(
-            &self,
-            g: &[f32],
-            dim: usize,
-            b: &TableBatch,
-            p: Pooling,
-        ) -> Result<(Expanded, Traffic), KernelError> {
-            CpuBackend.expand(g, dim, b, p)
-        }
-        fn coalesce(
-            &self,
-            e: &Expanded,
-            rows: u64,
-        ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
-            CpuBackend.coalesce(e, rows)
-        }
-        fn tensor_cast(
-            &self,
-            b: &TableBatch,
-            p: Pooling,
-        ) -> Result<(Casted, Traffic), KernelError> {
-            CpuBackend.tensor_cast(b, p)
-        }
-        fn casted_gather_reduce(
-            &self,
-            c: &Casted,
-            g: &[f32],
-            dim: usize,
-        ) -> Result<(Coalesced, Traffic), KernelError> {
-            CpuBackend.casted_gather_reduce(c, g, dim)
-        }
-        fn scatter_update(
-            &self,
-            t: &mut EmbeddingTable,
-            s: &mut OptimizerState,
-            g: &Coalesced,
-            o: &Optimizer,
-        ) -> Result<Traffic, KernelError> {
-            let before = t.data.clone();
-            let tr = CpuBackend.scatter_update(t, s, g, o)?;
-            if let Optimizer::RowWiseAdagrad { .. } = o {
-                for &row in &g.rows {
-                    s.values[row as usize] *= 1.0 + self.0;
-                    let r = row as usize * t.dim..(row as usize + 1) * t.dim;
-                    for (w, b) in t.data[r.clone()].iter_mut().zip(&before[r]) {
-                        *w += (*w - b) * self.1;
+    /// `1 + acc` and every updated weight's step by `1 + step`.
+    fn row_wise_off(acc: f32, step: f32) -> Altered {
+        Altered {
+            name: "row-wise-off",
+            scatter_update: Some(Box::new(move |t, before, s, g, o| {
+                if let Optimizer::RowWiseAdagrad { .. } = o {
+                    for &row in &g.rows {
+                        s.values[row as usize] *= 1.0 + acc;
+                        let r = row as usize * t.dim..(row as usize + 1) * t.dim;
+                        for (w, b) in t.data[r.clone()].iter_mut().zip(&before[r]) {
+                            *w += (*w - b) * step;
+                        }
                     }
                 }
-            }
-            Ok(tr)
+            })),
+            ..Default::default()
         }
     }
 
@@ -964,19 +964,18 @@ mod tests {
     fn wide_row_wise_adagrad_errors_beyond_the_bound_still_count() {
         let config = wide_row_config();
         let inputs = check_inputs(&config).unwrap();
-        let failed = |b: RowWiseOff| -> Vec<String> {
-            run_check_on(&config, &inputs, &[&b]).unwrap().backends[0]
-                .primitives
-                .iter()
-                .filter(|p| !p.ok)
-                .map(|p| p.primitive.clone())
+        let failed = |b: Altered| -> Vec<String> {
+            let report = run_check_on(&config, &inputs, &[&b]).unwrap();
+            failed(&report.backends[0])
+                .into_iter()
+                .map(String::from)
                 .collect()
         };
-        assert!(failed(RowWiseOff(0.0, 0.0)).is_empty());
+        assert!(failed(row_wise_off(0.0, 0.0)).is_empty());
         // The bound on a 65540-term sum: 0.39%.
         let gamma = f32_sum_error_bound(65540);
         assert!(gamma > 3.9e-3 && gamma < 4.0e-3, "{gamma}");
-        for off in [RowWiseOff(0.01, 0.0), RowWiseOff(0.0, 0.01)] {
+        for off in [row_wise_off(0.01, 0.0), row_wise_off(0.0, 0.01)] {
             assert_eq!(failed(off), ["scatter-row-wise-adagrad"]);
         }
     }
