@@ -157,50 +157,11 @@ fn write_into(instr: &Instruction, total: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&[opcode(instr), flags, kind, 0]);
     out.extend_from_slice(&instr.table().to_le_bytes());
     out.extend_from_slice(&total.to_le_bytes());
-    match instr {
-        Instruction::GatherReduce {
-            offsets,
-            indices,
-            weights,
-            ..
-        } => {
-            put_u32s(out, offsets);
-            put_u32s(out, indices);
-            if let Some(weights) = weights {
-                put_f32s(out, weights);
-            }
-        }
-        Instruction::LoadGradient { bags, grads, .. } => {
-            out.extend_from_slice(&bags.to_le_bytes());
-            put_f32s(out, grads);
-        }
-        Instruction::CastedGatherReduce {
-            num_bags,
-            casted_src,
-            casted_dst,
-            unique_rows,
-            scale,
-            ..
-        } => {
-            out.extend_from_slice(&num_bags.to_le_bytes());
-            put_u32s(out, casted_src);
-            put_u32s(out, casted_dst);
-            put_u32s(out, unique_rows);
-            if let Some(scale) = scale {
-                put_f32s(out, scale);
-            }
-        }
-        Instruction::LoadCoalesced { rows, grads, .. } => {
-            put_u32s(out, rows);
-            put_f32s(out, grads);
-        }
-        Instruction::Scatter { optimizer, .. } => {
-            let (params, n) = optimizer_params(optimizer);
-            for p in &params[..n] {
-                out.extend_from_slice(&p.to_le_bytes());
-            }
-        }
-    }
+    body_fields(instr, |field| match field {
+        Field::Word(w) => out.extend_from_slice(&w),
+        Field::U32s(v) => put_array(out, v.len(), v.iter().map(|x| x.to_le_bytes())),
+        Field::F32s(v) => put_array(out, v.len(), v.iter().map(|x| x.to_le_bytes())),
+    });
     debug_assert_eq!((out.len() - start) as u64, total);
 }
 
@@ -288,58 +249,83 @@ pub fn check_encodable(instr: &Instruction) -> Result<(), NmpError> {
     Ok(())
 }
 
-/// Writes an array's count ([`check_encodable`] has made sure it fits).
-fn put_count(out: &mut Vec<u8>, len: usize) {
+/// Writes an array: its count ([`check_encodable`] has made sure it fits)
+/// and its `len` elements.
+fn put_array(out: &mut Vec<u8>, len: usize, elements: impl Iterator<Item = [u8; 4]>) {
     out.extend_from_slice(&(len as u32).to_le_bytes());
-}
-
-fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
-    put_count(out, values.len());
-    for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
+    for e in elements {
+        out.extend_from_slice(&e);
     }
 }
 
-fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
-    put_count(out, values.len());
-    for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
+/// A field of an instruction's body: a scalar, or an array (its count, then
+/// its elements).
+enum Field<'a> {
+    Word([u8; 4]),
+    U32s(&'a [u32]),
+    F32s(&'a [f32]),
 }
 
-/// Exactly `encode(instr).len()`, computed without allocating (used to count
-/// host-link bytes for large instructions).
-pub fn encoded_len(instr: &Instruction) -> u64 {
-    let body = match instr {
+/// Hands `each` the fields of `instr`'s body, in encoding order.
+fn body_fields<'a>(instr: &'a Instruction, mut each: impl FnMut(Field<'a>)) {
+    match instr {
         Instruction::GatherReduce {
             offsets,
             indices,
             weights,
             ..
         } => {
-            array_len(offsets.len())
-                + array_len(indices.len())
-                + weights.as_ref().map_or(0, |w| array_len(w.len()))
+            each(Field::U32s(offsets));
+            each(Field::U32s(indices));
+            if let Some(weights) = weights {
+                each(Field::F32s(weights));
+            }
         }
-        Instruction::LoadGradient { grads, .. } => WORD + array_len(grads.len()),
+        Instruction::LoadGradient { bags, grads, .. } => {
+            each(Field::Word(bags.to_le_bytes()));
+            each(Field::F32s(grads));
+        }
         Instruction::CastedGatherReduce {
+            num_bags,
             casted_src,
             casted_dst,
             unique_rows,
             scale,
             ..
         } => {
-            WORD + array_len(casted_src.len())
-                + array_len(casted_dst.len())
-                + array_len(unique_rows.len())
-                + scale.as_ref().map_or(0, |s| array_len(s.len()))
+            each(Field::Word(num_bags.to_le_bytes()));
+            each(Field::U32s(casted_src));
+            each(Field::U32s(casted_dst));
+            each(Field::U32s(unique_rows));
+            if let Some(scale) = scale {
+                each(Field::F32s(scale));
+            }
         }
         Instruction::LoadCoalesced { rows, grads, .. } => {
-            array_len(rows.len()) + array_len(grads.len())
+            each(Field::U32s(rows));
+            each(Field::F32s(grads));
         }
-        Instruction::Scatter { optimizer, .. } => WORD * optimizer_params(optimizer).1 as u64,
-    };
-    HEADER_BYTES as u64 + body
+        Instruction::Scatter { optimizer, .. } => {
+            let (params, n) = optimizer_params(optimizer);
+            for p in &params[..n] {
+                each(Field::Word(p.to_le_bytes()));
+            }
+        }
+    }
+}
+
+/// Exactly `encode(instr).len()`, computed without allocating (used to count
+/// host-link bytes for large instructions).
+pub fn encoded_len(instr: &Instruction) -> u64 {
+    let mut len = HEADER_BYTES as u64;
+    body_fields(instr, |field| {
+        len += match field {
+            Field::Word(_) => WORD,
+            Field::U32s(v) => array_len(v.len()),
+            Field::F32s(v) => array_len(v.len()),
+        }
+    });
+    len
 }
 
 /// Decodes one instruction from the start of `bytes`; returns it and the bytes
@@ -479,17 +465,8 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
             let offsets = r.u32s("offsets")?;
             let at = r.pos;
             let indices = r.u32s("indices")?;
-            let weights = if optional {
-                let at_w = r.pos;
-                let weights = r.f32s("weights")?;
-                r.same_count(
-                    (at_w, "weights", weights.len()),
-                    (at, "indices", indices.len()),
-                )?;
-                Some(weights)
-            } else {
-                None
-            };
+            let of = (at, "indices", indices.len());
+            let weights = optional.then(|| r.f32s_like("weights", of)).transpose()?;
             Instruction::GatherReduce {
                 table,
                 pooling: pooling.unwrap_or_default(),
@@ -500,28 +477,17 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
         }
         OP_LOAD_GRADIENT => {
             let bags = r.u32("bags")?;
-            let at = r.pos;
-            let grads = r.f32s("grads")?;
-            check_rows(&r, at, "grads", grads.len(), bags as usize, "bags")?;
+            let grads = r.grads(bags as usize, "bags")?;
             Instruction::LoadGradient { table, bags, grads }
         }
         OP_CASTED_GATHER_REDUCE => {
             let num_bags = r.u32("num_bags")?;
-            let at_src = r.pos;
+            let at = r.pos;
             let casted_src = r.u32s("casted_src")?;
-            let at_dst = r.pos;
-            let casted_dst = r.u32s("casted_dst")?;
-            let src = (at_src, "casted_src", casted_src.len());
-            r.same_count((at_dst, "casted_dst", casted_dst.len()), src)?;
+            let of = (at, "casted_src", casted_src.len());
+            let casted_dst = r.array_like("casted_dst", u32::from_le_bytes, of)?;
             let unique_rows = r.u32s("unique_rows")?;
-            let scale = if optional {
-                let at_s = r.pos;
-                let scale = r.f32s("scale")?;
-                r.same_count((at_s, "scale", scale.len()), src)?;
-                Some(scale)
-            } else {
-                None
-            };
+            let scale = optional.then(|| r.f32s_like("scale", of)).transpose()?;
             Instruction::CastedGatherReduce {
                 table,
                 num_bags,
@@ -533,9 +499,7 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
         }
         OP_LOAD_COALESCED => {
             let rows = r.u32s("rows")?;
-            let at = r.pos;
-            let grads = r.f32s("grads")?;
-            check_rows(&r, at, "grads", grads.len(), rows.len(), "rows")?;
+            let grads = r.grads(rows.len(), "rows")?;
             Instruction::LoadCoalesced { table, rows, grads }
         }
         _ => {
@@ -576,26 +540,6 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
 /// Whether `len` values split into `rows` equal rows (none into no rows).
 fn splits_into_rows(len: usize, rows: usize) -> bool {
     if rows == 0 { len == 0 } else { len % rows == 0 }
-}
-
-/// Checks that an array of `len` values splits into `rows` equal rows.
-fn check_rows(
-    r: &Reader<'_>,
-    at: usize,
-    field: &'static str,
-    len: usize,
-    rows: usize,
-    rows_field: &str,
-) -> Result<(), NmpError> {
-    if splits_into_rows(len, rows) {
-        Ok(())
-    } else {
-        Err(r.error(
-            at,
-            field,
-            format!("count {len} is not a multiple of {rows_field} = {rows}"),
-        ))
-    }
 }
 
 /// A cursor over the bytes of one instruction (header included).
@@ -679,20 +623,53 @@ impl Reader<'_> {
         Ok(&self.bytes[start..self.pos])
     }
 
-    fn u32s(&mut self, field: &str) -> Result<Vec<u32>, NmpError> {
+    /// Reads an array of elements made by `from`.
+    fn elements<T>(&mut self, field: &str, from: fn([u8; 4]) -> T) -> Result<Vec<T>, NmpError> {
         let raw = self.array(field)?;
         Ok(raw
             .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .map(|c| from([c[0], c[1], c[2], c[3]]))
             .collect())
     }
 
-    fn f32s(&mut self, field: &str) -> Result<Vec<f32>, NmpError> {
-        let raw = self.array(field)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+    fn u32s(&mut self, field: &str) -> Result<Vec<u32>, NmpError> {
+        self.elements(field, u32::from_le_bytes)
+    }
+
+    /// Reads an array that must have as many entries as the array `of`
+    /// read before it (see [`same_count`](Self::same_count)).
+    fn array_like<T>(
+        &mut self,
+        field: &str,
+        from: fn([u8; 4]) -> T,
+        of: (usize, &str, usize),
+    ) -> Result<Vec<T>, NmpError> {
+        let at = self.pos;
+        let values = self.elements(field, from)?;
+        self.same_count((at, field, values.len()), of)?;
+        Ok(values)
+    }
+
+    fn f32s_like(&mut self, field: &str, of: (usize, &str, usize)) -> Result<Vec<f32>, NmpError> {
+        self.array_like(field, f32::from_le_bytes, of)
+    }
+
+    /// Reads the f32 array `grads`, which must split into `rows` equal rows
+    /// (`rows_field` names the count).
+    fn grads(&mut self, rows: usize, rows_field: &str) -> Result<Vec<f32>, NmpError> {
+        let at = self.pos;
+        let grads = self.elements("grads", f32::from_le_bytes)?;
+        if splits_into_rows(grads.len(), rows) {
+            return Ok(grads);
+        }
+        Err(self.error(
+            at,
+            "grads",
+            format!(
+                "count {} is not a multiple of {rows_field} = {rows}",
+                grads.len()
+            ),
+        ))
     }
 }
 
@@ -1058,25 +1035,47 @@ mod tests {
         );
     }
 
+    /// One weight for two indices.
+    fn short_weights() -> Instruction {
+        Instruction::GatherReduce {
+            table: 0,
+            pooling: Pooling::WeightedSum,
+            offsets: vec![0, 2],
+            indices: vec![1, 2],
+            weights: Some(vec![1.0]),
+        }
+    }
+
+    /// Four gradient values for three bags.
+    fn uneven_grads() -> Instruction {
+        Instruction::LoadGradient {
+            table: 0,
+            bags: 3,
+            grads: vec![0.0; 4],
+        }
+    }
+
+    /// One `casted_dst` entry for two of `casted_src`.
+    fn short_casted_dst() -> Instruction {
+        Instruction::CastedGatherReduce {
+            table: 0,
+            num_bags: 2,
+            casted_src: vec![0, 1],
+            casted_dst: vec![0],
+            unique_rows: vec![5],
+            scale: None,
+        }
+    }
+
     #[test]
     fn encode_names_the_field_that_does_not_fit() {
         let e = |instr: Instruction| encode(&instr).unwrap_err().to_string();
         assert_eq!(
-            e(Instruction::GatherReduce {
-                table: 0,
-                pooling: Pooling::WeightedSum,
-                offsets: vec![0, 2],
-                indices: vec![1, 2],
-                weights: Some(vec![1.0]),
-            }),
+            e(short_weights()),
             "instruction gather-reduce: `weights` holds 1 values but `indices` holds 2: one per entry is expected"
         );
         assert_eq!(
-            e(Instruction::LoadGradient {
-                table: 0,
-                bags: 3,
-                grads: vec![0.0; 4],
-            }),
+            e(uneven_grads()),
             "instruction load-gradient: `grads` holds 4 values, not a whole number of rows for bags = 3"
         );
         assert_eq!(
@@ -1099,15 +1098,7 @@ mod tests {
             "instruction casted-gather-reduce: `scale` holds 3 values but `casted_src` holds 2: one per entry is expected"
         );
         assert!(
-            e(Instruction::CastedGatherReduce {
-                table: 0,
-                num_bags: 2,
-                casted_src: vec![0, 1],
-                casted_dst: vec![0],
-                unique_rows: vec![5],
-                scale: None,
-            })
-            .contains("`casted_dst` holds 1 values but `casted_src` holds 2")
+            e(short_casted_dst()).contains("`casted_dst` holds 1 values but `casted_src` holds 2")
         );
         assert_eq!(
             e(Instruction::LoadCoalesced {
@@ -1136,37 +1127,20 @@ mod tests {
 
     #[test]
     fn inconsistent_lengths_name_field_and_offset() {
-        let instr = Instruction::GatherReduce {
-            table: 0,
-            pooling: Pooling::WeightedSum,
-            offsets: vec![0, 2],
-            indices: vec![1, 2],
-            weights: Some(vec![1.0]),
-        };
+        let instr = short_weights();
         // offsets 4 + 8, indices 4 + 8: weights count at 40.
         assert_eq!(
             message(&raw(&instr)),
             "instruction bytes at offset 40: gather-reduce field weights: count 1 differs from the count 2 of indices (at offset 28)"
         );
 
-        let instr = Instruction::LoadGradient {
-            table: 0,
-            bags: 3,
-            grads: vec![0.0; 4],
-        };
+        let instr = uneven_grads();
         assert_eq!(
             message(&raw(&instr)),
             "instruction bytes at offset 20: load-gradient field grads: count 4 is not a multiple of bags = 3"
         );
 
-        let instr = Instruction::CastedGatherReduce {
-            table: 0,
-            num_bags: 2,
-            casted_src: vec![0, 1],
-            casted_dst: vec![0],
-            unique_rows: vec![5],
-            scale: None,
-        };
+        let instr = short_casted_dst();
         assert!(message(&raw(&instr)).starts_with(
             "instruction bytes at offset 32: casted-gather-reduce field casted_dst: count 1 differs"
         ),);
