@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::error::until_done;
 use crate::{Batch, TableBatch, TraceError};
 
 pub const NUM_DENSE: usize = 13;
@@ -281,20 +282,8 @@ impl<R: BufRead> Iterator for CriteoReader<R> {
     type Item = Result<CriteoSample, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.read_sample() {
-            Ok(Some(s)) => Some(Ok(s)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = (!self.done).then(|| self.read_sample());
+        until_done(&mut self.done, step)
     }
 }
 

@@ -46,3 +46,15 @@ impl TraceError {
         }
     }
 }
+
+/// One step of a reader that ends at its end or its first error: `step` is
+/// what the reader read (`None` when it had already ended), and a step that
+/// read no record, or failed, ends it (the error is handed out once).
+pub(crate) fn until_done<T>(
+    done: &mut bool,
+    step: Option<Result<Option<T>, TraceError>>,
+) -> Option<Result<T, TraceError>> {
+    let next = step?.transpose();
+    *done = !matches!(next, Some(Ok(_)));
+    next
+}

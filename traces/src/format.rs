@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::error::until_done;
 use crate::r#gen::GenSpec;
 use crate::staged::{StageError, StageErrorKind, StagedFile};
 use crate::{Batch, TableBatch, TraceError};
@@ -318,24 +319,21 @@ impl<'a> Cursor<'a> {
     }
 
     fn u32s(&mut self, n: usize) -> Result<Vec<u32>, TraceError> {
-        let raw = self.take_words(n)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        self.words(n, u32::from_le_bytes)
     }
 
     fn f32s(&mut self, n: usize) -> Result<Vec<f32>, TraceError> {
-        let raw = self.take_words(n)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        self.words(n, f32::from_le_bytes)
     }
 
-    fn take_words(&mut self, n: usize) -> Result<&'a [u8], TraceError> {
+    /// `n` 4-byte values, each made by `from`.
+    fn words<T>(&mut self, n: usize, from: fn([u8; 4]) -> T) -> Result<Vec<T>, TraceError> {
         self.need(n.checked_mul(4))?;
-        self.take(n * 4)
+        let raw = self.take(n * 4)?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| from([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
 }
 
@@ -833,20 +831,8 @@ impl Iterator for TraceReader {
     type Item = Result<Batch, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.read_record() {
-            Ok(Some(b)) => Some(Ok(b)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = (!self.done).then(|| self.read_record());
+        until_done(&mut self.done, step)
     }
 }
 

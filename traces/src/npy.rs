@@ -109,20 +109,20 @@ pub struct NpyArray {
 impl NpyArray {
     /// The values as i64, if the array is int64.
     pub fn as_i64(&self) -> Option<Vec<i64>> {
-        (self.dtype == Dtype::I64).then(|| {
-            self.data
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                .collect()
-        })
+        self.values(Dtype::I64, i64::from_le_bytes)
     }
 
     /// The values as f32, if the array is float32.
     pub fn as_f32(&self) -> Option<Vec<f32>> {
-        (self.dtype == Dtype::F32).then(|| {
+        self.values(Dtype::F32, f32::from_le_bytes)
+    }
+
+    /// The values, made by `from` of each `N` bytes, if the array is `dtype`.
+    fn values<T, const N: usize>(&self, dtype: Dtype, from: fn([u8; N]) -> T) -> Option<Vec<T>> {
+        (self.dtype == dtype).then(|| {
             self.data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .chunks_exact(N)
+                .map(|c| from(c.try_into().unwrap()))
                 .collect()
         })
     }
@@ -256,28 +256,28 @@ pub fn export_dir<I>(
 where
     I: IntoIterator<Item = Result<Batch, TraceError>>,
 {
-    if dir.exists() {
-        return Err(TraceError::param(
-            "dir",
-            format!(
-                "{} already exists; name a new directory (nothing is overwritten)",
-                dir.display()
-            ),
-        ));
-    }
+    let refuse_if_there = |path: &Path, what: &str| {
+        if path.exists() {
+            Err(TraceError::param(
+                "dir",
+                format!("{} {what}", path.display()),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    refuse_if_there(
+        dir,
+        "already exists; name a new directory (nothing is overwritten)",
+    )?;
     let mut partial = dir.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
-    if partial.exists() {
-        // Never removed here: it may be an interrupted export, or anything else.
-        return Err(TraceError::param(
-            "dir",
-            format!(
-                "{} exists (an interrupted export?); remove it or name another directory",
-                partial.display()
-            ),
-        ));
-    }
+    // Never removed here: it may be an interrupted export, or anything else.
+    refuse_if_there(
+        &partial,
+        "exists (an interrupted export?); remove it or name another directory",
+    )?;
     fs::create_dir_all(&partial).map_err(|e| TraceError::io(&partial, e))?;
     let result = write_batches(header, source, batches, &partial);
     match result {
@@ -292,15 +292,12 @@ where
     }
 }
 
-fn write_batches<I>(
+fn write_batches(
     header: &TraceHeader,
     source: &str,
-    batches: I,
+    batches: impl IntoIterator<Item = Result<Batch, TraceError>>,
     dir: &Path,
-) -> Result<Manifest, TraceError>
-where
-    I: IntoIterator<Item = Result<Batch, TraceError>>,
-{
+) -> Result<Manifest, TraceError> {
     let mut manifest = Manifest {
         format: MANIFEST_FORMAT.into(),
         source: source.into(),
