@@ -419,89 +419,53 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_field() {
+        let refused = |text: &str| {
+            read(text, CriteoOptions::default())
+                .unwrap_err()
+                .to_string()
+        };
         let good = line("0", &[], &[]);
         let bad_hex = line("1", &[], &["1", "zz12"]);
-        let e = read(&format!("{good}\n{bad_hex}\n"), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&format!("{good}\n{bad_hex}\n"));
         assert_eq!(
             e,
             "test.tsv: line 2: field 15 (categorical C2): 'zz12' is not hex; expected up to 8 hex digits"
         );
-        let e = read(&line("0", &[], &["123456789"]), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&line("0", &[], &["123456789"]));
         assert!(e.contains("field 14 (categorical C1)"), "{e}");
-        let e = read(
-            &line("0", &["99999999999999999999"], &[]),
-            CriteoOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&line("0", &["99999999999999999999"], &[]));
         assert!(
             e.contains("'99999999999999999999' is an integer beyond the 64-bit range"),
             "{e}"
         );
-        let e = read(
-            &line("0", &["+99999999999999999999"], &[]),
-            CriteoOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&line("0", &["+99999999999999999999"], &[]));
         assert!(e.contains("beyond the 64-bit range"), "{e}");
-        let e = read(&line("0", &["1.5"], &[]), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&line("0", &["1.5"], &[]));
         assert!(
             e.contains("line 1: field 1 (integer I1): '1.5' is not an integer"),
             "{e}"
         );
-        let e = read(&line("2", &[], &[]), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&line("2", &[], &[]));
         assert!(e.contains("field 0 (label)"), "{e}");
         // Control bytes are escaped, long fields cut.
-        let e = read(&line("0", &["1\u{0}2"], &[]), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&line("0", &["1\u{0}2"], &[]));
         assert!(e.contains(r"'1\02' is not an integer"), "{e}");
-        let e = read(&line("0", &[], &["\u{1b}[31mAB"]), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&line("0", &[], &["\u{1b}[31mAB"]));
         assert!(e.contains(r"\u{1b}[31mAB") && !e.contains('\u{1b}'), "{e}");
-        let e = read(
-            &line("0", &[&"9".repeat(200)], &[]),
-            CriteoOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&line("0", &[&"9".repeat(200)], &[]));
         assert!(e.contains("99...'") && e.len() < 300, "{e}");
         // 31 two-byte characters: nothing cut, no "...".
-        let e = read(
-            &line("0", &[], &[&"\u{e9}".repeat(31)]),
-            CriteoOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&line("0", &[], &[&"\u{e9}".repeat(31)]));
         assert!(e.contains(&format!("'{}'", "\u{e9}".repeat(31))), "{e}");
-        let e = read(&format!("{good}\ta\n"), CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&format!("{good}\ta\n"));
         assert!(
             e.contains("line 1: 41 tab-separated fields; expected 40"),
             "{e}"
         );
-        let e = read("\n", CriteoOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = refused("\n");
         assert!(e.contains("1 tab-separated fields; expected 40"), "{e}");
         let long = "a".repeat(MAX_LINE_BYTES + 10);
-        assert!(
-            read(&long, CriteoOptions::default())
-                .unwrap_err()
-                .to_string()
-                .contains("longer than")
-        );
+        assert!(refused(&long).contains("longer than"));
         assert!(
             read(
                 "",

@@ -872,10 +872,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn tmpdir(name: &str) -> PathBuf {
+    /// A temporary directory, removed with what it holds when dropped.
+    struct TmpDir(PathBuf);
+
+    impl std::ops::Deref for TmpDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TmpDir {
+        fn drop(&mut self) {
+            std::fs::remove_dir_all(&self.0).ok();
+        }
+    }
+
+    fn tmpdir(name: &str) -> TmpDir {
         let d = std::env::temp_dir().join(format!("nmpsim-format-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        d
+        TmpDir(d)
+    }
+
+    /// [`sample_batches`] written to `a.nmpt` in a fresh directory: the
+    /// directory, the file and the file's bytes.
+    fn sample_trace(name: &str) -> (TmpDir, PathBuf, Vec<u8>) {
+        let d = tmpdir(name);
+        let p = d.join("a.nmpt");
+        write(&p, &sample_batches());
+        let bytes = std::fs::read(&p).unwrap();
+        (d, p, bytes)
     }
 
     fn sample_batches() -> Vec<Batch> {
@@ -916,7 +942,6 @@ mod tests {
         assert_eq!(r.header().num_dense, Some(2));
         assert_eq!(r.header().weighted, vec![false, true]);
         assert_eq!(read_all(&p).unwrap(), bs);
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// [`batch_payload_bytes`] is what the writer writes, for every shape.
@@ -951,15 +976,11 @@ mod tests {
             batch_payload_bytes(2_000_000_000, [(4_000_000_000, false)], None, false)
                 > u128::from(MAX_RECORD_PAYLOAD)
         );
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]
     fn every_flipped_byte_is_detected() {
-        let d = tmpdir("flip");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let good = std::fs::read(&p).unwrap();
+        let (d, _p, good) = sample_trace("flip");
         let q = d.join("b.nmpt");
         for i in 0..good.len() {
             let mut bad = good.clone();
@@ -971,7 +992,6 @@ mod tests {
                 good.len()
             );
         }
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// A flip that makes a length field run past the end of the file is
@@ -979,10 +999,7 @@ mod tests {
     /// pipe is refused by name.
     #[test]
     fn damaged_lengths_and_pipes_are_named() {
-        let d = tmpdir("length");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let mut bad = std::fs::read(&p).unwrap();
+        let (d, _p, mut bad) = sample_trace("length");
         // Bytes 12..16: the header's length.
         bad[15] ^= 0x80;
         let q = d.join("b.nmpt");
@@ -1007,15 +1024,11 @@ mod tests {
             let e = TraceReader::open(&fifo).err().expect("a pipe").to_string();
             assert!(e.contains("is not a regular file"), "{e}");
         }
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]
     fn every_truncation_is_detected() {
-        let d = tmpdir("trunc");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let good = std::fs::read(&p).unwrap();
+        let (d, p, good) = sample_trace("trunc");
         let q = d.join("b.nmpt");
         for len in 0..good.len() {
             std::fs::write(&q, &good[..len]).unwrap();
@@ -1043,7 +1056,6 @@ mod tests {
                 .to_string()
                 .contains("stray bytes")
         );
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// Header fields the writer never produces are refused by name, even with
@@ -1128,15 +1140,11 @@ mod tests {
                 "{e}"
             );
         }
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]
     fn wrong_magic_and_version_say_so() {
-        let d = tmpdir("magic");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let good = std::fs::read(&p).unwrap();
+        let (d, _p, good) = sample_trace("magic");
         let q = d.join("b.nmpt");
         std::fs::write(&q, b"hello world, not a trace").unwrap();
         let e = TraceReader::open(&q).err().unwrap().to_string();
@@ -1149,7 +1157,6 @@ mod tests {
             e.contains("version 3") && e.contains("reads versions 1 and 2"),
             "{e}"
         );
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// The batch records of `bytes` (a whole trace), each from its tag to its CRC.
@@ -1184,10 +1191,7 @@ mod tests {
     /// refuses them, naming the file.
     #[test]
     fn reordered_and_duplicated_records_are_refused() {
-        let d = tmpdir("order");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let good = std::fs::read(&p).unwrap();
+        let (d, _p, good) = sample_trace("order");
         let (_, recs) = batch_records(&good);
         assert_eq!(recs.len(), 3);
         assert!(recs.iter().all(|r| r.len() == recs[0].len()));
@@ -1211,17 +1215,13 @@ mod tests {
                 "{order:?}: {s}"
             );
         }
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// A reader that stops after some batches verifies the end record when
     /// they are all of them, and reads nothing more when they are not.
     #[test]
     fn a_reader_stopping_at_the_last_batch_still_verifies_the_end() {
-        let d = tmpdir("stop");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let good = std::fs::read(&p).unwrap();
+        let (d, p, good) = sample_trace("stop");
         let q = d.join("swapped.nmpt");
         std::fs::write(&q, rearranged(&good, &[1, 0, 2])).unwrap();
         for (path, whole_ok) in [(&p, true), (&q, false)] {
@@ -1280,7 +1280,6 @@ mod tests {
             }
         };
         assert!(e.contains("end record is 4 bytes; expected 12"), "{e}");
-        std::fs::remove_dir_all(d).ok();
     }
 
     /// A version-1 file, written by the version-1 writer (`nmpsim trace gen
@@ -1322,15 +1321,11 @@ mod tests {
         let r2 = TraceReader::open(&p).unwrap();
         assert_eq!(r2.version(), VERSION);
         assert_eq!(r2.collect::<Result<Vec<_>, _>>().unwrap(), batches);
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]
     fn hostile_lengths_do_not_allocate() {
-        let d = tmpdir("hostile");
-        let p = d.join("a.nmpt");
-        write(&p, &sample_batches());
-        let mut bad = std::fs::read(&p).unwrap();
+        let (_d, p, mut bad) = sample_trace("hostile");
         let hlen = u32::from_le_bytes([bad[12], bad[13], bad[14], bad[15]]) as usize;
         // First batch record's length field, set to 4 GiB - 1.
         let rec = 16 + hlen + 4;
@@ -1338,7 +1333,6 @@ mod tests {
         std::fs::write(&p, &bad).unwrap();
         let e = read_all(&p).unwrap_err().to_string();
         assert!(e.contains("truncated before the first batch"), "{e}");
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]
@@ -1357,7 +1351,6 @@ mod tests {
         );
         drop(w);
         assert!(!p.exists() && !crate::staged::temporary_path(&p).exists());
-        std::fs::remove_dir_all(d).ok();
     }
 
     #[test]

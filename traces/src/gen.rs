@@ -614,6 +614,7 @@ mod tests {
 
     #[test]
     fn invalid_specs_name_the_field() {
+        let refused = |spec: &GenSpec| Generator::new(spec.clone()).unwrap_err().to_string();
         let mut spec = GenSpec {
             tables: vec![table(10, Distribution::Uniform, 1); 4],
             batch_size: 8,
@@ -623,17 +624,12 @@ mod tests {
             alpha: f64::NAN,
             scatter: true,
         };
-        let e = Generator::new(spec.clone()).unwrap_err().to_string();
+        let e = refused(&spec);
         assert!(e.contains("tables[3].distribution.alpha"), "{e}");
         spec.tables[3] = table(0, Distribution::Uniform, 1);
-        assert!(
-            Generator::new(spec.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("tables[3].rows")
-        );
+        assert!(refused(&spec).contains("tables[3].rows"));
         spec.tables[3] = table((1 << 32) + 1, Distribution::Uniform, 1);
-        let e = Generator::new(spec.clone()).unwrap_err().to_string();
+        let e = refused(&spec);
         assert!(
             e.contains("tables[3].rows") && e.contains("expected 1 ..= 2^32"),
             "{e}"
@@ -655,31 +651,16 @@ mod tests {
             assert_eq!(b.tables[0].num_rows, 1 << 32);
         }
         spec.tables[3] = table(5, Distribution::DlrmRandom, 6);
-        assert!(
-            Generator::new(spec.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("tables[3].bag_size")
-        );
+        assert!(refused(&spec).contains("tables[3].bag_size"));
         spec.tables[3] = TableSpec {
             bag_size: BagSize::Uniform { min: 3, max: 2 },
             ..table(5, Distribution::Uniform, 1)
         };
-        assert!(
-            Generator::new(spec.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("min 3 > max 2")
-        );
+        assert!(refused(&spec).contains("min 3 > max 2"));
         spec.tables[3] = table(5, Distribution::Uniform, u32::MAX);
-        assert!(
-            Generator::new(spec.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("overflows")
-        );
+        assert!(refused(&spec).contains("overflows"));
         spec.tables[3] = table(5, Distribution::Uniform, 0);
-        let e = Generator::new(spec.clone()).unwrap_err().to_string();
+        let e = refused(&spec);
         assert!(
             e.contains("tables[3].bag_size") && e.contains("every bag is empty"),
             "{e}"
@@ -692,12 +673,7 @@ mod tests {
         assert!(Generator::new(spec.clone()).is_ok());
         spec.tables[3] = table(5, Distribution::Uniform, 1);
         spec.batch_size = 0;
-        assert!(
-            Generator::new(spec)
-                .unwrap_err()
-                .to_string()
-                .contains("batch_size")
-        );
+        assert!(refused(&spec).contains("batch_size"));
     }
 
     #[test]

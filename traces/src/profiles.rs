@@ -310,9 +310,8 @@ mod tests {
 
     #[test]
     fn bad_names_and_overrides_are_explained() {
-        let e = profile("criteo", &ProfileOverrides::default())
-            .unwrap_err()
-            .to_string();
+        let refused = |name: &str, o: &ProfileOverrides| profile(name, o).unwrap_err().to_string();
+        let e = refused("criteo", &ProfileOverrides::default());
         assert!(
             e.contains("unknown profile 'criteo'")
                 && e.contains("criteo-kaggle")
@@ -323,7 +322,7 @@ mod tests {
             rows_scale: Some(1e20),
             ..Default::default()
         };
-        let e = profile("uniform", &huge).unwrap_err().to_string();
+        let e = refused("uniform", &huge);
         assert!(
             e.contains("rows_scale") && e.contains("row ids are u32"),
             "{e}"
@@ -332,32 +331,17 @@ mod tests {
             rows_scale: Some(-1.0),
             ..Default::default()
         };
-        assert!(
-            profile("rm1", &bad)
-                .unwrap_err()
-                .to_string()
-                .contains("rows_scale")
-        );
+        assert!(refused("rm1", &bad).contains("rows_scale"));
         let bad = ProfileOverrides {
             batch_size: Some(0),
             ..Default::default()
         };
-        assert!(
-            profile("rm1", &bad)
-                .unwrap_err()
-                .to_string()
-                .contains("batch_size")
-        );
+        assert!(refused("rm1", &bad).contains("batch_size"));
         // DLRM random bags are unique rows, so 80 cannot be drawn from 10 rows.
         let bad = ProfileOverrides {
             rows: Some(10),
             ..Default::default()
         };
-        assert!(
-            profile("rm1", &bad)
-                .unwrap_err()
-                .to_string()
-                .contains("tables[0].bag_size")
-        );
+        assert!(refused("rm1", &bad).contains("tables[0].bag_size"));
     }
 }
