@@ -348,28 +348,9 @@ impl Replay {
                 r.faw.push_back(now);
             }
             Command::Rd | Command::Rda => {
-                let b = &r.banks[bank];
-                if !b.open {
-                    cx.fail(
-                        "state",
-                        format!("{} to bank {bank}, which is closed", rec.command.name()),
-                    );
-                }
-                cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
-                cx.need(
-                    "tCCD_L",
-                    r.group_rd[group],
-                    t.tccd_l as u64,
-                    "RD in the same bank group",
-                );
-                cx.need("tCCD_S", r.rank_rd, t.tccd_s as u64, "RD in the rank");
-                cx.need(
-                    "tCCD_L",
-                    r.group_wr[group],
-                    t.tccd_l as u64,
-                    "WR in the same bank group",
-                );
-                cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                column_opens(&r.banks[bank], bank, rec.command, t, &mut cx);
+                cx.ccd(r.group_rd[group], r.rank_rd, t, RD_BEFORE);
+                cx.ccd(r.group_wr[group], r.rank_wr, t, WR_BEFORE);
                 cx.need(
                     "tWTR_L",
                     r.group_wr_end[group],
@@ -403,21 +384,8 @@ impl Replay {
                 }
             }
             Command::Wr | Command::Wra => {
-                let b = &r.banks[bank];
-                if !b.open {
-                    cx.fail(
-                        "state",
-                        format!("{} to bank {bank}, which is closed", rec.command.name()),
-                    );
-                }
-                cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
-                cx.need(
-                    "tCCD_L",
-                    r.group_wr[group],
-                    t.tccd_l as u64,
-                    "WR in the same bank group",
-                );
-                cx.need("tCCD_S", r.rank_wr, t.tccd_s as u64, "WR in the rank");
+                column_opens(&r.banks[bank], bank, rec.command, t, &mut cx);
+                cx.ccd(r.group_wr[group], r.rank_wr, t, WR_BEFORE);
                 // RD -> WR: read data must clear the bus before write data.
                 let rd_to_wr = (cl + bl + 2).saturating_sub(cwl);
                 cx.need("RD→WR", r.rank_rd, rd_to_wr, "RD in the rank");
@@ -501,6 +469,13 @@ impl Ctx<'_> {
         });
     }
 
+    /// tCCD_L and tCCD_S after the last RD or WR in the bank group (`group`,
+    /// named `what.0`) and in the rank (`rank`, named `what.1`).
+    fn ccd(&mut self, group: Option<u64>, rank: Option<u64>, t: &Timing, what: (&str, &str)) {
+        self.need("tCCD_L", group, t.tccd_l as u64, what.0);
+        self.need("tCCD_S", rank, t.tccd_s as u64, what.1);
+    }
+
     /// `rule` holds if `now >= after + gap` (or `after` never happened).
     fn need(&mut self, rule: &'static str, after: Option<u64>, gap: u64, what: &str) {
         if let Some(a) = after
@@ -544,6 +519,21 @@ fn data_bus_rule(
             );
         }
     }
+}
+
+/// The earlier RDs and WRs [`Ctx::ccd`] names.
+const RD_BEFORE: (&str, &str) = ("RD in the same bank group", "RD in the rank");
+const WR_BEFORE: (&str, &str) = ("WR in the same bank group", "WR in the rank");
+
+/// A RD's or WR's rules on its bank: open, and tRCD after its ACT.
+fn column_opens(b: &BankState, bank: usize, command: Command, t: &Timing, cx: &mut Ctx) {
+    if !b.open {
+        cx.fail(
+            "state",
+            format!("{} to bank {bank}, which is closed", command.name()),
+        );
+    }
+    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
 }
 
 /// The rules a precharge of bank `b` must respect (only if it is open).

@@ -263,10 +263,12 @@ where
     // loop inlines its calls; the others through the trait object.
     let driven = if kind == EngineKind::Native {
         let mut engine = crate::native::NativeEngine::new(config)?;
-        drive_native(&mut engine, config, source, opts, progress)?
+        let front = Tally::default();
+        drive_with(kind, &mut engine, front, config, source, opts, progress)?
     } else {
         let mut engine = create_engine(kind, config, dir)?;
-        drive(kind, engine.as_mut(), config, source, opts, progress)
+        let front = Generic::new(opts.window);
+        drive_with(kind, engine.as_mut(), front, config, source, opts, progress)
             .map_err(|e| with_disk_hint(e, dir))?
     };
     Ok(statistics(kind, config, driven, progress, started))
@@ -319,7 +321,16 @@ where
     check_options(opts)?;
     let started = Instant::now();
     let config = crate::DramEngine::config(engine).clone();
-    let driven = drive_native(engine, &config, source, opts, progress)?;
+    let front = Tally::default();
+    let driven = drive_with(
+        EngineKind::Native,
+        engine,
+        front,
+        &config,
+        source,
+        opts,
+        progress,
+    )?;
     Ok(statistics(
         EngineKind::Native,
         &config,
@@ -452,6 +463,10 @@ type Driven = (u64, u64, u64, LatencyHist, crate::engine::EngineReport);
 trait Front<E: crate::DramEngine + ?Sized> {
     /// Requests sent and not completed yet.
     fn in_flight(&self) -> usize;
+    /// The completions counted so far.
+    fn counts(&self) -> &Counts;
+    /// The completions counted, at the end.
+    fn into_counts(self) -> Counts;
     /// Sends the `n`-th request at cycle `now`; whether the engine took it.
     fn send(&mut self, engine: &mut E, n: u64, now: u64, op: MemOp) -> Result<bool, SimError>;
     /// Runs the engine to its next completion (before `limit`), or one cycle.
@@ -459,10 +474,28 @@ trait Front<E: crate::DramEngine + ?Sized> {
     /// Accounts for the completions of the last [`advance`](Self::advance);
     /// whether there were any.
     fn settle(&mut self, kind: EngineKind) -> Result<bool, SimError>;
+}
+
+/// What a front end counts of the completions: reads, writes and the read
+/// latencies.
+#[derive(Default)]
+struct Counts {
+    reads: u64,
+    writes: u64,
+    lat: LatencyHist,
+}
+
+impl Counts {
+    #[inline(always)]
+    fn read(&mut self, latency: u64) {
+        self.reads += 1;
+        self.lat.add(latency);
+    }
+
     /// Requests completed so far.
-    fn completed(&self) -> u64;
-    /// Reads, writes and the read latencies.
-    fn totals(self) -> (u64, u64, LatencyHist);
+    fn completed(&self) -> u64 {
+        self.reads + self.writes
+    }
 }
 
 /// The front end for any engine: ids name a slot of a table of requests in
@@ -470,14 +503,31 @@ trait Front<E: crate::DramEngine + ?Sized> {
 struct Generic {
     in_flight: InFlight,
     done: Vec<Completion>,
-    reads: u64,
-    writes: u64,
-    lat: LatencyHist,
+    counts: Counts,
+}
+
+impl Generic {
+    /// A front end for at most `window` requests in flight.
+    fn new(window: usize) -> Self {
+        Generic {
+            in_flight: InFlight::new(window),
+            done: Vec::with_capacity(64),
+            counts: Counts::default(),
+        }
+    }
 }
 
 impl<E: crate::DramEngine + ?Sized> Front<E> for Generic {
     fn in_flight(&self) -> usize {
         self.in_flight.len
+    }
+
+    fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    fn into_counts(self) -> Counts {
+        self.counts
     }
 
     #[inline]
@@ -511,24 +561,13 @@ impl<E: crate::DramEngine + ?Sized> Front<E> for Generic {
                 });
             };
             match access {
-                Access::Read => {
-                    self.reads += 1;
-                    self.lat.add(c.cycle.saturating_sub(sent_at));
-                }
-                Access::Write => self.writes += 1,
+                Access::Read => self.counts.read(c.cycle.saturating_sub(sent_at)),
+                Access::Write => self.counts.writes += 1,
             }
         }
         let some = !self.done.is_empty();
         self.done.clear();
         Ok(some)
-    }
-
-    fn completed(&self) -> u64 {
-        self.reads + self.writes
-    }
-
-    fn totals(self) -> (u64, u64, LatencyHist) {
-        (self.reads, self.writes, self.lat)
     }
 }
 
@@ -541,9 +580,7 @@ struct Tally {
     in_flight: usize,
     /// Requests completed when [`Front::settle`] last looked.
     settled: u64,
-    reads: u64,
-    writes: u64,
-    lat: LatencyHist,
+    counts: Counts,
     /// A completion arrived with nothing in flight (an engine fault).
     extra: Option<RequestId>,
 }
@@ -557,10 +594,9 @@ impl crate::native::DoneSink for Tally {
         }
         self.in_flight -= 1;
         if id & 1 == 0 {
-            self.reads += 1;
-            self.lat.add(cycle.saturating_sub(id >> 1));
+            self.counts.read(cycle.saturating_sub(id >> 1));
         } else {
-            self.writes += 1;
+            self.counts.writes += 1;
         }
     }
 }
@@ -568,6 +604,14 @@ impl crate::native::DoneSink for Tally {
 impl Front<crate::native::NativeEngine> for Tally {
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    fn into_counts(self) -> Counts {
+        self.counts
     }
 
     #[inline(always)]
@@ -606,71 +650,18 @@ impl Front<crate::native::NativeEngine> for Tally {
                 what: format!("request {id} completed with no request in flight"),
             });
         }
-        let completed = self.reads + self.writes;
+        let completed = self.counts.completed();
         let some = completed != self.settled;
         self.settled = completed;
         Ok(some)
     }
-
-    fn completed(&self) -> u64 {
-        self.reads + self.writes
-    }
-
-    fn totals(self) -> (u64, u64, LatencyHist) {
-        (self.reads, self.writes, self.lat)
-    }
 }
 
-/// Runs `source` through `engine` to the end: the front end of
-/// [`simulate`].
-fn drive<E, S>(
-    kind: EngineKind,
-    engine: &mut E,
-    config: &DramConfig,
-    source: S,
-    opts: &RunOptions,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-) -> Result<Driven, SimError>
-where
-    E: crate::DramEngine + ?Sized,
-    S: Iterator<Item = Result<MemOp, SimError>>,
-{
-    let front = Generic {
-        in_flight: InFlight::new(opts.window),
-        done: Vec::with_capacity(64),
-        reads: 0,
-        writes: 0,
-        lat: LatencyHist::default(),
-    };
-    drive_with(kind, engine, front, config, source, opts, progress)
-}
-
-/// [`drive`] for the native engine: the same calls in the same order (so the
-/// same results), with completions going straight into the counts and the
-/// latency histogram.
-fn drive_native<S>(
-    engine: &mut crate::native::NativeEngine,
-    config: &DramConfig,
-    source: S,
-    opts: &RunOptions,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-) -> Result<Driven, SimError>
-where
-    S: Iterator<Item = Result<MemOp, SimError>>,
-{
-    let front = Tally::default();
-    drive_with(
-        EngineKind::Native,
-        engine,
-        front,
-        config,
-        source,
-        opts,
-        progress,
-    )
-}
-
-/// The loop of [`drive`] and [`drive_native`].
+/// Runs `source` through `engine` to the end, through `front`: the front end
+/// of [`simulate`]. The native engine is driven through its own type with
+/// the [`Tally`] front (completions going straight into the counts and the
+/// latency histogram), any engine through [`Generic`]: the same calls in the
+/// same order, so the same results.
 #[inline(always)]
 fn drive_with<E, F, S>(
     kind: EngineKind,
@@ -737,7 +728,7 @@ where
         if completed_some {
             last_progress_cycle = engine.cycle();
             if let Some(p) = progress {
-                let completed = front.completed();
+                let completed = front.counts().completed();
                 if completed >= reported + 4096 {
                     reported = completed;
                     p(completed);
@@ -767,7 +758,7 @@ where
     }
     let cycles = engine.cycle();
     let report = engine.finish()?;
-    let (reads, writes, lat) = front.totals();
+    let Counts { reads, writes, lat } = front.into_counts();
     Ok((cycles, reads, writes, lat, report))
 }
 
@@ -923,11 +914,14 @@ mod tests {
                     let cap = cfg.capacity_bytes();
                     let src = || synthetic(&spec, cap).unwrap().map(Ok);
                     let mut a = NativeEngine::new(&cfg).unwrap();
-                    let fused = drive_native(&mut a, &cfg, src(), &opts, None).unwrap();
+                    let (native, tally) = (EngineKind::Native, Tally::default());
+                    let fused =
+                        drive_with(native, &mut a, tally, &cfg, src(), &opts, None).unwrap();
                     let mut b: Box<dyn crate::DramEngine> =
                         Box::new(NativeEngine::new(&cfg).unwrap());
+                    let front = Generic::new(opts.window);
                     let generic =
-                        drive(EngineKind::Native, b.as_mut(), &cfg, src(), &opts, None).unwrap();
+                        drive_with(native, b.as_mut(), front, &cfg, src(), &opts, None).unwrap();
                     let what = format!("{preset} {kind} window {window} x{per_cycle} w={writes}");
                     assert_eq!(fused.0, generic.0, "cycles, {what}");
                     assert_eq!(
