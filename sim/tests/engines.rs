@@ -2,6 +2,10 @@
 
 use std::collections::HashSet;
 
+mod common;
+
+use common::few_lines;
+
 use nmpsim_sim::source::{StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
     Completion, Coord, DramConfig, DramStats, EngineKind, MemOp, Request, RunOptions, SimError,
@@ -277,20 +281,7 @@ fn every_request_completes_exactly_once_even_when_reads_merge() {
     // 3000 requests over only 6 lines: many reads to one address are queued
     // together (DRAMsim3 serves them with one READ) and some reads hit
     // queued writes.
-    let lines: Vec<u64> = (0..6u64).map(|i| i * 64 * 4096 + 128).collect();
-    let mut ops = Vec::new();
-    let mut x = 12345u64;
-    for i in 0..3000u64 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let addr = lines[(x >> 33) as usize % lines.len()];
-        ops.push(if i % 10 == 9 {
-            MemOp::write(addr)
-        } else {
-            MemOp::read(addr)
-        });
-    }
+    let ops = few_lines(3000, |i| i % 10 == 9);
     for engine in EngineKind::ALL {
         let (ids, read_cmds) = completions(engine, &cfg, &ops);
         assert_eq!(ids.len(), ops.len(), "{engine}");

@@ -19,6 +19,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::{assert_no_violation, few_lines, mixed_streams, planted_trcd};
 use nmpsim_sim::jedec::{Checker, Command, CommandRecord};
 use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{EmbeddingPhase, EmbeddingRequests, StreamKind, StreamSpec, synthetic};
@@ -469,25 +472,12 @@ fn mixed_ops(
 
 fn check_log(cfg: &DramConfig, log: &[CommandRecord], what: &str) {
     let v = Checker::for_config(cfg).check(log);
-    assert!(
-        v.is_empty(),
-        "{what}: {} violations in {} commands, first: {}",
-        v.len(),
-        log.len(),
-        v.iter()
-            .take(5)
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
+    assert_no_violation(&v, log.len(), what);
 }
 
 #[test]
 fn command_logs_break_no_jedec_rule() {
-    for (name, kind, wf) in [
-        ("DDR4-2400-x8", StreamKind::Random, 0.3),
-        ("DDR4-3200-x8", StreamKind::Random, 0.3),
-        ("DDR4-3200-x4", StreamKind::Sequential, 0.5),
+    for (name, kind, wf) in mixed_streams().into_iter().chain([
         (
             "DDR4-2400-x16",
             StreamKind::Strided { stride_bytes: 192 },
@@ -500,7 +490,7 @@ fn command_logs_break_no_jedec_rule() {
             StreamKind::Strided { stride_bytes: 8256 },
             0.4,
         ),
-    ] {
+    ]) {
         let cfg = preset(name);
         let ops = mixed_ops(&cfg, kind, 30_000, wf, 3);
         let (_, log, report) = drive(&cfg, &ops, true, true);
@@ -515,18 +505,11 @@ fn command_logs_break_no_jedec_rule() {
         // Plant violations: a RD moved to one cycle after its bank's ACT
         // (tRCD), and an ACT moved into the tRFC after a REF.
         let checker = Checker::for_config(&cfg);
-        let i = log.iter().position(|r| r.command == Command::Rd).unwrap();
-        let act = log[..i]
-            .iter()
-            .rev()
-            .find(|r| r.command == Command::Act && r.bank == log[i].bank && r.rank == log[i].rank)
-            .unwrap()
-            .cycle;
-        let mut planted = log.clone();
-        planted[i].cycle = act + 1;
-        planted.sort_by_key(|r| r.cycle);
         assert!(
-            checker.check(&planted).iter().any(|x| x.rule == "tRCD"),
+            checker
+                .check(&planted_trcd(&log))
+                .iter()
+                .any(|x| x.rule == "tRCD"),
             "{name}: planted tRCD violation not caught"
         );
         let r = log.iter().position(|r| r.command == Command::Ref).unwrap();
@@ -804,20 +787,7 @@ fn rebasing_the_clock_changes_nothing() {
 fn every_request_completes_exactly_once() {
     let cfg = preset("DDR4-3200-x8-2R");
     // Few lines: reads merge, reads hit queued writes, writes merge.
-    let lines: Vec<u64> = (0..6u64).map(|i| i * 64 * 4096 + 128).collect();
-    let mut ops = Vec::new();
-    let mut x = 12345u64;
-    for i in 0..5000u64 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let addr = lines[(x >> 33) as usize % lines.len()];
-        ops.push(if i % 7 == 3 {
-            MemOp::write(addr)
-        } else {
-            MemOp::read(addr)
-        });
-    }
+    let mut ops = few_lines(5000, |i| i % 7 == 3);
     // And many distinct ones.
     ops.extend(mixed_ops(&cfg, StreamKind::Random, 20_000, 0.4, 2));
     let (done, log, report) = drive(&cfg, &ops, true, true);
