@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::config::DramConfig;
 use crate::energy::{CommandCounts, Energy};
-use crate::engine::{DramEngine, EngineKind, EngineReport};
+use crate::engine::{DramEngine, EngineKind, EngineReport, take_sent};
 use crate::request::BURST_BYTES;
 use crate::{Completion, Request, RequestId, SimError};
 
@@ -278,16 +278,14 @@ impl DramEngine for Dramsim3Engine {
                 self.done_reads.push(addr);
                 continue;
             }
-            let q = self
-                .writes
-                .get_mut(&addr)
-                .expect("DRAMsim3 completed a write that was never sent");
-            let id = q
-                .pop_front()
-                .expect("DRAMsim3 completed more writes than were sent");
-            if q.is_empty() {
-                self.writes.remove(&addr);
-            }
+            let id = take_sent(
+                &mut self.writes,
+                addr,
+                (
+                    "DRAMsim3 completed a write that was never sent",
+                    "DRAMsim3 completed more writes than were sent",
+                ),
+            );
             self.pending -= 1;
             done.push(Completion { id, cycle: c });
         }

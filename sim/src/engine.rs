@@ -1,11 +1,12 @@
 //! The one trait every DRAM engine implements.
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
 use crate::config::DramConfig;
 use crate::energy::{CommandCounts, Energy};
-use crate::{Completion, Request, SimError};
+use crate::{Completion, Request, RequestId, SimError};
 
 /// Which engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -137,4 +138,21 @@ pub fn on_fresh_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
         Ok(v) => v,
         Err(p) => std::panic::resume_unwind(p),
     })
+}
+
+/// The oldest request sent to `addr` and not completed yet, which a reference
+/// engine has just completed (it names the address only), taken out of
+/// `sent`. Panics with `unsent` if none was sent there, with `more` if all
+/// that were have completed: the engine broke its contract.
+pub(crate) fn take_sent(
+    sent: &mut HashMap<u64, VecDeque<RequestId>>,
+    addr: u64,
+    (unsent, more): (&str, &str),
+) -> RequestId {
+    let q = sent.get_mut(&addr).expect(unsent);
+    let id = q.pop_front().expect(more);
+    if q.is_empty() {
+        sent.remove(&addr);
+    }
+    id
 }

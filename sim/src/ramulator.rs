@@ -34,7 +34,7 @@ use ramulator_wrapper::RamulatorWrapper;
 
 use crate::config::{Coord, DramConfig};
 use crate::energy::CommandCounts;
-use crate::engine::{DramEngine, EngineKind, EngineReport};
+use crate::engine::{DramEngine, EngineKind, EngineReport, take_sent};
 use crate::request::BURST_BYTES;
 use crate::{Completion, Request, RequestId, SimError};
 
@@ -97,6 +97,13 @@ impl RankTrace {
         self.open_banks = mask;
     }
 
+    /// A precharge of `bank` at `clk`.
+    fn precharge(&mut self, bank: u32, clk: u64, n: &mut TraceCounts) {
+        n.precharges += 1;
+        let m = self.open_banks & !(1 << bank);
+        self.set_open(m, clk);
+    }
+
     /// Reads every complete line written so far.
     fn poll(&mut self, n: &mut TraceCounts) -> Result<(), SimError> {
         if self.reader.is_none() {
@@ -142,11 +149,7 @@ impl RankTrace {
                 let m = self.open_banks | (1 << bank()?);
                 self.set_open(m, clk);
             }
-            "PRE" => {
-                n.precharges += 1;
-                let m = self.open_banks & !(1 << bank()?);
-                self.set_open(m, clk);
-            }
+            "PRE" => self.precharge(bank()?, clk, n),
             "PREA" => {
                 n.precharges += 1;
                 self.set_open(0, clk);
@@ -159,9 +162,7 @@ impl RankTrace {
                 } else {
                     n.write_cmds += 1;
                 }
-                n.precharges += 1;
-                let m = self.open_banks & !(1 << bank()?);
-                self.set_open(m, clk);
+                self.precharge(bank()?, clk, n);
             }
             "REF" => {
                 n.refreshes += 1;
@@ -423,16 +424,14 @@ impl DramEngine for RamulatorEngine {
         sim.cycle();
         while sim.ret_available() {
             let addr = sim.pop();
-            let q = self
-                .reads
-                .get_mut(&addr)
-                .expect("Ramulator returned a read that was never sent");
-            let id = q
-                .pop_front()
-                .expect("Ramulator returned more reads than were sent");
-            if q.is_empty() {
-                self.reads.remove(&addr);
-            }
+            let id = take_sent(
+                &mut self.reads,
+                addr,
+                (
+                    "Ramulator returned a read that was never sent",
+                    "Ramulator returned more reads than were sent",
+                ),
+            );
             self.returned.push(id);
         }
         self.cycle += 1;
