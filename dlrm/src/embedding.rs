@@ -82,6 +82,20 @@ pub trait EmbeddingStrategy: Send {
     fn sync(&mut self) -> Result<(), DlrmError> {
         Ok(())
     }
+    /// The training input as this strategy wants it, built from the run's
+    /// (FAE and SCARS sort it into hot and cold mini-batches). Default: as
+    /// it is.
+    fn input(
+        &self,
+        data: Box<dyn crate::trainer::DataSource>,
+    ) -> Result<Box<dyn crate::trainer::DataSource>, DlrmError> {
+        Ok(data)
+    }
+    /// Figures of the strategy's own for the run's log and summary (name,
+    /// value). Default: none.
+    fn notes(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// Where a primitive runs.
@@ -407,6 +421,22 @@ impl SystemModes {
 
     fn dim(&self) -> usize {
         self.tables[0].dim
+    }
+
+    /// The host's tables and their optimizer state, for strategies that
+    /// keep copies of some rows elsewhere (FAE's hot rows).
+    pub(crate) fn host_parts_mut(&mut self) -> (&mut [EmbeddingTable], &mut [OptimizerState]) {
+        (&mut self.tables, &mut self.states)
+    }
+
+    /// The optimizer state of the host's tables.
+    pub(crate) fn states(&self) -> &[OptimizerState] {
+        &self.states
+    }
+
+    /// A transfer of `bytes` over the pool's link (modelled, or emulated).
+    pub(crate) fn pool_transfer(&mut self, bytes: u64) -> Result<(Source, f64), DlrmError> {
+        self.pool_link(bytes)
     }
 
     /// Runs `f` on the shared pool timer.

@@ -25,6 +25,7 @@ pub mod embedding;
 pub mod emulate;
 pub mod error;
 pub mod gpu;
+pub mod hot;
 pub mod interaction;
 pub mod loss;
 pub mod mlp;

@@ -242,6 +242,9 @@ pub struct TrainRun {
     /// Iterations at the start of each strategy left out of its summary's
     /// per-iteration figures (logged and recorded all the same).
     pub warmup_iters: u64,
+    /// How the strategies with hot rows ([`StrategyEntry::uses_hot`]) choose
+    /// and use them.
+    pub hot: crate::hot::HotOptions,
 }
 
 impl TrainRun {
@@ -253,6 +256,7 @@ impl TrainRun {
             gpu,
             pool: None,
             warmup_iters: 0,
+            hot: crate::hot::HotOptions::default(),
         }
     }
 
@@ -407,6 +411,33 @@ pub fn train_modes<D: Driver>(
         status: Status::Completed,
         failure: None,
     };
+    // The strategies with hot rows calibrate on the samples the run trains.
+    let hot = if run.modes.iter().any(|m| m.uses_hot) {
+        let (mut source, _) = driver.data()?;
+        let samples = run.config.iters.saturating_mul(run.config.batch as u64);
+        monitor.line(&format!(
+            "profiling the first {samples} training samples for the hot rows"
+        ));
+        let h = crate::hot::HotContext::profile(
+            source.as_mut(),
+            &run.config.model.table_rows,
+            samples,
+            run.hot.clone(),
+        )?;
+        // A hot set that cannot be chosen fails the run before any strategy
+        // trains, not after the others.
+        for m in run.modes.iter().filter(|m| m.uses_hot) {
+            let plan = if m.name == "scars" {
+                crate::hot::HotPlan::scars(&h, &run.config)
+            } else {
+                crate::hot::HotPlan::fae(&h, &run.config)
+            };
+            plan.map_err(|e| DlrmError::Config(format!("mode {}: {e}", m.name)))?;
+        }
+        Some(Arc::new(h))
+    } else {
+        None
+    };
     for &mode in &run.modes {
         if monitor.should_stop() {
             out.status = Status::Interrupted;
@@ -414,10 +445,12 @@ pub fn train_modes<D: Driver>(
         }
         let simulated = run.simulated(mode)?;
         monitor.mode_started(mode.name, simulated > 0);
-        let (mut source, test) = driver.data()?;
+        let (source, test) = driver.data()?;
         let pool = run.pool.clone().filter(|_| mode.uses_nmp);
-        let ctx = BuildCtx::new(&run.config, run.gpu.clone(), pool.clone());
+        let mut ctx = BuildCtx::new(&run.config, run.gpu.clone(), pool.clone());
+        ctx.hot = hot.clone().filter(|_| mode.uses_hot);
         let mut tr = driver.trainer(mode, &ctx)?;
+        let mut source = tr.embedding.input(source)?;
         let placement = tr.embedding.placement();
         // (The modelled FLOPs are linear in the batch size; an epoch's last
         // batch may be smaller.)
@@ -443,13 +476,19 @@ pub fn train_modes<D: Driver>(
             Some(p) => lock(p)?.run_calibration_gbps(),
             None => Vec::new(),
         };
-        let summary = rec.summary(
+        let mut summary = rec.summary(
             &outcome,
             placement,
             dense_flops_per_sample,
             calib,
             run.sim_batches()?,
         );
+        summary.notes = tr.embedding.notes();
+        for (k, v) in &summary.notes {
+            let line = format!("{}: {k}: {v}", mode.name);
+            files.log_line(&line)?;
+            monitor.line(&line);
+        }
         out.summaries.push(summary);
         fill_speedups(&mut out.summaries);
         // Results so far reach the caller whatever happens next: marked as a

@@ -59,6 +59,26 @@ pub struct TableDist {
     pub lookups_per_sample: f64,
 }
 
+impl TableDist {
+    /// Every table's measured distribution in `profile`: the touched rows'
+    /// shares of the table's lookups, and its lookups per profiled sample.
+    pub fn from_profile(profile: &nmpsim_traces::hot::AccessProfile) -> Vec<TableDist> {
+        profile
+            .counts
+            .iter()
+            .zip(&profile.lookups)
+            .map(|(c, &l)| TableDist {
+                probs: c
+                    .touched_counts()
+                    .into_iter()
+                    .map(|x| x as f64 / l.max(1) as f64)
+                    .collect(),
+                lookups_per_sample: l as f64 / profile.samples_seen.max(1) as f64,
+            })
+            .collect()
+    }
+}
+
 /// The paper's three families of synthetic distributions (Sec. II-B), over
 /// `rows` ranks with rank 1 the hottest. Their scale parameters are ours
 /// (the paper gives none): the exponential's rate and the half-normal's

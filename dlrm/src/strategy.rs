@@ -44,6 +44,9 @@ pub struct BuildCtx<'a> {
     /// when the run emulates it.
     #[cfg(feature = "cuda")]
     pub emulator: Option<Arc<Mutex<crate::emulate::PoolEmulator>>>,
+    /// The run's access profile and hot options, for strategies whose entry
+    /// says they use hot rows.
+    pub hot: Option<Arc<crate::hot::HotContext>>,
 }
 
 impl<'a> BuildCtx<'a> {
@@ -60,6 +63,7 @@ impl<'a> BuildCtx<'a> {
             device: None,
             #[cfg(feature = "cuda")]
             emulator: None,
+            hot: None,
         }
     }
 }
@@ -79,6 +83,9 @@ pub struct StrategyEntry {
     /// Whether it runs anything on the NMP pool (the run then sets one up
     /// and hands its timer to the factory).
     pub uses_nmp: bool,
+    /// Whether it keeps hot rows apart (the run then profiles its input and
+    /// hands the profile to the factory).
+    pub uses_hot: bool,
     pub build: Factory,
 }
 
@@ -136,6 +143,7 @@ pub static REGISTRY: &[StrategyEntry] = &[
         family: "tcast",
         about: "every embedding primitive on the CPU; the gradient coalesced by expand, sort and accumulate",
         uses_nmp: false,
+        uses_hot: false,
         build: |c| tcast(c, SystemMode::BaselineCpu),
     },
     StrategyEntry {
@@ -143,6 +151,7 @@ pub static REGISTRY: &[StrategyEntry] = &[
         family: "tcast",
         about: "Tensor Casting on the CPU: casting on the GPU, overlapped with the forward; casted gather-reduce on the CPU",
         uses_nmp: false,
+        uses_hot: false,
         build: |c| tcast(c, SystemMode::TcastCpu),
     },
     StrategyEntry {
@@ -150,6 +159,7 @@ pub static REGISTRY: &[StrategyEntry] = &[
         family: "tcast",
         about: "gather-reduce and scatter on the NMP pool; the gradient coalesced on the CPU",
         uses_nmp: true,
+        uses_hot: false,
         build: |c| tcast(c, SystemMode::BaselineNmp),
     },
     StrategyEntry {
@@ -157,7 +167,32 @@ pub static REGISTRY: &[StrategyEntry] = &[
         family: "tcast",
         about: "all of embedding training on the NMP pool, the gradient coalesced by casted gather-reduce; casting on the GPU",
         uses_nmp: true,
+        uses_hot: false,
         build: |c| tcast(c, SystemMode::TcastNmp),
+    },
+    StrategyEntry {
+        name: "fae",
+        family: "hot",
+        about: "FAE: hot rows replicated on the GPU (hot mini-batches there), cold mini-batches as baseline-cpu, hot rows copied at every switch",
+        uses_nmp: false,
+        uses_hot: true,
+        build: |c| crate::hot::fae::build(c, "fae", SystemMode::BaselineCpu),
+    },
+    StrategyEntry {
+        name: "fae-nmp",
+        family: "hot",
+        about: "FAE's hot rows on the GPU with the cold mini-batches on the NMP pool as tcast-nmp runs them",
+        uses_nmp: true,
+        uses_hot: true,
+        build: |c| crate::hot::fae::build(c, "fae-nmp", SystemMode::TcastNmp),
+    },
+    StrategyEntry {
+        name: "scars",
+        family: "hot",
+        about: "SCARS: a GPU cache of the hottest rows sized by its cost model; hot mini-batches there, normal ones coalesced on the host",
+        uses_nmp: false,
+        uses_hot: true,
+        build: crate::hot::cache::build,
     },
 ];
 
@@ -251,6 +286,12 @@ pub fn trainer(
     ctx: &BuildCtx,
     dense: Box<dyn DenseBackend>,
 ) -> Result<Trainer, DlrmError> {
+    if entry.uses_hot && ctx.hot.is_none() {
+        return Err(DlrmError::Config(format!(
+            "mode {} keeps hot rows apart but the run made no access profile",
+            entry.name
+        )));
+    }
     if entry.uses_nmp && ctx.env.pool.is_none() {
         return Err(DlrmError::Config(format!(
             "mode {} runs on the NMP pool but no pool is configured",
@@ -303,7 +344,11 @@ mod tests {
 
     #[test]
     fn the_tcast_entries_agree_with_their_plans() {
-        for (e, m) in REGISTRY.iter().zip(SystemMode::ALL) {
+        for (e, m) in REGISTRY
+            .iter()
+            .filter(|e| e.family == "tcast")
+            .zip(SystemMode::ALL)
+        {
             assert_eq!(e.name, m.as_str());
             assert_eq!(e.uses_nmp, m.uses_nmp());
         }

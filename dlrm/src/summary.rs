@@ -132,6 +132,10 @@ pub struct ModeSummary {
     /// are in `breakdown_ms` (source `emulated`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub emulated_raw_ms_per_iteration: Vec<(String, f64)>,
+    /// The strategy's own figures (FAE's and SCARS's hot set, their
+    /// mini-batches and copies): name, value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<(String, String)>,
 }
 
 /// Host-time entries that hold the raw GPU time of an emulated primitive.
@@ -319,6 +323,7 @@ pub fn summarize(
                     .map(|p| (p.to_string(), t / n / 1e6))
             })
             .collect(),
+        notes: Vec::new(),
     }
 }
 

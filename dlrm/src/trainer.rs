@@ -184,6 +184,15 @@ pub trait DataSource {
     fn epoch(&self) -> u64 {
         0
     }
+    /// Told of every step on the batch last returned; `true` when that batch
+    /// ended a schedule whose loss the source wants (FAE's shuffle
+    /// scheduler): the trainer then evaluates and calls
+    /// [`DataSource::schedule_loss`].
+    fn after_step(&mut self, _rec: &IterRecord) -> bool {
+        false
+    }
+    /// The test loss after a schedule, or `None` when the run has no test data.
+    fn schedule_loss(&mut self, _test_loss: Option<f64>) {}
 }
 
 impl DataSource for crate::TeacherData {
@@ -477,6 +486,19 @@ impl Trainer {
             samples += batch.batch_size() as u64;
             obs.iteration(&rec)?;
             it += 1;
+            if data.after_step(&rec) {
+                let loss = if test.is_empty() {
+                    None
+                } else {
+                    let e = self.evaluate(it, test)?;
+                    let l = e.loss;
+                    obs.eval(&e)?;
+                    last_eval = Some(e);
+                    Some(l)
+                };
+                data.schedule_loss(loss);
+                continue;
+            }
             if !test.is_empty()
                 && self.config.test_every > 0
                 && it % self.config.test_every == 0

@@ -144,19 +144,7 @@ fn distributions(a: &PlanArgs) -> Result<(Vec<TableDist>, u64, serde_json::Value
             pb.add(&b?)?;
         }
         let p = pb.finish()?;
-        let tables = p
-            .counts
-            .iter()
-            .zip(&p.lookups)
-            .map(|(c, &l)| TableDist {
-                probs: c
-                    .touched_counts()
-                    .into_iter()
-                    .map(|x| x as f64 / l.max(1) as f64)
-                    .collect(),
-                lookups_per_sample: l as f64 / p.samples_seen as f64,
-            })
-            .collect();
+        let tables = TableDist::from_profile(&p);
         let src = serde_json::json!({ "source": "trace", "file": path.to_string_lossy() });
         return Ok((tables, p.samples_seen, src));
     }

@@ -37,7 +37,7 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
     let o = nmpsim(
         &t.0,
         &words(
-            "train --model tiny --mode all --batch 128 --iters 40 \
+            "train --model tiny --mode tcast --batch 128 --iters 40 \
              --print-freq 20 --nmp-bandwidth 400 --out run",
         ),
     );
@@ -231,7 +231,7 @@ fn a_proxy_in_a_reported_mean_is_labelled_where_it_is_read() {
     let t = TempDir::new("proxy-label");
     let run = |out: &str, extra: &[&str]| {
         let mut args = vec![
-            "train", "--model", "tiny", "--mode", "all", "--batch", "32", "--iters", "3",
+            "train", "--model", "tiny", "--mode", "tcast", "--batch", "32", "--iters", "3",
             "--ranks", "2", "--out", out, "-q",
         ];
         args.extend_from_slice(extra);
@@ -303,13 +303,13 @@ fn a_proxy_in_a_reported_mean_is_labelled_where_it_is_read() {
 
 #[test]
 fn all_modes_report_their_own_nmp_calibration() {
-    // One pool timer serves both NMP modes of `--mode all`: each mode's
+    // One pool timer serves both NMP modes of `--mode tcast`: each mode's
     // calibration lists the primitives it ran, not the other mode's.
     let t = TempDir::new("calib");
     let o = nmpsim(
         &t.0,
         &words(
-            "train --model tiny --mode all --batch 32 --iters 2 --ranks 2 \
+            "train --model tiny --mode tcast --batch 32 --iters 2 --ranks 2 \
              --sim-batches 1 --out run -q",
         ),
     );
@@ -1570,4 +1570,90 @@ fn a_run_directory_name_that_is_not_utf8_is_no_panic() {
         "{err}"
     );
     assert!(t.0.join(out).join("results.json").is_file());
+}
+
+/// FAE, its NMP hybrid and SCARS train beside the baseline on a Criteo-like
+/// model, report their hot sets in the log and results.json, and name
+/// every time's source.
+#[test]
+fn the_hot_strategies_train_beside_the_baseline() {
+    let t = TempDir::new("hot");
+    let o = nmpsim(
+        &t.0,
+        &words(
+            "train --model criteo-kaggle --rows-scale 0.01 --mode baseline-cpu,hot \
+             --batch 128 --iters 12 --hot-budget 580KiB --fae-schedule fixed --fae-rate 25 \
+             --nmp-bandwidth 400 --print-freq 0 --out run",
+        ),
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    for m in ["fae", "fae-nmp", "scars"] {
+        assert!(s.contains(&format!("{m}: hot set: ")), "{s}");
+        assert!(s.contains(&format!("{m}: hot steps: ")), "{s}");
+    }
+    assert!(
+        s.contains("fae: hot set: FAE calibrator, budget 0.57 MiB"),
+        "{s}"
+    );
+    assert!(s.contains("scars: hot set: SCARS cost model"), "{s}");
+    let r = json(&t.0.join("run/results.json"));
+    let modes = r["results"]["modes"].as_array().unwrap();
+    let names: Vec<&str> = modes.iter().map(|m| m["mode"].as_str().unwrap()).collect();
+    assert_eq!(names, ["baseline-cpu", "fae", "fae-nmp", "scars"]);
+    let fae = &modes[1];
+    let notes = fae["notes"].as_array().unwrap();
+    let note = |k: &str| {
+        notes
+            .iter()
+            .find(|n| n[0] == k)
+            .unwrap_or_else(|| panic!("no {k}: {notes:?}"))[1]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let hot: u64 = note("hot steps").parse().unwrap();
+    let cold: u64 = note("cold steps").parse().unwrap();
+    assert_eq!(hot + cold, 12);
+    assert!(hot > 0 && cold > 0, "{notes:?}");
+    // The hot steps' GPU work is modelled; the cold ones' CPU work measured.
+    let summary = std::fs::read_to_string(t.0.join("run/summary.txt")).unwrap();
+    let line = summary.lines().find(|l| l.starts_with("fae ")).unwrap();
+    assert!(line.contains("meas+model"), "{line}");
+}
+
+#[test]
+fn a_hot_budget_that_cannot_be_met_fails_before_any_mode_trains() {
+    let t = TempDir::new("hot-bad");
+    let o = nmpsim(
+        &t.0,
+        &words("train --model tiny --mode all --iters 2 --batch 16 --out run"),
+    );
+    let s = text(&o);
+    assert!(!o.status.success(), "{s}");
+    assert!(
+        s.contains("mode fae: hot rows (--hot-budget") && s.contains("every table whole"),
+        "{s}"
+    );
+    assert!(!s.contains("Finished training"), "{s}");
+    for (flag, want) in [
+        (
+            "--hot-sample-rate 0",
+            "--hot-sample-rate 0: expected a share",
+        ),
+        ("--hot-budget 0", "--hot-budget 0: expected a size"),
+        (
+            "--fae-schedule sometimes",
+            "--fae-schedule: unknown schedule `sometimes`",
+        ),
+        ("--fae-rate 150", "--fae-rate 150: expected a percentage"),
+        ("--cache-mb -1", "--cache-mb -1: expected a positive size"),
+    ] {
+        let o = nmpsim(
+            &t.0,
+            &words(&format!("train --model tiny --mode fae --iters 2 {flag}")),
+        );
+        let s = text(&o);
+        assert!(!o.status.success() && s.contains(want), "{flag}: {s}");
+    }
 }

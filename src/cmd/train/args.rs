@@ -19,6 +19,8 @@ use serde::Serialize;
   nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
   nmpsim train --model rm1 --device cuda --iters 50   # dense path run and timed on this machine's GPU
   nmpsim train --model rm1 --mode all --device cuda --iters 20
+  nmpsim train --model criteo-kaggle --mode baseline-cpu,fae,scars --batch 1024 --iters 200 --hot-budget 16MiB
+  nmpsim train --model criteo-kaggle --mode fae-nmp --iters 50 --fae-schedule fixed --fae-rate 10
 
 Times: every primitive of the modelled system is labelled measured (CPU
 kernels on this machine; with --device cuda also the dense path and casting,
@@ -34,8 +36,8 @@ pub struct TrainArgs {
     #[arg(long, default_value = "tiny")]
     pub(crate) model: String,
     /// Embedding strategy (system mode): baseline-cpu, tcast-cpu, baseline-nmp,
-    /// tcast-nmp; a family (tcast), all, or a comma-separated list of these;
-    /// `list` prints every registered strategy and exits.
+    /// tcast-nmp, fae, fae-nmp, scars; a family (tcast; hot: fae, fae-nmp and scars), all, or a
+    /// comma-separated list of these; `list` prints every registered strategy and exits.
     #[arg(long, default_value = "baseline-cpu")]
     pub(crate) mode: String,
     /// Samples per mini-batch.
@@ -150,6 +152,43 @@ pub struct TrainArgs {
     /// Skip DRAM simulation: every NMP primitive runs at this effective GB/s (modelled).
     #[arg(long, value_name = "GBPS")]
     pub(crate) nmp_bandwidth: Option<f64>,
+    /// FAE's and SCARS's memory for the hot rows on the GPU (values and optimizer
+    /// state), a size with a unit (256MiB, 1GB); the access threshold is the least
+    /// whose hot rows fit (tables under 1 MiB hot whole).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::cmd::size_arg)]
+    pub(crate) hot_budget: u64,
+    /// Share of the training samples past the first --hot-min-samples that the
+    /// calibrator counts, in (0, 1] (FAE: 0.05).
+    #[arg(long, value_name = "RATE", default_value_t = nmpsim_traces::hot::FAE_SAMPLE_RATE)]
+    pub(crate) hot_sample_rate: f64,
+    /// Training samples the calibrator counts all of (FAE: the first 500K).
+    #[arg(long, value_name = "N", default_value_t = nmpsim_traces::hot::FAE_MIN_SAMPLES)]
+    pub(crate) hot_min_samples: u64,
+    /// FAE's shuffle scheduler: adaptive (its Eq. 7 rate rule), fixed (--fae-rate
+    /// throughout) or off (the input's own mini-batches in order).
+    #[arg(long, value_name = "KIND", default_value = "adaptive")]
+    pub(crate) fae_schedule: String,
+    /// FAE's starting rate: the percent of each kind's mini-batches per phase (FAE: 50).
+    #[arg(long, value_name = "PCT", default_value_t = 50.0)]
+    pub(crate) fae_rate: f64,
+    /// Schedules of falling loss before FAE's rate doubles (FAE's u: 4).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub(crate) fae_patience: u32,
+    /// SCARS's cache, MiB (default: the size its cost model gives, within
+    /// --device-memory).
+    #[arg(long, value_name = "MIB")]
+    pub(crate) cache_mb: Option<f64>,
+    /// SCARS's device memory for its cache and the batch (Eq. 7), a size with a unit
+    /// (default: --hot-budget plus the batch's footprint).
+    #[arg(long, value_name = "SIZE", value_parser = crate::cmd::size_arg)]
+    pub(crate) device_memory: Option<u64>,
+    /// SCARS's order of hot and normal mini-batches, as --fae-schedule; the paper
+    /// gives none: fixed at --scars-rate by default.
+    #[arg(long, value_name = "KIND", default_value = "fixed")]
+    pub(crate) scars_schedule: String,
+    /// SCARS's rate, percent of each kind per phase.
+    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    pub(crate) scars_rate: f64,
     /// Run directory (default runs/train-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -160,6 +199,20 @@ pub struct TrainArgs {
     #[arg(long, short)]
     pub(crate) quiet: bool,
 }
+
+/// The flags of the strategies with hot rows (fae, fae-nmp, scars).
+pub(crate) const HOT_FLAGS: [&str; 10] = [
+    "--hot-budget",
+    "--hot-sample-rate",
+    "--hot-min-samples",
+    "--fae-schedule",
+    "--fae-rate",
+    "--fae-patience",
+    "--cache-mb",
+    "--device-memory",
+    "--scars-schedule",
+    "--scars-rate",
+];
 
 /// The flags that set up the NMP pool: only the NMP modes use them.
 pub(crate) const NMP_FLAGS: [&str; 8] = [

@@ -20,8 +20,8 @@ use crate::rundir::{self, RunDir};
 mod args;
 mod resolve;
 
-use args::NMP_FLAGS;
 pub use args::TrainArgs;
+use args::{HOT_FLAGS, NMP_FLAGS};
 use resolve::{Resolved, open_data, resolve};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -165,6 +165,17 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             );
         }
     }
+    if !a.quiet && !r.modes.iter().any(|m| m.uses_hot) {
+        let given = crate::cmd::flags_given(&HOT_FLAGS);
+        if !given.is_empty() {
+            eprintln!(
+                "note: {} set{} up the hot rows of fae, fae-nmp and scars, which --mode {} does not run",
+                given.join(", "),
+                if given.len() == 1 { "s" } else { "" },
+                a.mode
+            );
+        }
+    }
     // The pool (its DRAM preset, mapping and layout) and the data are set up
     // before the run directory is touched, so that a mistake in either fails
     // with an earlier run there untouched. The first mode takes this data.
@@ -213,6 +224,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         gpu: r.gpu.clone(),
         pool,
         warmup_iters: a.warmup_iters,
+        hot: r.hot.clone(),
     };
     let mut driver = Driver {
         a: &a,

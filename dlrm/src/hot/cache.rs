@@ -1,0 +1,493 @@
+//! SCARS's practical algorithm: a device cache of the hottest rows (sized by
+//! the cost model, or given), hot mini-batches trained on the device alone,
+//! and normal mini-batches coalesced on the host.
+//!
+//! The cache holds the only current copy of its rows. For a normal
+//! mini-batch the host finds each table's unique rows and sends the
+//! uncached ones with the batch's indices (Eq. 6's traffic); the GPU pools
+//! from its cache and the rows it received, coalesces the gradients, applies
+//! the optimizer to the cached rows and returns the uncached rows' coalesced
+//! gradients, which the host's optimizer applies.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use nmpsim_kernels::{
+    Coalesced, EmbeddingTable, OptimizerState, Pooling, gather_reduce, scatter_update,
+};
+use nmpsim_traces::{Batch, TableBatch};
+
+use super::HotPlan;
+use super::gpu_step::{self, Scratch};
+use super::input::{HotColdInput, InputStats, Schedule};
+use super::replica::Replica;
+use crate::DlrmError;
+use crate::embedding::{EmbeddingStrategy, StepCtx};
+use crate::gpu::GpuPreset;
+use crate::timeline::{MAIN, Resource, Source, Stage};
+use crate::trainer::DataSource;
+
+/// One normal mini-batch's working set on the device.
+struct Working {
+    /// Per table the batch's unique rows (host ids, ascending).
+    unique: Vec<Vec<u32>>,
+    /// The batch with its indices as positions in `unique`.
+    batch: Batch,
+}
+
+enum Step {
+    None,
+    Hot(Batch),
+    Normal(Working),
+}
+
+/// SCARS's counts, for the run's notes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScarsCounts {
+    pub hot_steps: u64,
+    pub normal_steps: u64,
+    /// Uncached unique rows sent to the device, and their gradients back.
+    pub rows_sent: u64,
+    pub unique_rows: u64,
+}
+
+/// SCARS as an embedding strategy.
+pub struct Scars {
+    tables: Vec<EmbeddingTable>,
+    states: Vec<OptimizerState>,
+    cache: Replica,
+    /// The host's copies of the cached rows are behind the cache's.
+    stale: bool,
+    plan: Arc<HotPlan>,
+    gpu: GpuPreset,
+    pooling: Pooling,
+    schedule: Schedule,
+    batch: usize,
+    iters: u64,
+    step: Step,
+    scratch: Scratch,
+    /// Per table, host row -> position in the current batch's unique rows.
+    slot: Vec<Vec<u32>>,
+    pub counts: ScarsCounts,
+    input: Arc<Mutex<InputStats>>,
+}
+
+fn ns_since(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64
+}
+
+impl Scars {
+    /// Tables seeded as every strategy's, with `plan`'s rows cached.
+    pub fn new(
+        config: &crate::trainer::TrainConfig,
+        plan: Arc<HotPlan>,
+        gpu: GpuPreset,
+        schedule: Schedule,
+    ) -> Result<Self, DlrmError> {
+        let m = &config.model;
+        // (The same initial values as SystemModes gives every other strategy.)
+        let tables = m
+            .table_rows
+            .iter()
+            .enumerate()
+            .map(|(t, &r)| EmbeddingTable::seeded(r, m.dim, config.seed ^ (0xe0 + t as u64)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let states = m
+            .table_rows
+            .iter()
+            .map(|&r| OptimizerState::new(&config.embedding_optimizer, r, m.dim))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cache = Replica::new(&plan.rows, &tables, &states)?;
+        let slot = m
+            .table_rows
+            .iter()
+            .map(|&r| vec![u32::MAX; r as usize])
+            .collect();
+        Ok(Scars {
+            tables,
+            states,
+            cache,
+            stale: false,
+            plan,
+            gpu,
+            pooling: m.pooling,
+            schedule,
+            batch: config.batch,
+            iters: config.iters,
+            step: Step::None,
+            scratch: Scratch::default(),
+            slot,
+            counts: ScarsCounts::default(),
+            input: Arc::new(Mutex::new(InputStats::default())),
+        })
+    }
+
+    /// The device's cache.
+    pub fn cache(&self) -> &Replica {
+        &self.cache
+    }
+
+    /// The normal mini-batch's unique rows, gathered from the cache or the
+    /// host, and its indices as positions among them; the working tables.
+    fn gather_working(
+        &mut self,
+        batch: &Batch,
+    ) -> Result<(Working, Vec<EmbeddingTable>, u64), DlrmError> {
+        let dim = self.tables[0].dim;
+        let mut unique = Vec::with_capacity(batch.tables.len());
+        let mut rtables = Vec::with_capacity(batch.tables.len());
+        let mut working = Vec::with_capacity(batch.tables.len());
+        let mut sent = 0u64;
+        for (t, tb) in batch.tables.iter().enumerate() {
+            let mut u = tb.indices.clone();
+            u.sort_unstable();
+            u.dedup();
+            let slot = &mut self.slot[t];
+            let mut w = EmbeddingTable::zeros(u.len() as u64, dim)?;
+            for (i, &r) in u.iter().enumerate() {
+                slot[r as usize] = i as u32;
+                let src = match self.cache.local(t, r) {
+                    Some(c) => &self.cache.tables[t].data[c as usize * dim..(c as usize + 1) * dim],
+                    None => {
+                        sent += 1;
+                        &self.tables[t].data[r as usize * dim..(r as usize + 1) * dim]
+                    }
+                };
+                w.data[i * dim..(i + 1) * dim].copy_from_slice(src);
+            }
+            rtables.push(TableBatch {
+                num_rows: u.len() as u64,
+                offsets: tb.offsets.clone(),
+                indices: tb.indices.iter().map(|&r| slot[r as usize]).collect(),
+                weights: tb.weights.clone(),
+            });
+            for &r in &u {
+                slot[r as usize] = u32::MAX;
+            }
+            unique.push(u);
+            working.push(w);
+        }
+        let w = Working {
+            unique,
+            batch: Batch {
+                tables: rtables,
+                dense: None,
+                num_dense: 0,
+                labels: None,
+            },
+        };
+        Ok((w, working, sent))
+    }
+}
+
+impl EmbeddingStrategy for Scars {
+    fn name(&self) -> String {
+        "scars".into()
+    }
+
+    fn placement(&self) -> Vec<(String, String)> {
+        [
+            ("hot mini-batches", "gpu"),
+            ("normal coalesce (unique rows)", "cpu"),
+            ("normal gather-reduce", "gpu"),
+            ("normal expand-coalesce", "gpu"),
+            ("cached-row scatter", "gpu"),
+            ("uncached-row scatter", "cpu"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+    }
+
+    fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
+        gpu_step::push_indices(batch, &self.gpu, ctx);
+        if self.plan.batch_is_hot(batch) {
+            let rb = self.cache.remap(batch)?;
+            let pooled = gpu_step::forward(
+                &self.cache.tables,
+                &rb,
+                self.pooling,
+                &self.gpu,
+                "gpu (cache)",
+                ctx,
+            )?;
+            self.step = Step::Hot(rb);
+            self.counts.hot_steps += 1;
+            return Ok(pooled);
+        }
+        // The host coalesces: unique rows per table, the uncached ones
+        // gathered into the buffer it sends.
+        let t0 = Instant::now();
+        let (w, working, sent) = self.gather_working(batch)?;
+        let coalesce_ns = ns_since(t0);
+        ctx.host.add("coalesce indices", coalesce_ns);
+        let dim = self.tables[0].dim as u64;
+        let unique: u64 = w.unique.iter().map(|u| u.len() as u64).sum();
+        let row_bytes = sent * dim * 4;
+        ctx.timeline.push(
+            "coalesce",
+            "cpu (unique rows, uncached ones gathered)",
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::Cpu,
+            Source::Measured,
+            coalesce_ns,
+            // (Each lookup's index read, the sort's pass, the rows copied.)
+            8 * gpu_step::index_bytes(batch) + 2 * row_bytes,
+        );
+        let bytes = row_bytes + 4 * unique;
+        ctx.timeline.push(
+            "transfer",
+            "uncached unique rows host to gpu",
+            Stage::ForwardTransfer,
+            MAIN,
+            Resource::HostLink,
+            Source::Modelled,
+            self.gpu.host_transfer_ns(bytes),
+            bytes,
+        );
+        let t0 = Instant::now();
+        let mut pooled = Vec::with_capacity(working.len());
+        let mut gbytes = 0u64;
+        for (t, (tb, table)) in w.batch.tables.iter().zip(&working).enumerate() {
+            let (o, tr) = gather_reduce(table, tb, self.pooling).map_err(|e| e.in_table(t))?;
+            gbytes += tr.total_bytes();
+            pooled.push(o);
+        }
+        ctx.host
+            .add("gather-reduce (modelled gpu's numbers)", ns_since(t0));
+        ctx.timeline.push(
+            "gather-reduce",
+            "gpu (cache and sent rows)",
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::Gpu,
+            Source::Modelled,
+            self.gpu.stream_ns(gbytes as f64),
+            gbytes,
+        );
+        self.counts.normal_steps += 1;
+        self.counts.rows_sent += sent;
+        self.counts.unique_rows += unique;
+        self.step = Step::Normal(w);
+        Ok(pooled)
+    }
+
+    fn backward(
+        &mut self,
+        _batch: &Batch,
+        dpooled: &[Vec<f32>],
+        ctx: &mut StepCtx,
+    ) -> Result<(), DlrmError> {
+        let optimizer = ctx.optimizer;
+        match std::mem::replace(&mut self.step, Step::None) {
+            Step::None => Err(DlrmError::Config(
+                "backward without a forward pass before it".into(),
+            )),
+            Step::Hot(rb) => {
+                let c = &mut self.cache;
+                gpu_step::backward(
+                    &mut c.tables,
+                    &mut c.states,
+                    &rb,
+                    dpooled,
+                    self.pooling,
+                    &optimizer,
+                    &mut self.scratch,
+                    &self.gpu,
+                    "gpu (cache)",
+                    ctx,
+                )?;
+                self.stale = true;
+                Ok(())
+            }
+            Step::Normal(w) => {
+                // Expand and coalesce on the device, over the working rows.
+                let dim = self.tables[0].dim;
+                gpu_step::coalesce(
+                    &w.batch,
+                    dpooled,
+                    self.pooling,
+                    dim,
+                    &mut self.scratch,
+                    &self.gpu,
+                    "gpu (cache and sent rows)",
+                    ctx,
+                )?;
+                // The coalesced rows split between the cache and the host.
+                let (mut cached, mut host) = (Vec::new(), Vec::new());
+                for (t, c) in self
+                    .scratch
+                    .coalesced
+                    .iter()
+                    .enumerate()
+                    .take(w.unique.len())
+                {
+                    let mut hc = Coalesced {
+                        rows: Vec::new(),
+                        dim,
+                        grads: Vec::new(),
+                    };
+                    let mut cc = Coalesced {
+                        rows: Vec::new(),
+                        dim,
+                        grads: Vec::new(),
+                    };
+                    for (k, &pos) in c.rows.iter().enumerate() {
+                        let r = w.unique[t][pos as usize];
+                        let g = &c.grads[k * dim..(k + 1) * dim];
+                        match self.cache.local(t, r) {
+                            Some(l) => {
+                                cc.rows.push(l);
+                                cc.grads.extend_from_slice(g);
+                            }
+                            None => {
+                                hc.rows.push(r);
+                                hc.grads.extend_from_slice(g);
+                            }
+                        }
+                    }
+                    cached.push(cc);
+                    host.push(hc);
+                }
+                let mut cbytes = 0u64;
+                for (t, c) in cached.iter().enumerate() {
+                    cbytes += scatter_update(
+                        &mut self.cache.tables[t],
+                        &mut self.cache.states[t],
+                        c,
+                        &optimizer,
+                    )
+                    .map_err(|e| e.in_table(t))?
+                    .total_bytes();
+                }
+                ctx.timeline.push(
+                    "scatter",
+                    "gpu (cached rows)",
+                    Stage::BackwardEmbedding,
+                    MAIN,
+                    Resource::Gpu,
+                    Source::Modelled,
+                    self.gpu.stream_ns(cbytes as f64),
+                    cbytes,
+                );
+                if cached.iter().any(|c| !c.rows.is_empty()) {
+                    self.stale = true;
+                }
+                let back: u64 = host
+                    .iter()
+                    .map(|c| (c.rows.len() * (dim + 1) * 4) as u64)
+                    .sum();
+                ctx.timeline.push(
+                    "transfer",
+                    "uncached rows' gradients gpu to host",
+                    Stage::BackwardTransfer,
+                    MAIN,
+                    Resource::HostLink,
+                    Source::Modelled,
+                    self.gpu.host_transfer_ns(back),
+                    back,
+                );
+                let t0 = Instant::now();
+                let mut hbytes = 0u64;
+                for (t, c) in host.iter().enumerate() {
+                    hbytes +=
+                        scatter_update(&mut self.tables[t], &mut self.states[t], c, &optimizer)
+                            .map_err(|e| e.in_table(t))?
+                            .total_bytes();
+                }
+                let ns = ns_since(t0);
+                ctx.host.add("scatter", ns);
+                ctx.timeline.push(
+                    "scatter",
+                    "cpu (uncached rows)",
+                    Stage::BackwardEmbedding,
+                    MAIN,
+                    Resource::Cpu,
+                    Source::Measured,
+                    ns,
+                    hbytes,
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError> {
+        if self.stale {
+            return Err(DlrmError::Config(
+                "the host's copies of the cached rows are behind the cache; call sync() first"
+                    .into(),
+            ));
+        }
+        batch
+            .tables
+            .iter()
+            .zip(&self.tables)
+            .enumerate()
+            .map(|(t, (tb, table))| {
+                gather_reduce(table, tb, self.pooling)
+                    .map(|(o, _)| o)
+                    .map_err(|e| e.in_table(t).into())
+            })
+            .collect()
+    }
+
+    fn tables(&self) -> &[EmbeddingTable] {
+        &self.tables
+    }
+
+    fn sync(&mut self) -> Result<(), DlrmError> {
+        // (For evaluation and the end of the run: the cache stays the owner.)
+        if self.stale {
+            self.cache.store(&mut self.tables, &mut self.states);
+            self.stale = false;
+        }
+        Ok(())
+    }
+
+    fn input(&self, data: Box<dyn DataSource>) -> Result<Box<dyn DataSource>, DlrmError> {
+        Ok(Box::new(
+            HotColdInput::new(
+                data,
+                self.plan.clone(),
+                self.schedule,
+                self.batch,
+                self.iters,
+            )?
+            .share_stats(self.input.clone()),
+        ))
+    }
+
+    fn notes(&self) -> Vec<(String, String)> {
+        let c = &self.counts;
+        super::fae::notes(
+            &self.plan,
+            &self.input,
+            &[
+                ("hot steps", c.hot_steps.to_string()),
+                ("normal steps", c.normal_steps.to_string()),
+                ("unique rows of normal steps", c.unique_rows.to_string()),
+                ("uncached rows sent", c.rows_sent.to_string()),
+            ],
+        )
+    }
+}
+
+/// The factory of `scars`.
+pub(crate) fn build(
+    ctx: &crate::strategy::BuildCtx,
+) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
+    let c = ctx.config;
+    c.validate()?;
+    let hot = ctx.hot.as_ref().ok_or_else(|| {
+        DlrmError::Config("mode scars needs the run's access profile (none was made)".into())
+    })?;
+    let plan = HotPlan::scars(hot, c)?;
+    Ok(Box::new(Scars::new(
+        c,
+        plan,
+        ctx.env.gpu.clone(),
+        hot.options.scars_schedule,
+    )?))
+}
