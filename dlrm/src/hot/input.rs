@@ -188,6 +188,9 @@ pub struct InputStats {
     pub rates: Vec<f64>,
 }
 
+/// The most mini-batches of one kind held while the other is looked for.
+const LOOK_AHEAD: u64 = 64;
+
 const COLD: usize = 0;
 const HOT: usize = 1;
 
@@ -303,11 +306,11 @@ impl HotColdInput {
 
     /// The next mini-batch of kind `k`, reading the input as needed: not
     /// past the point where the other kind holds four times the mini-batches
-    /// the run has left to train (an endless input with few of kind `k`
-    /// would otherwise be read forever).
+    /// the run has left to train, or 64 (an endless input with few of kind
+    /// `k` would otherwise be read forever, and held in memory).
     fn next_of(&mut self, k: usize) -> Result<Option<Batch>, DlrmError> {
         let emitted = self.stats.hot_batches + self.stats.cold_batches;
-        let left = 4 * self.iters.saturating_sub(emitted).max(1);
+        let left = (4 * self.iters.saturating_sub(emitted).max(1)).min(LOOK_AHEAD);
         while self.ready[k].is_empty() && !self.inner_done {
             if self.ready[1 - k].len() as u64 >= left {
                 break;

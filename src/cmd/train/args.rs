@@ -10,15 +10,15 @@ use serde::Serialize;
 #[command(after_help = "Examples:
   nmpsim train --model tiny --iters 300 --batch 256           # seconds; learns the planted teacher
   nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
-  nmpsim train --model rm1 --mode all --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
+  nmpsim train --model rm1 --mode tcast --iters 20 --rows 100000   # Fig. 12 breakdown, Fig. 13 speedups
   nmpsim train --model rm1 --mode baseline-cpu,tcast-nmp --iters 20 --rows 100000
   nmpsim train --mode list                                    # every embedding strategy
   nmpsim train --model criteo-kaggle --data data/criteo-sample.tsv --max-ind-range 100000 --batch 512
       # (data/criteo-sample.tsv ships with the source tree; `nmpsim trace criteo-sample` writes others)
-  nmpsim train --model rm2 --mode all --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
+  nmpsim train --model rm2 --mode tcast --nmp-bandwidth 600 --gpu a100   # no DRAM simulation
   nmpsim train --model criteo-kaggle --rows-scale 1 --iters 50 --json
   nmpsim train --model rm1 --device cuda --iters 50   # dense path run and timed on this machine's GPU
-  nmpsim train --model rm1 --mode all --device cuda --iters 20
+  nmpsim train --model rm1 --mode tcast --device cuda --iters 20
   nmpsim train --model criteo-kaggle --mode baseline-cpu,fae,scars --batch 1024 --iters 200 --hot-budget 16MiB
   nmpsim train --model criteo-kaggle --mode fae-nmp --iters 50 --fae-schedule fixed --fae-rate 10
 
