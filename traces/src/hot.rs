@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use crate::counts::{Counts, RowCounts};
 use crate::rng::splitmix64;
-use crate::{Batch, TraceError};
+use crate::{Batch, TableBatch, TraceError};
 
 /// FAE's sampling rate of the input (5%).
 pub const FAE_SAMPLE_RATE: f64 = 0.05;
@@ -120,6 +120,43 @@ fn taken(sampling: &Sampling, first: u64, bags: usize) -> Option<Vec<bool>> {
     )
 }
 
+/// The lookups of the samples of `batch` that `mask` takes (all of them
+/// without one): its tables' offsets and indices, nothing else.
+fn taken_lookups(batch: &Batch, mask: Option<&[bool]>) -> Batch {
+    let tables = batch
+        .tables
+        .iter()
+        .map(|tb| match mask {
+            None => TableBatch {
+                num_rows: tb.num_rows,
+                offsets: tb.offsets.clone(),
+                indices: tb.indices.clone(),
+                weights: None,
+            },
+            Some(m) => {
+                let mut offsets = vec![0u32];
+                let mut indices = Vec::new();
+                for b in (0..m.len()).filter(|&b| m[b]) {
+                    indices.extend_from_slice(tb.bag(b));
+                    offsets.push(indices.len() as u32);
+                }
+                TableBatch {
+                    num_rows: tb.num_rows,
+                    offsets,
+                    indices,
+                    weights: None,
+                }
+            }
+        })
+        .collect();
+    Batch {
+        tables,
+        dense: None,
+        num_dense: 0,
+        labels: None,
+    }
+}
+
 /// Checks that `batch` has the tables the profile was set up for.
 fn check_tables(batch: &Batch, rows: &[u64]) -> Result<(), TraceError> {
     if batch.tables.len() != rows.len() {
@@ -170,6 +207,18 @@ impl AccessProfile {
 #[derive(Debug)]
 pub struct ProfileBuilder {
     profile: AccessProfile,
+    /// The profiled samples' lookups, kept for the hot samples' pass while
+    /// they take at most `limit` bytes ([`ProfileBuilder::retaining`]).
+    retained: Option<Retained>,
+}
+
+#[derive(Debug)]
+struct Retained {
+    batches: Vec<Batch>,
+    bytes: u64,
+    limit: u64,
+    /// The limit was passed: nothing is kept.
+    over: bool,
 }
 
 impl ProfileBuilder {
@@ -185,7 +234,21 @@ impl ProfileBuilder {
                 samples_seen: 0,
                 samples_profiled: 0,
             },
+            retained: None,
         })
+    }
+
+    /// Also keeps the profiled samples' lookups while they take at most
+    /// `limit_bytes`, so that the hot samples can be found without reading
+    /// the input again ([`ProfileBuilder::finish_retained`]).
+    pub fn retaining(mut self, limit_bytes: u64) -> Self {
+        self.retained = Some(Retained {
+            batches: Vec::new(),
+            bytes: 0,
+            limit: limit_bytes,
+            over: false,
+        });
+        self
     }
 
     /// Counts the sampled samples of the next batch of the input.
@@ -219,7 +282,28 @@ impl ProfileBuilder {
             .as_ref()
             .map_or(bags as u64, |m| m.iter().filter(|&&x| x).count() as u64);
         p.samples_seen += bags as u64;
+        if let Some(r) = self.retained.as_mut().filter(|r| !r.over) {
+            let kept = taken_lookups(batch, mask.as_deref());
+            r.bytes += kept
+                .tables
+                .iter()
+                .map(|t| 4 * (t.offsets.len() + t.indices.len()) as u64)
+                .sum::<u64>();
+            if r.bytes > r.limit {
+                r.over = true;
+                r.batches = Vec::new();
+            } else {
+                r.batches.push(kept);
+            }
+        }
         Ok(())
+    }
+
+    /// The profile and, when [`ProfileBuilder::retaining`] kept them within
+    /// its limit, the profiled samples' lookups (for [`HotSamples::of_retained`]).
+    pub fn finish_retained(mut self) -> Result<(AccessProfile, Option<Vec<Batch>>), TraceError> {
+        let kept = self.retained.take().filter(|r| !r.over).map(|r| r.batches);
+        Ok((self.finish()?, kept))
     }
 
     /// The profile; an input with no samples is an error.
@@ -538,33 +622,8 @@ impl<'a> SampleMins<'a> {
         check_tables(batch, &p.table_rows)?;
         let bags = batch.batch_size();
         let mask = taken(&p.sampling, self.seen, bags);
-        // Per table, each sample's least count; then the least over tables.
-        let per_table: Vec<Vec<u64>> = batch
-            .tables
-            .par_iter()
-            .enumerate()
-            .map(|(t, tb)| {
-                (0..bags)
-                    .map(|b| {
-                        // (A sample the profile did not take is not looked at.)
-                        if self.small[t] || mask.as_ref().is_some_and(|m| !m[b]) {
-                            return u64::MAX;
-                        }
-                        tb.bag(b)
-                            .iter()
-                            .map(|&r| p.counts[t].get(r))
-                            .min()
-                            .unwrap_or(u64::MAX)
-                    })
-                    .collect()
-            })
-            .collect();
-        for b in 0..bags {
-            if mask.as_ref().is_none_or(|m| m[b]) {
-                self.mins
-                    .push(per_table.iter().map(|v| v[b]).min().unwrap_or(u64::MAX));
-            }
-        }
+        self.mins
+            .extend(sample_mins(batch, p, self.small, mask.as_deref()));
         self.seen += bags as u64;
         Ok(())
     }
@@ -585,6 +644,44 @@ impl<'a> SampleMins<'a> {
     }
 }
 
+/// Per sample of `batch` that `mask` takes (all without one), the least
+/// count among its lookups (a small table's counting as hot at any
+/// threshold), in sample order.
+fn sample_mins(
+    batch: &Batch,
+    p: &AccessProfile,
+    small: &[bool],
+    mask: Option<&[bool]>,
+) -> Vec<u64> {
+    let bags = batch.batch_size();
+    let skip = |b: usize| mask.is_some_and(|m| !m[b]);
+    // Per table, each sample's least count; then the least over tables.
+    let per_table: Vec<Vec<u64>> = batch
+        .tables
+        .par_iter()
+        .enumerate()
+        .map(|(t, tb)| {
+            (0..bags)
+                .map(|b| {
+                    // (A sample the profile did not take is not looked at.)
+                    if small[t] || skip(b) {
+                        return u64::MAX;
+                    }
+                    tb.bag(b)
+                        .iter()
+                        .map(|&r| p.counts[t].get(r))
+                        .min()
+                        .unwrap_or(u64::MAX)
+                })
+                .collect()
+        })
+        .collect();
+    (0..bags)
+        .filter(|&b| !skip(b))
+        .map(|b| per_table.iter().map(|v| v[b]).min().unwrap_or(u64::MAX))
+        .collect()
+}
+
 /// The profiled samples' least counts, sorted.
 #[derive(Debug, Clone)]
 pub struct HotSamples {
@@ -592,6 +689,33 @@ pub struct HotSamples {
 }
 
 impl HotSamples {
+    /// The hot samples of `retained` (every profiled sample's lookups, as
+    /// [`ProfileBuilder::finish_retained`] kept them), as [`SampleMins`]
+    /// finds them in a second pass over the input.
+    pub fn of_retained(
+        profile: &AccessProfile,
+        calibration: &Calibration,
+        retained: &[Batch],
+    ) -> Result<Self, TraceError> {
+        let mut mins = Vec::with_capacity(profile.samples_profiled as usize);
+        for b in retained {
+            check_tables(b, &profile.table_rows)?;
+            mins.extend(sample_mins(b, profile, &calibration.small, None));
+        }
+        if mins.len() as u64 != profile.samples_profiled {
+            return Err(TraceError::param(
+                "input",
+                format!(
+                    "{} retained samples, {} profiled: not this profile's",
+                    mins.len(),
+                    profile.samples_profiled
+                ),
+            ));
+        }
+        mins.par_sort_unstable();
+        Ok(HotSamples { mins })
+    }
+
     /// Share of the profiled samples entirely hot at `threshold`.
     pub fn share_at(&self, threshold: u64) -> f64 {
         if self.mins.is_empty() {

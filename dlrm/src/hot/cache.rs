@@ -201,7 +201,10 @@ impl EmbeddingStrategy for Scars {
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
         gpu_step::push_indices(batch, &self.gpu, ctx);
-        if self.plan.batch_is_hot(batch) {
+        let t0 = Instant::now();
+        let hot = self.plan.batch_is_hot(batch);
+        ctx.host.add("hot check", ns_since(t0));
+        if hot {
             let rb = self.cache.remap(batch)?;
             let pooled = gpu_step::forward(
                 &self.cache.tables,

@@ -171,7 +171,10 @@ impl EmbeddingStrategy for Fae {
     }
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
-        if self.plan.batch_is_hot(batch) {
+        let t0 = std::time::Instant::now();
+        let hot = self.plan.batch_is_hot(batch);
+        ctx.host.add("hot check", t0.elapsed().as_nanos() as f64);
+        if hot {
             if self.current == Current::Host {
                 self.sync_to(true, ctx)?;
             }

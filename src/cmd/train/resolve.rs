@@ -246,6 +246,12 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
                     f.display(),
                     modes.len()
                 );
+            } else if flag == "--data" && modes.iter().any(|m| m.uses_hot) {
+                bail!(
+                    "{flag} {}: a pipe or device can be read once, and --mode {} reads the data twice (once to profile its hot rows); save the data to a file",
+                    f.display(),
+                    a.mode
+                );
             }
         }
     }

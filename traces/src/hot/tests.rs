@@ -302,3 +302,62 @@ fn rand_em_box_brackets_the_exact_count() {
     let small = RowCounts::new_for_tables(&[1000]).remove(0);
     assert_eq!(rand_em_box(&small, 1, 0), (0.0, 0.0, 0.0, true));
 }
+
+#[test]
+fn retained_lookups_give_the_second_pass_s_hot_samples() {
+    use crate::{BagSize, Distribution, GenSpec, Generator, TableSpec};
+    let spec = GenSpec {
+        tables: (0..3)
+            .map(|t| TableSpec {
+                rows: 20_000 + 1000 * t,
+                distribution: Distribution::Zipf {
+                    alpha: 1.05,
+                    scatter: true,
+                },
+                bag_size: BagSize::Uniform { min: 1, max: 3 },
+                weighted: false,
+            })
+            .collect(),
+        batch_size: 100,
+        seed: 9,
+    };
+    let batches: Vec<Batch> = Generator::new(spec.clone()).unwrap().take(40).collect();
+    let rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
+    // Sampled past the first 1000 samples, so the kept batches are a subset.
+    let sampling = Sampling {
+        rate: 0.3,
+        min_samples: 1000,
+        seed: 4,
+    };
+    let mut pb = ProfileBuilder::new(&rows, sampling)
+        .unwrap()
+        .retaining(1 << 30);
+    for b in &batches {
+        pb.add(b).unwrap();
+    }
+    let (profile, kept) = pb.finish_retained().unwrap();
+    let kept = kept.expect("under the limit");
+    let cal = Calibration::new(&profile, 64).unwrap();
+    let from_kept = HotSamples::of_retained(&profile, &cal, &kept).unwrap();
+    let mut mins = SampleMins::new(&profile, &cal);
+    for b in &batches {
+        mins.add(b).unwrap();
+    }
+    let second = mins.finish().unwrap();
+    for th in 1..20 {
+        assert_eq!(
+            from_kept.share_at(th),
+            second.share_at(th),
+            "threshold {th}"
+        );
+    }
+    assert!(second.share_at(2) > 0.0 && second.share_at(2) < 1.0);
+    // Past the limit nothing is kept.
+    let mut pb = ProfileBuilder::new(&rows, sampling)
+        .unwrap()
+        .retaining(1000);
+    for b in &batches {
+        pb.add(b).unwrap();
+    }
+    assert!(pb.finish_retained().unwrap().1.is_none());
+}
