@@ -5,8 +5,9 @@
 #   1. `nmpsim trace hot` against `nmpsim trace stats` on one input: 26
 #      Criteo-Kaggle-sized tables, 10M samples (4883 batches of 2048);
 #   2. the trainer's `fae` step against `baseline-cpu` on all-cold
-#      mini-batches (a 1 MiB hot budget leaves under 1% of samples hot): the
-#      embedding primitives' measured host time per iteration.
+#      mini-batches (a 760 KB hot budget, the small tables and a few rows,
+#      leaves no sample hot): the embedding primitives' measured host time per
+#      iteration, one process per strategy, in the order A B, then B A.
 # Usage: bench/hot/run.sh [ROUNDS] [WORKDIR]   (release build of nmpsim first)
 set -euo pipefail
 rounds=${1:-5}
@@ -25,9 +26,13 @@ for r in $(seq "$rounds"); do
 done | tee "$work/trace.txt"
 echo "# fae vs baseline-cpu on all-cold mini-batches (criteo-kaggle, batch 2048, 40 iterations)"
 for r in $(seq "$rounds"); do
-  rm -rf "$work/train-$r"
-  "$bin" train --model criteo-kaggle --mode baseline-cpu,fae --batch 2048 --iters 40 \
-    --hot-budget 1MiB --json --out "$work/train-$r" >/dev/null 2>&1
+  order="baseline-cpu fae"
+  [ $((r % 2)) -eq 0 ] && order="fae baseline-cpu"
+  for m in $order; do
+    rm -rf "$work/train-$r-$m"
+    "$bin" train --model criteo-kaggle --mode "$m" --batch 2048 --iters 40 \
+      --hot-budget 760KB --json --out "$work/train-$r-$m" >/dev/null 2>&1
+  done
 done
 python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys
@@ -41,7 +46,8 @@ print("trace: median stats %.2f s, hot %.2f s, median hot/stats time %.3f (%s)" 
 emb = ("gather-reduce", "expand-coalesce", "scatter", "hot check")
 rs, rows = [], []
 for r in range(1, rounds + 1):
-    d = json.load(open(f"{work}/train-{r}/results.json"))["results"]["modes"]
+    d = [json.load(open(f"{work}/train-{r}-{m}/results.json"))["results"]["modes"][0]
+         for m in ("baseline-cpu", "fae")]
     ms = {}
     for m in d:
         share = dict(m["host_share"])

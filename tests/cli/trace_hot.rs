@@ -143,7 +143,7 @@ fn bad_budgets_rates_and_inputs_are_refused_by_name() {
     let e = fails(d, &words("trace hot --criteo empty.tsv --max-ind-range 10"));
     assert!(e.contains("no samples"), "{e}");
     let e = fails(d, &words("trace hot -"));
-    assert!(e.contains("reads its input twice"), "{e}");
+    assert!(e.contains("reads its input twice when"), "{e}");
     let e = fails(d, &words("trace hot missing.nmpt"));
     assert!(e.contains("missing.nmpt"), "{e}");
 }

@@ -68,7 +68,7 @@ pub struct HotArgs {
     quiet: bool,
 }
 
-/// Where the batches come from; read twice (the profile, then the samples).
+/// Where the batches come from; read once, or twice when the profiled lookups are too many to keep.
 enum Input {
     Trace(PathBuf),
     Criteo(PathBuf, CriteoOptions),
@@ -199,7 +199,7 @@ pub(super) fn hot_cmd(a: HotArgs) -> Result<ExitCode> {
     for p in [&a.file, &a.criteo].into_iter().flatten() {
         if p == Path::new("-") || !p.is_file() {
             bail!(
-                "{}: not a regular file; `trace hot` reads its input twice (the profile, then the hot samples), so it needs a file",
+                "{}: not a regular file; `trace hot` reads its input twice when the profiled samples' lookups pass 1 GiB (the profile, then the hot samples), so it needs a file",
                 p.display()
             );
         }
