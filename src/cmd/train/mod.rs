@@ -343,12 +343,12 @@ mod tests {
         std::fs::read_to_string(dir.join("summary.txt")).unwrap()
     }
 
-    /// The summary written after a mode of `--mode all` says the run is still
+    /// The summary written after a mode of `--mode tcast` says the run is still
     /// going and which modes are left: a run killed between modes is not
     /// taken for a completed one.
     #[test]
     fn the_summary_after_a_mode_says_the_run_is_still_going() {
-        let a = Cli::parse_from(["train", "--mode", "all", "--nmp-bandwidth", "100"]).train;
+        let a = Cli::parse_from(["train", "--mode", "tcast", "--nmp-bandwidth", "100"]).train;
         let r = resolve(&a).unwrap();
         let dir = std::env::temp_dir().join(format!("nmpsim-train-summary-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
