@@ -414,9 +414,12 @@ pub fn train_modes<D: Driver>(
     // The strategies with hot rows calibrate on the samples the run trains.
     let hot = if run.modes.iter().any(|m| m.uses_hot) {
         let (mut source, _) = driver.data()?;
-        let samples = run.config.iters.saturating_mul(run.config.batch as u64);
+        let samples = run
+            .hot
+            .profile_samples
+            .unwrap_or_else(|| run.config.iters.saturating_mul(run.config.batch as u64));
         monitor.line(&format!(
-            "profiling the first {samples} training samples for the hot rows"
+            "profiling the first {samples} samples of the training input for the hot rows"
         ));
         let h = crate::hot::HotContext::profile(
             source.as_mut(),

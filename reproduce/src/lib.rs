@@ -18,7 +18,7 @@
 //! One module per family of items: `traffic` (Figures 5b and 6), `pool`
 //! (Table I), `training` (Figures 4, 12 and 13, and the reading of training
 //! runs the others share), `energy` (Figures 14 and 15), `sensitivity`
-//! (Figures 16 and 17, the link); `analysis` holds their shared helpers,
+//! (Figures 16 and 17, the link), `hot` (SCARS's Table I); `analysis` holds their shared helpers,
 //! `report` the markdown, and `specs` the embedded sweep specs
 //! (`reproduce/specs/*.toml`). An item is one entry of the item table below.
 //!
@@ -46,6 +46,7 @@ use crate::thresholds::{CheckKind, threshold};
 
 mod analysis;
 mod energy;
+mod hot;
 mod pool;
 mod report;
 mod sensitivity;
@@ -55,6 +56,7 @@ mod training;
 
 use analysis::*;
 use energy::*;
+use hot::*;
 use pool::*;
 pub use report::*;
 use sensitivity::*;
@@ -341,6 +343,13 @@ static ITEMS: [Item; 11] = [
         sweeps: sweeps_link,
         analyse: analyse_link,
     },
+    Item {
+        id: "scars-table1",
+        title: "SCARS Table I: the uncached CPU-GPU system against SCARS, by phase",
+        paper: "without a cache CPU-GPU is slower than CPU-only; SCARS's cache cuts backward (3.6x) and optimizer (132x) time several-fold",
+        sweeps: sweeps_scars,
+        analyse: analyse_scars_table1,
+    },
 ];
 
 // ---------------------------------------------------------------- sweeps
@@ -388,6 +397,10 @@ fn sweeps_dim(s: Size) -> Vec<SweepDef> {
 
 fn sweeps_link(s: Size) -> Vec<SweepDef> {
     vec![specs::sweep("link", s)]
+}
+
+fn sweeps_scars(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("scars", s)]
 }
 
 /// The sweep with `engine = "<engine>"` added to its `[base]` when its command

@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 7] = [
+const SPECS: [(&str, &str); 8] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -20,6 +20,7 @@ const SPECS: [(&str, &str); 7] = [
     ("batch", include_str!("../specs/batch.toml")),
     ("dim", include_str!("../specs/dim.toml")),
     ("link", include_str!("../specs/link.toml")),
+    ("scars", include_str!("../specs/scars.toml")),
 ];
 
 /// How each spec is run.

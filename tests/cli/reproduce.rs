@@ -198,7 +198,7 @@ fn unknown_items_are_rejected_with_the_list() {
     assert!(String::from_utf8_lossy(&full.stdout).contains("--rows 1000000 --batch 2048 "));
     for id in [
         "fig5b", "fig6", "table1", "fig4", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17",
-        "link",
+        "link", "scars-table1",
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
@@ -206,7 +206,7 @@ fn unknown_items_are_rejected_with_the_list() {
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--list --json is JSON");
     assert_eq!(v["size"], "quick");
-    assert_eq!(v["items"].as_array().unwrap().len(), 11);
+    assert_eq!(v["items"].as_array().unwrap().len(), 12);
     // What --list cannot honour is refused, not ignored.
     for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
         let mut a = vec!["reproduce", "--list"];

@@ -65,6 +65,10 @@ pub struct HotOptions {
     pub device_bytes: Option<u64>,
     /// SCARS's order of hot and normal mini-batches (the paper gives none).
     pub scars_schedule: Schedule,
+    /// Samples of the input the calibrators profile; `None`: the samples
+    /// the run trains (its iterations times its batch). More stand for the
+    /// dataset of which a short run trains a prefix.
+    pub profile_samples: Option<u64>,
 }
 
 impl Default for HotOptions {
@@ -76,6 +80,7 @@ impl Default for HotOptions {
             cache_bytes: None,
             device_bytes: None,
             scars_schedule: Schedule::fixed(1.0),
+            profile_samples: None,
         }
     }
 }
@@ -86,6 +91,11 @@ impl HotOptions {
         if self.budget_bytes == 0 {
             return Err(DlrmError::Config(
                 "hot budget: 0 bytes; expected a size such as 256MiB".into(),
+            ));
+        }
+        if self.profile_samples == Some(0) {
+            return Err(DlrmError::Config(
+                "profile samples: 0; expected at least 1 sample".into(),
             ));
         }
         if self.cache_bytes == Some(0) {

@@ -164,6 +164,11 @@ pub struct TrainArgs {
     /// Training samples the calibrator counts all of (FAE: the first 500K).
     #[arg(long, value_name = "N", default_value_t = nmpsim_traces::hot::FAE_MIN_SAMPLES)]
     pub(crate) hot_min_samples: u64,
+    /// Samples of the training input the calibrator profiles (default: the samples the
+    /// run trains, --iters x --batch); more stand for the dataset of which a short run
+    /// trains a prefix.
+    #[arg(long, value_name = "N", value_parser = crate::cmd::positive_arg::<u64>)]
+    pub(crate) hot_profile_samples: Option<u64>,
     /// FAE's shuffle scheduler: adaptive (its Eq. 7 rate rule), fixed (--fae-rate
     /// throughout) or off (the input's own mini-batches in order).
     #[arg(long, value_name = "KIND", default_value = "adaptive")]
@@ -201,8 +206,9 @@ pub struct TrainArgs {
 }
 
 /// The flags of the strategies with hot rows (fae, fae-nmp, scars).
-pub(crate) const HOT_FLAGS: [&str; 10] = [
+pub(crate) const HOT_FLAGS: [&str; 11] = [
     "--hot-budget",
+    "--hot-profile-samples",
     "--hot-sample-rate",
     "--hot-min-samples",
     "--fae-schedule",

@@ -93,6 +93,7 @@ fn hot_options(a: &TrainArgs) -> Result<nmpsim_dlrm::hot::HotOptions> {
         cache_bytes,
         device_bytes: a.device_memory,
         scars_schedule: schedule("--scars-schedule", &a.scars_schedule, a.scars_rate, 4)?,
+        profile_samples: a.hot_profile_samples,
     })
 }
 
