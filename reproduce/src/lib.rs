@@ -258,14 +258,16 @@ pub fn items() -> &'static [Item] {
 
 /// The item called `id` (case-insensitive; `fig6`, `figure6`, `table1`, `link`).
 pub fn item(id: &str) -> Option<&'static Item> {
-    let id = id
-        .to_ascii_lowercase()
-        .replace("figure", "fig")
-        .replace(['-', '_', ' '], "");
-    ITEMS.iter().find(|i| i.id == id)
+    let norm = |s: &str| {
+        s.to_ascii_lowercase()
+            .replace("figure", "fig")
+            .replace(['-', '_', ' '], "")
+    };
+    let id = norm(id);
+    ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 11] = [
+static ITEMS: [Item; 12] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",

@@ -197,8 +197,18 @@ fn unknown_items_are_rejected_with_the_list() {
     let full = nmpsim(&t.0, &["reproduce", "--list", "--full"]);
     assert!(String::from_utf8_lossy(&full.stdout).contains("--rows 1000000 --batch 2048 "));
     for id in [
-        "fig5b", "fig6", "table1", "fig4", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17",
-        "link", "scars-table1",
+        "fig5b",
+        "fig6",
+        "table1",
+        "fig4",
+        "fig12",
+        "fig13",
+        "fig14",
+        "fig15",
+        "fig16",
+        "fig17",
+        "link",
+        "scars-table1",
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
