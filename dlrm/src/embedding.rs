@@ -770,17 +770,7 @@ impl EmbeddingStrategy for SystemModes {
 
     fn infer(&self, batch: &Batch) -> Result<Vec<Vec<f32>>, DlrmError> {
         self.check_synced()?;
-        batch
-            .tables
-            .iter()
-            .zip(&self.tables)
-            .enumerate()
-            .map(|(t, (tb, table))| {
-                gather_reduce(table, tb, self.pooling)
-                    .map(|(o, _)| o)
-                    .map_err(|e| e.in_table(t).into())
-            })
-            .collect()
+        pool_all(&self.tables, batch, self.pooling)
     }
 
     fn tables(&self) -> &[EmbeddingTable] {
@@ -809,6 +799,26 @@ impl EmbeddingStrategy for SystemModes {
         }
         Ok(())
     }
+}
+
+/// Every table's pooled output of `batch` from `tables` (inference: no
+/// timing).
+pub(crate) fn pool_all(
+    tables: &[EmbeddingTable],
+    batch: &Batch,
+    pooling: Pooling,
+) -> Result<Vec<Vec<f32>>, DlrmError> {
+    batch
+        .tables
+        .iter()
+        .zip(tables)
+        .enumerate()
+        .map(|(t, (tb, table))| {
+            gather_reduce(table, tb, pooling)
+                .map(|(o, _)| o)
+                .map_err(|e| e.in_table(t).into())
+        })
+        .collect()
 }
 
 /// Casting done elsewhere (on a GPU thread): the casted arrays of every

@@ -9,17 +9,15 @@
 //! the optimizer to the cached rows and returns the uncached rows' coalesced
 //! gradients, which the host's optimizer applies.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use nmpsim_kernels::{
-    Coalesced, EmbeddingTable, OptimizerState, Pooling, gather_reduce, scatter_update,
-};
+use nmpsim_kernels::{Coalesced, EmbeddingTable, OptimizerState, Pooling, scatter_update};
 use nmpsim_traces::{Batch, TableBatch};
 
 use super::HotPlan;
 use super::gpu_step::{self, Scratch};
-use super::input::{HotColdInput, InputStats, Schedule};
+use super::input::{InputPlan, Schedule};
 use super::replica::Replica;
 use crate::DlrmError;
 use crate::embedding::{EmbeddingStrategy, StepCtx};
@@ -61,15 +59,12 @@ pub struct Scars {
     plan: Arc<HotPlan>,
     gpu: GpuPreset,
     pooling: Pooling,
-    schedule: Schedule,
-    batch: usize,
-    iters: u64,
+    feed: InputPlan,
     step: Step,
     scratch: Scratch,
     /// Per table, host row -> position in the current batch's unique rows.
     slot: Vec<Vec<u32>>,
     pub counts: ScarsCounts,
-    input: Arc<Mutex<InputStats>>,
 }
 
 fn ns_since(t: Instant) -> f64 {
@@ -108,17 +103,14 @@ impl Scars {
             states,
             cache,
             stale: false,
+            feed: InputPlan::new(plan.clone(), schedule, config),
             plan,
             gpu,
             pooling: m.pooling,
-            schedule,
-            batch: config.batch,
-            iters: config.iters,
             step: Step::None,
             scratch: Scratch::default(),
             slot,
             counts: ScarsCounts::default(),
-            input: Arc::new(Mutex::new(InputStats::default())),
         })
     }
 
@@ -249,26 +241,14 @@ impl EmbeddingStrategy for Scars {
             self.gpu.host_transfer_ns(bytes),
             bytes,
         );
-        let t0 = Instant::now();
-        let mut pooled = Vec::with_capacity(working.len());
-        let mut gbytes = 0u64;
-        for (t, (tb, table)) in w.batch.tables.iter().zip(&working).enumerate() {
-            let (o, tr) = gather_reduce(table, tb, self.pooling).map_err(|e| e.in_table(t))?;
-            gbytes += tr.total_bytes();
-            pooled.push(o);
-        }
-        ctx.host
-            .add("gather-reduce (modelled gpu's numbers)", ns_since(t0));
-        ctx.timeline.push(
-            "gather-reduce",
+        let pooled = gpu_step::forward(
+            &working,
+            &w.batch,
+            self.pooling,
+            &self.gpu,
             "gpu (cache and sent rows)",
-            Stage::ForwardEmbedding,
-            MAIN,
-            Resource::Gpu,
-            Source::Modelled,
-            self.gpu.stream_ns(gbytes as f64),
-            gbytes,
-        );
+            ctx,
+        )?;
         self.counts.normal_steps += 1;
         self.counts.rows_sent += sent;
         self.counts.unique_rows += unique;
@@ -423,17 +403,7 @@ impl EmbeddingStrategy for Scars {
                     .into(),
             ));
         }
-        batch
-            .tables
-            .iter()
-            .zip(&self.tables)
-            .enumerate()
-            .map(|(t, (tb, table))| {
-                gather_reduce(table, tb, self.pooling)
-                    .map(|(o, _)| o)
-                    .map_err(|e| e.in_table(t).into())
-            })
-            .collect()
+        crate::embedding::pool_all(&self.tables, batch, self.pooling)
     }
 
     fn tables(&self) -> &[EmbeddingTable] {
@@ -450,23 +420,14 @@ impl EmbeddingStrategy for Scars {
     }
 
     fn input(&self, data: Box<dyn DataSource>) -> Result<Box<dyn DataSource>, DlrmError> {
-        Ok(Box::new(
-            HotColdInput::new(
-                data,
-                self.plan.clone(),
-                self.schedule,
-                self.batch,
-                self.iters,
-            )?
-            .share_stats(self.input.clone()),
-        ))
+        self.feed.source(data)
     }
 
     fn notes(&self) -> Vec<(String, String)> {
         let c = &self.counts;
         super::fae::notes(
             &self.plan,
-            &self.input,
+            &self.feed.stats,
             &[
                 ("hot steps", c.hot_steps.to_string()),
                 ("normal steps", c.normal_steps.to_string()),

@@ -18,7 +18,7 @@ use nmpsim_traces::Batch;
 
 use super::HotPlan;
 use super::gpu_step::{self, Scratch};
-use super::input::{HotColdInput, InputStats, Schedule};
+use super::input::{InputPlan, Schedule};
 use super::replica::Replica;
 use crate::DlrmError;
 use crate::embedding::{EmbeddingStrategy, StepCtx, SystemMode, SystemModes};
@@ -60,13 +60,10 @@ pub struct Fae {
     plan: Arc<HotPlan>,
     gpu: GpuPreset,
     pooling: Pooling,
-    schedule: Schedule,
-    batch: usize,
-    iters: u64,
+    feed: InputPlan,
     step: Step,
     scratch: Scratch,
     pub counts: FaeCounts,
-    input: Arc<Mutex<InputStats>>,
 }
 
 impl Fae {
@@ -81,7 +78,6 @@ impl Fae {
         schedule: Schedule,
         config: &crate::trainer::TrainConfig,
     ) -> Result<Self, DlrmError> {
-        let (pooling, batch, iters) = (config.model.pooling, config.batch, config.iters);
         let replica = Replica::new(&plan.rows, cold.tables(), cold.states())?;
         Ok(Fae {
             name,
@@ -90,16 +86,13 @@ impl Fae {
             // (Equal at the start: the first hot mini-batch still copies the
             // rows to the GPU, which is how they get there.)
             current: Current::Host,
+            feed: InputPlan::new(plan.clone(), schedule, config),
             plan,
             gpu,
-            pooling,
-            schedule,
-            batch,
-            iters,
+            pooling: config.model.pooling,
             step: Step::None,
             scratch: Scratch::default(),
             counts: FaeCounts::default(),
-            input: Arc::new(Mutex::new(InputStats::default())),
         })
     }
 
@@ -260,22 +253,13 @@ impl EmbeddingStrategy for Fae {
     }
 
     fn input(&self, data: Box<dyn DataSource>) -> Result<Box<dyn DataSource>, DlrmError> {
-        Ok(Box::new(
-            HotColdInput::new(
-                data,
-                self.plan.clone(),
-                self.schedule,
-                self.batch,
-                self.iters,
-            )?
-            .share_stats(self.input.clone()),
-        ))
+        self.feed.source(data)
     }
 
     fn notes(&self) -> Vec<(String, String)> {
         notes(
             &self.plan,
-            &self.input,
+            &self.feed.stats,
             &[
                 ("hot steps", self.counts.hot_steps.to_string()),
                 ("cold steps", self.counts.cold_steps.to_string()),
@@ -292,7 +276,7 @@ impl EmbeddingStrategy for Fae {
 /// The notes of a hot strategy: its plan, its input's split, and `extra`.
 pub(super) fn notes(
     plan: &HotPlan,
-    input: &Mutex<InputStats>,
+    input: &Mutex<super::input::InputStats>,
     extra: &[(&str, String)],
 ) -> Vec<(String, String)> {
     let mut v = vec![

@@ -177,6 +177,46 @@ impl Builder {
     }
 }
 
+/// What a hot strategy builds its input from: its hot set, its schedule,
+/// the run's batch and iterations, and where the statistics are kept.
+pub struct InputPlan {
+    pub plan: Arc<HotPlan>,
+    pub schedule: Schedule,
+    pub batch: usize,
+    pub iters: u64,
+    pub stats: Arc<std::sync::Mutex<InputStats>>,
+}
+
+impl InputPlan {
+    /// For a run of `config` with `plan` and `schedule`.
+    pub fn new(
+        plan: Arc<HotPlan>,
+        schedule: Schedule,
+        config: &crate::trainer::TrainConfig,
+    ) -> Self {
+        InputPlan {
+            plan,
+            schedule,
+            batch: config.batch,
+            iters: config.iters,
+            stats: Arc::default(),
+        }
+    }
+
+    /// `inner` as hot and cold mini-batches (what a hot strategy's `input`
+    /// returns), its statistics kept in `self.stats` as the run goes.
+    pub fn source(&self, inner: Box<dyn DataSource>) -> Result<Box<dyn DataSource>, DlrmError> {
+        let i = HotColdInput::new(
+            inner,
+            self.plan.clone(),
+            self.schedule,
+            self.batch,
+            self.iters,
+        )?;
+        Ok(Box::new(i.share_stats(self.stats.clone())))
+    }
+}
+
 /// What the processor did, for the run's report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct InputStats {
