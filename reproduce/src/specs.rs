@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 8] = [
+const SPECS: [(&str, &str); 9] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -20,7 +20,8 @@ const SPECS: [(&str, &str); 8] = [
     ("batch", include_str!("../specs/batch.toml")),
     ("dim", include_str!("../specs/dim.toml")),
     ("link", include_str!("../specs/link.toml")),
-    ("scars", include_str!("../specs/scars.toml")),
+    ("hot", include_str!("../specs/hot.toml")),
+    ("fae-profile", include_str!("../specs/fae-profile.toml")),
 ];
 
 /// How each spec is run.

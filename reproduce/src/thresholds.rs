@@ -423,6 +423,24 @@ pub static THRESHOLDS: &[Threshold] = &[
         unit: "x",
         kind: CheckKind::Finding,
     },
+    Threshold {
+        id: "fae-hot.kaggle-top",
+        claim: "on the Criteo-Kaggle profile the hottest 6.8% of the tables' rows serve at least 76% of the lookups",
+        paper: "the top 6.8% of Kaggle's entries get at least 76% of the accesses",
+        tolerance: AS_STATED,
+        rule: Rule::Above(76.0),
+        unit: "%",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "fae-hot.speedup",
+        claim: "FAE trains faster than the CPU-GPU baseline by about the paper's mean speed-up",
+        paper: "up to 2.34x (mean over three datasets)",
+        tolerance: PM10,
+        rule: within(2.34, 2.34),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
 ];
 
 /// The threshold called `id`. Panics on an unknown id: every analysis names
@@ -499,12 +517,14 @@ mod tests {
         close("fig16.tcast-cpu-larger", 1.26, 3.08);
         close("fig16.tcast-nmp-max", 13.5, 16.5);
         close("link.25", 89.1, 100.0);
+        close("fae-hot.speedup", 2.106, 2.574);
         assert_eq!(threshold("table1.600").rule, Rule::Above(600.0));
         assert_eq!(threshold("fig4.mlp-light").rule, Rule::Below(1.0));
         assert_eq!(threshold("fig16.robust").rule, Rule::Above(0.5));
         assert_eq!(threshold("fig17.every-dim").rule, Rule::Above(1.0));
         assert_eq!(threshold("scars-table1.backward").rule, Rule::Above(2.0));
         assert_eq!(threshold("scars-table1.optimizer").rule, Rule::Above(2.0));
+        assert_eq!(threshold("fae-hot.kaggle-top").rule, Rule::Above(76.0));
         for id in [
             "fig5b.shrink",
             "table1.peak",
@@ -523,7 +543,7 @@ mod tests {
             .map(|t| t.id)
             .collect();
         assert_eq!(ids, ["fig5b.expand", "fig6.ec-gr", "fig6.ec-cgr"]);
-        assert_eq!(THRESHOLDS.len(), 33);
+        assert_eq!(THRESHOLDS.len(), 35);
     }
 
     #[test]
