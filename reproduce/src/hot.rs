@@ -270,3 +270,127 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
         notes,
     })
 }
+
+/// A batch's parameters sent in a `scars plan` run: (without coalescing,
+/// coalesced, coalesced with the cache), per batch (the run's epoch figures
+/// times the batch over the epoch's samples).
+fn per_batch(r: &RunResult) -> Result<(f64, f64, f64), String> {
+    let v = &r.results;
+    let q = num(v, "samples").ok_or("no samples in the scars plan output")?;
+    let b = v
+        .get("batches")
+        .and_then(|b| b.get(0))
+        .ok_or("no batches in the scars plan output")?;
+    let batch = num(b, "batch").ok_or("a batch without its size")?;
+    let un = num(b, "uncoalesced_params").ok_or("no uncoalesced_params")?;
+    let co = num(b, "coalesced.total_params").ok_or("no coalesced.total_params")?;
+    let ca = b
+        .get("cached")
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get(1))
+        .and_then(|c| num(c, "total_params"))
+        .ok_or("no cached total_params (the spec's --cache)")?;
+    let k = batch / q;
+    Ok((un * k, co * k, ca * k))
+}
+
+pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
+    let runs = inp.completed("scars-growth")?;
+    // dist -> (rows, batch) -> per-batch params
+    let mut by: BTreeMap<String, BTreeMap<(u64, u64), (f64, f64, f64)>> = BTreeMap::new();
+    let mut rows = Vec::new();
+    for r in &runs {
+        let rows_n: u64 = r.param("rows").parse().map_err(|_| "rows is not a number")?;
+        let batch: u64 = r.param("batch").parse().map_err(|_| "batch is not a number")?;
+        let p = per_batch(r)?;
+        rows.push(vec![
+            r.param("dist").to_string(),
+            rows_n.to_string(),
+            batch.to_string(),
+            format!("{:.1}", p.0),
+            format!("{:.1}", p.1),
+            format!("{:.1}", p.2),
+        ]);
+        by.entry(r.param("dist").to_string())
+            .or_default()
+            .insert((rows_n, batch), p);
+    }
+    let mut md = Vec::new();
+    let mut c = chart(
+        "SCARS: a batch's communication after 5x table and 5x batch",
+        "distribution",
+        "growth (x)",
+        ChartKind::Bars,
+    );
+    let (mut prior, mut light, mut zipf) = (Vec::new(), Vec::new(), Vec::new());
+    for (dist, m) in &by {
+        let (Some(a), Some(b)) = (m.get(&(1_000_000, 2048)), m.get(&(5_000_000, 10240))) else {
+            continue;
+        };
+        let g = (b.0 / a.0, b.1 / a.1, b.2 / a.2);
+        md.push(vec![
+            dist.clone(),
+            format!("{:.2}x", g.0),
+            format!("{:.2}x", g.1),
+            format!("{:.2}x", g.2),
+        ]);
+        for (s, x) in [("no coalescing", g.0), ("coalesced", g.1), ("coalesced, 64 MiB cache", g.2)] {
+            push_point(&mut c, s, XValue::Cat(dist.clone()), x);
+        }
+        prior.push(g.0);
+        if dist.starts_with("zipf") {
+            zipf.push(g.2);
+        } else {
+            light.push(g.2);
+        }
+    }
+    md.push(vec![
+        "paper".into(),
+        "5x".into(),
+        "".into(),
+        "under 1.5x (exponential, half-normal), under 2x (Zipf)".into(),
+    ]);
+    c.hlines.push(("paper: under 2x (Zipf)".into(), 2.0));
+    c.hlines.push(("paper: under 1.5x".into(), 1.5));
+    let list = |xs: &[f64]| xs.iter().map(|x| format!("{x:.2}x")).collect::<Vec<_>>().join(", ");
+    let notes = vec![
+        "`nmpsim scars plan --dist D --rows N --batch B --dim 64 --cache 64MiB` per family, at (1M rows, batch 2048) and (5M rows, batch 10240): a batch's parameters sent, modelled by SCARS's cost model (Eq. 3-6; docs/strategies.md), nothing simulated or measured. The epoch figures are per batch here (times B over the epoch's samples): per epoch, uncoalesced traffic does not grow with the batch at all, and the paper's 5x is per batch.".into(),
+        "The families' shapes are in units of the table (`Family::pmf`): the 5M-row table stretches the same shape, so its hot set is 5x larger and the same 64 MiB cache covers a fifth of it. The paper does not say how its distributions scale or whether its cache grows; a cache that grew with the table, or shapes fixed in rows, would give smaller growth. These are the parameters we chose, fixed before the runs.".into(),
+    ];
+    Ok(Outcome {
+        csv: csv_text(
+            &[
+                "dist",
+                "rows",
+                "batch",
+                "uncoalesced_params_per_batch",
+                "coalesced_params_per_batch",
+                "cached_params_per_batch",
+            ],
+            &rows,
+        ),
+        charts: vec![("growth".into(), c)],
+        table_md: md_table(
+            &["distribution", "no coalescing", "coalesced", "coalesced, 64 MiB cache"],
+            &md,
+        ),
+        checks: vec![
+            check(
+                "scars-growth.prior",
+                list(&prior),
+                passes("scars-growth.prior", &prior),
+            ),
+            check(
+                "scars-growth.light",
+                list(&light),
+                passes("scars-growth.light", &light),
+            ),
+            check(
+                "scars-growth.zipf",
+                list(&zipf),
+                passes("scars-growth.zipf", &zipf),
+            ),
+        ],
+        notes,
+    })
+}

@@ -18,7 +18,7 @@
 //! One module per family of items: `traffic` (Figures 5b and 6), `pool`
 //! (Table I), `training` (Figures 4, 12 and 13, and the reading of training
 //! runs the others share), `energy` (Figures 14 and 15), `sensitivity`
-//! (Figures 16 and 17, the link), `hot` (SCARS's Table I, FAE's skew and speed-up); `analysis` holds their shared helpers,
+//! (Figures 16 and 17, the link), `hot` (SCARS's Table I and growth, FAE's skew and speed-up); `analysis` holds their shared helpers,
 //! `report` the markdown, and `specs` the embedded sweep specs
 //! (`reproduce/specs/*.toml`). An item is one entry of the item table below.
 //!
@@ -267,7 +267,7 @@ pub fn item(id: &str) -> Option<&'static Item> {
     ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 13] = [
+static ITEMS: [Item; 14] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",
@@ -359,6 +359,13 @@ static ITEMS: [Item; 13] = [
         sweeps: sweeps_fae,
         analyse: analyse_fae_hot,
     },
+    Item {
+        id: "scars-growth",
+        title: "SCARS: communication growth when the table and the batch both grow 5x",
+        paper: "with caching and coalescing a batch's communication grows under 1.5x (exponential, half-normal) and under 2x (Zipf); without them 5x",
+        sweeps: sweeps_scars_growth,
+        analyse: analyse_scars_growth,
+    },
 ];
 
 // ---------------------------------------------------------------- sweeps
@@ -410,6 +417,10 @@ fn sweeps_link(s: Size) -> Vec<SweepDef> {
 
 fn sweeps_hot(s: Size) -> Vec<SweepDef> {
     vec![specs::sweep("hot", s)]
+}
+
+fn sweeps_scars_growth(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("scars-growth", s)]
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {

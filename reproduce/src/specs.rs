@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 9] = [
+const SPECS: [(&str, &str); 10] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -22,6 +22,7 @@ const SPECS: [(&str, &str); 9] = [
     ("link", include_str!("../specs/link.toml")),
     ("hot", include_str!("../specs/hot.toml")),
     ("fae-profile", include_str!("../specs/fae-profile.toml")),
+    ("scars-growth", include_str!("../specs/scars-growth.toml")),
 ];
 
 /// How each spec is run.

@@ -441,6 +441,33 @@ pub static THRESHOLDS: &[Threshold] = &[
         unit: "x",
         kind: CheckKind::Finding,
     },
+    Threshold {
+        id: "scars-growth.prior",
+        claim: "without coalescing or a cache, a batch's communication grows 5x with 5x batch",
+        paper: "5x",
+        tolerance: "none: exact",
+        rule: Rule::Within { lo: 5.0, hi: 5.0 },
+        unit: "x",
+        kind: CheckKind::Identity,
+    },
+    Threshold {
+        id: "scars-growth.light",
+        claim: "with coalescing and the cache, a batch's communication grows under 1.5x at 5x table and 5x batch (exponential, half-normal)",
+        paper: "under 1.5x",
+        tolerance: AS_STATED,
+        rule: Rule::Below(1.5),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "scars-growth.zipf",
+        claim: "with coalescing and the cache, a batch's communication grows under 2x at 5x table and 5x batch (Zipf)",
+        paper: "under 2x",
+        tolerance: AS_STATED,
+        rule: Rule::Below(2.0),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
 ];
 
 /// The threshold called `id`. Panics on an unknown id: every analysis names
@@ -518,6 +545,9 @@ mod tests {
         close("fig16.tcast-nmp-max", 13.5, 16.5);
         close("link.25", 89.1, 100.0);
         close("fae-hot.speedup", 2.106, 2.574);
+        close("scars-growth.prior", 5.0, 5.0);
+        assert_eq!(threshold("scars-growth.light").rule, Rule::Below(1.5));
+        assert_eq!(threshold("scars-growth.zipf").rule, Rule::Below(2.0));
         assert_eq!(threshold("table1.600").rule, Rule::Above(600.0));
         assert_eq!(threshold("fig4.mlp-light").rule, Rule::Below(1.0));
         assert_eq!(threshold("fig16.robust").rule, Rule::Above(0.5));
@@ -542,8 +572,11 @@ mod tests {
             .filter(|t| t.kind == CheckKind::Identity)
             .map(|t| t.id)
             .collect();
-        assert_eq!(ids, ["fig5b.expand", "fig6.ec-gr", "fig6.ec-cgr"]);
-        assert_eq!(THRESHOLDS.len(), 35);
+        assert_eq!(
+            ids,
+            ["fig5b.expand", "fig6.ec-gr", "fig6.ec-cgr", "scars-growth.prior"]
+        );
+        assert_eq!(THRESHOLDS.len(), 38);
     }
 
     #[test]

@@ -216,7 +216,7 @@ fn unknown_items_are_rejected_with_the_list() {
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--list --json is JSON");
     assert_eq!(v["size"], "quick");
-    assert_eq!(v["items"].as_array().unwrap().len(), 13);
+    assert_eq!(v["items"].as_array().unwrap().len(), 14);
     // What --list cannot honour is refused, not ignored.
     for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
         let mut a = vec!["reproduce", "--list"];
