@@ -574,7 +574,12 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            ["fig5b.expand", "fig6.ec-gr", "fig6.ec-cgr", "scars-growth.prior"]
+            [
+                "fig5b.expand",
+                "fig6.ec-gr",
+                "fig6.ec-cgr",
+                "scars-growth.prior"
+            ]
         );
         assert_eq!(THRESHOLDS.len(), 38);
     }
