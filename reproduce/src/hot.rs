@@ -271,10 +271,13 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
     })
 }
 
-/// A batch's parameters sent in a `scars plan` run: (without coalescing,
-/// coalesced, coalesced with the cache), per batch (the run's epoch figures
-/// times the batch over the epoch's samples).
-fn per_batch(r: &RunResult) -> Result<(f64, f64, f64), String> {
+/// A batch's parameters sent: without coalescing, coalesced, coalesced with
+/// the cache.
+type Sent = (f64, f64, f64);
+
+/// A batch's parameters sent in a `scars plan` run, per batch (the run's
+/// epoch figures times the batch over the epoch's samples).
+fn per_batch(r: &RunResult) -> Result<Sent, String> {
     let v = &r.results;
     let q = num(v, "samples").ok_or("no samples in the scars plan output")?;
     let b = v
@@ -297,7 +300,7 @@ fn per_batch(r: &RunResult) -> Result<(f64, f64, f64), String> {
 pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
     let runs = inp.completed("scars-growth")?;
     // dist -> (rows, batch) -> per-batch params
-    let mut by: BTreeMap<String, BTreeMap<(u64, u64), (f64, f64, f64)>> = BTreeMap::new();
+    let mut by: BTreeMap<String, BTreeMap<(u64, u64), Sent>> = BTreeMap::new();
     let mut rows = Vec::new();
     for r in &runs {
         let rows_n: u64 = r
