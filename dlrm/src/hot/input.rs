@@ -229,7 +229,7 @@ pub struct InputStats {
 }
 
 /// The most mini-batches of one kind held while the other is looked for.
-const LOOK_AHEAD: u64 = 64;
+pub(crate) const LOOK_AHEAD: u64 = 64;
 
 const COLD: usize = 0;
 const HOT: usize = 1;

@@ -306,6 +306,31 @@ impl HotPlan {
     }
 }
 
+/// Host bytes the strategies with hot rows take at most beyond the model
+/// ([`TrainConfig::memory_bytes`]), counted without overflow: the access
+/// profile (a 4-byte counter per row, kept for the run), the larger of FAE's
+/// copy of the hot rows with its row map (4 bytes a row) and SCARS's cache
+/// with its slot maps (4 bytes a row), and the input processor's look-ahead
+/// (64 mini-batches of each kind, `bag` lookups per bag at most).
+pub fn extra_memory_bytes(config: &TrainConfig, options: &HotOptions, bag: u64) -> u128 {
+    let m = &config.model;
+    let rows: u128 = m.table_rows.iter().map(|&r| r as u128).sum();
+    let tables_bytes = rows.saturating_mul(row_bytes(config) as u128);
+    let budget = (options.budget_bytes as u128)
+        .max(options.cache_bytes.unwrap_or(0) as u128)
+        .min(tables_bytes);
+    let profile = rows.saturating_mul(4);
+    let copies = budget.saturating_add(rows.saturating_mul(4));
+    let per_sample = (m.table_rows.len() as u128)
+        .saturating_mul(bag as u128 * 2 + 1)
+        .saturating_add(m.bottom[0] as u128 + 1)
+        .saturating_mul(4);
+    let look_ahead = (2 * (input::LOOK_AHEAD as u128 + 1))
+        .saturating_mul(config.batch as u128)
+        .saturating_mul(per_sample);
+    profile.saturating_add(copies).saturating_add(look_ahead)
+}
+
 /// Bytes of one row on the device: its values and its optimizer state.
 pub fn row_bytes(config: &TrainConfig) -> u64 {
     let dim = config.model.dim;

@@ -414,3 +414,26 @@ fn bad_options_and_inputs_are_refused_by_name() {
     let err = HotPlan::fae(&h, &c).unwrap_err().to_string();
     assert!(err.contains("every table whole"), "{err}");
 }
+
+#[test]
+fn the_extra_memory_counts_the_profile_the_copies_and_the_look_ahead() {
+    let c = config(10, Optimizer::Sgd { lr: 0.1 });
+    let rows: u128 = c.model.table_rows.iter().map(|&r| r as u128).sum();
+    let small = HotOptions {
+        budget_bytes: 64 << 10,
+        ..HotOptions::default()
+    };
+    let e = super::extra_memory_bytes(&c, &small, 2);
+    // Profile and row maps: 4 bytes a row each; the budget; 130 batches.
+    let per_sample = (3 * (2 * 2 + 1) + 4 + 1) * 4;
+    assert_eq!(e, 8 * rows + (64 << 10) + 130 * BATCH as u128 * per_sample);
+    // A budget past the tables counts the tables.
+    let huge = HotOptions {
+        budget_bytes: 1 << 40,
+        ..HotOptions::default()
+    };
+    assert_eq!(
+        super::extra_memory_bytes(&c, &huge, 2) - e,
+        rows * super::row_bytes(&c) as u128 - (64 << 10)
+    );
+}

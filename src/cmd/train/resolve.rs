@@ -322,11 +322,18 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
             .max()
             .unwrap_or(1) as u64
     };
+    let hot = hot_options(a)?;
+    let hot_extra = if modes.iter().any(|m| m.uses_hot) {
+        nmpsim_dlrm::hot::extra_memory_bytes(&train, &hot, bag)
+    } else {
+        0
+    };
     check_memory(
         &train,
         a.test_batches,
         bag,
         a.data.is_some() && a.max_ind_range.is_some(),
+        hot_extra,
     )?;
     let data = match &a.data {
         Some(f) => format!("criteo tsv {}", f.display()),
@@ -350,7 +357,7 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         test_batches: a.test_batches,
         device: device.to_string(),
         device_name,
-        hot: hot_options(a)?,
+        hot,
     })
 }
 
@@ -425,16 +432,22 @@ pub(crate) fn open_data(a: &TrainArgs, r: &Resolved) -> Result<(Box<dyn DataSour
 }
 
 /// Refuses, before anything is allocated, a model and test set the memory
-/// cannot hold ([`TrainConfig::memory_bytes`]).
+/// cannot hold ([`TrainConfig::memory_bytes`]), with `hot_extra` bytes of the
+/// hot strategies' profile, copies and look-ahead when the run has any.
 pub(crate) fn check_memory(
     t: &TrainConfig,
     test_batches: usize,
     bag: u64,
     hashed: bool,
+    hot_extra: u128,
 ) -> Result<()> {
     crate::cmd::check_memory(
-        t.memory_bytes(test_batches, bag),
-        "the model (tables, optimizer state, MLPs), one step's buffers and the test set",
+        t.memory_bytes(test_batches, bag).saturating_add(hot_extra),
+        if hot_extra > 0 {
+            "the model (tables, optimizer state, MLPs), one step's buffers, the test set and the hot rows' profile, copies and look-ahead"
+        } else {
+            "the model (tables, optimizer state, MLPs), one step's buffers and the test set"
+        },
         // (With --max-ind-range the tables are its size: --rows is refused then.)
         if hashed {
             "--max-ind-range, --dim, --arch-mlp-bot / --arch-mlp-top, --batch or --test-batches"
