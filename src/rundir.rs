@@ -200,13 +200,7 @@ impl RunDir {
         json: bool,
     ) -> Result<()> {
         let dir = self.finish()?;
-        if json {
-            outln!("{}", results_json(command, results)?)?;
-        } else {
-            out!("{summary}")?;
-            outln!("run directory: {}", dir.display())?;
-        }
-        Ok(())
+        print_run(command, results, summary, json, Some(&dir))
     }
 
     /// Marks the run as succeeded: an earlier run set aside in
@@ -394,6 +388,26 @@ impl Drop for RunDir {
             note_kept(&self.path);
         }
     }
+}
+
+/// A command's results on standard output: as JSON with `json`, else
+/// `summary` and, when it wrote one, where its run directory is.
+pub fn print_run<R: Serialize>(
+    command: &str,
+    results: &R,
+    summary: &str,
+    json: bool,
+    dir: Option<&Path>,
+) -> Result<()> {
+    if json {
+        outln!("{}", results_json(command, results)?)?;
+    } else {
+        out!("{summary}")?;
+        if let Some(dir) = dir {
+            outln!("run directory: {}", dir.display())?;
+        }
+    }
+    Ok(())
 }
 
 /// The JSON text every command prints for `--json` and stores as `results.json`.

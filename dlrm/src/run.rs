@@ -430,12 +430,8 @@ pub fn train_modes<D: Driver>(
         // A hot set that cannot be chosen fails the run before any strategy
         // trains, not after the others.
         for m in run.modes.iter().filter(|m| m.uses_hot) {
-            let plan = if m.name == "scars" {
-                crate::hot::HotPlan::scars(&h, &run.config)
-            } else {
-                crate::hot::HotPlan::fae(&h, &run.config)
-            };
-            plan.map_err(|e| DlrmError::Config(format!("mode {}: {e}", m.name)))?;
+            h.plan(crate::hot::PlanKind::of_mode(m.name), &run.config)
+                .map_err(|e| DlrmError::Config(format!("mode {}: {e}", m.name)))?;
         }
         Some(Arc::new(h))
     } else {

@@ -199,6 +199,16 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of lookups only: `tables`, no dense features, no labels.
+    pub fn of_tables(tables: Vec<TableBatch>) -> Self {
+        Batch {
+            tables,
+            dense: None,
+            num_dense: 0,
+            labels: None,
+        }
+    }
+
     /// Batch size `B` (0 for a batch with no tables).
     pub fn batch_size(&self) -> usize {
         self.tables.first().map_or(0, TableBatch::batch_size)

@@ -498,12 +498,7 @@ impl Generator {
                 draw_table(&self.spec.tables[t], &self.samplers[t], b, &mut rng)
             })
             .collect();
-        Batch {
-            tables,
-            dense: None,
-            num_dense: 0,
-            labels: None,
-        }
+        Batch::of_tables(tables)
     }
 }
 

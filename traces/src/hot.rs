@@ -149,12 +149,7 @@ fn taken_lookups(batch: &Batch, mask: Option<&[bool]>) -> Batch {
             }
         })
         .collect();
-    Batch {
-        tables,
-        dense: None,
-        num_dense: 0,
-        labels: None,
-    }
+    Batch::of_tables(tables)
 }
 
 /// Checks that `batch` has the tables the profile was set up for.

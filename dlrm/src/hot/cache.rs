@@ -161,12 +161,7 @@ impl Scars {
         }
         let w = Working {
             unique,
-            batch: Batch {
-                tables: rtables,
-                dense: None,
-                num_dense: 0,
-                labels: None,
-            },
+            batch: Batch::of_tables(rtables),
         };
         Ok((w, working, sent))
     }
@@ -447,7 +442,7 @@ pub(crate) fn build(
     let hot = ctx.hot.as_ref().ok_or_else(|| {
         DlrmError::Config("mode scars needs the run's access profile (none was made)".into())
     })?;
-    let plan = HotPlan::scars(hot, c)?;
+    let plan = hot.plan(super::PlanKind::Scars, c)?;
     Ok(Box::new(Scars::new(
         c,
         plan,

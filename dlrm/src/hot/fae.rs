@@ -336,7 +336,7 @@ pub(crate) fn build(
             "mode {name} needs the run's access profile (none was made)"
         ))
     })?;
-    let plan = HotPlan::fae(hot, c)?;
+    let plan = hot.plan(super::PlanKind::Fae, c)?;
     let m = &c.model;
     let cold = SystemModes::new(
         cold_mode,

@@ -115,6 +115,29 @@ impl HotOptions {
 pub struct HotContext {
     pub options: HotOptions,
     pub profile: AccessProfile,
+    /// The hot sets chosen so far, by how they are chosen (FAE's calibrator,
+    /// SCARS's cost model): each is chosen once per run.
+    plans: std::sync::Mutex<Vec<(PlanKind, TrainConfig, Arc<HotPlan>)>>,
+}
+
+/// How a strategy chooses its hot set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanKind {
+    /// FAE's calibrator: the least threshold that fits the budget.
+    Fae,
+    /// SCARS: the cost model's cache (or `--cache-mb`).
+    Scars,
+}
+
+impl PlanKind {
+    /// The kind of the hot strategy `mode` (`scars`, else FAE's).
+    pub fn of_mode(mode: &str) -> Self {
+        if mode == "scars" {
+            PlanKind::Scars
+        } else {
+            PlanKind::Fae
+        }
+    }
 }
 
 impl HotContext {
@@ -152,7 +175,24 @@ impl HotContext {
         Ok(HotContext {
             options,
             profile: pb.finish()?,
+            plans: Default::default(),
         })
+    }
+
+    /// The hot set of `kind` for a run of `config`, chosen on its first
+    /// request and shared after (the run's check before training, `fae` and
+    /// `fae-nmp` ask for the same one).
+    pub fn plan(&self, kind: PlanKind, config: &TrainConfig) -> Result<Arc<HotPlan>, DlrmError> {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, p)) = plans.iter().find(|(k, c, _)| *k == kind && c == config) {
+            return Ok(p.clone());
+        }
+        let p = match kind {
+            PlanKind::Fae => HotPlan::fae(self, config)?,
+            PlanKind::Scars => HotPlan::scars(self, config)?,
+        };
+        plans.push((kind, config.clone(), p.clone()));
+        Ok(p)
     }
 }
 

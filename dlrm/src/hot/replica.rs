@@ -174,12 +174,7 @@ impl Replica {
                 })
             })
             .collect::<Result<Vec<_>, DlrmError>>()?;
-        Ok(Batch {
-            tables,
-            dense: None,
-            num_dense: 0,
-            labels: None,
-        })
+        Ok(Batch::of_tables(tables))
     }
 }
 

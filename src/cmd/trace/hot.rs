@@ -262,14 +262,7 @@ pub(super) fn hot_cmd(a: HotArgs) -> Result<ExitCode> {
         Some(dir) => Some(write_hot_dir(dir, &config, &results, &text)?),
         None => None,
     };
-    if a.json {
-        outln!("{}", rundir::results_json("trace hot", &results)?)?;
-    } else {
-        out!("{text}")?;
-        if let Some(w) = written {
-            outln!("run directory: {}", w.display())?;
-        }
-    }
+    rundir::print_run("trace hot", &results, &text, a.json, written.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -48,14 +48,13 @@ pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
         Some(dir) => Some(write_stats_dir(dir, &config, &stats)?),
         None => None,
     };
-    if a.json {
-        outln!("{}", rundir::results_json("trace stats", &stats)?)?;
-    } else {
-        out!("{stats}")?;
-        if let Some(written) = written {
-            outln!("run directory: {}", written.display())?;
-        }
-    }
+    rundir::print_run(
+        "trace stats",
+        &stats,
+        &stats.to_string(),
+        a.json,
+        written.as_deref(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
