@@ -118,7 +118,19 @@ pub fn lock(dir: &Path) -> Result<fs::File, SweepError> {
         .write(true)
         .open(&path)
         .io(|| format!("cannot create {}", path.display()))?;
-    if !try_lock(&f).io(|| format!("cannot lock {}", path.display()))? {
+    // A process forked by another thread of this one (a run being spawned)
+    // holds a copy of every descriptor until it execs: a lock it shares goes
+    // with its exec, so a held lock is tried again for up to a second before
+    // it counts as another sweep's.
+    let mut held = !try_lock(&f).io(|| format!("cannot lock {}", path.display()))?;
+    for _ in 0..100 {
+        if !held {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        held = !try_lock(&f).io(|| format!("cannot lock {}", path.display()))?;
+    }
+    if held {
         return Err(SweepError::Refused(format!(
             "{} is in use by another sweep (lock {})",
             dir.display(),
