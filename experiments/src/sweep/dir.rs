@@ -120,10 +120,10 @@ pub fn lock(dir: &Path) -> Result<fs::File, SweepError> {
         .io(|| format!("cannot create {}", path.display()))?;
     // A process forked by another thread of this one (a run being spawned)
     // holds a copy of every descriptor until it execs: a lock it shares goes
-    // with its exec, so a held lock is tried again for up to a second before
+    // with its exec, so a held lock is tried again for up to 200 ms before
     // it counts as another sweep's.
     let mut held = !try_lock(&f).io(|| format!("cannot lock {}", path.display()))?;
-    for _ in 0..100 {
+    for _ in 0..20 {
         if !held {
             break;
         }
