@@ -534,7 +534,8 @@ mod tests {
 
     #[test]
     fn atomic_write_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-test-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         let rd = RunDir::create(Some(&dir), "test").unwrap();
         rd.write_results("test", &serde_json::json!({"x": 1}))
             .unwrap();
@@ -548,13 +549,12 @@ mod tests {
             serde_json::from_slice(&fs::read(dir.join("results.json")).unwrap()).unwrap();
         assert_eq!(v["results"]["x"], 1);
         assert!(v["build"]["git_rev"].is_string());
-        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn a_run_that_fails_after_its_results_does_not_replace_the_finished_one() {
-        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-fail-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         let run = |x: u32, finish: bool| {
             let rd = RunDir::create(Some(&dir), "test").unwrap();
             rd.write_config("test", &serde_json::json!({"x": x}))
@@ -584,13 +584,12 @@ mod tests {
         run(4, true);
         assert_eq!(x_in(&dir), 4);
         assert!(!prev.exists() && !dir.join(RUNNING).exists());
-        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn a_users_previous_run_folder_is_never_removed() {
-        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-users-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         let mine = dir.join(PREVIOUS_RUN).join("thesis.tex");
         fs::create_dir_all(mine.parent().unwrap()).unwrap();
         fs::write(&mine, "important").unwrap();
@@ -609,14 +608,12 @@ mod tests {
         assert!(e.contains("not an earlier run nmpsim set aside"), "{e}");
         assert_eq!(fs::read_to_string(&mine).unwrap(), "important");
         assert!(dir.join(RESULTS).exists());
-        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn a_refused_directory_is_left_as_it_was() {
-        let dir =
-            std::env::temp_dir().join(format!("nmpsim-rundir-refused-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join(SUMMARY), "mine").unwrap();
         let e = RunDir::create(Some(&dir), "test")
@@ -629,13 +626,12 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(SUMMARY)]);
-        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn out_paths_that_cannot_be_directories_say_why() {
-        let dir = std::env::temp_dir().join(format!("nmpsim-rundir-paths-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         fs::create_dir_all(&dir).unwrap();
         let file = dir.join("afile");
         fs::write(&file, "x").unwrap();
@@ -651,6 +647,5 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("which does not exist"), "{e}");
-        fs::remove_dir_all(&dir).ok();
     }
 }

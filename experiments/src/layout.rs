@@ -361,11 +361,11 @@ mod tests {
     use crate::expand::expand;
     use crate::spec::Spec;
 
-    fn temp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nmpsim-exp-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).expect("temp dir");
-        d
+    fn temp(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("nmpsim-exp-{name}-"))
+            .tempdir()
+            .expect("temp dir")
     }
 
     fn write_status(dir: &Path, hash: &str, status: Status) {
@@ -386,7 +386,8 @@ mod tests {
 
     #[test]
     fn a_run_is_finished_only_with_its_own_hash() {
-        let d = temp("finished");
+        let d_tmp = temp("finished");
+        let d = d_tmp.path();
         let runs = expand(
             &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
         );
@@ -453,14 +454,16 @@ mod tests {
 
     #[test]
     fn merge_prefers_completed_runs() {
-        let a = temp("merge-a");
-        let b = temp("merge-b");
+        let a_tmp = temp("merge-a");
+        let a = a_tmp.path();
+        let b_tmp = temp("merge-b");
+        let b = b_tmp.path();
         let runs = expand(
             &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
         );
         write_status(&run_dir(&a, &runs[0], 2), &runs[0].hash, Status::Failed);
         write_status(&run_dir(&b, &runs[0], 2), &runs[0].hash, Status::Completed);
-        let dirs = vec![a.clone(), b.clone()];
+        let dirs = vec![a.to_path_buf(), b.to_path_buf()];
         assert_eq!(
             find_finished(&dirs, &runs[0], 2),
             Some(run_dir(&b, &runs[0], 2))
@@ -476,7 +479,8 @@ mod tests {
 
     #[test]
     fn resume_adopts_a_moved_run_but_never_another_runs_directory() {
-        let d = temp("resume");
+        let d_tmp = temp("resume");
+        let d = d_tmp.path();
         let runs = expand(
             &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
         );
@@ -506,7 +510,8 @@ mod tests {
         // Two runs of one configuration (a spec check refuses them, this is
         // the last line of defence): the finished one keeps its directory,
         // the other is not finished and adopts nothing.
-        let d = temp("resume-same");
+        let d_tmp = temp("resume-same");
+        let d = d_tmp.path();
         let mut twin = runs[0].clone();
         twin.index = 1;
         let same = vec![runs[0].clone(), twin];

@@ -1512,23 +1512,6 @@ mod tests {
         chart_from_csv_text(text, "t.csv", x, &s(ys), &s(group), opts)
     }
 
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let d = std::env::temp_dir().join(format!("nmpsim-plot-{name}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&d);
-            fs::create_dir_all(&d).unwrap();
-            TempDir(d)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
     const SWEEP: &str = "\
 run,engine,batch,status,error,wall_s,sim_gbps,note
 0000-aa,dramsim3,512,completed,,0.1,20.5,\"fast, \"\"really\"\"\"
@@ -2111,7 +2094,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn writes_svg_and_png() {
-        let dir = TempDir::new("write");
+        let dir = tempfile::tempdir().unwrap();
         for (kind, log) in [
             (ChartKind::Lines, false),
             (ChartKind::Lines, true),
@@ -2121,7 +2104,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             let mut chart = sample_chart(kind);
             chart.log_y = log;
             chart.log_x = log && kind == ChartKind::Lines;
-            let stem = dir.0.join(format!("sub/chart.{kind:?}-{log}"));
+            let stem = dir.path().join(format!("sub/chart.{kind:?}-{log}"));
             let paths = write_chart(&chart, &stem).unwrap();
             assert_eq!(
                 paths,
@@ -2178,7 +2161,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn log_axes_have_ticks_around_the_data_and_log_bars_start_on_one() {
-        let dir = TempDir::new("logticks");
+        let dir = tempfile::tempdir().unwrap();
         let values = [11.5, 14.0, 27.0];
         // (Named like the y axis: no legend, whose marker would be a circle too.)
         let mut series = Series::new("GB/s");
@@ -2189,7 +2172,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             .labels("x", "GB/s")
             .log_axes(false, true)
             .with_series(series);
-        let paths = write_chart(&lines, &dir.0.join("lines")).unwrap();
+        let paths = write_chart(&lines, &dir.path().join("lines")).unwrap();
         let svg = fs::read_to_string(&paths[0]).unwrap();
         let ticks = svg_y_ticks(&svg);
         let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
@@ -2216,7 +2199,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                     .point("b", 60.0)
                     .point("c", 100.0),
             );
-        let paths = write_chart(&bars, &dir.0.join("bars")).unwrap();
+        let paths = write_chart(&bars, &dir.path().join("bars")).unwrap();
         let svg = fs::read_to_string(&paths[0]).unwrap();
         let ticks = svg_y_ticks(&svg);
         let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
@@ -2248,7 +2231,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 .collect()
         };
         bars.series[0].points = vec![("a".into(), 256.0), ("b".into(), 4096.0)];
-        let paths = write_chart(&bars, &dir.0.join("pow2")).unwrap();
+        let paths = write_chart(&bars, &dir.path().join("pow2")).unwrap();
         let svg = fs::read_to_string(&paths[0]).unwrap();
         let ticks = svg_y_ticks(&svg);
         let labels: Vec<f64> = ticks.iter().map(|t| t.1).collect();
@@ -2260,15 +2243,15 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let h = heights(&svg);
         assert!(h.len() == 2 && h.iter().all(|&h| h > 1.0), "{h:?}");
         bars.series[0].points = vec![("a".into(), 1.0), ("b".into(), 10.0), ("c".into(), 100.0)];
-        let paths = write_chart(&bars, &dir.0.join("decades")).unwrap();
+        let paths = write_chart(&bars, &dir.path().join("decades")).unwrap();
         let h = heights(&fs::read_to_string(&paths[0]).unwrap());
         assert!(h.len() == 3 && h.iter().all(|&h| h > 1.0), "{h:?}");
     }
 
     #[test]
     fn chart_from_a_file_and_long_categories() {
-        let dir = TempDir::new("file");
-        let csv = dir.0.join("results.csv");
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("results.csv");
         let mut text = String::from("config,gbps\n");
         for i in 0..12 {
             text.push_str(&format!(
@@ -2280,12 +2263,12 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let chart =
             chart_from_csv(&csv, "config", &s(&["gbps"]), &[], &Default::default()).unwrap();
         assert_eq!(chart.kind, ChartKind::Bars);
-        let paths = write_chart_sized(&chart, &dir.0.join("long"), (640, 400)).unwrap();
+        let paths = write_chart_sized(&chart, &dir.path().join("long"), (640, 400)).unwrap();
         let (w, h, colours) = distinct_png_colours(&paths[1]);
         assert_eq!((w, h), (640, 400));
         assert!(colours > 2);
         let err = chart_from_csv(
-            &dir.0.join("nope.csv"),
+            &dir.path().join("nope.csv"),
             "a",
             &s(&["b"]),
             &[],
@@ -2293,6 +2276,6 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         )
         .unwrap_err();
         assert!(err.to_string().contains("nope.csv"), "{err}");
-        assert!(write_chart_sized(&chart, &dir.0.join("tiny"), (10, 10)).is_err());
+        assert!(write_chart_sized(&chart, &dir.path().join("tiny"), (10, 10)).is_err());
     }
 }

@@ -156,21 +156,22 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 /// One CSV field, quoted when it holds a comma, quote or line break.
 pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+    match s {
+        "" => String::new(),
+        _ => csv_line([s]).trim_end_matches('\n').to_string(),
     }
 }
 
+/// One CSV record and its newline, quoted as [`csv_field`] says (the `csv`
+/// crate's writer).
 fn csv_line(fields: impl IntoIterator<Item = impl AsRef<str>>) -> String {
-    let mut line = fields
-        .into_iter()
-        .map(|f| csv_field(f.as_ref()))
-        .collect::<Vec<_>>()
-        .join(",");
-    line.push('\n');
-    line
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .flexible(true)
+        .from_writer(Vec::new());
+    w.write_record(fields.into_iter().map(|f| f.as_ref().as_bytes().to_vec()))
+        .expect("a CSV record written to memory");
+    String::from_utf8(w.into_inner().expect("written to memory")).expect("UTF-8 in, UTF-8 out")
 }
 
 /// A CSV table: the header line, then one line per row. Every CSV nmpsim
@@ -350,6 +351,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, CsvSyntaxError> {
 /// else in an unquoted field, text between a closing quote and the next comma
 /// or line end, and a quoted field still open at the end of the text are
 /// errors (rather than a record that swallows the rest of the file).
+///
+/// The reader is nmpsim's own, not the `csv` crate's: that reader keeps a
+/// stray quote as text and lets an unclosed quote run to the end of the
+/// input, where a sweep's or a user's table must be refused at its line.
 pub fn parse_csv_lines(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvSyntaxError> {
     let mut records = Vec::new();
     let mut record = Vec::new();

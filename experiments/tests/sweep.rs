@@ -61,11 +61,11 @@ impl Monitor for Count {
     }
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nmpsim-exp-sweep-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("nmpsim-exp-sweep-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn plan(dir: &Path, values: &str) -> (Script, Plan) {
@@ -92,7 +92,8 @@ fn options(out: PathBuf, shard: Shard) -> SweepOptions {
 
 #[test]
 fn runs_are_recorded_failures_kept_and_a_rerun_retries_only_those() {
-    let d = temp("rerun");
+    let d_tmp = temp("rerun");
+    let d = d_tmp.path();
     let (script, plan) = plan(&d, "1, 13, 4");
     let o = options(d.join("out"), Shard::ALL);
     let mut m = Count::default();
@@ -131,7 +132,8 @@ fn runs_are_recorded_failures_kept_and_a_rerun_retries_only_those() {
 
 #[test]
 fn a_locked_directory_and_a_refused_command_are_errors() {
-    let d = temp("lock");
+    let d_tmp = temp("lock");
+    let d = d_tmp.path();
     let (script, plan) = plan(&d, "1");
     let o = options(d.join("out"), Shard::ALL);
     std::fs::create_dir_all(&o.out).unwrap();
@@ -156,7 +158,8 @@ fn a_locked_directory_and_a_refused_command_are_errors() {
 
 #[test]
 fn shards_merge_into_the_table_of_an_unsharded_sweep() {
-    let d = temp("merge");
+    let d_tmp = temp("merge");
+    let d = d_tmp.path();
     let (script, plan) = plan(&d, "1, 2, 3, 4, 5");
     let whole = sweep::run(
         &plan,

@@ -3,15 +3,40 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The built `nmpsim`, to run in `dir`.
+pub fn command(dir: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("nmpsim").expect("the nmpsim binary");
+    c.current_dir(dir);
+    c
+}
+
+/// The built `nmpsim` as a process to set up (pipes, signals), run in the
+/// current directory.
+pub fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+}
+
+/// [`binary`], run in `dir`.
+pub fn process(dir: &Path) -> Command {
+    let mut c = binary();
+    c.current_dir(dir);
+    c
+}
 
 /// Runs the built `nmpsim` in `dir` and returns what it did.
 pub fn nmpsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
+    command(dir).args(args).output().expect("spawn nmpsim")
+}
+
+/// [`nmpsim`], which must succeed.
+pub fn succeeds(dir: &Path, args: &[&str]) -> Output {
+    command(dir)
         .args(args)
-        .output()
-        .expect("spawn nmpsim")
+        .assert()
+        .success()
+        .get_output()
+        .clone()
 }
 
 /// [`nmpsim`] under an address-space limit of `kib` KiB (`ulimit -v`), which
@@ -40,26 +65,24 @@ pub fn make_fifo(path: &Path) -> bool {
     made
 }
 
-/// A fresh directory `nmpsim-cli-<name>-<pid>-<n>` under the system
-/// temporary directory, removed on drop; `n` counts the directories this
-/// process made, so tests that run at once never share one.
-pub struct TempDir(pub PathBuf);
+/// A fresh directory `nmpsim-cli-<name>-<random>` under the system
+/// temporary directory, removed on drop; its path is `.0`.
+pub struct TempDir(pub PathBuf, #[allow(dead_code)] tempfile::TempDir);
 
 impl TempDir {
     pub fn new(name: &str) -> Self {
-        static MADE: AtomicUsize = AtomicUsize::new(0);
-        let n = MADE.fetch_add(1, Ordering::Relaxed);
-        let d = std::env::temp_dir().join(format!("nmpsim-cli-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
+        let d = tempfile::Builder::new()
+            .prefix(&format!("nmpsim-cli-{name}-"))
+            .tempdir()
+            .expect("create temp dir");
+        TempDir(d.path().to_path_buf(), d)
     }
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Writes `contents` to `dir/rel`, which must succeed.
+pub fn write(dir: &Path, rel: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+    let p = dir.join(rel);
+    std::fs::write(&p, contents).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
 }
 
 /// The words of `line`, split at whitespace: a command line written as one
@@ -70,22 +93,15 @@ pub fn words(line: &str) -> Vec<&str> {
 
 /// Runs `nmpsim ARGS` in `dir`, which must succeed; returns its stdout.
 pub fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert!(
-        o.status.success(),
-        "nmpsim {args:?} failed ({:?}): {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 stdout")
+    let o = command(dir).args(args).assert().success();
+    String::from_utf8(o.get_output().stdout.clone()).expect("utf-8 stdout")
 }
 
 /// Runs `nmpsim ARGS` in `dir`, which must be refused (exit status 2);
 /// returns its stderr.
 pub fn fails(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    assert_eq!(o.status.code(), Some(2), "nmpsim {args:?} should fail");
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    let o = command(dir).args(args).assert().code(2);
+    String::from_utf8_lossy(&o.get_output().stderr).into_owned()
 }
 
 /// What a command printed: its stdout, then its stderr.
@@ -100,6 +116,42 @@ pub fn text(o: &Output) -> String {
 /// The file at `p`, which must be readable text.
 pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// Column `i` of CSV text's records after the header, as numbers (no
+/// quoted commas).
+pub fn column(csv: &str, i: usize) -> Vec<f64> {
+    csv.lines()
+        .skip(1)
+        .map(|l| {
+            let cell = l
+                .split(',')
+                .nth(i)
+                .unwrap_or_else(|| panic!("no column {i}: {l}"));
+            cell.parse()
+                .unwrap_or_else(|e| panic!("column {i} `{cell}`: {e}"))
+        })
+        .collect()
+}
+
+/// The `results` of `nmpsim COMMAND ARGS --json` in `dir`, which must
+/// succeed and name its command.
+pub fn results_of(dir: &Path, command: &str, args: &str) -> serde_json::Value {
+    let out = ok(dir, &words(&format!("{command} {args} --json")));
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{command} --json is not JSON ({e}): {out}"));
+    assert_eq!(v["command"], command);
+    v["results"].clone()
+}
+
+/// What a command printed on stdout, as JSON.
+pub fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
 }
 
 /// The JSON file at `path`.

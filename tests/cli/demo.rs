@@ -1,37 +1,17 @@
 //! End-to-end: `nmpsim demo` on a small configuration writes a complete run
 //! directory and reports that both backward paths agree.
 
-use std::process::Command;
+use crate::common::*;
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("nmpsim-cli-demo-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
+use std::process::Command;
 
 #[test]
 fn demo_writes_a_run_directory_and_agrees() {
-    let out = tmpdir("ok");
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args([
-            "demo",
-            "--rows",
-            "5000",
-            "--batch",
-            "128",
-            "--tables",
-            "3",
-            "--batches",
-            "2",
-        ])
-        .args([
-            "--dist",
-            "zipf:1.05",
-            "--optimizer",
-            "adagrad",
-            "--json",
-            "--out",
-        ])
+    let t = TempDir::new("demo-ok");
+    let out = t.0.join("run");
+    let o = binary()
+        .args(words("demo --rows 5000 --batch 128 --tables 3 --batches 2"))
+        .args(words("--dist zipf:1.05 --optimizer adagrad --json --out"))
         .arg(&out)
         .output()
         .unwrap();
@@ -40,7 +20,7 @@ fn demo_writes_a_run_directory_and_agrees() {
         "stderr: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: serde_json::Value = stdout_json(&o);
     let r = &v["results"];
     assert_eq!(r["same_unique_rows"], true);
     assert_eq!(r["casted_vs_coalesced_max_rel_err"].as_f64(), Some(0.0));
@@ -56,12 +36,11 @@ fn demo_writes_a_run_directory_and_agrees() {
     ] {
         assert!(out.join(f).is_file(), "missing {f}");
     }
-    let cfg: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    let cfg: serde_json::Value = read_json(&out.join("config.json"));
     assert_eq!(cfg["config"]["spec"]["batch_size"], 128);
     assert_eq!(cfg["config"]["optimizer"]["kind"], "adagrad");
     assert!(cfg["build"]["git_rev"].is_string());
-    let csv = std::fs::read_to_string(out.join("primitives.csv")).unwrap();
+    let csv = read(&out.join("primitives.csv"));
     assert!(csv.starts_with("primitive,time_ms,read_bytes,write_bytes,throughput_gbps\n"));
     // Bytes are the mean per batch, as the trace's unique rows are: the
     // coalesce writes one 256 B row and its 4 B id per unique row.
@@ -74,13 +53,12 @@ fn demo_writes_a_run_directory_and_agrees() {
     let unique = r["trace"]["mean_unique_rows_per_batch"].as_f64().unwrap();
     let written = coalesce["write_bytes"].as_f64().unwrap();
     assert!((written / 260.0 - unique).abs() < 1.0, "{written} {unique}");
-    std::fs::remove_dir_all(&out).ok();
 }
 
 #[test]
 fn demo_rejects_bad_arguments_clearly() {
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["demo", "--optimizer", "lamb", "-q"])
+    let o = binary()
+        .args(words("demo --optimizer lamb -q"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -90,8 +68,8 @@ fn demo_rejects_bad_arguments_clearly() {
         "{e}"
     );
 
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["demo", "--profile", "nope", "-q"])
+    let o = binary()
+        .args(words("demo --profile nope -q"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -102,8 +80,8 @@ fn demo_rejects_bad_arguments_clearly() {
     );
 
     // Tables that cannot fit are refused before anything is allocated.
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["demo", "--rows", "4000000000", "--dim", "4096", "-q"])
+    let o = binary()
+        .args(words("demo --rows 4000000000 --dim 4096 -q"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -127,10 +105,10 @@ fn demo_rejects_bad_arguments_clearly() {
     );
 
     // A learning rate that is not a number stops the run before its directory.
-    let dir = tmpdir("nan-lr");
-    let out = dir.join("run");
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["demo", "--lr", "NaN", "-q", "--out"])
+    let dir = TempDir::new("demo-nan-lr");
+    let out = dir.0.join("run");
+    let o = binary()
+        .args(words("demo --lr NaN -q --out"))
         .arg(&out)
         .output()
         .unwrap();
@@ -140,9 +118,9 @@ fn demo_rejects_bad_arguments_clearly() {
     assert!(!out.exists(), "a run directory was left");
     // So does a negative one, in `demo` and `nmp run` as in `train`.
     for cmd in [&["demo"][..], &["nmp", "run"][..]] {
-        let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        let o = binary()
             .args(cmd)
-            .args(["--lr=-1", "-q", "--out"])
+            .args(words("--lr=-1 -q --out"))
             .arg(&out)
             .output()
             .unwrap();
@@ -154,7 +132,6 @@ fn demo_rejects_bad_arguments_clearly() {
         );
         assert!(!out.exists(), "{cmd:?}: a run directory was left");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(unix)]
@@ -162,8 +139,8 @@ fn demo_rejects_bad_arguments_clearly() {
 fn a_closed_pipe_ends_the_output_quietly() {
     use std::io::Read;
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(["trace", "gen", "--list-profiles"])
+    let mut child = binary()
+        .args(words("trace gen --list-profiles"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -197,14 +174,12 @@ fn libc_sigpipe() -> i32 {
 /// of RM1's 80 lookups on 10 tables, under a 6 GB address-space limit).
 #[test]
 fn a_batch_beyond_memory_is_refused_before_anything_runs() {
-    let dir = tmpdir("bigbatch");
-    std::fs::create_dir_all(&dir).unwrap();
-    let o = crate::common::nmpsim_within(
-        &dir,
+    let t = TempDir::new("demo-bigbatch");
+    let dir = &t.0;
+    let o = nmpsim_within(
+        dir,
         6_000_000,
-        &[
-            "demo", "--batch", "1000000", "--rows", "1000", "-q", "--out", "o",
-        ],
+        &words("demo --batch 1000000 --rows 1000 -q --out o"),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -214,5 +189,4 @@ fn a_batch_beyond_memory_is_refused_before_anything_runs() {
         "{err}"
     );
     assert!(!dir.join("o").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,6 @@
 //! `nmpsim gpu`: the report of what the GPU paths find on this machine.
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::*;
 
 #[test]
 fn gpu_report_says_what_is_there_and_compiles_every_source() {

@@ -1,6 +1,6 @@
 //! Every command that runs something has examples in its `--help`.
 
-use crate::common::{TempDir, nmpsim};
+use crate::common::*;
 
 /// The subcommands `--help` of `path` lists (without `help`).
 fn subcommands(help: &str) -> Vec<String> {

@@ -1,14 +1,9 @@
 //! End-to-end: `nmpsim kernels check` and `nmpsim kernels traffic` through the binary.
 
-use crate::common::words;
-
-use std::process::Command;
+use crate::common::*;
 
 fn nmpsim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .args(args)
-        .output()
-        .expect("run nmpsim")
+    binary().args(args).output().expect("run nmpsim")
 }
 
 const SMALL: [&str; 10] = [
@@ -70,12 +65,12 @@ fn check_prints_a_table() {
 
 #[test]
 fn bad_arguments_fail_with_a_clear_message() {
-    let out = nmpsim(&["kernels", "check", "--dist", "pareto"]);
+    let out = nmpsim(&words("kernels check --dist pareto"));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--dist"));
-    let out = nmpsim(&["kernels", "check", "--backend", "tpu"]);
+    let out = nmpsim(&words("kernels check --backend tpu"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu`"));
-    let out = nmpsim(&["kernels", "check", "--dim", "0"]);
+    let out = nmpsim(&words("kernels check --dim 0"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("dim"));
     // Zero counts are named by their flags, before anything else (a bench's
     // GPU included).
@@ -114,7 +109,7 @@ fn traffic_builds_no_table() {
         ]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{rows} x {dim}: {err}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: serde_json::Value = stdout_json(&out);
         let t = &v["results"];
         let (u, d) = (
             t["unique_rows"].as_u64().unwrap(),
@@ -131,16 +126,15 @@ fn traffic_builds_no_table() {
 
 #[test]
 fn traffic_reports_fig6_ratios() {
-    let out = nmpsim(&[
-        "kernels", "traffic", "--json", "--tables", "1", "--batch", "256", "--bag", "10", "--rows",
-        "1000000", "--dim", "64", "--dist", "uniform",
-    ]);
+    let out = nmpsim(&words(
+        "kernels traffic --json --tables 1 --batch 256 --bag 10 --rows 1000000 --dim 64 --dist uniform",
+    ));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = stdout_json(&out);
     let t = &v["results"];
     let total =
         |k: &str| t[k]["read_bytes"].as_f64().unwrap() + t[k]["write_bytes"].as_f64().unwrap();
@@ -150,8 +144,8 @@ fn traffic_reports_fig6_ratios() {
 
 #[test]
 fn out_writes_a_run_directory_of_what_was_printed() {
-    let dir = std::env::temp_dir().join(format!("nmpsim-cli-kernels-out-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let t = TempDir::new("kernels-out");
+    let dir = &t.0;
     for sub in ["check", "traffic"] {
         let run = dir.join(sub);
         let mut args = vec![
@@ -166,11 +160,9 @@ fn out_writes_a_run_directory_of_what_was_printed() {
         let o = nmpsim(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let printed = String::from_utf8_lossy(&o.stdout);
-        let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+        let summary = read(&run.join("summary.txt"));
         assert_eq!(summary, printed, "{sub}: summary.txt is the printed table");
-        let read = |f: &str| -> serde_json::Value {
-            serde_json::from_slice(&std::fs::read(run.join(f)).unwrap()).unwrap()
-        };
+        let read = |f: &str| -> serde_json::Value { read_json(&run.join(f)) };
         let (config, results) = (read("config.json"), read("results.json"));
         assert_eq!(config["command"], format!("kernels {sub}"));
         assert_eq!(results["command"], format!("kernels {sub}"));
@@ -196,9 +188,8 @@ fn out_writes_a_run_directory_of_what_was_printed() {
     args.extend(SMALL);
     let o = nmpsim(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    let printed: serde_json::Value = stdout_json(&o);
+    let file: serde_json::Value = read_json(&run.join("results.json"));
     assert_eq!(printed["results"], file["results"]);
     let r = &file["results"];
     let ran_cuda = r["backends"]
@@ -211,14 +202,13 @@ fn out_writes_a_run_directory_of_what_was_printed() {
         r["cuda_skipped"].is_string() || r["cuda_skipped"].is_null(),
         "{r}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The default bench's tables, 8 x 4M rows x 64 f32 = 8.192e9 bytes, in
 /// both units (once described as 8 GiB).
 #[test]
 fn bench_help_sizes_the_default_tables_right() {
-    let o = nmpsim(&["kernels", "bench", "--help"]);
+    let o = nmpsim(&words("kernels bench --help"));
     let help = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success());
     assert_eq!(8u64 * 4_000_000 * 64 * 4, 8_192_000_000);
@@ -231,7 +221,7 @@ fn bench_help_sizes_the_default_tables_right() {
 /// `kernels bench --reps 0` is refused by clap, not turned into 1.
 #[test]
 fn bench_refuses_zero_reps() {
-    let o = nmpsim(&["kernels", "bench", "--reps", "0"]);
+    let o = nmpsim(&words("kernels bench --reps 0"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("'--reps <REPS>'"), "{err}");

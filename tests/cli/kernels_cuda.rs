@@ -3,7 +3,7 @@
 //! must be refused with a reason and exit status 2, and `all` must check the
 //! CPU and report CUDA as skipped; on a GPU machine both must pass.
 
-use crate::common::{TempDir, nmpsim, text, words};
+use crate::common::*;
 
 const SMALL: [&str; 10] = [
     "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",
@@ -56,7 +56,7 @@ fn all_checks_cpu_and_skips_or_checks_cuda() {
     args.extend(SMALL);
     let out = nmpsim(&t.0, &args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let v: serde_json::Value = stdout_json(&out);
     assert_eq!(v["results"]["backends"][0]["backend"], "cpu");
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipped"));
 }
@@ -76,16 +76,16 @@ fn bench_without_a_gpu_exits_2_and_bad_backends_are_refused() {
         assert!(all.contains("GPU") || all.contains("CUDA"), "{all}");
     } else {
         assert!(out.status.success(), "{all}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let v: serde_json::Value = stdout_json(&out);
         assert!(v["results"]["gather_reduce"]["gbps"].as_f64().unwrap() > 0.0);
     }
-    let out = nmpsim(&t.0, &["kernels", "bench", "--backend", "tpu"]);
+    let out = nmpsim(&t.0, &words("kernels bench --backend tpu"));
     assert!(!out.status.success());
     assert!(
         text(&out).contains("unknown backend `tpu`; available: cpu, cuda"),
         "{}",
         text(&out)
     );
-    let out = nmpsim(&t.0, &["kernels", "check", "--backend", "tpu"]);
+    let out = nmpsim(&t.0, &words("kernels check --backend tpu"));
     assert!(text(&out).contains("unknown backend `tpu`"));
 }

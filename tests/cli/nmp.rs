@@ -1,6 +1,6 @@
 //! End-to-end tests of `nmpsim nmp …` through the built binary.
 
-use crate::common::{TempDir, nmpsim, nmpsim_within, words};
+use crate::common::*;
 
 #[test]
 fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
@@ -41,7 +41,7 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
             "{prim}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        let v: serde_json::Value = stdout_json(&o);
         let phases = v["results"]["phases"].as_array().unwrap();
         let primary: Vec<_> = phases.iter().filter(|p| p["primary"] == true).collect();
         assert_eq!(primary.len(), 3, "{prim}: one primary phase per placement");
@@ -129,7 +129,7 @@ fn tables_that_do_not_fit_are_a_clear_error() {
         err.contains("does not fit") && err.contains("rank 0"),
         "{err}"
     );
-    let o = nmpsim(&t.0, &["nmp", "run", "--placement", "diagonal", "-q"]);
+    let o = nmpsim(&t.0, &words("nmp run --placement diagonal -q"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("vector-sliced, row-interleaved or table-per-rank"),
@@ -202,7 +202,7 @@ fn a_trace_without_tables_is_a_clear_error() {
         labels: None,
     };
     write_trace(&t.0.join("zero.nmpt"), &[empty]);
-    let o = nmpsim(&t.0, &["nmp", "run", "--trace", "zero.nmpt", "-q"]);
+    let o = nmpsim(&t.0, &words("nmp run --trace zero.nmpt -q"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
@@ -232,16 +232,14 @@ fn a_queue_beyond_the_input_buffer_is_refused() {
         );
     }
     // 64, the input buffer's slices, runs.
-    let o = nmpsim(
+    succeeds(
         &t.0,
-        &[
-            "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
-            "--queue", "64", "--json", "--out", "q64",
-        ],
+        &words(
+            "nmp run --rows 2000 --batch 8 --ranks 2 --engine native --queue 64 --json --out q64",
+        ),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The help says so.
-    let o = nmpsim(&t.0, &["nmp", "run", "--help"]);
+    let o = nmpsim(&t.0, &words("nmp run --help"));
     let help = String::from_utf8_lossy(&o.stdout);
     assert!(help.contains("1 to 64"), "{help}");
 }
@@ -320,7 +318,7 @@ fn a_weighted_trace_pools_with_its_weights() {
             "{prim}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v: serde_json::Value = stdout_json(&o);
         // The pool's weighted sums against the kernels' weighted reference.
         let checks = v["results"]["functional_checks"].as_array().unwrap();
         assert_eq!(checks.len(), 3, "{prim}");
@@ -384,14 +382,12 @@ fn runs_that_cannot_fit_leave_no_run_directory() {
 fn row_interleaved_partial_sums_of_hot_rows_pass_the_check() {
     let t = TempDir::new("hotcheck");
     let d = &t.0;
-    let o = nmpsim(
+    succeeds(
         d,
-        &[
-            "trace", "gen", "--tables", "2", "--rows", "3", "--dist", "uniform", "--bag", "200",
-            "--batch", "1024", "--seed", "4", "-o", "hot.nmpt", "-q",
-        ],
+        &words(
+            "trace gen --tables 2 --rows 3 --dist uniform --bag 200 --batch 1024 --seed 4 -o hot.nmpt -q",
+        ),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = nmpsim(
         d,
         &words(
@@ -424,7 +420,7 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
     let mut g = nmpsim_traces::Generator::new(spec).unwrap();
     let two = [g.next_batch(), g.next_batch()];
     write_trace(&t.0.join("two.nmpt"), &two);
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "nmp run --trace two.nmpt --batches 5 --ranks 2 --engine native \
@@ -432,16 +428,14 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
         ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(
         err.contains("trace two.nmpt holds 2 batches; running those, not the 5 --batches asks for"),
         "{err}"
     );
-    let c: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(t.0.join("r/config.json")).unwrap()).unwrap();
+    let c: serde_json::Value = read_json(&t.0.join("r/config.json"));
     assert_eq!(c["config"]["batches"], 2, "{c}");
     // As many as it holds: no note.
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "nmp run --trace two.nmpt --batches 2 --ranks 2 --engine native \
@@ -449,7 +443,6 @@ fn batches_beyond_a_trace_run_the_trace_with_a_note() {
         ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(!err.contains("note:"), "{err}");
 }
 
@@ -503,15 +496,14 @@ fn layouts_beyond_memory_are_refused() {
 fn short_traces_and_small_tables_on_many_ranks_run() {
     let t = TempDir::new("short-many-ranks");
     let d = &t.0;
-    let o = nmpsim(
+    succeeds(
         d,
         &words(
             "trace gen --tables 2 --rows 10 --batch 2 --bag 2 --batches 2 -o \
              t.nmpt -q",
         ),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = nmpsim(
+    let o = succeeds(
         d,
         &words(
             "nmp run --trace t.nmpt --batches 100000000000 --engine native \
@@ -519,17 +511,14 @@ fn short_traces_and_small_tables_on_many_ranks_run() {
         ),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(err.contains("holds 2 batches; running those"), "{err}");
-    let o = nmpsim(
+    succeeds(
         d,
         &words(
             "nmp run --trace t.nmpt --ranks 65536 --dim 1048576 --placement \
              row-interleaved --engine native -q --out b",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
 }
 
 /// A batch whose DRAM requests would not fit in memory is refused by name,
@@ -565,15 +554,14 @@ fn batches_whose_requests_do_not_fit_are_refused() {
 #[test]
 fn idle_ranks_have_no_hit_rate_and_balance_stays_in_range() {
     let t = TempDir::new("idle");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "nmp run --profile rm1 --rows 2000 --batch 8 --ranks 16 --engine \
              native --placement table-per-rank --primitive scatter -q --json",
         ),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: serde_json::Value = stdout_json(&o);
     let mut idle = 0;
     for p in v["results"]["phases"].as_array().unwrap() {
         let r = &p["report"];
@@ -635,7 +623,7 @@ fn multi_rank_presets_are_refused_for_the_pool() {
 /// with --keep-command-traces).
 #[test]
 fn an_interrupted_run_leaves_no_engine_files() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let wait_for = |what: &dyn Fn() -> bool| {
         let started = Instant::now();
@@ -649,24 +637,11 @@ fn an_interrupted_run_leaves_no_engine_files() {
         let tmp = t.0.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         let count = |d: &std::path::Path| std::fs::read_dir(d).map_or(0, |r| r.count());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(&t.0)
+        let mut child = process(&t.0)
             .env("TMPDIR", &tmp)
-            .args([
-                "nmp",
-                "run",
-                "--profile",
-                "rm1",
-                "--rows",
-                "100000",
-                "--engine",
-                "dramsim3",
-                "--batches",
-                "50",
-                "-q",
-                "--out",
-                "n",
-            ])
+            .args(words(
+                "nmp run --profile rm1 --rows 100000 --engine dramsim3 --batches 50 -q --out n",
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -688,19 +663,11 @@ fn an_interrupted_run_leaves_no_engine_files() {
 
         let engine_dir = t.0.join("d/engine-ramulator");
         let trace = engine_dir.join("ramulator-chan-0-rank-0.cmdtrace");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(&t.0)
+        let mut child = process(&t.0)
             .env("TMPDIR", &tmp)
-            .args([
-                "dram",
-                "--engine",
-                "ramulator",
-                "--requests",
-                "50000000",
-                "-q",
-                "--out",
-                "d",
-            ])
+            .args(words(
+                "dram --engine ramulator --requests 50000000 -q --out d",
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -737,15 +704,15 @@ fn optimizer_options_without_the_scatter_are_noted() {
         );
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let err = run(&["--lr", "0.5", "--optimizer=adagrad"], "a");
+    let err = run(&words("--lr 0.5 --optimizer=adagrad"), "a");
     assert!(
         err.contains(
             "note: --optimizer and --lr set the scatter's optimizer, which --primitive gather-reduce does not use"
         ),
         "{err}"
     );
-    let err = run(&["--lr", "0.5", "--primitive", "scatter"], "b");
+    let err = run(&words("--lr 0.5 --primitive scatter"), "b");
     assert!(!err.contains("note:"), "{err}");
-    let err = run(&["--lr", "0.5", "-q"], "c");
+    let err = run(&words("--lr 0.5 -q"), "c");
     assert!(!err.contains("note:"), "{err}");
 }

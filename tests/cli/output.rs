@@ -3,14 +3,13 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-use crate::common::{TempDir, nmpsim, words};
+use crate::common::*;
 
 /// Runs `nmpsim args` in `dir` with stdout on `/dev/full`.
 fn to_full(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(dir)
+    process(dir)
         .args(args)
         .stdout(File::create("/dev/full").expect("open /dev/full"))
         .output()
@@ -31,35 +30,25 @@ const CSV: &str = "x,y\n1,2\n2,4\n3,8\n";
 fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     let t = TempDir::new("full");
     let d = &t.0;
-    std::fs::write(d.join("spec.toml"), SPEC).unwrap();
-    std::fs::write(d.join("r.csv"), CSV).unwrap();
-    let ok = nmpsim(
+    write(d, "spec.toml", SPEC);
+    write(d, "r.csv", CSV);
+    succeeds(
         d,
         &words("trace gen --profile rm1 --batch 16 --batches 2 -o t.nmpt"),
-    );
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
     );
     let commands: &[&[&str]] = &[
         &["dram", "presets"],
         &words("dram --engine native --requests 1000 --out dram"),
         &words("dram --engine native --requests 1000 --json --out dram-json"),
-        &[
-            "nmp", "run", "--rows", "2000", "--batch", "8", "--ranks", "2", "--engine", "native",
-            "--json", "-q", "--out", "nmp",
-        ],
+        &words("nmp run --rows 2000 --batch 8 --ranks 2 --engine native --json -q --out nmp"),
         &words("train --iters 2 --batch 16 --json -q --out train-json"),
-        &["train", "--iters", "2", "--batch", "16", "--out", "train"],
-        &["trace", "stats", "t.nmpt", "--out", "stats"],
-        &["trace", "gen", "--list-profiles"],
-        &["trace", "export", "t.nmpt", "--csv", "-"],
-        &["sweep", "spec.toml", "--out", "sw", "--dry-run"],
-        &["plot", "r.csv", "--x", "x", "--y", "y"],
-        &[
-            "kernels", "check", "--tables", "2", "--batch", "16", "--rows", "1000", "--dim", "8",
-        ],
+        &words("train --iters 2 --batch 16 --out train"),
+        &words("trace stats t.nmpt --out stats"),
+        &words("trace gen --list-profiles"),
+        &words("trace export t.nmpt --csv -"),
+        &words("sweep spec.toml --out sw --dry-run"),
+        &words("plot r.csv --x x --y y"),
+        &words("kernels check --tables 2 --batch 16 --rows 1000 --dim 8"),
         &["gpu"],
         &["--version"],
         &["--help"],
@@ -82,7 +71,7 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
             assert!(p.is_file(), "{} is missing", p.display());
         }
     }
-    let log = std::fs::read_to_string(d.join("train/train.log")).unwrap();
+    let log = read(&d.join("train/train.log"));
     assert!(log.contains("run directory:"), "{log}");
     // Help and version still print, plain when stdout is no terminal.
     let o = nmpsim(d, &["dram", "--help"]);
@@ -104,20 +93,14 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
 #[test]
 fn a_pipe_closed_early_ends_the_command_quietly() {
     let t = TempDir::new("pipe");
-    let made = nmpsim(
+    succeeds(
         &t.0,
         &words("trace gen --profile rm1 --batch 256 --batches 2 -o t.nmpt"),
     );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
     // Megabytes of CSV: far more than a pipe holds, so the command is still
     // writing when the pipe closes.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
-        .args(["trace", "export", "t.nmpt", "--csv", "-"])
+    let mut child = process(&t.0)
+        .args(words("trace export t.nmpt --csv -"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -142,21 +125,18 @@ fn a_pipe_closed_early_ends_the_command_quietly() {
 fn a_stderr_that_cannot_be_written_ends_no_run() {
     let t = TempDir::new("errfull");
     let d = &t.0;
-    std::fs::write(d.join("spec.toml"), SPEC).unwrap();
+    write(d, "spec.toml", SPEC);
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(d)
+        process(d)
             .args(args)
             .stderr(File::create("/dev/full").expect("open /dev/full"))
             .output()
             .expect("spawn nmpsim")
     };
-    let o = run(&[
-        "train", "--model", "tiny", "--iters", "3", "--batch", "16", "--out", "tr",
-    ]);
+    let o = run(&words("train --model tiny --iters 3 --batch 16 --out tr"));
     assert!(o.status.success(), "{o:?}");
     assert!(d.join("tr/results.json").is_file());
-    let o = run(&["sweep", "spec.toml", "--out", "sw", "--yes"]);
+    let o = run(&words("sweep spec.toml --out sw --yes"));
     assert!(o.status.success(), "{o:?}");
     assert!(d.join("sw/results.csv").is_file());
     let o = run(&words(

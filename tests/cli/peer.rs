@@ -6,21 +6,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{TempDir, nmpsim, words};
+use crate::common::*;
 use nmpsim_traces::{TraceReader, npy};
 
-fn ok(out: &std::process::Output) -> String {
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{all}");
-    all
-}
-
 fn gen_trace(dir: &Path) {
-    ok(&nmpsim(
+    text(&succeeds(
         dir,
         &words(
             "trace gen --tables 3 --rows 500 --bag 5 --batch 32 --dist \
@@ -33,13 +23,8 @@ fn gen_trace(dir: &Path) {
 fn npy_export_holds_exactly_the_traces_lookups() {
     let t = TempDir::new("npy");
     gen_trace(&t.0);
-    ok(&nmpsim(
-        &t.0,
-        &["trace", "export", "t.nmpt", "--npy", "out"],
-    ));
-    let m: npy::Manifest =
-        serde_json::from_str(&std::fs::read_to_string(t.0.join("out/manifest.json")).unwrap())
-            .unwrap();
+    text(&succeeds(&t.0, &words("trace export t.nmpt --npy out")));
+    let m: npy::Manifest = serde_json::from_str(&read(&t.0.join("out/manifest.json"))).unwrap();
     assert_eq!(m.format, npy::MANIFEST_FORMAT);
     assert_eq!(m.batches.len(), 2);
     let reader = TraceReader::open(t.0.join("t.nmpt")).unwrap();
@@ -58,15 +43,12 @@ fn npy_export_holds_exactly_the_traces_lookups() {
         }
     }
     // Never over an existing directory; --csv and --npy are one or the other.
-    let out = nmpsim(&t.0, &["trace", "export", "t.nmpt", "--npy", "out"]);
+    let out = nmpsim(&t.0, &words("trace export t.nmpt --npy out"));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
-    let out = nmpsim(
-        &t.0,
-        &["trace", "export", "t.nmpt", "--npy", "x", "--csv", "-"],
-    );
+    let out = nmpsim(&t.0, &words("trace export t.nmpt --npy x --csv -"));
     assert_eq!(out.status.code(), Some(2));
-    let out = nmpsim(&t.0, &["trace", "export", "t.nmpt"]);
+    let out = nmpsim(&t.0, &words("trace export t.nmpt"));
     assert_eq!(out.status.code(), Some(2));
     // NumPy, where there is one, reads the files with nothing else.
     let numpy = Command::new("python3")
@@ -88,15 +70,14 @@ fn npy_export_holds_exactly_the_traces_lookups() {
 fn cpu_bench_times_every_primitive_of_a_trace_and_dumps_its_outputs() {
     let t = TempDir::new("bench");
     gen_trace(&t.0);
-    let out = nmpsim(
+    let out = succeeds(
         &t.0,
         &words(
             "kernels bench --trace t.nmpt --dim 16 --reps 2 --threads 2 \
              --json --dump dump",
         ),
     );
-    ok(&out);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let v: serde_json::Value = stdout_json(&out);
     let r = &v["results"];
     assert_eq!(r["threads"], 2);
     assert_eq!(r["tables"], 3);
@@ -119,17 +100,12 @@ fn cpu_bench_times_every_primitive_of_a_trace_and_dumps_its_outputs() {
     // The dump directory is never overwritten; a bad backend is named.
     let out = nmpsim(
         &t.0,
-        &[
-            "kernels", "bench", "--trace", "t.nmpt", "--dump", "dump", "--reps", "1",
-        ],
+        &words("kernels bench --trace t.nmpt --dump dump --reps 1"),
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
-    let out = nmpsim(&t.0, &["kernels", "bench", "--backend", "tpu"]);
+    let out = nmpsim(&t.0, &words("kernels bench --backend tpu"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu`"));
-    let out = nmpsim(
-        &t.0,
-        &["kernels", "bench", "--backend", "cuda", "--trace", "t.nmpt"],
-    );
+    let out = nmpsim(&t.0, &words("kernels bench --backend cuda --trace t.nmpt"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trace is for --backend cpu"));
 }
 
@@ -155,6 +131,7 @@ fn the_pytorch_peer_agrees_on_a_tiny_trace() {
         .args(["--smoke", "--nmpsim", env!("CARGO_BIN_EXE_nmpsim")])
         .output()
         .expect("run the peer benchmark");
-    let all = ok(&out);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
     assert!(all.contains("agree: True"), "{all}");
 }

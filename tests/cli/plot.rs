@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim, words};
+use crate::common::*;
 
 /// A sweep's results.csv in miniature: two engines, three batch sizes, one
 /// failed run (empty metric, quoted error with a comma).
@@ -37,7 +37,7 @@ fn plot_writes_svg_and_png_beside_the_csv() {
     let dir = TempDir::new("default");
     let sweep = dir.0.join("sweep");
     std::fs::create_dir_all(&sweep).unwrap();
-    std::fs::write(sweep.join("results.csv"), RESULTS).unwrap();
+    write(&sweep, "results.csv", RESULTS);
     let o = nmpsim(
         &dir.0,
         &words(
@@ -69,8 +69,8 @@ fn plot_writes_svg_and_png_beside_the_csv() {
 #[test]
 fn plot_bars_with_title_and_out() {
     let dir = TempDir::new("bars");
-    std::fs::write(dir.0.join("results.csv"), RESULTS).unwrap();
-    let o = nmpsim(
+    write(&dir.0, "results.csv", RESULTS);
+    let o = succeeds(
         &dir.0,
         &[
             "plot",
@@ -91,12 +91,11 @@ fn plot_bars_with_title_and_out() {
             "640x400",
         ],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         String::from_utf8(o.stdout).unwrap(),
         "figs/engines.svg\nfigs/engines.png\n"
     );
-    let svg = std::fs::read_to_string(dir.0.join("figs/engines.svg")).unwrap();
+    let svg = read(&dir.0.join("figs/engines.svg"));
     assert!(
         svg.contains("Engines &amp; &lt;speeds&gt;"),
         "title not escaped"
@@ -108,7 +107,7 @@ fn plot_bars_with_title_and_out() {
 #[test]
 fn plot_errors_are_clear() {
     let dir = TempDir::new("errors");
-    std::fs::write(dir.0.join("results.csv"), RESULTS).unwrap();
+    write(&dir.0, "results.csv", RESULTS);
     let fails = |args: &[&str]| -> String {
         let o = nmpsim(&dir.0, args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -120,26 +119,26 @@ fn plot_errors_are_clear() {
     assert!(err.contains("did you mean runs.0.bandwidth_gbps?"), "{err}");
     assert!(err.contains("run, engine, batch, status"), "{err}");
 
-    let err = fails(&["plot", "results.csv", "--x", "batch", "--y", "error"]);
+    let err = fails(&words("plot results.csv --x batch --y error"));
     assert!(err.contains("nothing to plot"), "{err}");
 
-    let err = fails(&["plot", "missing.csv", "--x", "a", "--y", "b"]);
+    let err = fails(&words("plot missing.csv --x a --y b"));
     assert!(err.contains("cannot read missing.csv"), "{err}");
 
-    std::fs::write(dir.0.join("zero.csv"), "x,y\n1,0\n2,3\n").unwrap();
-    let err = fails(&["plot", "zero.csv", "--x", "x", "--y", "y", "--log-y"]);
+    write(&dir.0, "zero.csv", "x,y\n1,0\n2,3\n");
+    let err = fails(&words("plot zero.csv --x x --y y --log-y"));
     assert!(err.contains("log y axis needs positive values"), "{err}");
 
     // Broken quoting names the file, the line and what is wrong, rather than
     // plotting the rows before it (the open quote swallowed the rest).
-    std::fs::write(dir.0.join("open.csv"), "x,y\n1,2\n2,\"3\n3,4\n4,5\n").unwrap();
-    let err = fails(&["plot", "open.csv", "--x", "x", "--y", "y"]);
+    write(&dir.0, "open.csv", "x,y\n1,2\n2,\"3\n3,4\n4,5\n");
+    let err = fails(&words("plot open.csv --x x --y y"));
     assert!(
         err.contains("open.csv: line 3: unterminated quoted field"),
         "{err}"
     );
-    std::fs::write(dir.0.join("stray.csv"), "x,y\n1,2\"3\n3,4\n").unwrap();
-    let err = fails(&["plot", "stray.csv", "--x", "x", "--y", "y"]);
+    write(&dir.0, "stray.csv", "x,y\n1,2\"3\n3,4\n");
+    let err = fails(&words("plot stray.csv --x x --y y"));
     assert!(
         err.contains("stray.csv: line 2: field 2: stray quote in the unquoted field"),
         "{err}"
@@ -147,7 +146,7 @@ fn plot_errors_are_clear() {
     assert!(!dir.0.join("open-y-vs-x.svg").exists());
 
     // clap's own usage errors also exit 2.
-    let err = fails(&["plot", "results.csv", "--x", "batch"]);
+    let err = fails(&words("plot results.csv --x batch"));
     assert!(err.contains("--y"), "{err}");
     assert!(!dir.0.join("results-error-vs-batch.svg").exists());
 }
@@ -167,7 +166,7 @@ fn plot_refuses_bars_that_would_hide_each_other() {
             10 + i
         ));
     }
-    std::fs::write(dir.0.join("results.csv"), csv).unwrap();
+    write(&dir.0, "results.csv", csv);
     let args = [
         "plot",
         "results.csv",
@@ -193,9 +192,8 @@ fn plot_refuses_bars_that_would_hide_each_other() {
     // Split by seed, each bar has its own place.
     let mut grouped = args.to_vec();
     grouped.extend(["--group", "seed"]);
-    let o = nmpsim(&dir.0, &grouped);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let svg = std::fs::read_to_string(dir.0.join("p.svg")).unwrap();
+    succeeds(&dir.0, &grouped);
+    let svg = read(&dir.0.join("p.svg"));
     // 8 bars and 4 legend swatches, besides the background.
     let rects = svg.lines().filter(|l| l.starts_with("<rect")).count();
     assert_eq!(rects, 1 + 8 + 4, "{svg}");
@@ -204,23 +202,19 @@ fn plot_refuses_bars_that_would_hide_each_other() {
 #[test]
 fn plot_counts_skipped_rows_per_y_column() {
     let dir = TempDir::new("skipped");
-    std::fs::write(
-        dir.0.join("t.csv"),
-        "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n5,5,5\n6,6,6\n",
-    )
-    .unwrap();
-    let o = nmpsim(
+    write(
         &dir.0,
-        &["plot", "t.csv", "--x", "x", "--y", "a", "--y", "b"],
+        "t.csv",
+        "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n5,5,5\n6,6,6\n",
     );
+    let o = succeeds(&dir.0, &words("plot t.csv --x x --y a --y b"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     // Every row has its `a` point: only `b` lost rows.
     assert_eq!(
         err,
         "note: skipped 3 of 6 rows for `b`: empty or non-numeric value (failed runs, or a statistic the run has none of?)\n"
     );
-    let o = nmpsim(&dir.0, &["plot", "t.csv", "--x", "x", "--y", "b"]);
+    let o = nmpsim(&dir.0, &words("plot t.csv --x x --y b"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(
         err,
@@ -231,8 +225,8 @@ fn plot_counts_skipped_rows_per_y_column() {
 #[test]
 fn plot_refuses_an_ambiguous_header() {
     let dir = TempDir::new("duplicate");
-    std::fs::write(dir.0.join("d.csv"), "x,y,y\n1,2,3\n2,3,4\n").unwrap();
-    let o = nmpsim(&dir.0, &["plot", "d.csv", "--x", "x", "--y", "y"]);
+    write(&dir.0, "d.csv", "x,y,y\n1,2,3\n2,3,4\n");
+    let o = nmpsim(&dir.0, &words("plot d.csv --x x --y y"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
@@ -245,8 +239,7 @@ fn plot_refuses_an_ambiguous_header() {
 #[test]
 fn plot_help_has_examples() {
     let dir = TempDir::new("help");
-    let o = nmpsim(&dir.0, &["plot", "--help"]);
-    assert!(o.status.success());
+    let o = succeeds(&dir.0, &["plot", "--help"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("Examples:"), "{out}");
     assert!(out.contains("--group"), "{out}");
@@ -259,7 +252,7 @@ fn plot_help_has_examples() {
 fn charts_never_destroy_their_input_or_an_earlier_pair() {
     let t = TempDir::new("plot-safe");
     let d = &t.0;
-    std::fs::write(d.join("t.svg"), RESULTS).unwrap();
+    write(d, "t.svg", RESULTS);
     let o = nmpsim(
         d,
         &words(
@@ -269,10 +262,10 @@ fn charts_never_destroy_their_input_or_an_earlier_pair() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is the input file"));
-    assert_eq!(std::fs::read_to_string(d.join("t.svg")).unwrap(), RESULTS);
+    assert_eq!(read(&d.join("t.svg")), RESULTS);
 
     std::fs::create_dir(d.join("figs")).unwrap();
-    std::fs::write(d.join("r.csv"), RESULTS).unwrap();
+    write(d, "r.csv", RESULTS);
     let args = |out: &'static str| {
         vec![
             "plot",
@@ -296,8 +289,7 @@ fn charts_never_destroy_their_input_or_an_earlier_pair() {
 
     // A first pair, then a second whose PNG cannot be written (a directory
     // stands in its place): the first SVG stays.
-    let o = nmpsim(d, &args("c"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    succeeds(d, &args("c"));
     let svg = std::fs::read(d.join("c.svg")).unwrap();
     std::fs::remove_file(d.join("c.png")).unwrap();
     std::fs::create_dir(d.join("c.png")).unwrap();

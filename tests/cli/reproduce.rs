@@ -6,7 +6,7 @@ use std::path::Path;
 
 use nmpsim_experiments::results::parse_csv;
 
-use crate::common::{TempDir, nmpsim, read, words};
+use crate::common::*;
 
 /// The CSV as a list of column -> value maps.
 fn table(p: &Path) -> Vec<HashMap<String, String>> {
@@ -40,15 +40,7 @@ fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
     let out = t.0.join("repro");
     let o = nmpsim(
         &t.0,
-        &[
-            "reproduce",
-            "fig6",
-            "table1",
-            "--quick",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words("reproduce fig6 table1 --quick --quiet --out repro"),
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -166,8 +158,7 @@ fn fig6_and_table1_quick_hold_the_papers_qualitative_results() {
 
     // Running again reuses every run and writes the same tables.
     let before = read(&out.join("fig6/fig6.csv"));
-    let o = nmpsim(&t.0, &["reproduce", "fig6", "--out", out.to_str().unwrap()]);
-    assert!(o.status.success());
+    let o = succeeds(&t.0, &words("reproduce fig6 --out repro"));
     assert!(String::from_utf8_lossy(&o.stderr).contains("2 finished, 0 to run"));
     assert_eq!(read(&out.join("fig6/fig6.csv")), before);
 }
@@ -186,15 +177,14 @@ fn unknown_items_are_rejected_with_the_list() {
         !t.0.join("runs").exists(),
         "nothing is written for a rejected item"
     );
-    let o = nmpsim(&t.0, &["reproduce", "--list"]);
-    assert!(o.status.success());
+    let o = succeeds(&t.0, &["reproduce", "--list"]);
     let list = String::from_utf8_lossy(&o.stdout);
     // What each sweep runs, at the size asked for.
     assert!(
         list.contains("sweep pool: `nmpsim nmp run`, 9 runs;") && list.contains("--batch 256 "),
         "{list}"
     );
-    let full = nmpsim(&t.0, &["reproduce", "--list", "--full"]);
+    let full = nmpsim(&t.0, &words("reproduce --list --full"));
     assert!(String::from_utf8_lossy(&full.stdout).contains("--rows 1000000 --batch 2048 "));
     for id in [
         "fig5b",
@@ -212,9 +202,8 @@ fn unknown_items_are_rejected_with_the_list() {
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
-    let o = nmpsim(&t.0, &["reproduce", "--list", "--json"]);
-    assert!(o.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--list --json is JSON");
+    let o = succeeds(&t.0, &words("reproduce --list --json"));
+    let v: serde_json::Value = stdout_json(&o);
     assert_eq!(v["size"], "quick");
     assert_eq!(v["items"].as_array().unwrap().len(), 14);
     // What --list cannot honour is refused, not ignored.
@@ -234,12 +223,11 @@ fn unknown_items_are_rejected_with_the_list() {
 fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
     let t = TempDir::new("incomplete");
     let out = t.0.join("repro");
-    let out_s = out.to_str().unwrap();
-    let o = nmpsim(
+    let out_s = "repro";
+    succeeds(
         &t.0,
         &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // Run 1's results.json cannot be written where a directory stands.
     let runs = out.join("sweeps/traffic/runs");
@@ -274,7 +262,7 @@ fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json is JSON");
+    let v: serde_json::Value = stdout_json(&o);
     let item = &v["results"]["items"][0];
     assert_eq!(item["item"], "fig6");
     assert_eq!(item["status"], "incomplete", "{item}");
@@ -329,11 +317,10 @@ fn a_failed_run_leaves_its_item_incomplete_until_it_runs_again() {
     for r in &blocked {
         std::fs::remove_dir_all(r.join("results.json")).unwrap();
     }
-    let o = nmpsim(
+    succeeds(
         &t.0,
         &["reproduce", "fig6", "--quick", "--quiet", "--out", out_s],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let md = read(&out.join("fig6/fig6.md"));
     assert!(!md.contains("Incomplete"), "{md}");
     assert!(
@@ -350,9 +337,9 @@ fn a_directory_that_is_no_reproductions_is_refused() {
     let t = TempDir::new("repro-foreign");
     let mine = t.0.join("mine");
     std::fs::create_dir_all(mine.join("fig6")).unwrap();
-    std::fs::write(mine.join("REPORT.md"), "# my report\n").unwrap();
-    std::fs::write(mine.join("fig6/fig6.md"), "mine\n").unwrap();
-    let o = nmpsim(&t.0, &["reproduce", "fig6", "--quiet", "--out", "mine"]);
+    write(&mine, "REPORT.md", "# my report\n");
+    write(&mine, "fig6/fig6.md", "mine\n");
+    let o = nmpsim(&t.0, &words("reproduce fig6 --quiet --out mine"));
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is not a reproduction's directory"), "{err}");

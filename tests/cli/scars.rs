@@ -1,12 +1,9 @@
 //! End-to-end tests of `nmpsim scars plan`.
 
-use crate::common::{TempDir, fails, ok, read_json, words};
+use crate::common::*;
 
 fn plan(d: &std::path::Path, args: &str) -> serde_json::Value {
-    let out = ok(d, &words(&format!("scars plan {args} --json")));
-    let v: serde_json::Value = serde_json::from_str(&out).expect("scars plan --json is JSON");
-    assert_eq!(v["command"], "scars plan");
-    v["results"].clone()
+    results_of(d, "scars plan", args)
 }
 
 #[test]

@@ -2,24 +2,12 @@
 //! kill, sharding and merge, spec errors, the size guard, failed runs.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nmpsim_experiments::{is_timing_column, without_columns};
 
-use crate::common::{TempDir, nmpsim, ok, read, words};
-
-/// Runs, expects exit code 2, returns stderr.
-fn rejected(dir: &Path, args: &[&str]) -> String {
-    let o = nmpsim(dir, args);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "nmpsim {args:?} should exit 2: {err}"
-    );
-    err
-}
+use crate::common::*;
 
 /// Runs with a `status.json` (finished) under a sweep directory.
 fn finished_runs(sweep: &Path) -> usize {
@@ -46,10 +34,10 @@ stream = ["random", "sequential", "strided:4096"]
 fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     let t = TempDir::new("resume");
     let d = &t.0;
-    std::fs::write(d.join("six.toml"), SIX_RUNS).expect("write spec");
+    write(d, "six.toml", SIX_RUNS);
 
     // Uninterrupted.
-    let out = ok(d, &["sweep", "six.toml", "--out", "whole", "--json"]);
+    let out = ok(d, &words("sweep six.toml --out whole --json"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
     assert_eq!(v["results"]["completed"], 6, "{out}");
     assert_eq!(v["results"]["failed"], 0, "{out}");
@@ -75,11 +63,8 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     assert_ne!(metrics(body[0]), metrics(body[1]));
 
     // Interrupted part-way (killed, as by a lost node), then resumed.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(d)
-        .args([
-            "sweep", "six.toml", "--out", "resumed", "--jobs", "1", "--quiet",
-        ])
+    let mut child = process(d)
+        .args(words("sweep six.toml --out resumed --jobs 1 --quiet"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -99,7 +84,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
         (1..6).contains(&done_before),
         "the sweep should be stopped part-way, {done_before} of 6 runs finished"
     );
-    let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
+    let out = ok(d, &words("sweep six.toml --out resumed --json"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
     assert_eq!(
         v["results"]["skipped"], done_before,
@@ -113,7 +98,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     );
 
     // Resuming a finished sweep runs nothing and rewrites the same file.
-    let out = ok(d, &["sweep", "six.toml", "--out", "resumed", "--json"]);
+    let out = ok(d, &words("sweep six.toml --out resumed --json"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
     assert_eq!(v["results"]["skipped"], 6, "{out}");
     // The summary has the fields docs/sweeps.md names, and no others.
@@ -142,10 +127,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
             "shard {i} holds runs i-1 and i+2"
         );
     }
-    ok(
-        d,
-        &["sweep", "merge", "merged", "shard-1", "shard-2", "shard-3"],
-    );
+    ok(d, &words("sweep merge merged shard-1 shard-2 shard-3"));
     let merged = read(&d.join("merged/results.csv"));
     assert_eq!(
         without_columns(&merged, is_timing_column).unwrap(),
@@ -163,9 +145,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     // another shard run into the same directory.
     ok(
         d,
-        &[
-            "sweep", "six.toml", "--shard", "2/3", "--out", "shard-1", "--quiet",
-        ],
+        &words("sweep six.toml --shard 2/3 --out shard-1 --quiet"),
     );
     let two_shards = read(&d.join("shard-1/results.csv"));
     let indices: Vec<&str> = two_shards.lines().skip(1).map(|l| &l[..4]).collect();
@@ -176,18 +156,18 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     );
 
     // A missing shard is reported (exit 1) and a different sweep refused.
-    let o = nmpsim(d, &["sweep", "merge", "partial", "shard-1", "shard-2"]);
+    let o = nmpsim(d, &words("sweep merge partial shard-1 shard-2"));
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("2 runs are in no shard directory"));
-    std::fs::write(d.join("other.toml"), SIX_RUNS.replace("20000", "2000")).expect("write");
+    write(d, "other.toml", SIX_RUNS.replace("20000", "2000"));
     ok(
         d,
         &words("sweep other.toml --shard 1/3 --out other --quiet"),
     );
-    let err = rejected(d, &["sweep", "merge", "mixed", "shard-1", "other"]);
+    let err = fails(d, &words("sweep merge mixed shard-1 other"));
     assert!(err.contains("different sweep"), "{err}");
     // Nor is another sweep's directory merged into.
-    let err = rejected(d, &["sweep", "merge", "other", "shard-1", "shard-3"]);
+    let err = fails(d, &words("sweep merge other shard-1 shard-3"));
     assert!(err.contains("OUT (other) holds a different sweep"), "{err}");
 
     // A status file that cannot be read is named, not taken for a missing run.
@@ -212,7 +192,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
         .unwrap();
     let corrupt = first_run.join("status.json");
     std::fs::write(&corrupt, "{\"hash\": ").unwrap();
-    let o = nmpsim(d, &["sweep", "merge", "partial-c", "shard-1", "shard-3c"]);
+    let o = nmpsim(d, &words("sweep merge partial-c shard-1 shard-3c"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     let name = corrupt.strip_prefix(d).unwrap().display().to_string();
@@ -244,8 +224,8 @@ fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {
     let t = TempDir::new(name);
     let d = &t.0;
     let file = format!("{name}.toml");
-    std::fs::write(d.join(&file), spec).expect("write spec");
-    let err = rejected(d, &["sweep", &file, "--out", "out"]);
+    write(d, &file, spec);
+    let err = fails(d, &["sweep", &file, "--out", "out"]);
     let place = format!("{file}:{line}: key '{key}'");
     assert!(err.contains(&place), "expected `{place}` in: {err}");
     assert!(err.contains(what), "expected `{what}` in: {err}");
@@ -264,9 +244,8 @@ stream = ["random", "sequential", "strided:4096"]
 /// Starts `nmpsim sweep slow.toml --out DIR --jobs 1` in `d` and waits
 /// until its first run has finished.
 fn start_slow_sweep(d: &Path, out: &str) -> std::process::Child {
-    std::fs::write(d.join("slow.toml"), SLOW_RUNS).expect("write spec");
-    let child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(d)
+    write(d, "slow.toml", SLOW_RUNS);
+    let child = process(d)
         .args(["sweep", "slow.toml", "--out", out, "--jobs", "1", "--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -291,7 +270,7 @@ fn a_busy_sweep_directory_is_refused_and_missing_results_are_said() {
     let d = &t.0;
     let first = start_slow_sweep(d, "sw");
     let t0 = Instant::now();
-    let err = rejected(d, &["sweep", "slow.toml", "--out", "sw", "--jobs", "1"]);
+    let err = fails(d, &words("sweep slow.toml --out sw --jobs 1"));
     assert!(t0.elapsed() < Duration::from_secs(1), "not at once");
     assert!(
         err.contains("error: sw is in use by another sweep (lock sw/sweep.lock)"),
@@ -325,11 +304,10 @@ fn an_interrupted_sweep_writes_the_results_so_far() {
     use std::os::unix::process::CommandExt;
     let t = TempDir::new("sigint");
     let d = &t.0;
-    std::fs::write(d.join("slow.toml"), SLOW_RUNS).expect("write spec");
+    write(d, "slow.toml", SLOW_RUNS);
     for (sig, group, code) in [(libc::SIGINT, true, 130), (libc::SIGTERM, false, 143)] {
         let out = format!("sw-{sig}");
-        let child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(d)
+        let child = process(d)
             .args(["sweep", "slow.toml", "--out", &out, "--jobs", "1"])
             .process_group(0)
             .stdout(Stdio::null())
@@ -368,7 +346,7 @@ fn an_interrupted_sweep_writes_the_results_so_far() {
             .collect();
         assert!(left.is_empty(), "{left:?}");
     }
-    let o = ok(d, &["sweep", "slow.toml", "--out", "sw-2", "--json"]);
+    let o = ok(d, &words("sweep slow.toml --out sw-2 --json"));
     let v: serde_json::Value = serde_json::from_str(&o).expect("summary JSON");
     assert_eq!(v["results"]["completed"], 3, "{o}");
 }
@@ -453,12 +431,8 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
         "unknown key in [repeat] (expected: seeds = [1, 2, 3])",
     );
     let t = TempDir::new("repeat-once");
-    std::fs::write(
-        t.0.join("r.toml"),
-        "command = \"dram\"\n[repeat]\ncount = 3\n",
-    )
-    .unwrap();
-    let err = rejected(&t.0, &["sweep", "r.toml", "--dry-run"]);
+    write(&t.0, "r.toml", "command = \"dram\"\n[repeat]\ncount = 3\n");
+    let err = fails(&t.0, &words("sweep r.toml --dry-run"));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains("expected a list"), "{err}");
     // A misspelt DRAM preset is found before anything runs, on its line.
@@ -485,17 +459,17 @@ fn spec_errors_name_file_line_and_key_before_any_run() {
 fn a_shard_times_the_whole_sweep_s_dry_run() {
     let t = TempDir::new("shardtime");
     let d = &t.0;
-    std::fs::write(
-        d.join("s.toml"),
+    write(
+        d,
+        "s.toml",
         "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2, 4, 8]\n",
-    )
-    .expect("write spec");
-    let out = ok(d, &["sweep", "s.toml", "--dry-run"]);
+    );
+    let out = ok(d, &words("sweep s.toml --dry-run"));
     assert!(out.contains("estimated cost: unknown"), "{out}");
     assert!(out.contains("--shard 1/4"), "{out}");
-    ok(d, &["sweep", "s.toml", "--shard", "1/4", "-q"]);
+    ok(d, &words("sweep s.toml --shard 1/4 -q"));
     assert!(d.join("runs/sweep-s-shard-1-of-4").is_dir());
-    let out = ok(d, &["sweep", "s.toml", "--dry-run"]);
+    let out = ok(d, &words("sweep s.toml --dry-run"));
     assert!(
         out.contains("estimated cost: 4 runs to run x")
             && out.contains("(of 1 finished run in runs/sweep-s-shard-1-of-4)"),
@@ -507,16 +481,16 @@ fn a_shard_times_the_whole_sweep_s_dry_run() {
 fn large_sweeps_need_yes_and_dry_run_lists_them() {
     let t = TempDir::new("large");
     let d = &t.0;
-    std::fs::write(
-        d.join("big.toml"),
+    write(
+        d,
+        "big.toml",
         "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2, 4, 8, 16, 32, 64, 128, 256]\n[repeat]\nseeds = [1, 2, 3, 4, 5, 6, 7, 8]\n",
-    )
-    .expect("write spec");
-    let err = rejected(d, &["sweep", "big.toml", "--out", "out"]);
+    );
+    let err = fails(d, &words("sweep big.toml --out out"));
     assert!(err.contains("72 runs") && err.contains("--yes"), "{err}");
     assert!(!d.join("out").exists());
 
-    let out = ok(d, &["sweep", "big.toml", "--out", "out", "--dry-run"]);
+    let out = ok(d, &words("sweep big.toml --out out --dry-run"));
     let rows: Vec<&str> = out.lines().filter(|l| l.contains("--window=")).collect();
     assert_eq!(rows.len(), 72, "{out}");
     assert!(
@@ -530,10 +504,7 @@ fn large_sweeps_need_yes_and_dry_run_lists_them() {
     assert!(out.contains("needs --yes"), "{out}");
     assert!(!d.join("out").exists(), "a dry run writes nothing");
 
-    let out = ok(
-        d,
-        &["sweep", "big.toml", "--dry-run", "--json", "--shard", "2/4"],
-    );
+    let out = ok(d, &words("sweep big.toml --dry-run --json --shard 2/4"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("dry-run JSON");
     assert_eq!(v["runs_total"], 72);
     assert_eq!(v["runs_selected"], 18);
@@ -547,11 +518,11 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
     let t = TempDir::new("failing");
     let d = &t.0;
     // The flag parser takes any stream name; the command rejects the unknown one.
-    std::fs::write(
-        d.join("f.toml"),
+    write(
+        d,
+        "f.toml",
         "command = \"dram\"\n[base]\nrequests = 2000\n[axes]\nstream = [\"random\", \"bogus\", \"sequential\"]\n",
-    )
-    .expect("write spec");
+    );
     let o = nmpsim(
         d,
         &words(
@@ -608,9 +579,7 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
     // A plot of a column the table lacks is reported; results.csv stays.
     let o = nmpsim(
         d,
-        &[
-            "sweep", "f.toml", "--out", "out", "--plot-x", "stream", "--plot-y", "nope",
-        ],
+        &words("sweep f.toml --out out --plot-x stream --plot-y nope"),
     );
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -622,11 +591,11 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
 fn a_plot_that_cannot_be_drawn_fails_the_sweep_after_writing_results() {
     let t = TempDir::new("plotfail");
     let d = &t.0;
-    std::fs::write(
-        d.join("p.toml"),
+    write(
+        d,
+        "p.toml",
         "command = \"dram\"\n[base]\nrequests = 1000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n",
-    )
-    .expect("write spec");
+    );
     let args = [
         "sweep", "p.toml", "--out", "out", "--jobs", "1", "--plot-x", "preset",
     ];
@@ -673,14 +642,14 @@ const TWO_PRESETS: &str =
 fn a_metrics_pattern_matching_nothing_is_warned_about() {
     let t = TempDir::new("metrics");
     let d = &t.0;
-    std::fs::write(
-        d.join("m.toml"),
+    write(
+        d,
+        "m.toml",
         format!(
             "command = \"dram\"\nmetrics = [\"runs.*.bandwidth_gbs\", \"runs.*.bandwidth_gbps\"]\n{TWO_PRESETS}"
         ),
-    )
-    .expect("write spec");
-    let o = nmpsim(d, &["sweep", "m.toml", "--out", "out", "--quiet"]);
+    );
+    let o = nmpsim(d, &words("sweep m.toml --out out --quiet"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "a warning only: {err}");
     assert!(
@@ -699,11 +668,7 @@ fn a_metrics_pattern_matching_nothing_is_warned_about() {
 fn a_completed_run_with_unreadable_output_runs_again() {
     let t = TempDir::new("unreadable");
     let d = &t.0;
-    std::fs::write(
-        d.join("u.toml"),
-        format!("command = \"dram\"\n{TWO_PRESETS}"),
-    )
-    .expect("write spec");
+    write(d, "u.toml", format!("command = \"dram\"\n{TWO_PRESETS}"));
     let args = ["sweep", "u.toml", "--out", "out", "--jobs", "1", "--json"];
     ok(d, &args);
     let csv = read(&d.join("out/results.csv"));
@@ -715,7 +680,7 @@ fn a_completed_run_with_unreadable_output_runs_again() {
         .expect("run 0 directory")
         .path();
     for lost in ["", "{\"command\":\"dram\",\"resu"] {
-        std::fs::write(run0.join("stdout.json"), lost).expect("damage stdout.json");
+        write(&run0, "stdout.json", lost);
         let out = ok(d, &args);
         let v: serde_json::Value = serde_json::from_str(&out).expect("summary JSON");
         assert_eq!(v["results"]["skipped"], 1, "only run 1 is reused: {out}");
@@ -752,7 +717,7 @@ fn help_has_examples() {
         out.contains("Examples:") && out.contains("nmpsim sweep merge"),
         "{out}"
     );
-    let out = ok(&t.0, &["sweep", "merge", "--help"]);
+    let out = ok(&t.0, &words("sweep merge --help"));
     assert!(out.contains("Examples:"), "{out}");
 }
 
@@ -767,14 +732,11 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
             "command = \"dram\"\n[base]\nengine = \"native\"\nrequests = 3000\n[axes]\nwindow = [{windows}]\nstream = [\"random\", \"sequential\"]\n"
         )
     };
-    std::fs::write(d.join("a.toml"), spec("4, 16")).unwrap();
-    std::fs::write(d.join("b.toml"), spec("4, 8, 16")).unwrap();
-    ok(
-        d,
-        &["sweep", "a.toml", "--out", "s", "--quiet", "--jobs", "1"],
-    );
+    write(d, "a.toml", spec("4, 16"));
+    write(d, "b.toml", spec("4, 8, 16"));
+    ok(d, &words("sweep a.toml --out s --quiet --jobs 1"));
     // window 16's two runs move from indices 2-3 to 4-5.
-    let dry = ok(d, &["sweep", "b.toml", "--out", "s", "--dry-run", "--json"]);
+    let dry = ok(d, &words("sweep b.toml --out s --dry-run --json"));
     let v: serde_json::Value = serde_json::from_str(&dry).unwrap();
     let done: Vec<bool> = v["runs"]
         .as_array()
@@ -783,9 +745,8 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
         .map(|r| r["finished"] == "completed")
         .collect();
     assert_eq!(done, [true, true, false, false, true, true], "{dry}");
-    let o = nmpsim(d, &["sweep", "b.toml", "--out", "s", "--jobs", "1"]);
+    let o = succeeds(d, &words("sweep b.toml --out s --jobs 1"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(err.contains("4 finished, 2 to run"), "{err}");
     assert_eq!(finished_runs(&d.join("s")), 6, "no run directory left over");
     // The moved runs' run.json is that of their new index and directory.
@@ -813,16 +774,10 @@ fn an_edited_spec_reuses_runs_whose_config_moved() {
         assert!(from.contains(&format!("runs/{old}")), "{cfg}");
     }
     // Nothing left to run: the start line still says how many would run at once.
-    let o = nmpsim(d, &["sweep", "b.toml", "--out", "s", "--jobs", "2"]);
+    let o = succeeds(d, &words("sweep b.toml --out s --jobs 2"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(err.contains("6 finished, 0 to run, 2 at a time"), "{err}");
-    ok(
-        d,
-        &[
-            "sweep", "b.toml", "--out", "fresh", "--quiet", "--jobs", "1",
-        ],
-    );
+    ok(d, &words("sweep b.toml --out fresh --quiet --jobs 1"));
     assert_eq!(
         without_columns(&read(&d.join("s/results.csv")), is_timing_column).unwrap(),
         without_columns(&read(&d.join("fresh/results.csv")), is_timing_column).unwrap()
@@ -841,13 +796,13 @@ fn merge_refuses_different_columns_and_is_order_independent() {
             "command = \"dram\"\n{metrics}[base]\nengine = \"native\"\nrequests = 2000\n[axes]\nwindow = [4, 8]\n"
         )
     };
-    std::fs::write(d.join("one.toml"), spec("")).unwrap();
-    std::fs::write(
-        d.join("two.toml"),
+    write(d, "one.toml", spec(""));
+    write(
+        d,
+        "two.toml",
         spec("metrics = [\"runs.*.bandwidth_gbps\"]\n"),
-    )
-    .unwrap();
-    std::fs::write(d.join("three.toml"), format!("# a comment\n{}", spec(""))).unwrap();
+    );
+    write(d, "three.toml", format!("# a comment\n{}", spec("")));
     for (s, out, shard) in [
         ("one.toml", "sw1", "1/2"),
         ("two.toml", "sw2", "2/2"),
@@ -856,7 +811,7 @@ fn merge_refuses_different_columns_and_is_order_independent() {
         ok(d, &["sweep", s, "--out", out, "--shard", shard, "--quiet"]);
     }
     for (out, a, b) in [("mA", "sw1", "sw2"), ("mB", "sw2", "sw1")] {
-        let err = rejected(d, &["sweep", "merge", out, a, b]);
+        let err = fails(d, &["sweep", "merge", out, a, b]);
         assert!(
             err.contains(&format!("{b} and {a} keep different metrics")),
             "{err}"
@@ -864,8 +819,8 @@ fn merge_refuses_different_columns_and_is_order_independent() {
         assert!(err.contains("runs.*.bandwidth_gbps"), "{err}");
         assert!(!d.join(out).join("results.csv").exists());
     }
-    ok(d, &["sweep", "merge", "mC", "sw1", "sw3"]);
-    ok(d, &["sweep", "merge", "mD", "sw3", "sw1"]);
+    ok(d, &words("sweep merge mC sw1 sw3"));
+    ok(d, &words("sweep merge mD sw3 sw1"));
     for f in ["results.csv", "spec.toml", "sweep.json"] {
         assert_eq!(
             read(&d.join("mC").join(f)),
@@ -882,44 +837,38 @@ fn merge_refuses_different_columns_and_is_order_independent() {
 fn a_sweep_refuses_a_directory_that_is_no_sweep_s() {
     let t = TempDir::new("foreign");
     let d = &t.0;
-    std::fs::write(
-        d.join("s.toml"),
+    write(
+        d,
+        "s.toml",
         "command = \"dram\"\n[base]\nrequests = 200\n[axes]\nwindow = [1, 2]\n",
-    )
-    .expect("write spec");
+    );
     std::fs::create_dir(d.join("mine")).unwrap();
-    std::fs::write(d.join("mine/results.csv"), "my,data\n").unwrap();
-    let err = rejected(d, &["sweep", "s.toml", "--out", "mine"]);
+    write(d, "mine/results.csv", "my,data\n");
+    let err = fails(d, &words("sweep s.toml --out mine"));
     assert!(
         err.contains("mine holds results.csv but is no sweep directory"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_to_string(d.join("mine/results.csv")).unwrap(),
-        "my,data\n"
-    );
+    assert_eq!(read(&d.join("mine/results.csv")), "my,data\n");
     assert!(!d.join("mine/runs").exists());
     // A sweep.json that is not a sweep's does not make a sweep directory.
-    std::fs::write(d.join("mine/sweep.json"), "{\"my\": \"settings\"}").unwrap();
-    let err = rejected(d, &["sweep", "s.toml", "--out", "mine"]);
+    write(d, "mine/sweep.json", "{\"my\": \"settings\"}");
+    let err = fails(d, &words("sweep s.toml --out mine"));
     assert!(
         err.contains("mine/sweep.json is not an nmpsim sweep's"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_to_string(d.join("mine/sweep.json")).unwrap(),
-        "{\"my\": \"settings\"}"
-    );
+    assert_eq!(read(&d.join("mine/sweep.json")), "{\"my\": \"settings\"}");
     assert!(!d.join("mine/runs").exists());
     ok(
         d,
         &words("dram --requests 100 --engine native --out run -q"),
     );
-    let err = rejected(d, &["sweep", "s.toml", "--out", "run"]);
+    let err = fails(d, &words("sweep s.toml --out run"));
     assert!(err.contains("run holds config.json"), "{err}");
     // A new directory, and the sweep's own again, are fine.
-    ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
-    ok(d, &["sweep", "s.toml", "--out", "sw", "-q"]);
+    ok(d, &words("sweep s.toml --out sw -q"));
+    ok(d, &words("sweep s.toml --out sw -q"));
 }
 
 /// A run the sweep cannot record stops the sweep at once: no run starts
@@ -930,12 +879,12 @@ fn a_fatal_error_stops_the_runs_under_way() {
     let t = TempDir::new("fatal");
     let d = &t.0;
     // Two runs of about a second each.
-    std::fs::write(
-        d.join("s.toml"),
+    write(
+        d,
+        "s.toml",
         "command = \"dram\"\n[base]\nengine = \"dramsim3\"\nrequests = 150000\n[axes]\npreset = [\"DDR4-2400-x8\", \"DDR4-3200-x8\"]\n",
-    )
-    .unwrap();
-    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    );
+    ok(d, &words("sweep s.toml --out sw -j 1 -q"));
     let mut runs: Vec<_> = std::fs::read_dir(d.join("sw/runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -947,7 +896,7 @@ fn a_fatal_error_stops_the_runs_under_way() {
     // Run 0's status cannot be written where a directory stands.
     std::fs::create_dir_all(runs[0].join("status.json")).unwrap();
     let started = Instant::now();
-    let err = rejected(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    let err = fails(d, &words("sweep s.toml --out sw -j 1 -q"));
     assert!(
         err.contains("run 0 in") && err.contains("the sweep stopped"),
         "{err}"
@@ -958,7 +907,7 @@ fn a_fatal_error_stops_the_runs_under_way() {
     assert!(read(&d.join("sw/results.csv")).starts_with("run,preset,status"));
     // Once the blocker goes, the same command runs both.
     std::fs::remove_dir_all(&runs[0]).unwrap();
-    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    ok(d, &words("sweep s.toml --out sw -j 1 -q"));
     assert_eq!(finished_runs(&d.join("sw")), 2);
 }
 
@@ -991,11 +940,11 @@ fn a_run_whose_input_changed_runs_again() {
         );
     };
     gen_trace("100", "1");
-    std::fs::write(
-        d.join("s.toml"),
+    write(
+        d,
+        "s.toml",
         "command = \"nmp run\"\n[base]\nengine = \"native\"\nranks = 2\ndim = 16\ntrace = \"t.nmpt\"\n[axes]\nplacement = [\"vector-sliced\"]\n",
-    )
-    .unwrap();
+    );
     let bytes = |csv: &str| -> String {
         let mut lines = csv.lines();
         let head: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -1006,11 +955,10 @@ fn a_run_whose_input_changed_runs_again() {
             .expect("a dram_read_bytes column");
         row[i].to_string()
     };
-    ok(d, &["sweep", "s.toml", "--out", "sw", "-j", "1", "-q"]);
+    ok(d, &words("sweep s.toml --out sw -j 1 -q"));
     let first = bytes(&read(&d.join("sw/results.csv")));
     // Unchanged: reused.
-    let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
-    assert!(o.status.success());
+    let o = succeeds(d, &words("sweep s.toml --out sw -j 1"));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("runs again"));
     // The same name, other contents (dated later, whatever the file
     // system's clock resolution): run again.
@@ -1022,9 +970,8 @@ fn a_run_whose_input_changed_runs_again() {
         .unwrap()
         .set_modified(later)
         .unwrap();
-    let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
+    let o = succeeds(d, &words("sweep s.toml --out sw -j 1"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     assert!(
         err.contains("note: run 0 ran on an earlier t.nmpt; it runs again"),
         "{err}"
@@ -1038,17 +985,16 @@ fn a_run_whose_input_changed_runs_again() {
 fn a_file_the_run_writes_is_no_input() {
     let t = TempDir::new("output");
     let d = &t.0;
-    std::fs::write(
-        d.join("s.toml"),
+    write(
+        d,
+        "s.toml",
         "command = \"trace gen\"\n[base]\ntables = 1\nrows = 1000\nbatch = 16\noutput = \"g.nmpt\"\n",
-    )
-    .unwrap();
+    );
     // An earlier file under the output's name.
-    std::fs::write(d.join("g.nmpt"), "old").unwrap();
+    write(d, "g.nmpt", "old");
     for reused in ["0 reused", "1 reused"] {
-        let o = nmpsim(d, &["sweep", "s.toml", "--out", "sw", "-j", "1"]);
+        let o = succeeds(d, &words("sweep s.toml --out sw -j 1"));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{err}");
         assert!(
             err.contains(&format!("1 completed ({reused})")) && !err.contains("runs again"),
             "{err}"
@@ -1073,11 +1019,11 @@ fn a_grid_beyond_the_run_limit_is_refused_before_expanding() {
         list(100),
         list(1000)
     );
-    std::fs::write(t.0.join("s.toml"), spec).unwrap();
+    write(&t.0, "s.toml", spec);
     for extra in [None, Some("--dry-run")] {
         let mut args = vec!["sweep", "s.toml", "--out", "o"];
         args.extend(extra);
-        let e = rejected(&t.0, &args);
+        let e = fails(&t.0, &args);
         assert!(
             e.contains("the spec expands to 100000000 runs") && e.contains("more than the 1000000"),
             "{e}"

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::common::{TempDir, nmpsim, ok, words};
+use crate::common::*;
 
 fn criteo_line(label: u32, i: u32, cat: &str) -> String {
     let mut f = vec![label.to_string()];
@@ -22,9 +22,8 @@ fn gen_stats_export_round_trip() {
              16 --batches 4 --seed 7 -q -o a.nmpt",
         ),
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(d, &["trace", "stats", "a.nmpt", "--json"]))
-            .expect("stats --json is JSON");
+    let json: serde_json::Value = serde_json::from_str(&ok(d, &words("trace stats a.nmpt --json")))
+        .expect("stats --json is JSON");
     assert_eq!(json["command"], "trace stats");
     let r = &json["results"];
     assert_eq!(r["batches"], 4);
@@ -32,8 +31,8 @@ fn gen_stats_export_round_trip() {
     assert_eq!(r["tables"][1]["rows"], 1000);
     assert!(r["tables"][0]["coalescing_ratio"].as_f64().unwrap() > 1.0);
 
-    ok(d, &["trace", "export", "a.nmpt", "--csv", "a.csv"]);
-    let csv = std::fs::read_to_string(d.join("a.csv")).unwrap();
+    ok(d, &words("trace export a.nmpt --csv a.csv"));
+    let csv = read(&d.join("a.csv"));
     let mut lines = csv.lines();
     assert_eq!(lines.next(), Some("batch,table,bag,position,row,weight"));
     assert_eq!(lines.count(), 2 * 4 * 16 * 3);
@@ -73,10 +72,9 @@ fn profile_stats_write_a_run_directory() {
     ] {
         assert!(d.join("run").join(f).is_file(), "missing {f}");
     }
-    let cfg: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("run/config.json")).unwrap()).unwrap();
+    let cfg: serde_json::Value = read_json(&d.join("run/config.json"));
     assert_eq!(cfg["config"]["profile"], "movielens-20m");
-    let tables = std::fs::read_to_string(d.join("run/tables.csv")).unwrap();
+    let tables = read(&d.join("run/tables.csv"));
     assert!(
         tables.starts_with("table,rows,batches,lookups,"),
         "{tables}"
@@ -91,7 +89,7 @@ fn convert_criteo_tsv() {
     let tsv: String = (0..5)
         .map(|i| criteo_line(i % 2, i, &format!("{:x}", 1000 + i)) + "\n")
         .collect();
-    std::fs::write(d.join("day.tsv"), tsv).unwrap();
+    write(d, "day.tsv", tsv);
     ok(
         d,
         &words(
@@ -100,20 +98,20 @@ fn convert_criteo_tsv() {
         ),
     );
     let json: serde_json::Value =
-        serde_json::from_str(&ok(d, &["trace", "stats", "day.nmpt", "--json"])).unwrap();
+        serde_json::from_str(&ok(d, &words("trace stats day.nmpt --json"))).unwrap();
     let r = &json["results"];
     assert_eq!(r["batches"], 3);
     assert_eq!(r["tables"].as_array().unwrap().len(), 26);
     assert_eq!(r["tables"][0]["rows"], 100);
     assert_eq!(r["tables"][0]["lookups"], 5);
-    ok(d, &["trace", "export", "day.nmpt", "--csv", "day.csv"]);
-    let csv = std::fs::read_to_string(d.join("day.csv")).unwrap();
+    ok(d, &words("trace export day.nmpt --csv day.csv"));
+    let csv = read(&d.join("day.csv"));
     // Sample 4 (batch 2, bag 0) has id 0x3ec = 1004 -> 1004 % 100 = 4.
     assert!(csv.contains("\n2,25,0,0,4,\n"), "{csv}");
 
     // An empty TSV writes no trace.
-    std::fs::write(d.join("empty.tsv"), "").unwrap();
-    let o = nmpsim(d, &["trace", "convert", "empty.tsv", "-o", "e.nmpt", "-q"]);
+    write(d, "empty.tsv", "");
+    let o = nmpsim(d, &words("trace convert empty.tsv -o e.nmpt -q"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("empty.tsv: no samples to convert"), "{err}");
@@ -121,12 +119,11 @@ fn convert_criteo_tsv() {
 
     // A last line without a line end (a file cut short?) converts, with a
     // warning; a whole file gets none.
-    let whole = std::fs::read_to_string(d.join("day.tsv")).unwrap();
-    std::fs::write(d.join("cut.tsv"), &whole[..whole.len() - 2]).unwrap();
+    let whole = read(&d.join("day.tsv"));
+    write(d, "cut.tsv", &whole[..whole.len() - 2]);
     for (file, warned) in [("cut.tsv", true), ("day.tsv", false)] {
-        let o = nmpsim(d, &["trace", "convert", file, "-o", "c.nmpt", "-q"]);
+        let o = succeeds(d, &["trace", "convert", file, "-o", "c.nmpt", "-q"]);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{err}");
         assert_eq!(
             err.contains(&format!(
                 "warning: {file}: line 5, the last, has no line end"
@@ -146,8 +143,8 @@ fn bad_tsv_line_exits_2_naming_line_and_field() {
         criteo_line(0, 1, "a"),
         criteo_line(1, 2, "zz12")
     );
-    std::fs::write(d.join("bad.tsv"), tsv).unwrap();
-    let o = nmpsim(d, &["trace", "convert", "bad.tsv", "-o", "bad.nmpt", "-q"]);
+    write(d, "bad.tsv", tsv);
+    let o = nmpsim(d, &words("trace convert bad.tsv -o bad.nmpt -q"));
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -176,8 +173,8 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     let mut bytes = std::fs::read(d.join("u.nmpt")).unwrap();
     let last = bytes.len() - 30;
     bytes[last] ^= 1;
-    std::fs::write(d.join("u.nmpt"), bytes).unwrap();
-    let o = nmpsim(d, &["trace", "stats", "u.nmpt"]);
+    write(d, "u.nmpt", bytes);
+    let o = nmpsim(d, &words("trace stats u.nmpt"));
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("checksum mismatch in batch 1"),
@@ -198,10 +195,10 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
         );
     }
 
-    let o = nmpsim(d, &["trace", "gen", "--profile", "criteo", "-o", "x.nmpt"]);
+    let o = nmpsim(d, &words("trace gen --profile criteo -o x.nmpt"));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("valid names: criteo-kaggle"));
-    let o = nmpsim(d, &["trace", "gen", "-o", "x.nmpt"]);
+    let o = nmpsim(d, &words("trace gen -o x.nmpt"));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--profile NAME, or --rows R"));
 
@@ -257,7 +254,7 @@ fn swapped_or_duplicated_batch_records_are_refused() {
         bad.extend_from_slice(&good[first.clone()]);
         bad.extend_from_slice(&good[second.clone()]);
         bad.extend_from_slice(&good[r1.end..]);
-        std::fs::write(d.join(name), &bad).unwrap();
+        write(d, name, &bad);
         // Readers that stop after the trace's last batch verify its end too.
         for cmd in [
             vec!["trace", "stats", name],
@@ -339,7 +336,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
         v
     };
     std::fs::create_dir(d.join("sub")).unwrap();
-    std::fs::write(d.join("in.tsv"), criteo_line(1, 0, "a")).unwrap();
+    write(d, "in.tsv", criteo_line(1, 0, "a"));
     let files = listing();
     for (args, want) in [
         (
@@ -376,7 +373,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
     // output and leaves the link alone.
     if Path::new("/dev/full").exists() {
         std::os::unix::fs::symlink("/dev/full", d.join("full")).unwrap();
-        let o = nmpsim(d, &["trace", "export", "t.nmpt", "--csv", "full"]);
+        let o = nmpsim(d, &words("trace export t.nmpt --csv full"));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains("--csv full"), "{err}");
@@ -387,7 +384,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
     }
     // And a good export leaves only its CSV.
     assert!(
-        nmpsim(d, &["trace", "export", "t.nmpt", "--csv", "t.csv"])
+        nmpsim(d, &words("trace export t.nmpt --csv t.csv"))
             .status
             .success()
     );
@@ -421,12 +418,12 @@ fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
     };
     assert!(gen_to("real.nmpt").status.success());
     std::os::unix::fs::symlink("real.nmpt", d.join("link.nmpt")).unwrap();
-    std::fs::write(d.join("real.nmpt"), b"old").unwrap();
+    write(d, "real.nmpt", b"old");
     assert!(gen_to("link.nmpt").status.success());
     let link = std::fs::symlink_metadata(d.join("link.nmpt")).unwrap();
     assert!(link.file_type().is_symlink(), "the link was replaced");
     assert!(std::fs::read(d.join("real.nmpt")).unwrap().len() > 100);
-    ok(d, &["trace", "stats", "link.nmpt"]);
+    ok(d, &words("trace stats link.nmpt"));
 
     // A FIFO stays a FIFO: the trace goes into it.
     let fifo = d.join("fifo");
@@ -445,10 +442,10 @@ fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
 
     // An input named like the output's old temporary survives the run.
     let tsv: String = (0..5).map(|i| criteo_line(i % 2, i, "ab") + "\n").collect();
-    std::fs::write(d.join("z.nmpt.tmp"), &tsv).unwrap();
+    write(d, "z.nmpt.tmp", &tsv);
     ok(d, &words("trace convert z.nmpt.tmp -o z.nmpt --batch 4 -q"));
-    assert_eq!(std::fs::read_to_string(d.join("z.nmpt.tmp")).unwrap(), tsv);
-    ok(d, &["trace", "stats", "z.nmpt"]);
+    assert_eq!(read(&d.join("z.nmpt.tmp")), tsv);
+    ok(d, &words("trace stats z.nmpt"));
 }
 
 /// Sizes beyond what a trace can hold are refused by flag before anything
@@ -457,7 +454,7 @@ fn trace_outputs_honour_links_pipes_and_tmp_named_inputs() {
 fn absurd_sizes_are_refused_by_flag() {
     let t = TempDir::new("absurd");
     let d = &t.0;
-    std::fs::write(d.join("s.tsv"), criteo_line(1, 0, "ab") + "\n").unwrap();
+    write(d, "s.tsv", criteo_line(1, 0, "ab") + "\n");
     let huge = "18446744073709551615";
     for (args, want) in [
         (
@@ -550,34 +547,31 @@ fn input_names_that_are_not_utf8_are_recorded_lossily() {
     use std::os::unix::ffi::OsStrExt;
     let t = TempDir::new("non-utf8");
     let name = OsStr::from_bytes(b"u\xff.nmpt");
-    let o = nmpsim(
+    succeeds(
         &t.0,
         &words("trace gen --rows 100 --batches 2 -q -o a.nmpt"),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::rename(t.0.join("a.nmpt"), t.0.join(name)).unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
+    let o = process(&t.0)
         .arg("trace")
         .arg("stats")
         .arg(name)
-        .args(["--json", "--out", "st"])
+        .args(words("--json --out st"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let config = std::fs::read_to_string(t.0.join("st/config.json")).unwrap();
+    let config = read(&t.0.join("st/config.json"));
     assert!(config.contains("u\u{fffd}.nmpt"), "{config}");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
-        .args(["dram", "--engine", "native", "--embedding-trace"])
+    let o = process(&t.0)
+        .args(words("dram --engine native --embedding-trace"))
         .arg(name)
-        .args(["-q", "--json", "--out", "dr"])
+        .args(words("-q --json --out dr"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let config = std::fs::read_to_string(t.0.join("dr/config.json")).unwrap();
+    let config = read(&t.0.join("dr/config.json"));
     assert!(config.contains("u\u{fffd}.nmpt"), "{config}");
 }
 
@@ -585,24 +579,14 @@ fn input_names_that_are_not_utf8_are_recorded_lossily() {
 /// no temporary file behind (nor the trace).
 #[test]
 fn an_interrupted_gen_leaves_no_temporary_file() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::time::{Duration, Instant};
     for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
         let t = TempDir::new(&format!("signal-{sig}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(&t.0)
-            .args([
-                "trace",
-                "gen",
-                "--profile",
-                "rm1",
-                "--batch",
-                "2048",
-                "--batches",
-                "100000",
-                "-o",
-                "big.nmpt",
-            ])
+        let mut child = process(&t.0)
+            .args(words(
+                "trace gen --profile rm1 --batch 2048 --batches 100000 -o big.nmpt",
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -660,9 +644,8 @@ fn a_pipe_without_a_writer_is_refused_not_waited_on() {
             "p",
         ],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
+        let mut child = process(d)
             .args(&args)
-            .current_dir(d)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -691,7 +674,7 @@ fn a_dash_as_output_file_is_refused() {
     let t = TempDir::new("dash-out");
     for args in [
         &words("trace gen --profile criteo-kaggle --batches 1 --batch 8 -o -")[..],
-        &["trace", "criteo-sample", "--samples", "4", "-o", "-"][..],
+        &words("trace criteo-sample --samples 4 -o -")[..],
     ] {
         let o = nmpsim(&t.0, args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -1,15 +1,12 @@
 //! End-to-end tests of `nmpsim trace hot`.
 
-use crate::common::{TempDir, fails, ok, read, read_json, words};
+use crate::common::*;
 
 /// A profile of two large Zipf tables and a small one, as flags.
 const SPEC: &str = "--rows 100000 --tables 3 --dist zipf:1.05 --bag 4 --batch 256 --seed 5";
 
 fn hot_json(d: &std::path::Path, args: &str) -> serde_json::Value {
-    let out = ok(d, &words(&format!("trace hot {args} --json")));
-    let v: serde_json::Value = serde_json::from_str(&out).expect("trace hot --json is JSON");
-    assert_eq!(v["command"], "trace hot");
-    v["results"].clone()
+    results_of(d, "trace hot", args)
 }
 
 #[test]
@@ -102,7 +99,7 @@ fn criteo_files_are_profiled_with_their_ids_reduced() {
         f.join("\t") + "\n"
     };
     let tsv: String = (0..300).map(line).collect();
-    std::fs::write(d.join("day.tsv"), tsv).unwrap();
+    write(d, "day.tsv", tsv);
     let r = hot_json(
         d,
         "--criteo day.tsv --max-ind-range 100000 --dim 16 --budget 2MiB",
@@ -139,7 +136,7 @@ fn bad_budgets_rates_and_inputs_are_refused_by_name() {
             "{rate}: {e}"
         );
     }
-    std::fs::write(d.join("empty.tsv"), "").unwrap();
+    write(d, "empty.tsv", "");
     let e = fails(d, &words("trace hot --criteo empty.tsv --max-ind-range 10"));
     assert!(e.contains("no samples"), "{e}");
     let e = fails(d, &words("trace hot -"));

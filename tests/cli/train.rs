@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{TempDir, nmpsim, text, words};
+use crate::common::*;
 
 /// Writes a Criteo-format sample of `samples` lines with at most `rows`
 /// rows per table into `dir/file` (`nmpsim trace criteo-sample`).
 fn criteo_sample(dir: &Path, file: &str, samples: u32, rows: &str) {
     let samples = samples.to_string();
-    let o = nmpsim(
+    succeeds(
         dir,
         &[
             "trace",
@@ -24,17 +24,12 @@ fn criteo_sample(dir: &Path, file: &str, samples: u32, rows: &str) {
             rows,
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).expect("read json")).expect("parse json")
 }
 
 #[test]
 fn all_modes_train_and_report_breakdown_and_speedups() {
     let t = TempDir::new("all");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --model tiny --mode tcast --batch 128 --iters 40 \
@@ -42,7 +37,6 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         ),
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     for m in ["baseline-cpu", "tcast-cpu", "baseline-nmp", "tcast-nmp"] {
         assert!(
             s.contains(&format!("[{m}] Finished training it 40/40 of epoch 0, ")),
@@ -81,7 +75,7 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
     ] {
         assert!(run.join(f).exists(), "{f} missing");
     }
-    let r = json(&run.join("results.json"));
+    let r = read_json(&run.join("results.json"));
     // The library's type holds every field the run wrote, and writes them back.
     let typed: nmpsim_dlrm::TrainSummary = serde_json::from_value(r["results"].clone())
         .expect("results.json reads as the library's TrainSummary");
@@ -101,9 +95,9 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
         assert!(m["modelled_ms_per_iteration"].as_f64().unwrap() > 0.0);
     }
     // One row per mode and iteration; timeline rows carry their source.
-    let iters = std::fs::read_to_string(run.join("iterations.csv")).unwrap();
+    let iters = read(&run.join("iterations.csv"));
     assert_eq!(iters.lines().count(), 1 + 4 * 40);
-    let tl = std::fs::read_to_string(run.join("timeline.csv")).unwrap();
+    let tl = read(&run.join("timeline.csv"));
     assert!(
         tl.starts_with("mode,iteration,stage,lane,primitive,detail,resource,source,time_ns,bytes")
     );
@@ -113,23 +107,20 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
     assert!(tl.lines().any(|l| l.starts_with("baseline-cpu,")
         && l.contains(",expand-coalesce,")
         && l.contains(",measured,")));
-    let cfg = json(&run.join("config.json"));
+    let cfg = read_json(&run.join("config.json"));
     assert_eq!(cfg["config"]["train"]["batch"], 128);
     // A 32-bit float reads as given, not widened (0.10000000149011612).
-    let cfg_text = std::fs::read_to_string(run.join("config.json")).unwrap();
+    let cfg_text = read(&run.join("config.json"));
     assert!(
         cfg_text.contains("\"lr\": 0.1") && !cfg_text.contains("0.1000000014"),
         "{cfg_text}"
     );
     // --json prints the same summary.
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
-        &[
-            "train", "--model", "tiny", "--batch", "64", "--iters", "3", "--json", "--out", "j",
-        ],
+        &words("train --model tiny --batch 64 --iters 3 --json --out j"),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    let v: serde_json::Value = stdout_json(&o);
     assert_eq!(v["results"]["modes"][0]["mode"], "baseline-cpu");
 }
 
@@ -137,9 +128,8 @@ fn all_modes_train_and_report_breakdown_and_speedups() {
 fn modes_are_chosen_by_name_from_the_registry() {
     let t = TempDir::new("registry");
     // `--mode list` prints every registered strategy and runs nothing.
-    let o = nmpsim(&t.0, &["train", "--mode", "list"]);
+    let o = succeeds(&t.0, &words("train --mode list"));
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     for e in nmpsim_dlrm::strategy::strategies() {
         assert!(
             s.lines()
@@ -156,9 +146,8 @@ fn modes_are_chosen_by_name_from_the_registry() {
     // speed-ups over the baseline.
     let args = "train --model tiny --mode tcast-nmp,baseline-cpu,tcast-nmp --batch 64 --iters 4 \
                 --nmp-bandwidth 400 --test-batches 1 --out run";
-    let o = nmpsim(&t.0, &args.split_whitespace().collect::<Vec<_>>());
-    assert!(o.status.success(), "{}", text(&o));
-    let r = json(&t.0.join("run/results.json"));
+    succeeds(&t.0, &args.split_whitespace().collect::<Vec<_>>());
+    let r = read_json(&t.0.join("run/results.json"));
     let modes: Vec<&str> = r["results"]["modes"]
         .as_array()
         .unwrap()
@@ -178,15 +167,14 @@ fn modes_are_chosen_by_name_from_the_registry() {
 #[test]
 fn nmp_mode_simulates_then_proxies() {
     let t = TempDir::new("sim");
-    let o = nmpsim(
+    succeeds(
         &t.0,
         &words(
             "train --model tiny --mode tcast-nmp --batch 64 --iters 3 --ranks \
              2 --sim-batches 1 --out run -q",
         ),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let tl = std::fs::read_to_string(t.0.join("run/timeline.csv")).unwrap();
+    let tl = read(&t.0.join("run/timeline.csv"));
     let nmp: Vec<&str> = tl.lines().filter(|l| l.contains(",nmp,")).collect();
     assert!(
         nmp.iter()
@@ -196,7 +184,7 @@ fn nmp_mode_simulates_then_proxies() {
         nmp.iter()
             .any(|l| l.starts_with("tcast-nmp,2,") && l.contains(",simulated-proxy,"))
     );
-    let r = json(&t.0.join("run/results.json"));
+    let r = read_json(&t.0.join("run/results.json"));
     let cal = r["results"]["modes"][0]["nmp_calibration_gbps"]
         .as_array()
         .unwrap();
@@ -204,7 +192,7 @@ fn nmp_mode_simulates_then_proxies() {
     // The simulator's own wall time is reported apart, in both forms.
     let sim_s = r["results"]["simulation_wall_s"].as_f64().unwrap();
     assert!(sim_s > 0.0, "{sim_s}");
-    let summary = std::fs::read_to_string(t.0.join("run/summary.txt")).unwrap();
+    let summary = read(&t.0.join("run/summary.txt"));
     assert!(
         summary.contains(&format!(
             "Cycle-level DRAM simulation of the pool: {sim_s:.1} s of this machine's wall time"
@@ -235,21 +223,20 @@ fn a_proxy_in_a_reported_mean_is_labelled_where_it_is_read() {
             "--ranks", "2", "--out", out, "-q",
         ];
         args.extend_from_slice(extra);
-        let o = nmpsim(&t.0, &args);
-        assert!(o.status.success(), "{}", text(&o));
+        succeeds(&t.0, &args);
         t.0.join(out)
     };
     for (dir, proxied) in [
         (run("every", &[]), false),
         (run("first", &["--sim-batches", "1"]), true),
         (
-            run("first2", &["--sim-batches", "2", "--warmup-iters", "0"]),
+            run("first2", &words("--sim-batches 2 --warmup-iters 0")),
             true,
         ),
     ] {
-        let r = json(&dir.join("results.json"));
-        let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
-        let tl = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+        let r = read_json(&dir.join("results.json"));
+        let summary = read(&dir.join("summary.txt"));
+        let tl = read(&dir.join("timeline.csv"));
         let warmup = r["results"]["modes"][0]["warmup_iterations"]
             .as_u64()
             .unwrap();
@@ -306,7 +293,7 @@ fn all_modes_report_their_own_nmp_calibration() {
     // One pool timer serves both NMP modes of `--mode tcast`: each mode's
     // calibration lists the primitives it ran, not the other mode's.
     let t = TempDir::new("calib");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --model tiny --mode tcast --batch 32 --iters 2 --ranks 2 \
@@ -314,8 +301,7 @@ fn all_modes_report_their_own_nmp_calibration() {
         ),
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
-    let r = json(&t.0.join("run/results.json"));
+    let r = read_json(&t.0.join("run/results.json"));
     let names = |mode: &str| -> Vec<String> {
         let m = r["results"]["modes"]
             .as_array()
@@ -350,7 +336,7 @@ fn all_modes_report_their_own_nmp_calibration() {
 fn criteo_sample_trains_and_unhashed_data_is_refused() {
     let t = TempDir::new("criteo");
     criteo_sample(&t.0, "s.tsv", 600, "500");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --model criteo-kaggle --data s.tsv --max-ind-range 500 \
@@ -358,11 +344,10 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
         ),
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     // 600 samples, 100 held out: 5 batches per epoch.
     assert!(s.contains("Finished training it 10/12 of epoch 1"), "{s}");
     // An empty test file is refused, not a run without evaluation.
-    std::fs::write(t.0.join("empty.tsv"), "").unwrap();
+    write(&t.0, "empty.tsv", "");
     let o = nmpsim(
         &t.0,
         &words(
@@ -395,14 +380,14 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     );
 
     // A bad line part-way: the run fails, and says so in every record.
-    let good = std::fs::read_to_string(t.0.join("s.tsv")).unwrap();
+    let good = read(&t.0.join("s.tsv"));
     let lines: Vec<&str> = good.lines().collect();
     let bad = format!(
         "{}\nnot a sample\n{}\n",
         lines[..350].join("\n"),
         lines[350..].join("\n")
     );
-    std::fs::write(t.0.join("bad.tsv"), bad).unwrap();
+    write(&t.0, "bad.tsv", bad);
     let o = nmpsim(
         &t.0,
         &words(
@@ -413,7 +398,7 @@ fn criteo_sample_trains_and_unhashed_data_is_refused() {
     let s = text(&o);
     assert_eq!(o.status.code(), Some(2), "{s}");
     assert!(s.contains("bad.tsv: line 351"), "{s}");
-    let v = json(&t.0.join("failed/results.json"));
+    let v = read_json(&t.0.join("failed/results.json"));
     assert_eq!(v["results"]["status"], "failed", "{v}");
     assert_eq!(v["results"]["modes"][0]["status"], "failed", "{v}");
     // The model may not take data of another shape.
@@ -555,7 +540,7 @@ fn bad_configurations_fail_before_training() {
 #[test]
 fn an_empty_training_file_is_refused() {
     let t = TempDir::new("empty");
-    std::fs::write(t.0.join("empty.tsv"), "").unwrap();
+    write(&t.0, "empty.tsv", "");
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/criteo-sample.tsv");
     for extra in [vec![], vec!["--test-data", sample]] {
         let mut a = vec![
@@ -619,7 +604,7 @@ fn kaggle_rows_scale_and_rows_cap_under_every_name() {
         );
         let s = text(&o);
         assert_eq!(o.status.code(), Some(0), "{name}: {s}");
-        let v = json(&t.0.join(out).join("config.json"));
+        let v = read_json(&t.0.join(out).join("config.json"));
         let rows: Vec<u64> = v["config"]["train"]["model"]["table_rows"]
             .as_array()
             .unwrap_or_else(|| panic!("{name}: no config.train.model.table_rows in {v}"))
@@ -639,21 +624,10 @@ fn kaggle_rows_scale_and_rows_cap_under_every_name() {
 #[test]
 fn an_interrupted_run_keeps_its_log_and_results() {
     let t = TempDir::new("int");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
-        .args([
-            "train",
-            "--model",
-            "tiny",
-            "--batch",
-            "64",
-            "--iters",
-            "100000000",
-            "--print-freq",
-            "50",
-            "--out",
-            "run",
-        ])
+    let mut child = process(&t.0)
+        .args(words(
+            "train --model tiny --batch 64 --iters 100000000 --print-freq 50 --out run",
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -675,21 +649,21 @@ fn an_interrupted_run_keeps_its_log_and_results() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let run = t.0.join("run");
-    let log = std::fs::read_to_string(run.join("train.log")).unwrap();
+    let log = read(&run.join("train.log"));
     assert!(log.contains("Finished training it 100/"), "{log}");
     let rows = std::fs::read_to_string(run.join("iterations.csv"))
         .unwrap()
         .lines()
         .count();
     assert!(rows > 100, "{rows}");
-    let r = json(&run.join("results.json"));
+    let r = read_json(&run.join("results.json"));
     assert_eq!(r["results"]["status"], "interrupted");
     // Every logged iteration is in the summary, the warm-up one apart.
     let m = &r["results"]["modes"][0];
     assert_eq!(m["warmup_iterations"], 1);
     assert_eq!(m["iterations"].as_u64().unwrap() as usize, rows - 1 - 1);
     // And the text says so.
-    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    let summary = read(&run.join("summary.txt"));
     assert!(summary.starts_with("run interrupted\n"), "{summary}");
 }
 
@@ -698,19 +672,10 @@ fn an_interrupted_run_keeps_its_log_and_results() {
 #[test]
 fn a_killed_run_leaves_every_csv_with_its_header() {
     let t = TempDir::new("killed");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
-        .args([
-            "train",
-            "--batch",
-            "64",
-            "--iters",
-            "100000000",
-            "--print-freq",
-            "20",
-            "--out",
-            "run",
-        ])
+    let mut child = process(&t.0)
+        .args(words(
+            "train --batch 64 --iters 100000000 --print-freq 20 --out run",
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -729,7 +694,7 @@ fn a_killed_run_leaves_every_csv_with_its_header() {
         ("timeline.csv", "mode,iteration,stage,"),
         ("eval.csv", "mode,iteration,samples,loss,accuracy,auc\n"),
     ] {
-        let text = std::fs::read_to_string(run.join(f)).unwrap();
+        let text = read(&run.join(f));
         assert!(text.starts_with(header), "{f}: {text:.200}");
     }
 }
@@ -763,7 +728,7 @@ fn a_failed_write_of_the_records_ends_the_run_naming_the_file() {
         .lines()
         .count();
     assert!(rows < 100, "trained on: {rows} rows");
-    let r = json(&t.0.join("run/results.json"));
+    let r = read_json(&t.0.join("run/results.json"));
     assert_eq!(r["results"]["status"], "failed");
 }
 
@@ -771,26 +736,12 @@ fn a_failed_write_of_the_records_ends_the_run_naming_the_file() {
 fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
     let t = TempDir::new("warmup");
     let out = t.0.join("run");
-    let o = nmpsim(
+    succeeds(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--iters",
-            "5",
-            "--batch",
-            "64",
-            "--test-batches",
-            "1",
-            "--warmup-iters",
-            "2",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words(
+            "train --model tiny --iters 5 --batch 64 --test-batches 1 --warmup-iters 2 --quiet --out run",
+        ),
     );
-    assert!(o.status.success(), "{}", text(&o));
     // iterations.csv keeps all five; the summary averages iterations 2..4.
     let csv = std::fs::read_to_string(out.join("iterations.csv")).expect("iterations.csv");
     let modelled: Vec<(u64, f64)> = csv
@@ -808,7 +759,7 @@ fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
         .map(|x| x.1)
         .collect();
     let want = steady.iter().sum::<f64>() / steady.len() as f64;
-    let r = json(&out.join("results.json"));
+    let r = read_json(&out.join("results.json"));
     let m = &r["results"]["modes"][0];
     assert_eq!(m["iterations"], 3);
     assert_eq!(m["warmup_iterations"], 2);
@@ -818,7 +769,7 @@ fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
 
     // With no more iterations than the warm-up, every iteration counts.
     let out2 = t.0.join("run2");
-    let o = nmpsim(
+    succeeds(
         &t.0,
         &[
             "train",
@@ -835,8 +786,7 @@ fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
             out2.to_str().unwrap(),
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let m = &json(&out2.join("results.json"))["results"]["modes"][0];
+    let m = &read_json(&out2.join("results.json"))["results"]["modes"][0];
     assert_eq!(m["iterations"], 1);
     assert_eq!(m["warmup_iterations"], 0);
 }
@@ -845,15 +795,14 @@ fn warmup_iterations_are_logged_but_left_out_of_the_summary() {
 fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
     let t = TempDir::new("again");
     for (iters, batch) in [("5", "32"), ("3", "16")] {
-        let o = nmpsim(
+        succeeds(
             &t.0,
             &[
                 "train", "--iters", iters, "--batch", batch, "--out", "r", "-q",
             ],
         );
-        assert!(o.status.success(), "{}", text(&o));
     }
-    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
+    let csv = read(&t.0.join("r/iterations.csv"));
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 3, "{csv}");
     assert!(
@@ -867,7 +816,7 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         .iter()
         .map(|f| (f.to_string(), std::fs::read(t.0.join("r").join(f)).unwrap()))
         .collect();
-    std::fs::write(t.0.join("bad.tsv"), "garbage\n").unwrap();
+    write(&t.0, "bad.tsv", "garbage\n");
     let o = nmpsim(
         &t.0,
         &words(
@@ -894,7 +843,7 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
         assert_eq!(&std::fs::read(t.0.join("r").join(f)).unwrap(), bytes, "{f}");
     }
     // Another command's run is not written over.
-    let o = nmpsim(&t.0, &["dram", "--requests", "100", "--out", "r", "-q"]);
+    let o = nmpsim(&t.0, &words("dram --requests 100 --out r -q"));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("holds a `train` run"), "{}", text(&o));
     for (f, bytes) in &before {
@@ -907,7 +856,7 @@ fn a_run_into_an_earlier_runs_directory_replaces_its_records() {
 #[test]
 fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
     let t = TempDir::new("freq");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &[
             "train",
@@ -931,17 +880,12 @@ fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
         ],
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     assert!(!s.contains("Finished training"), "{s}");
     assert!(s.contains("Testing at - 4/4"), "{s}");
-    let log = std::fs::read_to_string(t.0.join("r/train.log")).unwrap();
+    let log = read(&t.0.join("r/train.log"));
     assert!(!log.contains("Finished training"), "{log}");
-    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
-    let lr: Vec<f64> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())
-        .collect();
+    let csv = read(&t.0.join("r/iterations.csv"));
+    let lr: Vec<f64> = column(&csv, 5);
     assert_eq!(lr.len(), 4, "{csv}");
     assert!(lr.iter().all(|&x| x > 0.0), "{csv}");
     assert!((lr[0] - 2e-7).abs() < 1e-13, "{csv}");
@@ -959,24 +903,19 @@ fn print_freq_zero_is_silent_and_small_rates_keep_their_digits() {
 #[test]
 fn the_test_set_is_not_the_training_data() {
     let t = TempDir::new("testset");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --rows 1 --lr 0 --iters 2 --batch 64 --test-batches 2 \
              --json --out r",
         ),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let v: serde_json::Value = stdout_json(&o);
     let eval = v["results"]["modes"][0]["final_eval"]["loss"]
         .as_f64()
         .expect("eval loss");
-    let csv = std::fs::read_to_string(t.0.join("r/iterations.csv")).unwrap();
-    let losses: Vec<f64> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
-        .collect();
+    let csv = read(&t.0.join("r/iterations.csv"));
+    let losses: Vec<f64> = column(&csv, 3);
     assert_eq!(losses.len(), 2);
     let train = (losses[0] + losses[1]) / 2.0;
     assert!(
@@ -1003,9 +942,7 @@ fn a_diverging_run_fails_naming_the_iteration() {
         s.contains("training diverged; lower --lr") && s.contains("(learning rate 3e38)"),
         "{s}"
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(t.0.join("d/results.json")).unwrap())
-            .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&read(&t.0.join("d/results.json"))).unwrap();
     assert_eq!(v["results"]["status"], "failed", "{v}");
 }
 
@@ -1042,8 +979,7 @@ fn the_forward_transfer_carries_only_what_the_pool_still_holds() {
             out,
         ];
         a.extend(extra);
-        let o = nmpsim(&t.0, &a);
-        assert!(o.status.success(), "{}", text(&o));
+        succeeds(&t.0, &a);
         let found = transfers(&t.0.join(out), "pooled embeddings pool to gpu");
         assert_eq!(found.len(), 1, "one forward transfer: {found:?}");
         found[0]
@@ -1059,7 +995,7 @@ fn the_forward_transfer_carries_only_what_the_pool_still_holds() {
 
 /// Transfers named `what` in a run's timeline: (time ns, bytes) of each.
 fn transfers(dir: &Path, what: &str) -> Vec<(f64, u64)> {
-    let csv = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+    let csv = read(&dir.join("timeline.csv"));
     csv.lines()
         .filter(|l| l.contains(what))
         .map(|row| {
@@ -1103,8 +1039,7 @@ fn row_wise_exchanges_and_row_interleaved_partial_sums_cross_the_link() {
             out,
         ];
         a.extend(extra);
-        let o = nmpsim(&t.0, &a);
-        assert!(o.status.success(), "{}", text(&o));
+        succeeds(&t.0, &a);
         t.0.join(out)
     };
     let what = "row-wise adagrad exchanges pool to host";
@@ -1149,11 +1084,11 @@ fn a_finished_run_outlives_failed_reruns() {
     let t = TempDir::new("outlive");
     let d = &t.0;
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/criteo-sample.tsv");
-    let tsv = std::fs::read_to_string(&sample).unwrap();
-    std::fs::write(d.join("good.tsv"), &tsv).unwrap();
+    let tsv = read(&sample);
+    write(d, "good.tsv", &tsv);
     // Bad only past the held-out and first batches: the run starts, writes
     // results after its failed mode, then ends.
-    std::fs::write(d.join("late.tsv"), format!("{tsv}garbage\n")).unwrap();
+    write(d, "late.tsv", format!("{tsv}garbage\n"));
     let run = |data: &str, iters: &str| {
         nmpsim(
             d,
@@ -1185,8 +1120,7 @@ fn a_finished_run_outlives_failed_reruns() {
         let o = run("late.tsv", "40");
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(text(&o).contains("kept in r/previous-run"), "{}", text(&o));
-        let failed: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(d.join("r/results.json")).unwrap()).unwrap();
+        let failed: serde_json::Value = read_json(&d.join("r/results.json"));
         assert_eq!(failed["results"]["status"], "failed");
         assert_eq!(
             std::fs::read(d.join("r/previous-run/results.json")).unwrap(),
@@ -1199,23 +1133,15 @@ fn a_finished_run_outlives_failed_reruns() {
     }
 
     std::fs::create_dir(d.join("mine")).unwrap();
-    std::fs::write(d.join("mine/iterations.csv"), "mine").unwrap();
-    let o = nmpsim(
-        d,
-        &[
-            "train", "--iters", "2", "--batch", "16", "--out", "mine", "-q",
-        ],
-    );
+    write(d, "mine/iterations.csv", "mine");
+    let o = nmpsim(d, &words("train --iters 2 --batch 16 --out mine -q"));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         text(&o).contains("mine holds iterations.csv"),
         "{}",
         text(&o)
     );
-    assert_eq!(
-        std::fs::read_to_string(d.join("mine/iterations.csv")).unwrap(),
-        "mine"
-    );
+    assert_eq!(read(&d.join("mine/iterations.csv")), "mine");
 }
 
 /// A proxied batch's pool-to-GPU tail is at most what the batch sends: an
@@ -1225,7 +1151,7 @@ fn a_small_last_batch_sends_at_most_its_own_results() {
     let t = TempDir::new("small-last-batch");
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/criteo-sample.tsv");
     // 4096 lines, 315 held out: 3781 = 12 x 315 + 1, so iteration 12 has one sample.
-    let o = nmpsim(
+    succeeds(
         &t.0,
         &[
             "train",
@@ -1250,8 +1176,7 @@ fn a_small_last_batch_sends_at_most_its_own_results() {
             "r",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let csv = std::fs::read_to_string(t.0.join("r/timeline.csv")).unwrap();
+    let csv = read(&t.0.join("r/timeline.csv"));
     let pooled: Vec<(u64, u64)> = csv
         .lines()
         .filter(|l| l.contains("pooled embeddings pool to gpu"))
@@ -1294,8 +1219,7 @@ fn weighted_bags_send_their_weights_to_the_gpu_for_casting() {
         if weighted {
             a.push("--weighted");
         }
-        let o = nmpsim(&t.0, &a);
-        assert!(o.status.success(), "{}", text(&o));
+        succeeds(&t.0, &a);
         let csv = std::fs::read_to_string(t.0.join(out).join("timeline.csv")).unwrap();
         let l = csv
             .lines()
@@ -1332,10 +1256,10 @@ fn criteo_data_from_a_pipe_ends_with_the_pipe() {
     );
     writer.join().unwrap().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    let r = json(&d.join("run/results.json"));
+    let r = read_json(&d.join("run/results.json"));
     assert_eq!(r["results"]["status"], "data-exhausted", "{r}");
     // One pass: 20 samples, one batch of 4 held out, 4 batches trained.
-    let iters = std::fs::read_to_string(d.join("run/iterations.csv")).unwrap();
+    let iters = read(&d.join("run/iterations.csv"));
     assert_eq!(iters.lines().count(), 1 + 4);
 }
 
@@ -1353,10 +1277,9 @@ fn criteo_without_hashing_and_an_early_end() {
     // The data comes through a pipe, read once: the run ends with it.
     let run = |data: &str, out: &str| {
         use std::io::Write;
-        use std::process::{Command, Stdio};
+        use std::process::Stdio;
         let bytes = std::fs::read(d.join(data)).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-            .current_dir(d)
+        let mut child = process(d)
             .args([
                 "train",
                 "--model",
@@ -1399,14 +1322,14 @@ fn criteo_without_hashing_and_an_early_end() {
     };
     let o = run("s.tsv", "a");
     assert!(o.status.success(), "{}", text(&o));
-    let r = json(&d.join("a/results.json"));
+    let r = read_json(&d.join("a/results.json"));
     assert_eq!(r["results"]["status"], "data-exhausted", "{r}");
     // 24 samples: one batch of 4 held out, 5 trained, then the data ends.
-    let log = std::fs::read_to_string(d.join("a/train.log")).unwrap();
+    let log = read(&d.join("a/train.log"));
     let tests: Vec<&str> = log.lines().filter(|l| l.contains("Testing at")).collect();
     assert_eq!(tests.len(), 1, "{log}");
     assert!(tests[0].contains("Testing at - 5/20"), "{log}");
-    let evals = std::fs::read_to_string(d.join("a/eval.csv")).unwrap();
+    let evals = read(&d.join("a/eval.csv"));
     assert_eq!(evals.lines().count(), 2, "{evals}");
     for it in ["it 3/20", "it 5/20"] {
         assert!(log.contains(&format!("Finished training {it}")), "{log}");
@@ -1466,9 +1389,8 @@ fn nmp_flags_of_a_cpu_mode_are_noted() {
     ];
     let mut a = base.to_vec();
     a.extend(["--nmp-bandwidth", "600", "--ranks=4", "--out", "a"]);
-    let o = nmpsim(&t.0, &a);
+    let o = succeeds(&t.0, &a);
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     assert!(
         s.contains("note: --ranks, --nmp-bandwidth set up the NMP pool, which --mode baseline-cpu does not use"),
         "{s}"
@@ -1495,7 +1417,7 @@ fn log_lines_average_loss_over_samples() {
     let t = TempDir::new("per-sample");
     criteo_sample(&t.0, "s.tsv", 250, "500");
     // 250 samples, 100 held out: batches of 100 and 50.
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --model criteo-kaggle --data s.tsv --max-ind-range 500 \
@@ -1503,8 +1425,7 @@ fn log_lines_average_loss_over_samples() {
         ),
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
-    let csv = std::fs::read_to_string(t.0.join("run/iterations.csv")).unwrap();
+    let csv = read(&t.0.join("run/iterations.csv"));
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
@@ -1555,11 +1476,8 @@ fn a_run_directory_name_that_is_not_utf8_is_no_panic() {
     use std::os::unix::ffi::OsStrExt;
     let t = TempDir::new("non-utf8-out");
     let out = std::ffi::OsStr::from_bytes(b"o\xff");
-    let o = Command::new(env!("CARGO_BIN_EXE_nmpsim"))
-        .current_dir(&t.0)
-        .args([
-            "train", "--iters", "2", "--batch", "8", "--ranks", "4", "--out",
-        ])
+    let o = process(&t.0)
+        .args(words("train --iters 2 --batch 8 --ranks 4 --out"))
         .arg(out)
         .output()
         .unwrap();
@@ -1578,7 +1496,7 @@ fn a_run_directory_name_that_is_not_utf8_is_no_panic() {
 #[test]
 fn the_hot_strategies_train_beside_the_baseline() {
     let t = TempDir::new("hot");
-    let o = nmpsim(
+    let o = succeeds(
         &t.0,
         &words(
             "train --model criteo-kaggle --rows-scale 0.01 --mode baseline-cpu,hot \
@@ -1587,7 +1505,6 @@ fn the_hot_strategies_train_beside_the_baseline() {
         ),
     );
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     for m in ["fae", "fae-nmp", "scars"] {
         assert!(s.contains(&format!("{m}: hot set: ")), "{s}");
         assert!(s.contains(&format!("{m}: hot steps: ")), "{s}");
@@ -1597,7 +1514,7 @@ fn the_hot_strategies_train_beside_the_baseline() {
         "{s}"
     );
     assert!(s.contains("scars: hot set: SCARS cost model"), "{s}");
-    let r = json(&t.0.join("run/results.json"));
+    let r = read_json(&t.0.join("run/results.json"));
     let modes = r["results"]["modes"].as_array().unwrap();
     let names: Vec<&str> = modes.iter().map(|m| m["mode"].as_str().unwrap()).collect();
     assert_eq!(names, ["baseline-cpu", "fae", "fae-nmp", "scars"]);
@@ -1617,7 +1534,7 @@ fn the_hot_strategies_train_beside_the_baseline() {
     assert_eq!(hot + cold, 12);
     assert!(hot > 0 && cold > 0, "{notes:?}");
     // The hot steps' GPU work is modelled; the cold ones' CPU work measured.
-    let summary = std::fs::read_to_string(t.0.join("run/summary.txt")).unwrap();
+    let summary = read(&t.0.join("run/summary.txt"));
     let line = summary.lines().find(|l| l.starts_with("fae ")).unwrap();
     assert!(line.contains("meas+model"), "{line}");
 }

@@ -2,7 +2,7 @@
 //! or, without one, stops before training with the reason; unknown devices
 //! are refused.
 
-use crate::common::{TempDir, nmpsim, text};
+use crate::common::*;
 
 /// Why no GPU can be used here, or `None` when one can.
 fn no_gpu() -> Option<String> {
@@ -24,22 +24,9 @@ fn device_cuda_trains_on_a_gpu_or_fails_fast_naming_the_gpu() {
     let out = t.0.join("run");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--device",
-            "cuda",
-            "--batch",
-            "64",
-            "--iters",
-            "4",
-            "--nmp-bandwidth",
-            "100",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words(
+            "train --model tiny --device cuda --batch 64 --iters 4 --nmp-bandwidth 100 --quiet --out run",
+        ),
     );
     let s = text(&o);
     match no_gpu() {
@@ -59,8 +46,7 @@ fn device_cuda_trains_on_a_gpu_or_fails_fast_naming_the_gpu() {
         }
         None => {
             assert!(o.status.success(), "{s}");
-            let r: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+            let r: serde_json::Value = read_json(&out.join("results.json"));
             assert_eq!(r["results"]["device"], "cuda", "{r}");
             assert!(
                 r["results"]["device_name"]
@@ -68,7 +54,7 @@ fn device_cuda_trains_on_a_gpu_or_fails_fast_naming_the_gpu() {
                     .is_some_and(|n| !n.is_empty()),
                 "{r}"
             );
-            let tl = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+            let tl = read(&out.join("timeline.csv"));
             let dense: Vec<&str> = tl.lines().filter(|l| l.contains(",dense,")).collect();
             assert!(!dense.is_empty(), "{tl}");
             assert!(
@@ -83,27 +69,14 @@ fn device_cuda_trains_on_a_gpu_or_fails_fast_naming_the_gpu() {
 fn device_cpu_is_the_default_and_recorded() {
     let t = TempDir::new("cpu");
     let out = t.0.join("run");
-    let o = nmpsim(
+    succeeds(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--batch",
-            "32",
-            "--iters",
-            "2",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words("train --model tiny --batch 32 --iters 2 --quiet --out run"),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&out.join("results.json"));
     assert_eq!(r["results"]["device"], "cpu", "{r}");
     assert!(r["results"]["device_name"].is_null(), "{r}");
-    let tl = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let tl = read(&out.join("timeline.csv"));
     assert!(
         tl.lines()
             .filter(|l| l.contains(",dense,"))
@@ -118,17 +91,7 @@ fn unknown_device_is_refused_naming_the_choices() {
     let out = t.0.join("run");
     let o = nmpsim(
         &t.0,
-        &[
-            "train",
-            "--model",
-            "tiny",
-            "--device",
-            "bogus",
-            "--iters",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words("train --model tiny --device bogus --iters 1 --out run"),
     );
     let s = text(&o);
     assert!(!o.status.success(), "{s}");
@@ -142,8 +105,7 @@ fn unknown_device_is_refused_naming_the_choices() {
 #[test]
 fn help_documents_the_device() {
     let t = TempDir::new("help");
-    let o = nmpsim(&t.0, &["train", "--help"]);
+    let o = succeeds(&t.0, &["train", "--help"]);
     let s = text(&o);
-    assert!(o.status.success(), "{s}");
     assert!(s.contains("--device") && s.contains("cuda"), "{s}");
 }

@@ -350,8 +350,8 @@ mod tests {
     fn the_summary_after_a_mode_says_the_run_is_still_going() {
         let a = Cli::parse_from(["train", "--mode", "tcast", "--nmp-bandwidth", "100"]).train;
         let r = resolve(&a).unwrap();
-        let dir = std::env::temp_dir().join(format!("nmpsim-train-summary-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
         let rd = RunDir::create(Some(&dir), "train").unwrap();
         let mode = |m| {
             summarize(
@@ -398,6 +398,5 @@ mod tests {
         assert_eq!(v["results"]["status"], "completed");
         assert!(v["results"].get("modes_not_run").is_none(), "{v}");
         assert!(summary_text(&dir).starts_with("model "));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }
