@@ -195,6 +195,7 @@ fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nmpsim_traces::threads::on_threads;
     use proptest::prelude::*;
 
     fn reference(keys: &[u32], values: &[u32]) -> (Vec<u32>, Vec<u32>) {
@@ -239,11 +240,7 @@ mod tests {
         let values: Vec<u32> = (0..n as u32).collect();
         let want = reference(&keys, &values);
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            let got = pool.install(|| sort_pairs(&keys, &values, 5000).unwrap());
+            let got = on_threads(threads, || sort_pairs(&keys, &values, 5000).unwrap());
             assert_eq!(got, want, "{threads} threads");
         }
     }

@@ -5,6 +5,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use nmpsim_traces::TableBatch;
+use nmpsim_traces::threads::on_threads;
 use proptest::prelude::*;
 
 use crate::table::{EmbeddingTable, SplitMix64, fill_uniform};
@@ -674,13 +675,7 @@ fn results_are_identical_for_one_and_two_threads() {
         }
         out
     };
-    let pool = |n| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .unwrap()
-    };
-    assert!(pool(1).install(run) == pool(2).install(run));
+    assert!(on_threads(1, run) == on_threads(2, run));
 }
 
 #[test]
