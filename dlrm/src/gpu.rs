@@ -262,26 +262,19 @@ mod tests {
         let want = 2.0 * 4096f64.powi(3) / (15.7e3 * 0.7) + 5e3;
         assert!((t - want).abs() / want < 1e-9);
         // A faster GPU is never slower.
-        let mv = model_dense(
-            &v,
-            &[13, 512, 256, 64, 16],
-            &[367, 512, 256, 1],
-            26,
-            16,
-            true,
-            2048,
-            12,
-        );
-        let mh = model_dense(
-            &h,
-            &[13, 512, 256, 64, 16],
-            &[367, 512, 256, 1],
-            26,
-            16,
-            true,
-            2048,
-            12,
-        );
+        let rm = |gpu: &GpuPreset| {
+            model_dense(
+                gpu,
+                &[13, 512, 256, 64, 16],
+                &[367, 512, 256, 1],
+                26,
+                16,
+                true,
+                2048,
+                12,
+            )
+        };
+        let (mv, mh) = (rm(&v), rm(&h));
         assert!(mh.total_ns() < mv.total_ns());
         // The optimizer step: one kernel over 12 bytes per parameter.
         let params = (13 * 512 + 512) + (512 * 256 + 256) + (256 * 64 + 64) + (64 * 16 + 16);
