@@ -327,14 +327,7 @@ fn a_status_is_named_as_results_json_names_it() {
 
 #[test]
 fn the_memory_estimate_covers_the_measured_peak_and_grows_with_the_run() {
-    let rm2 = preset(
-        "rm2",
-        &PresetOverrides {
-            rows: Some(1000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let rm2 = preset("rm2", &PresetOverrides::sized(Some(1000), None)).unwrap();
     let bag = rm2
         .data
         .tables
