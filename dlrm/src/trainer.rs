@@ -389,6 +389,7 @@ impl Trainer {
 
     /// The dense path's events from the GPU roofline model.
     fn push_modelled_dense(d: &DenseModel, timeline: &mut StepTimeline) {
+        let d = &d.times;
         for (what, ns) in [
             ("bottom forward", d.bottom_forward_ns),
             ("top forward", d.top_forward_ns),

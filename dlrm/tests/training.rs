@@ -348,7 +348,7 @@ fn timeline_is_consistent() {
                 .filter(|e| e.primitive == "mlp" && e.detail == "optimizer step")
                 .collect();
             assert_eq!(step.len(), 1, "{mode}");
-            assert_eq!(step[0].time_ns, tr.dense_model.step_ns);
+            assert_eq!(step[0].time_ns, tr.dense_model.times.step_ns);
             assert!(step[0].time_ns > gpu.launch_us * 1e3, "{mode}");
             if mode.plan().casting.is_some() {
                 assert!(
