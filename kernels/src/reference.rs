@@ -258,23 +258,16 @@ mod tests {
         };
         let grad = vec![1.0f32; 2 * 4];
         assert!(super::casted_gather_reduce(&valid, &grad, 4).is_ok());
+        let with = |f: fn(&mut Casted)| {
+            let mut c = valid.clone();
+            f(&mut c);
+            c
+        };
         let broken = [
-            Casted {
-                casted_dst: vec![1, 0, 2, 2],
-                ..valid.clone()
-            },
-            Casted {
-                unique_rows: vec![1, 3, 5, 9],
-                ..valid.clone()
-            },
-            Casted {
-                casted_dst: vec![0, 0, 0, 0],
-                ..valid.clone()
-            },
-            Casted {
-                casted_src: vec![2, 1, 0, 1],
-                ..valid.clone()
-            },
+            with(|c| c.casted_dst = vec![1, 0, 2, 2]),
+            with(|c| c.unique_rows = vec![1, 3, 5, 9]),
+            with(|c| c.casted_dst = vec![0, 0, 0, 0]),
+            with(|c| c.casted_src = vec![2, 1, 0, 1]),
         ];
         for c in &broken {
             let fast = crate::cast::casted_gather_reduce(c, &grad, 4).map(|_| ());
