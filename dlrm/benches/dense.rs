@@ -176,41 +176,26 @@ fn run(imp: Impl, s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
                 SendPtr(c.as_mut_ptr()),
             );
             let rsc = s.n as isize;
-            if s.m >= s.n {
+            // The halves' shapes, and where the second starts in A, B and C.
+            let (s1, s2, da, db, dc) = if s.m >= s.n {
                 let h = s.m / 2;
-                let s1 = Shape { m: h, ..*s };
-                let s2 = Shape { m: s.m - h, ..*s };
-                rayon::join(
-                    move || unsafe {
-                        let (ap, bp, cp) = (ap, bp, cp);
-                        mm_raw(&s1, ap.0, bp.0, cp.0, rsc)
-                    },
-                    move || unsafe {
-                        let (ap, bp, cp) = (ap, bp, cp);
-                        mm_raw(
-                            &s2,
-                            ap.0.offset(h as isize * s.rsa),
-                            bp.0,
-                            cp.0.offset(h as isize * rsc),
-                            rsc,
-                        )
-                    },
-                );
+                let (s1, s2) = (Shape { m: h, ..*s }, Shape { m: s.m - h, ..*s });
+                (s1, s2, h as isize * s.rsa, 0, h as isize * rsc)
             } else {
                 let h = s.n / 2;
-                let s1 = Shape { n: h, ..*s };
-                let s2 = Shape { n: s.n - h, ..*s };
-                rayon::join(
-                    move || unsafe {
-                        let (ap, bp, cp) = (ap, bp, cp);
-                        mm_raw(&s1, ap.0, bp.0, cp.0, rsc)
-                    },
-                    move || unsafe {
-                        let (ap, bp, cp) = (ap, bp, cp);
-                        mm_raw(&s2, ap.0, bp.0.offset(h as isize * s.csb), cp.0.add(h), rsc)
-                    },
-                );
-            }
+                let (s1, s2) = (Shape { n: h, ..*s }, Shape { n: s.n - h, ..*s });
+                (s1, s2, 0, h as isize * s.csb, h as isize)
+            };
+            rayon::join(
+                move || unsafe {
+                    let (ap, bp, cp) = (ap, bp, cp);
+                    mm_raw(&s1, ap.0, bp.0, cp.0, rsc)
+                },
+                move || unsafe {
+                    let (ap, bp, cp) = (ap, bp, cp);
+                    mm_raw(&s2, ap.0.offset(da), bp.0.offset(db), cp.0.offset(dc), rsc)
+                },
+            );
         }
     }
 }

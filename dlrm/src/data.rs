@@ -273,14 +273,7 @@ mod tests {
         // Indices with one row per table: only the dense features and the
         // label draws tell the streams apart, and they do.
         let one_row = |stream_seed| {
-            let p = preset(
-                "tiny",
-                &PresetOverrides {
-                    rows: Some(1),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let p = preset("tiny", &PresetOverrides::sized(Some(1), None)).unwrap();
             let mut spec = p.data;
             spec.batch_size = 256;
             spec.seed = stream_seed;

@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::DlrmError;
+use crate::dense::DenseTimes;
 
 /// One GPU and its host link.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -144,32 +145,27 @@ pub fn transfer_ns(bytes: u64, gbps: f64, latency_us: f64) -> f64 {
     bytes as f64 / gbps + latency_us * 1e3
 }
 
-/// Modelled GPU time of the dense path of one iteration, by part.
+/// Modelled GPU time of the dense path of one iteration, by part (the
+/// optimizer step: one element-wise kernel over the flat parameter buffer,
+/// as the CUDA backend runs it), and its flops.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DenseModel {
-    pub bottom_forward_ns: f64,
-    pub interaction_forward_ns: f64,
-    pub top_forward_ns: f64,
-    pub loss_ns: f64,
-    pub top_backward_ns: f64,
-    pub interaction_backward_ns: f64,
-    pub bottom_backward_ns: f64,
-    /// The optimizer's update of every MLP parameter: one element-wise
-    /// kernel over the flat parameter buffer, as the CUDA backend runs it.
-    pub step_ns: f64,
+    #[serde(flatten)]
+    pub times: DenseTimes,
     pub flops: f64,
 }
 
 impl DenseModel {
     pub fn total_ns(&self) -> f64 {
-        self.bottom_forward_ns
-            + self.interaction_forward_ns
-            + self.top_forward_ns
-            + self.loss_ns
-            + self.top_backward_ns
-            + self.interaction_backward_ns
-            + self.bottom_backward_ns
-            + self.step_ns
+        let t = &self.times;
+        t.bottom_forward_ns
+            + t.interaction_forward_ns
+            + t.top_forward_ns
+            + t.loss_ns
+            + t.top_backward_ns
+            + t.interaction_backward_ns
+            + t.bottom_backward_ns
+            + t.step_ns
     }
 }
 
@@ -230,15 +226,17 @@ pub fn model_dense(
         (gpu.stream_ns(bytes), gpu.stream_ns(bytes), 0.0)
     };
     DenseModel {
-        bottom_forward_ns: bf,
-        interaction_forward_ns: inf,
-        top_forward_ns: tf,
-        loss_ns: gpu.stream_ns(12.0 * batch as f64),
-        top_backward_ns: tb,
-        interaction_backward_ns: inb,
-        bottom_backward_ns: bb,
-        step_ns: gpu
-            .stream_ns(((mlp_params(bottom) + mlp_params(top)) * step_bytes_per_param) as f64),
+        times: DenseTimes {
+            bottom_forward_ns: bf,
+            interaction_forward_ns: inf,
+            top_forward_ns: tf,
+            loss_ns: gpu.stream_ns(12.0 * batch as f64),
+            top_backward_ns: tb,
+            interaction_backward_ns: inb,
+            bottom_backward_ns: bb,
+            step_ns: gpu
+                .stream_ns(((mlp_params(bottom) + mlp_params(top)) * step_bytes_per_param) as f64),
+        },
         flops: bfl + tfl + infl,
     }
 }
@@ -262,26 +260,19 @@ mod tests {
         let want = 2.0 * 4096f64.powi(3) / (15.7e3 * 0.7) + 5e3;
         assert!((t - want).abs() / want < 1e-9);
         // A faster GPU is never slower.
-        let mv = model_dense(
-            &v,
-            &[13, 512, 256, 64, 16],
-            &[367, 512, 256, 1],
-            26,
-            16,
-            true,
-            2048,
-            12,
-        );
-        let mh = model_dense(
-            &h,
-            &[13, 512, 256, 64, 16],
-            &[367, 512, 256, 1],
-            26,
-            16,
-            true,
-            2048,
-            12,
-        );
+        let rm = |gpu: &GpuPreset| {
+            model_dense(
+                gpu,
+                &[13, 512, 256, 64, 16],
+                &[367, 512, 256, 1],
+                26,
+                16,
+                true,
+                2048,
+                12,
+            )
+        };
+        let (mv, mh) = (rm(&v), rm(&h));
         assert!(mh.total_ns() < mv.total_ns());
         // The optimizer step: one kernel over 12 bytes per parameter.
         let params = (13 * 512 + 512) + (512 * 256 + 256) + (256 * 64 + 64) + (64 * 16 + 16);
@@ -291,15 +282,15 @@ mod tests {
             params
         );
         let want = 12.0 * params as f64 / (900.0 * 0.8) + 5e3;
-        assert!((mv.step_ns - want).abs() < 1e-6);
-        let total = mv.bottom_forward_ns
-            + mv.interaction_forward_ns
-            + mv.top_forward_ns
-            + mv.loss_ns
-            + mv.top_backward_ns
-            + mv.interaction_backward_ns
-            + mv.bottom_backward_ns
-            + mv.step_ns;
+        assert!((mv.times.step_ns - want).abs() < 1e-6);
+        let total = mv.times.bottom_forward_ns
+            + mv.times.interaction_forward_ns
+            + mv.times.top_forward_ns
+            + mv.times.loss_ns
+            + mv.times.top_backward_ns
+            + mv.times.interaction_backward_ns
+            + mv.times.bottom_backward_ns
+            + mv.times.step_ns;
         assert_eq!(mv.total_ns(), total);
         assert!(mv.total_ns() > 0.0 && mv.flops > 0.0);
         // 1 MB over PCIe gen3 at 80%: 1e6 / 12.6 ns + 10 us.

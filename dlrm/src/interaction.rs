@@ -241,6 +241,7 @@ fn gather_features(f: &mut [f32], x: &[f32], emb: &[Vec<f32>], b: usize, dim: us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nmpsim_traces::threads::on_threads;
 
     fn features(batch: usize, tables: usize, dim: usize) -> (Vec<f32>, Vec<Vec<f32>>) {
         let mut rng = nmpsim_kernels::table::SplitMix64::new(7);
@@ -345,11 +346,7 @@ mod tests {
         let (batch, tables, dim) = (300, 8, 16);
         let (x, emb) = features(batch, tables, dim);
         let run = |threads| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            on_threads(threads, || {
                 let z = Interaction::Dot.forward(&x, &emb, batch, dim);
                 let g = Interaction::Dot.backward(&x, &emb, &z, batch, dim);
                 (z, g)

@@ -468,6 +468,7 @@ impl Mlp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nmpsim_traces::threads::on_threads;
 
     #[test]
     fn dash_syntax() {
@@ -632,11 +633,7 @@ mod tests {
         let x: Vec<f32> = (0..batch * 29).map(|i| (i as f32 * 0.13).sin()).collect();
         let dy: Vec<f32> = (0..batch).map(|i| (i as f32 * 0.3).cos()).collect();
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            on_threads(threads, || {
                 let mut c = MlpCache::default();
                 let y = m.forward(&x, batch, &mut c);
                 let (dx, g) = m.backward(&c, &dy);

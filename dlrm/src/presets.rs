@@ -43,6 +43,17 @@ pub struct PresetOverrides {
     pub weighted: bool,
 }
 
+impl PresetOverrides {
+    /// Only the table sizes overridden: `rows` and `rows_scale`.
+    pub fn sized(rows: Option<u64>, rows_scale: Option<f64>) -> Self {
+        PresetOverrides {
+            rows,
+            rows_scale,
+            ..Default::default()
+        }
+    }
+}
+
 pub const NAMES: [&str; 6] = ["tiny", "rm1", "rm2", "rm3", "rm4", "criteo-kaggle"];
 
 /// One line per preset.
@@ -213,42 +224,21 @@ mod tests {
     #[test]
     fn presets_resolve() {
         for n in NAMES {
-            let p = preset(
-                n,
-                &PresetOverrides {
-                    rows: Some(1000),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let p = preset(n, &PresetOverrides::sized(Some(1000), None)).unwrap();
             assert_eq!(p.config.table_rows.len(), p.data.tables.len(), "{n}");
         }
         let rm1 = preset("rm1", &PresetOverrides::default()).unwrap();
         assert_eq!(rm1.config.table_rows, vec![1_000_000; 10]);
         assert_eq!(rm1.config.top_arch(), vec![64 + 55, 256, 64, 1]);
-        let k = preset(
-            "criteo-kaggle",
-            &PresetOverrides {
-                rows_scale: Some(1.0),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let k = preset("criteo-kaggle", &PresetOverrides::sized(None, Some(1.0))).unwrap();
         assert_eq!(k.config.top_arch()[0], 16 + 27 * 26 / 2);
         assert_eq!(k.config.table_rows.iter().sum::<u64>(), 33_762_577);
         // --rows caps every scaled Kaggle table, and never raises one.
         let capped = |rows, scale| {
-            preset(
-                "kaggle",
-                &PresetOverrides {
-                    rows: Some(rows),
-                    rows_scale: scale,
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-            .config
-            .table_rows
+            preset("kaggle", &PresetOverrides::sized(Some(rows), scale))
+                .unwrap()
+                .config
+                .table_rows
         };
         let default_scale = preset("criteo-kaggle", &PresetOverrides::default())
             .unwrap()
@@ -280,10 +270,7 @@ mod tests {
 
     #[test]
     fn zero_rows_are_refused_by_every_preset() {
-        let zero = PresetOverrides {
-            rows: Some(0),
-            ..Default::default()
-        };
+        let zero = PresetOverrides::sized(Some(0), None);
         for n in ["tiny", "rm1"] {
             let e = preset(n, &zero).unwrap_err().to_string();
             assert!(
@@ -291,14 +278,7 @@ mod tests {
                 "{n}: {e}"
             );
         }
-        let one = preset(
-            "tiny",
-            &PresetOverrides {
-                rows: Some(1),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let one = preset("tiny", &PresetOverrides::sized(Some(1), None)).unwrap();
         assert_eq!(one.config.table_rows, vec![1, 1, 1]);
     }
 }

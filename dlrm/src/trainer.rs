@@ -355,16 +355,7 @@ impl Trainer {
                     ("mlp", "bottom backward", t.bottom_backward_ns),
                     ("mlp", "optimizer step", t.step_ns),
                 ] {
-                    timeline.push(
-                        primitive,
-                        what,
-                        Stage::Dense,
-                        MAIN,
-                        Resource::Gpu,
-                        Source::Measured,
-                        ns,
-                        0,
-                    );
+                    Self::push_dense(&mut timeline, Source::Measured, primitive, what, ns);
                 }
             }
             None => {
@@ -398,6 +389,7 @@ impl Trainer {
 
     /// The dense path's events from the GPU roofline model.
     fn push_modelled_dense(d: &DenseModel, timeline: &mut StepTimeline) {
+        let d = &d.times;
         for (what, ns) in [
             ("bottom forward", d.bottom_forward_ns),
             ("top forward", d.top_forward_ns),
@@ -406,32 +398,34 @@ impl Trainer {
             ("bottom backward", d.bottom_backward_ns),
             ("optimizer step", d.step_ns),
         ] {
-            timeline.push(
-                "mlp",
-                what,
-                Stage::Dense,
-                MAIN,
-                Resource::Gpu,
-                Source::Modelled,
-                ns,
-                0,
-            );
+            Self::push_dense(timeline, Source::Modelled, "mlp", what, ns);
         }
         for (what, ns) in [
             ("forward", d.interaction_forward_ns),
             ("backward", d.interaction_backward_ns),
         ] {
-            timeline.push(
-                "interaction",
-                what,
-                Stage::Dense,
-                MAIN,
-                Resource::Gpu,
-                Source::Modelled,
-                ns,
-                0,
-            );
+            Self::push_dense(timeline, Source::Modelled, "interaction", what, ns);
         }
+    }
+
+    /// One part of the dense path on the GPU, on the main lane.
+    fn push_dense(
+        timeline: &mut StepTimeline,
+        source: Source,
+        primitive: &str,
+        what: &str,
+        ns: f64,
+    ) {
+        timeline.push(
+            primitive,
+            what,
+            Stage::Dense,
+            MAIN,
+            Resource::Gpu,
+            source,
+            ns,
+            0,
+        );
     }
 
     /// Loss, accuracy and exact AUC over `batches`.

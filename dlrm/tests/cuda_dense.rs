@@ -10,27 +10,15 @@ use nmpsim_dlrm::{
     CpuDense, DenseBackend, DenseOptimizer, DlrmConfig, GpuPreset, Interaction, LrSchedule,
     PresetOverrides, Resource, Source, Stage, SystemMode, TeacherData, TrainConfig, preset,
 };
-use nmpsim_kernels::cuda::{Gpu, default_gpu};
+use nmpsim_kernels::cuda::Gpu;
 use nmpsim_kernels::table::SplitMix64;
 use nmpsim_kernels::{Optimizer, Pooling};
 use std::sync::Arc;
 
-fn gpu_or_skip() -> Option<Arc<Gpu>> {
-    match default_gpu() {
-        Ok(g) => {
-            eprintln!("GPU: {} (compute {:?})", g.name(), g.capability());
-            Some(g)
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but {e}"
-            );
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+mod support {
+    pub mod gpu;
 }
+use support::gpu::gpu_or_skip;
 
 fn tiny() -> DlrmConfig {
     preset("tiny", &PresetOverrides::default()).unwrap().config

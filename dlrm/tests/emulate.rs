@@ -3,9 +3,14 @@
 #![cfg(feature = "cuda")]
 
 use nmpsim_dlrm::emulate::{KERNELS, PoolEmulator, SOURCES, throttle_target_ns};
-use nmpsim_kernels::cuda::{CHECK_ARCH, compile, default_gpu, nvrtc_present};
+use nmpsim_kernels::cuda::{CHECK_ARCH, compile, nvrtc_present};
 use nmpsim_kernels::{EmbeddingTable, Optimizer, OptimizerState, Pooling};
 use nmpsim_traces::{BagSize, Distribution, TableSpec, generate_table_batch};
+
+mod support {
+    pub mod gpu;
+}
+use support::gpu::gpu_or_skip;
 
 #[test]
 fn emulation_kernels_compile_through_nvrtc() {
@@ -36,17 +41,7 @@ fn emulation_kernels_compile_through_nvrtc() {
 /// below the real work.
 #[test]
 fn emulated_time_follows_the_simulated_bandwidth() {
-    let gpu = match default_gpu() {
-        Ok(g) => g,
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but {e}"
-            );
-            eprintln!("skipped: {e}");
-            return;
-        }
-    };
+    let Some(gpu) = gpu_or_skip() else { return };
     let mut emu = PoolEmulator::new(gpu).expect("emulator");
     let spec = TableSpec {
         rows: 200_000,
@@ -156,17 +151,7 @@ fn modes_on_the_gpu_match_the_cpu() {
     };
     use nmpsim_kernels::Optimizer;
 
-    let gpu = match default_gpu() {
-        Ok(g) => g,
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but {e}"
-            );
-            eprintln!("skipped: {e}");
-            return;
-        }
-    };
+    let Some(gpu) = gpu_or_skip() else { return };
     let p = preset("tiny", &PresetOverrides::default()).unwrap();
     let cfg = p.config;
     let batch_size = 64;

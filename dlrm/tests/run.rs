@@ -117,6 +117,16 @@ fn run_of(modes: &str, cfg: TrainConfig) -> TrainRun {
     )
 }
 
+/// Record directory `name`, tiny data in batches of `batch`, baseline-cpu
+/// and tcast-cpu on it, and the record files.
+fn two_modes(name: &str, batch: usize) -> (Dir, Tiny, TrainRun, RecordFiles) {
+    let d = Dir::new(name);
+    let (tiny, cfg) = Tiny::new(batch);
+    let run = run_of("baseline-cpu,tcast-cpu", cfg);
+    let files = RecordFiles::create(&d.0).unwrap();
+    (d, tiny, run, files)
+}
+
 fn csv_rows(path: &std::path::Path) -> Vec<csv::StringRecord> {
     csv::Reader::from_path(path)
         .unwrap()
@@ -127,10 +137,7 @@ fn csv_rows(path: &std::path::Path) -> Vec<csv::StringRecord> {
 
 #[test]
 fn a_run_records_every_strategy_and_hands_over_its_summaries() {
-    let d = Dir::new("records");
-    let (mut tiny, cfg) = Tiny::new(32);
-    let run = run_of("baseline-cpu,tcast-cpu", cfg);
-    let mut files = RecordFiles::create(&d.0).unwrap();
+    let (d, mut tiny, run, mut files) = two_modes("records", 32);
     let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
     assert_eq!(out.status, Status::Completed);
     assert!(out.failure.is_none());
@@ -278,10 +285,7 @@ impl Monitor for StopAfter {
 
 #[test]
 fn a_stop_ends_the_run_interrupted_after_the_current_iteration() {
-    let d = Dir::new("stop");
-    let (mut tiny, cfg) = Tiny::new(16);
-    let run = run_of("baseline-cpu,tcast-cpu", cfg);
-    let mut files = RecordFiles::create(&d.0).unwrap();
+    let (d, mut tiny, run, mut files) = two_modes("stop", 16);
     let mut m = StopAfter {
         after: 3,
         seen: 0,
@@ -327,14 +331,7 @@ fn a_status_is_named_as_results_json_names_it() {
 
 #[test]
 fn the_memory_estimate_covers_the_measured_peak_and_grows_with_the_run() {
-    let rm2 = preset(
-        "rm2",
-        &PresetOverrides {
-            rows: Some(1000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let rm2 = preset("rm2", &PresetOverrides::sized(Some(1000), None)).unwrap();
     let bag = rm2
         .data
         .tables

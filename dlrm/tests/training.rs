@@ -28,6 +28,22 @@ fn loss_of(m: &Dlrm, batch: &Batch) -> f64 {
     loss::bce_with_logits(&f.logits, batch.labels.as_ref().unwrap()).0
 }
 
+/// Dense parameter `i` of layer `l` of the bottom (`which` 0) or top MLP:
+/// its weights, then its biases.
+fn dense_param(m: &mut Dlrm, which: usize, l: usize, i: usize) -> &mut f32 {
+    let layer = if which == 0 {
+        &mut m.bottom.layers[l]
+    } else {
+        &mut m.top.layers[l]
+    };
+    let nw = layer.w.len();
+    if i < nw {
+        &mut layer.w[i]
+    } else {
+        &mut layer.b[i - nw]
+    }
+}
+
 /// Central finite differences against the analytic gradients of every
 /// parameter of the tiny model: dense weights and biases, and every element
 /// of every embedding row the batch touches (and zero for rows it misses).
@@ -81,30 +97,11 @@ fn gradients_match_finite_differences() {
                         grads[l].b[i - nw]
                     } as f64;
                     let mut at = |delta: f32| {
-                        let mlp = if which == 0 {
-                            &mut m.bottom
-                        } else {
-                            &mut m.top
-                        };
-                        let p = if i < nw {
-                            &mut mlp.layers[l].w[i]
-                        } else {
-                            &mut mlp.layers[l].b[i - nw]
-                        };
+                        let p = dense_param(&mut m, which, l, i);
                         let keep = *p;
                         *p += delta;
                         let v = loss_of(&m, &batch);
-                        let mlp = if which == 0 {
-                            &mut m.bottom
-                        } else {
-                            &mut m.top
-                        };
-                        let p = if i < nw {
-                            &mut mlp.layers[l].w[i]
-                        } else {
-                            &mut mlp.layers[l].b[i - nw]
-                        };
-                        *p = keep;
+                        *dense_param(&mut m, which, l, i) = keep;
                         v
                     };
                     check(
@@ -351,7 +348,7 @@ fn timeline_is_consistent() {
                 .filter(|e| e.primitive == "mlp" && e.detail == "optimizer step")
                 .collect();
             assert_eq!(step.len(), 1, "{mode}");
-            assert_eq!(step[0].time_ns, tr.dense_model.step_ns);
+            assert_eq!(step[0].time_ns, tr.dense_model.times.step_ns);
             assert!(step[0].time_ns > gpu.launch_us * 1e3, "{mode}");
             if mode.plan().casting.is_some() {
                 assert!(
@@ -408,35 +405,34 @@ fn timeline_is_consistent() {
     }
 }
 
-/// A tcast-nmp trainer on a pool of `setup`, its pool timer, and its data.
-fn tcast_nmp_on(
+/// A trainer of `mode` on a V100.
+fn on_v100(
     cfg: TrainConfig,
-    setup: NmpSetup,
-    spec: &GenSpec,
-    model: &DlrmConfig,
-) -> (nmpsim_dlrm::Trainer, Arc<Mutex<PoolTimer>>, TeacherData) {
+    mode: SystemMode,
+    pool: Option<Arc<Mutex<PoolTimer>>>,
+) -> nmpsim_dlrm::Trainer {
+    system_mode_trainer(cfg, mode, GpuPreset::named("v100").unwrap(), pool).unwrap()
+}
+
+/// A tcast-nmp trainer of the tiny model on a pool of `setup`, its pool
+/// timer, and its data.
+fn tcast_nmp_on(setup: NmpSetup) -> (nmpsim_dlrm::Trainer, Arc<Mutex<PoolTimer>>, TeacherData) {
+    let (model, spec) = tiny();
+    let cfg = config(model.clone(), 64, 3, 0.05);
     let pool = pool_for(&cfg, setup, 128);
-    let tr = system_mode_trainer(
-        cfg,
-        SystemMode::TcastNmp,
-        GpuPreset::named("v100").unwrap(),
-        Some(pool.clone()),
-    )
-    .unwrap();
-    (tr, pool, teacher(spec, 64, 1, model.bottom[0]))
+    let tr = on_v100(cfg, SystemMode::TcastNmp, Some(pool.clone()));
+    (tr, pool, teacher(&spec, 64, 1, model.bottom[0]))
 }
 
 /// The simulated pool labels its first batches simulated, later ones proxy.
 #[test]
 fn nmp_time_is_simulated_then_proxied() {
-    let (model, spec) = tiny();
-    let cfg = config(model.clone(), 64, 3, 0.05);
     let setup = NmpSetup {
         ranks: 2,
         sim_batches: SimBatches::First(1),
         ..NmpSetup::default()
     };
-    let (mut tr, pool, mut data) = tcast_nmp_on(cfg, setup, &spec, &model);
+    let (mut tr, pool, mut data) = tcast_nmp_on(setup);
     let r0 = tr.step(0, &data.next_batch()).unwrap();
     let r1 = tr.step(1, &data.next_batch()).unwrap();
     let nmp = |r: &nmpsim_dlrm::IterRecord| -> Vec<Source> {
@@ -479,14 +475,12 @@ fn nmp_time_is_simulated_then_proxied() {
 /// proxy), on the native engine.
 #[test]
 fn nmp_time_is_simulated_in_every_iteration_by_default() {
-    let (model, spec) = tiny();
-    let cfg = config(model.clone(), 64, 3, 0.05);
     let setup = NmpSetup {
         ranks: 2,
         ..NmpSetup::default()
     };
     assert_eq!(setup.engine, nmpsim_sim::EngineKind::Native);
-    let (mut tr, pool, mut data) = tcast_nmp_on(cfg, setup, &spec, &model);
+    let (mut tr, pool, mut data) = tcast_nmp_on(setup);
     for i in 0..3 {
         let r = tr.step(i, &data.next_batch()).unwrap();
         assert!(
@@ -537,13 +531,7 @@ fn bad_input_is_refused_before_training() {
     assert!(GpuPreset::named("k80").is_err());
     // Categorical values past the tables without hashing.
     let cfg = config(model.clone(), 8, 2, 0.1);
-    let mut tr = system_mode_trainer(
-        cfg,
-        SystemMode::BaselineCpu,
-        GpuPreset::named("v100").unwrap(),
-        None,
-    )
-    .unwrap();
+    let mut tr = on_v100(cfg, SystemMode::BaselineCpu, None);
     let mut batch = teacher(&spec, 8, 1, model.bottom[0]).next_batch();
     batch.tables[1].indices[3] = 40;
     let e = tr.step(0, &batch).unwrap_err().to_string();
@@ -571,22 +559,9 @@ fn bad_input_is_refused_before_training() {
         .next()
         .unwrap()
         .unwrap();
-    let k = preset(
-        "criteo-kaggle",
-        &PresetOverrides {
-            rows_scale: Some(0.001),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let k = preset("criteo-kaggle", &PresetOverrides::sized(None, Some(0.001))).unwrap();
     let cfg = config(k.config, 4, 1, 0.1);
-    let mut tr = system_mode_trainer(
-        cfg,
-        SystemMode::BaselineCpu,
-        GpuPreset::named("v100").unwrap(),
-        None,
-    )
-    .unwrap();
+    let mut tr = on_v100(cfg, SystemMode::BaselineCpu, None);
     let e = tr.step(0, &b).unwrap_err().to_string();
     assert!(
         e.contains("table 0") && e.contains("--max-ind-range"),
@@ -642,13 +617,7 @@ fn gather_instruction_bytes_match_the_encoding() {
         ..NmpSetup::default()
     };
     let pool = pool_for(&cfg, setup, 32);
-    let mut tr = system_mode_trainer(
-        cfg,
-        SystemMode::BaselineNmp,
-        GpuPreset::named("v100").unwrap(),
-        Some(pool),
-    )
-    .unwrap();
+    let mut tr = on_v100(cfg, SystemMode::BaselineNmp, Some(pool));
     let batch = teacher(&spec, 16, 1, model.bottom[0]).next_batch();
     let rec = tr.step(0, &batch).unwrap();
     let want: u64 = batch

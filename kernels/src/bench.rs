@@ -526,6 +526,7 @@ pub fn dump_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nmpsim_traces::threads::on_threads;
     use nmpsim_traces::{BagSize, Distribution, TableSpec, generate_table_batch};
 
     fn batch(rows: &[u64], weighted: bool) -> Batch {
@@ -560,21 +561,13 @@ mod tests {
         }
     }
 
-    fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(f)
-    }
-
     #[test]
     fn every_primitive_is_timed_with_its_traffic() {
         let rows = [100, 50];
         let batches = [batch(&rows, true), batch(&rows, true)];
         let mut calls = 0;
         // One thread: the read bound's bags do not depend on the machine.
-        let r = in_pool(1, || {
+        let r = on_threads(1, || {
             bench_cpu(&batches, &rows, &config(), |_, _| calls += 1)
         })
         .unwrap();
@@ -610,7 +603,7 @@ mod tests {
             rows.len() as u64 * 15 * (4 + 8 * 4),
         );
         // With two threads each reads one bag of the bound's two.
-        let r = in_pool(2, || bench_cpu(&batches, &rows, &config(), |_, _| ())).unwrap();
+        let r = on_threads(2, || bench_cpu(&batches, &rows, &config(), |_, _| ())).unwrap();
         let get = |n| r.primitives.iter().find(|p| p.primitive == n).unwrap();
         assert_eq!(
             get("forward-sum").bytes - get("row-read-bound").bytes,

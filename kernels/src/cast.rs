@@ -65,9 +65,20 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
             (sorted_src, casted_src, scale)
         }
     };
-    // Scan: flag the first lookup of every run of equal src, and the
-    // cumulative sum of the flags minus one numbers the runs (one pass).
+    Ok(Casted::of_batch(
+        batch,
+        casted_src,
+        scale,
+        scan(&sorted_src),
+    ))
+}
+
+/// Scan: flags the first lookup of every run of equal src, and the
+/// cumulative sum of the flags minus one numbers the runs (one pass).
+/// Returns the slot of every lookup and the row of every slot.
+fn scan(sorted_src: &[u32]) -> (Vec<u32>, Vec<u32>) {
     // Branch-free: every lookup writes its run's row to the run's slot.
+    let n = sorted_src.len();
     let mut casted_dst = vec![0u32; n];
     let mut unique_rows = vec![0u32; n];
     let mut slot = 0usize;
@@ -77,23 +88,36 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
         unique_rows[slot] = sorted_src[i];
     }
     unique_rows.truncate(if n == 0 { 0 } else { slot + 1 });
-    let traffic = tensor_cast_traffic(
-        n,
-        batch.batch_size(),
-        unique_rows.len(),
-        batch.num_rows,
-        pooling.scaled(),
-    );
-    Ok((
-        Casted {
+    (casted_dst, unique_rows)
+}
+
+impl Casted {
+    /// `batch`'s cast from the bag and the scale of every lookup in sorted
+    /// order and the slots and rows of the scan, with the traffic of casting
+    /// it (scaled where the cast carries a scale, as mean and weighted-sum
+    /// pooling do).
+    pub(crate) fn of_batch(
+        batch: &TableBatch,
+        casted_src: Vec<u32>,
+        scale: Option<Vec<f32>>,
+        (casted_dst, unique_rows): (Vec<u32>, Vec<u32>),
+    ) -> (Casted, Traffic) {
+        let traffic = tensor_cast_traffic(
+            casted_src.len(),
+            batch.batch_size(),
+            unique_rows.len(),
+            batch.num_rows,
+            scale.is_some(),
+        );
+        let casted = Casted {
             casted_src,
             casted_dst,
             unique_rows,
             scale,
             num_bags: batch.batch_size(),
-        },
-        traffic,
-    ))
+        };
+        (casted, traffic)
+    }
 }
 
 /// Checks a [`Casted`] against Alg. 2's invariants.

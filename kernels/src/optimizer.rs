@@ -248,12 +248,13 @@ pub(crate) fn check_coalesced_rows(list: &[u32], rows: u64) -> Result<(), Kernel
 }
 
 /// Checks everything [`scatter_update`] relies on; shared with the reference.
+/// Returns the table's dim and the state's values per row.
 pub(crate) fn check_scatter(
     table: &EmbeddingTable,
     state: &OptimizerState,
     grads: &Coalesced,
     optimizer: &Optimizer,
-) -> Result<(), KernelError> {
+) -> Result<(usize, usize), KernelError> {
     optimizer.validate()?;
     check_table(table)?;
     let dim = table.dim;
@@ -278,7 +279,7 @@ pub(crate) fn check_scatter(
             ),
         ));
     }
-    Ok(())
+    Ok((dim, per_row))
 }
 
 /// Updated rows per scatter task. Prefetching runs within a task, so its
@@ -295,9 +296,7 @@ pub fn scatter_update(
     grads: &Coalesced,
     optimizer: &Optimizer,
 ) -> Result<Traffic, KernelError> {
-    check_scatter(table, state, grads, optimizer)?;
-    let dim = table.dim;
-    let per_row = state.values_per_row;
+    let (dim, per_row) = check_scatter(table, state, grads, optimizer)?;
     // Each task writes only the rows of its own slice of the coalesced rows,
     // which are strictly ascending, so no two tasks touch one value.
     let (weights, states) = (

@@ -50,20 +50,8 @@ pub fn plan(bits: u32) -> (u32, u32) {
     (passes, bits.div_ceil(passes))
 }
 
-/// Sorts `(keys[i], values[i])` by key, stably; every key must be below `num_rows`.
-/// Returns `(sorted_keys, values_in_sorted_order)`.
-pub fn sort_pairs(
-    keys: &[u32],
-    values: &[u32],
-    num_rows: u64,
-) -> Result<(Vec<u32>, Vec<u32>), KernelError> {
-    if keys.len() != values.len() {
-        return Err(KernelError::shape(
-            "values",
-            values.len(),
-            format!("keys.len() = {}", keys.len()),
-        ));
-    }
+/// Checks that every key is below `num_rows` (the range check of [`sort_pairs`]).
+pub(crate) fn check_keys(keys: &[u32], num_rows: u64) -> Result<(), KernelError> {
     // (The vectorised range check first; the search only names an offender.)
     if !rows_below(keys, num_rows)
         && let Some((i, &k)) = keys
@@ -78,6 +66,24 @@ pub fn sort_pairs(
             bound: num_rows,
         });
     }
+    Ok(())
+}
+
+/// Sorts `(keys[i], values[i])` by key, stably; every key must be below `num_rows`.
+/// Returns `(sorted_keys, values_in_sorted_order)`.
+pub fn sort_pairs(
+    keys: &[u32],
+    values: &[u32],
+    num_rows: u64,
+) -> Result<(Vec<u32>, Vec<u32>), KernelError> {
+    if keys.len() != values.len() {
+        return Err(KernelError::shape(
+            "values",
+            values.len(),
+            format!("keys.len() = {}", keys.len()),
+        ));
+    }
+    check_keys(keys, num_rows)?;
     // Key in the high half so one u64 move carries the pair.
     let mut packed: Vec<u64> = keys
         .iter()
@@ -189,6 +195,7 @@ fn scatter_pass(src: &[u64], dst: &mut [u64], shift: u32, digit_bits: u32, chunk
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nmpsim_traces::threads::on_threads;
     use proptest::prelude::*;
 
     fn reference(keys: &[u32], values: &[u32]) -> (Vec<u32>, Vec<u32>) {
@@ -233,11 +240,7 @@ mod tests {
         let values: Vec<u32> = (0..n as u32).collect();
         let want = reference(&keys, &values);
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            let got = pool.install(|| sort_pairs(&keys, &values, 5000).unwrap());
+            let got = on_threads(threads, || sort_pairs(&keys, &values, 5000).unwrap());
             assert_eq!(got, want, "{threads} threads");
         }
     }

@@ -153,22 +153,11 @@ pub fn tensor_cast(batch: &TableBatch, pooling: Pooling) -> Result<(Casted, Traf
         }
         casted_dst.push(unique_rows.len() as u32 - 1);
     }
-    let t = traffic::tensor_cast_traffic(
-        n,
-        batch.batch_size(),
-        unique_rows.len(),
-        batch.num_rows,
-        pooling.scaled(),
-    );
-    Ok((
-        Casted {
-            casted_src,
-            casted_dst,
-            unique_rows,
-            scale,
-            num_bags: batch.batch_size(),
-        },
-        t,
+    Ok(Casted::of_batch(
+        batch,
+        casted_src,
+        scale,
+        (casted_dst, unique_rows),
     ))
 }
 
@@ -212,9 +201,7 @@ pub fn scatter_update(
     grads: &Coalesced,
     optimizer: &Optimizer,
 ) -> Result<Traffic, KernelError> {
-    check_scatter(table, state, grads, optimizer)?;
-    let dim = table.dim;
-    let per_row = state.values_per_row;
+    let (dim, per_row) = check_scatter(table, state, grads, optimizer)?;
     for (u, &r) in grads.rows.iter().enumerate() {
         let r = r as usize;
         let g = |k: usize| grads.grads[u * dim + k] as f64;
@@ -271,23 +258,16 @@ mod tests {
         };
         let grad = vec![1.0f32; 2 * 4];
         assert!(super::casted_gather_reduce(&valid, &grad, 4).is_ok());
+        let with = |f: fn(&mut Casted)| {
+            let mut c = valid.clone();
+            f(&mut c);
+            c
+        };
         let broken = [
-            Casted {
-                casted_dst: vec![1, 0, 2, 2],
-                ..valid.clone()
-            },
-            Casted {
-                unique_rows: vec![1, 3, 5, 9],
-                ..valid.clone()
-            },
-            Casted {
-                casted_dst: vec![0, 0, 0, 0],
-                ..valid.clone()
-            },
-            Casted {
-                casted_src: vec![2, 1, 0, 1],
-                ..valid.clone()
-            },
+            with(|c| c.casted_dst = vec![1, 0, 2, 2]),
+            with(|c| c.unique_rows = vec![1, 3, 5, 9]),
+            with(|c| c.casted_dst = vec![0, 0, 0, 0]),
+            with(|c| c.casted_src = vec![2, 1, 0, 1]),
         ];
         for c in &broken {
             let fast = crate::cast::casted_gather_reduce(c, &grad, 4).map(|_| ());

@@ -5,6 +5,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use nmpsim_traces::TableBatch;
+use nmpsim_traces::threads::on_threads;
 use proptest::prelude::*;
 
 use crate::table::{EmbeddingTable, SplitMix64, fill_uniform};
@@ -550,57 +551,44 @@ fn bad_input_is_an_error_naming_the_problem() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("`grad_out`"), "{e}");
-    let e = casted_gather_reduce(
-        &Casted {
-            casted_src: vec![0, 7, 1],
-            ..c.clone()
-        },
-        &[0.0; 4],
-        2,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("casted.casted_src"), "{e}");
-    let e = casted_gather_reduce(
-        &Casted {
-            casted_dst: vec![0, 2, 2],
-            ..c.clone()
-        },
-        &[0.0; 4],
-        2,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("casted.casted_dst"), "{e}");
-    let e = casted_gather_reduce(
-        &Casted {
-            scale: Some(vec![1.0]),
-            ..c.clone()
-        },
-        &[0.0; 4],
-        2,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("casted.scale"), "{e}");
+    // `c` with one array broken, and the argument the error names.
+    let broken = |f: fn(&mut Casted)| {
+        let mut b = c.clone();
+        f(&mut b);
+        b
+    };
+    for (bad, arg) in [
+        (
+            broken(|b| b.casted_src = vec![0, 7, 1]),
+            "casted.casted_src",
+        ),
+        (
+            broken(|b| b.casted_dst = vec![0, 2, 2]),
+            "casted.casted_dst",
+        ),
+        (broken(|b| b.scale = Some(vec![1.0])), "casted.scale"),
+    ] {
+        let e = casted_gather_reduce(&bad, &[0.0; 4], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(arg), "{e}");
+    }
 
     let opt = Optimizer::Sgd { lr: 0.1 };
     let mut t = table.clone();
     let mut s = OptimizerState::new(&opt, 5, 2).unwrap();
-    let bad = Coalesced {
-        rows: vec![3, 1],
+    // Zero gradients of width 2 for `rows`.
+    let zeros = |rows: Vec<u32>| Coalesced {
+        grads: vec![0.0; 2 * rows.len()],
+        rows,
         dim: 2,
-        grads: vec![0.0; 4],
     };
+    let bad = zeros(vec![3, 1]);
     let e = scatter_update(&mut t, &mut s, &bad, &opt)
         .unwrap_err()
         .to_string();
     assert!(e.contains("strictly ascending"), "{e}");
-    let bad = Coalesced {
-        rows: vec![5],
-        dim: 2,
-        grads: vec![0.0; 2],
-    };
+    let bad = zeros(vec![5]);
     assert!(
         scatter_update(&mut t, &mut s, &bad, &opt)
             .unwrap_err()
@@ -609,11 +597,7 @@ fn bad_input_is_an_error_naming_the_problem() {
     );
     let mut wrong_state =
         OptimizerState::new(&Optimizer::RowWiseAdagrad { lr: 0.1, eps: 0.0 }, 5, 2).unwrap();
-    let ok = Coalesced {
-        rows: vec![1],
-        dim: 2,
-        grads: vec![0.0; 2],
-    };
+    let ok = zeros(vec![1]);
     let e = scatter_update(&mut t, &mut wrong_state, &ok, &opt)
         .unwrap_err()
         .to_string();
@@ -674,13 +658,7 @@ fn results_are_identical_for_one_and_two_threads() {
         }
         out
     };
-    let pool = |n| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .unwrap()
-    };
-    assert!(pool(1).install(run) == pool(2).install(run));
+    assert!(on_threads(1, run) == on_threads(2, run));
 }
 
 #[test]
@@ -692,22 +670,18 @@ fn into_variants_reuse_dirty_buffers() {
     let mut ex = expand(&gb, dim, &big, Pooling::Sum).unwrap().0;
     let mut co = coalesce(&ex, 50).unwrap().0;
     let mut cg = co.clone();
-    expand_into(&gs, dim, &small, Pooling::Mean, &mut ex).unwrap();
-    assert_eq!(ex, expand(&gs, dim, &small, Pooling::Mean).unwrap().0);
-    coalesce_into(&ex, 5, &mut co).unwrap();
-    assert_eq!(co, coalesce(&ex, 5).unwrap().0);
-    let (ca, _) = tensor_cast(&small, Pooling::Mean).unwrap();
-    casted_gather_reduce_into(&ca, &gs, dim, &mut cg).unwrap();
-    assert_eq!(cg, co);
-    // Back to the big batch: the buffers grow again within their capacity,
-    // over the small batch's values.
-    expand_into(&gb, dim, &big, Pooling::Mean, &mut ex).unwrap();
-    assert_eq!(ex, expand(&gb, dim, &big, Pooling::Mean).unwrap().0);
-    coalesce_into(&ex, 50, &mut co).unwrap();
-    assert_eq!(co, coalesce(&ex, 50).unwrap().0);
-    let (ca, _) = tensor_cast(&big, Pooling::Mean).unwrap();
-    casted_gather_reduce_into(&ca, &gb, dim, &mut cg).unwrap();
-    assert_eq!(cg, co);
+    // The small batch into the big one's buffers, then the big batch again:
+    // the buffers grow again within their capacity, over the small batch's
+    // values.
+    for (g, batch, rows) in [(&gs, &small, 5), (&gb, &big, 50)] {
+        expand_into(g, dim, batch, Pooling::Mean, &mut ex).unwrap();
+        assert_eq!(ex, expand(g, dim, batch, Pooling::Mean).unwrap().0);
+        coalesce_into(&ex, rows, &mut co).unwrap();
+        assert_eq!(co, coalesce(&ex, rows).unwrap().0);
+        let (ca, _) = tensor_cast(batch, Pooling::Mean).unwrap();
+        casted_gather_reduce_into(&ca, g, dim, &mut cg).unwrap();
+        assert_eq!(cg, co);
+    }
 }
 
 #[test]

@@ -470,12 +470,24 @@ impl Layout {
         }
     }
 
-    /// [`row_pieces`](Self::row_pieces) on `rank` alone.
-    pub fn row_pieces_on(&self, t: usize, row: u64, rank: u32) -> impl Iterator<Item = Piece> + '_ {
+    /// The pieces of `rank`'s slices of row `row`, in the part of the
+    /// region `base` picks (the weights or the optimizer state).
+    fn row_part_on(
+        &self,
+        t: usize,
+        row: u64,
+        rank: u32,
+        base: impl Fn(&Region) -> u64 + Copy + 'static,
+    ) -> impl Iterator<Item = Piece> + '_ {
         self.slices_on(t, row, rank).iter().map(move |&s| {
             let (_, local) = self.locate(t, row, s);
-            self.piece_at(t, local, s, rank, |g| g.weights_base)
+            self.piece_at(t, local, s, rank, base)
         })
+    }
+
+    /// [`row_pieces`](Self::row_pieces) on `rank` alone.
+    pub fn row_pieces_on(&self, t: usize, row: u64, rank: u32) -> impl Iterator<Item = Piece> + '_ {
+        self.row_part_on(t, row, rank, |g| g.weights_base)
     }
 
     /// [`state_pieces`](Self::state_pieces) on `rank` alone.
@@ -485,10 +497,7 @@ impl Layout {
         row: u64,
         rank: u32,
     ) -> impl Iterator<Item = Piece> + '_ {
-        self.slices_on(t, row, rank).iter().map(move |&s| {
-            let (_, local) = self.locate(t, row, s);
-            self.piece_at(t, local, s, rank, |g| g.state_base)
-        })
+        self.row_part_on(t, row, rank, |g| g.state_base)
     }
 
     /// [`coal_pieces`](Self::coal_pieces) on `rank` alone.

@@ -567,6 +567,23 @@ fn word(p: &Piece) -> usize {
     (p.addr / 4) as usize
 }
 
+/// `acc += s * x` element by element (`acc += x` without a factor).
+#[inline]
+fn add_scaled(acc: &mut [f32], x: &[f32], s: Option<f32>) {
+    match s {
+        Some(s) => {
+            for (a, x) in acc.iter_mut().zip(x) {
+                *a += s * *x;
+            }
+        }
+        None => {
+            for (a, x) in acc.iter_mut().zip(x) {
+                *a += *x;
+            }
+        }
+    }
+}
+
 impl Pool {
     pub fn new(layout: Layout) -> Self {
         let mem = layout
@@ -843,18 +860,7 @@ impl Pool {
                                     let w = word(&p);
                                     let x = &mem[w..w + p.len];
                                     let a = &mut out[p.first..p.first + p.len];
-                                    match weights {
-                                        Some(wt) => {
-                                            for (a, x) in a.iter_mut().zip(x) {
-                                                *a += wt[i] * *x;
-                                            }
-                                        }
-                                        None => {
-                                            for (a, x) in a.iter_mut().zip(x) {
-                                                *a += *x;
-                                            }
-                                        }
-                                    }
+                                    add_scaled(a, x, weights.map(|wt| wt[i]));
                                 }
                             }
                         }
@@ -940,18 +946,7 @@ impl Pool {
                             let w = word(&g);
                             let x = &self.mem[p.rank as usize][w..w + g.len];
                             let a = &mut acc[p.first..p.first + p.len];
-                            match scale {
-                                Some(sc) => {
-                                    for (a, x) in a.iter_mut().zip(x) {
-                                        *a += sc[j] * *x;
-                                    }
-                                }
-                                None => {
-                                    for (a, x) in a.iter_mut().zip(x) {
-                                        *a += *x;
-                                    }
-                                }
-                            }
+                            add_scaled(a, x, scale.as_ref().map(|sc| sc[j]));
                         }
                         j += 1;
                     }

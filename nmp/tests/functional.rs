@@ -7,10 +7,13 @@ use nmpsim_kernels::{
     EmbeddingTable, Optimizer, OptimizerState, Pooling, casted_gather_reduce, gather_reduce,
     scatter_update, tensor_cast,
 };
-use nmpsim_nmp::{Instruction, Layout, LayoutParams, Placement, Pool, StateWidth, TableShape};
+use nmpsim_nmp::{Instruction, Placement, Pool, StateWidth, TableShape};
 use nmpsim_sim::Access;
 use nmpsim_traces::TableBatch;
 use proptest::prelude::*;
+
+mod support;
+use support::layout;
 
 fn batch_strategy(rows: u64) -> impl Strategy<Value = TableBatch> {
     (1usize..12).prop_flat_map(move |bags| {
@@ -63,21 +66,6 @@ fn config() -> impl Strategy<Value = (Placement, u32, u64, usize)> {
         2u64..120,
         prop_oneof![Just(8usize), Just(16), Just(20), Just(64), Just(100)],
     )
-}
-
-fn layout(placement: Placement, ranks: u32, tables: &[TableShape], state: StateWidth) -> Layout {
-    Layout::new(
-        placement,
-        tables,
-        LayoutParams {
-            ranks,
-            rank_capacity_bytes: 1 << 30,
-            state_values_per_row: state,
-            max_bags: 64,
-            max_unique: 1024,
-        },
-    )
-    .unwrap()
 }
 
 /// Two tables: the one under test is table 1, so placements offset it.

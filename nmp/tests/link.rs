@@ -3,25 +3,12 @@
 
 use nmpsim_kernels::{Optimizer, Pooling};
 use nmpsim_nmp::{
-    Instruction, Layout, LayoutParams, Placement, Pool, PoolParams, StateWidth, TableShape,
-    rank_work, run_batch,
+    Instruction, Layout, Placement, Pool, PoolParams, StateWidth, TableShape, rank_work, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind};
 
-fn layout(placement: Placement, ranks: u32, shapes: &[TableShape], state: StateWidth) -> Layout {
-    Layout::new(
-        placement,
-        shapes,
-        LayoutParams {
-            ranks,
-            rank_capacity_bytes: 1 << 30,
-            state_values_per_row: state,
-            max_bags: 64,
-            max_unique: 1024,
-        },
-    )
-    .unwrap()
-}
+mod support;
+use support::layout;
 
 fn link_out(l: &Layout, instr: &Instruction, coal: &[u32]) -> Vec<u64> {
     (0..l.ranks())

@@ -6,6 +6,7 @@ use nmpsim_nmp::{
     TableShape, run_batch,
 };
 use nmpsim_sim::{DramConfig, EngineKind, RunOptions, simulate};
+use nmpsim_traces::threads::on_threads;
 
 fn params(engine: EngineKind) -> PoolParams {
     PoolParams {
@@ -111,11 +112,7 @@ fn effective_bandwidth_never_exceeds_the_ranks_peak() {
 fn thread_count_does_not_change_the_report() {
     let p = params(EngineKind::Dramsim3);
     let run = |threads: usize| {
-        let tp = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        tp.install(|| {
+        on_threads(threads, || {
             let mut pl = pool(Placement::VectorSliced, 8, 3, 20_000);
             let mut r = run_batch(&mut pl, &gather_batch(3, 20_000, 32, 20, 5), &p).unwrap();
             r.wall_s = 0.0;

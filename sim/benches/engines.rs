@@ -24,6 +24,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 use nmpsim_sim::native::NativeEngine;
 use nmpsim_sim::source::{StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
@@ -38,12 +41,7 @@ const WINDOW: usize = 32;
 /// driven through its own type, as `simulate` drives it; the references
 /// through the trait object.
 fn drive(kind: EngineKind, cfg: &DramConfig, stream: StreamKind, n: u64) -> u64 {
-    let dir = std::env::temp_dir().join(format!(
-        "nmpsim-bench-{}-{}",
-        kind.name(),
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::process_dir(&format!("nmpsim-bench-{}", kind.name()));
     let cycles = on_fresh_thread(|| {
         if kind == EngineKind::Native {
             run(&mut NativeEngine::new(cfg).unwrap(), cfg, stream, n)

@@ -279,63 +279,41 @@ pub fn preset_names() -> Vec<String> {
 }
 
 fn jedec_timing(speed: Speed, width: u32) -> Timing {
-    // Columns: x4, x8, x16 (page size 512 B, 1 KB, 2 KB).
+    // Each field: [DDR4-2400, DDR4-3200]; where the page size matters, each
+    // of those is [x4, x8, x16] (page size 512 B, 1 KB, 2 KB).
     let wi = match width {
         4 => 0,
         8 => 1,
         _ => 2,
     };
-    match speed {
-        Speed::Ddr4_2400 => Timing {
-            tck_ns: 1.0 / 1.2,
-            cl: 16,
-            cwl: 12,
-            trcd: 16,
-            trp: 16,
-            tras: 39,
-            trc: 55,
-            trtp: 9,
-            twr: 18,
-            twtr_s: 3,
-            twtr_l: 9,
-            tccd_s: 4,
-            tccd_l: 6,
-            trrd_s: [4, 4, 7][wi],
-            trrd_l: [6, 6, 8][wi],
-            tfaw: [16, 26, 36][wi],
-            trfc: 420,
-            trefi: 9360,
-            trtrs: 2,
-            tcke: 6,
-            tckesr: 7,
-            txs: 432,
-            txp: 8,
-        },
-        Speed::Ddr4_3200 => Timing {
-            tck_ns: 0.625,
-            cl: 22,
-            cwl: 16,
-            trcd: 22,
-            trp: 22,
-            tras: 52,
-            trc: 74,
-            trtp: 12,
-            twr: 24,
-            twtr_s: 4,
-            twtr_l: 12,
-            tccd_s: 4,
-            tccd_l: 8,
-            trrd_s: [4, 4, 9][wi],
-            trrd_l: [8, 8, 11][wi],
-            tfaw: [16, 34, 48][wi],
-            trfc: 560,
-            trefi: 12480,
-            trtrs: 2,
-            tcke: 8,
-            tckesr: 9,
-            txs: 576,
-            txp: 10,
-        },
+    let si = match speed {
+        Speed::Ddr4_2400 => 0,
+        Speed::Ddr4_3200 => 1,
+    };
+    Timing {
+        tck_ns: [1.0 / 1.2, 0.625][si],
+        cl: [16, 22][si],
+        cwl: [12, 16][si],
+        trcd: [16, 22][si],
+        trp: [16, 22][si],
+        tras: [39, 52][si],
+        trc: [55, 74][si],
+        trtp: [9, 12][si],
+        twr: [18, 24][si],
+        twtr_s: [3, 4][si],
+        twtr_l: [9, 12][si],
+        tccd_s: [4, 4][si],
+        tccd_l: [6, 8][si],
+        trrd_s: [[4, 4, 7], [4, 4, 9]][si][wi],
+        trrd_l: [[6, 6, 8], [8, 8, 11]][si][wi],
+        tfaw: [[16, 26, 36], [16, 34, 48]][si][wi],
+        trfc: [420, 560][si],
+        trefi: [9360, 12480][si],
+        trtrs: [2, 2][si],
+        tcke: [6, 8][si],
+        tckesr: [7, 9][si],
+        txs: [432, 576][si],
+        txp: [8, 10][si],
     }
 }
 

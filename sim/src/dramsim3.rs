@@ -367,10 +367,7 @@ impl DramEngine for Dramsim3Engine {
 
     fn finish(&mut self) -> Result<EngineReport, SimError> {
         if self.finished {
-            return Err(SimError::Engine {
-                engine: "dramsim3",
-                what: "finish called twice".into(),
-            });
+            return Err(SimError::finished_twice("dramsim3"));
         }
         self.finished = true;
         // SAFETY: `sys` is live; PrintStats only reads state and writes files.

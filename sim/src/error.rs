@@ -66,6 +66,14 @@ impl SimError {
         }
     }
 
+    /// An engine's `finish` called a second time.
+    pub(crate) fn finished_twice(engine: &'static str) -> Self {
+        SimError::Engine {
+            engine,
+            what: "finish called twice".into(),
+        }
+    }
+
     pub fn parse(path: impl Into<PathBuf>, line: u64, what: impl Into<String>) -> Self {
         SimError::Parse {
             path: path.into(),

@@ -456,10 +456,11 @@ impl DramEngine for RamulatorEngine {
 
     fn finish(&mut self) -> Result<EngineReport, SimError> {
         // Dropping the wrapper writes the statistics file and closes the traces.
-        drop(self.sim.take().ok_or_else(|| SimError::Engine {
-            engine: "ramulator",
-            what: "finish called twice".into(),
-        })?);
+        drop(
+            self.sim
+                .take()
+                .ok_or_else(|| SimError::finished_twice("ramulator"))?,
+        );
         self.poll_traces()?;
         let end = self.cycle;
         let mut active = 0;

@@ -238,12 +238,7 @@ fn dramsim3_energy_after_unit_conversion_equals_the_shared_model() {
 /// Sends every op with its own id straight to the engine and returns the ids
 /// that completed, in order.
 fn completions(engine: EngineKind, cfg: &DramConfig, ops: &[MemOp]) -> (Vec<u64>, u64) {
-    let dir = std::env::temp_dir().join(format!(
-        "nmpsim-sim-test-{}-{}",
-        engine.name(),
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::process_dir(&format!("nmpsim-sim-test-{}", engine.name()));
     let out = on_fresh_thread(|| {
         let mut e = create_engine(engine, cfg, &dir).unwrap();
         let mut done: Vec<Completion> = Vec::new();

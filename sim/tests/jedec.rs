@@ -16,11 +16,7 @@ fn ramulator_log(
     write_fraction: f64,
 ) -> (DramConfig, Vec<nmpsim_sim::jedec::CommandRecord>) {
     let cfg = DramConfig::preset(preset).unwrap();
-    let dir = std::env::temp_dir().join(format!(
-        "nmpsim-jedec-{preset}-{kind:?}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::process_dir(&format!("nmpsim-jedec-{preset}-{kind:?}"));
     let spec = StreamSpec {
         write_fraction,
         seed: 11,

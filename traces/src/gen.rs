@@ -820,11 +820,7 @@ mod tests {
             seed: 2024,
         };
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            crate::threads::on_threads(threads, || {
                 Generator::new(spec.clone())
                     .unwrap()
                     .take(3)

@@ -424,20 +424,17 @@ impl Calibration {
             .iter()
             .map(|&r| (r as u128) * (row_bytes as u128) < SMALL_TABLE_BYTES as u128)
             .collect();
-        let small_rows = profile
-            .table_rows
-            .iter()
-            .zip(&small)
-            .filter(|(_, s)| **s)
-            .map(|(r, _)| r)
-            .sum();
-        let small_lookups = profile
-            .lookups
-            .iter()
-            .zip(&small)
-            .filter(|(_, s)| **s)
-            .map(|(l, _)| l)
-            .sum();
+        // A per-table count summed over the small tables.
+        let over_small = |per_table: &[u64]| -> u64 {
+            per_table
+                .iter()
+                .zip(&small)
+                .filter(|(_, s)| **s)
+                .map(|(v, _)| v)
+                .sum()
+        };
+        let small_rows = over_small(&profile.table_rows);
+        let small_lookups = over_small(&profile.lookups);
         let mut counts: Vec<u64> = profile
             .counts
             .par_iter()

@@ -25,6 +25,7 @@ pub mod profiles;
 pub mod rng;
 pub mod staged;
 pub mod stats;
+pub mod threads;
 
 pub use batch::{Batch, Pairs, TableBatch};
 pub use criteo::{CriteoBatcher, CriteoOptions, CriteoReader, CriteoSample};

@@ -569,10 +569,7 @@ impl DramEngine for NativeEngine {
 
     fn finish(&mut self) -> Result<EngineReport, SimError> {
         if self.finished {
-            return Err(SimError::Engine {
-                engine: "native",
-                what: "finish called twice".into(),
-            });
+            return Err(SimError::finished_twice("native"));
         }
         self.finished = true;
         self.flush_log();

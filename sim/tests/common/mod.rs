@@ -1,7 +1,10 @@
 //! What the engine tests share: a stream over a few lines, the streams every
 //! command-log check runs, the "no violation" assertion and a planted tRCD
-//! violation. (Each test crate uses some of them.)
+//! violation, and a scratch directory per process. (Each test crate, and
+//! the engines' bench, uses some of them.)
 #![allow(dead_code)]
+
+use std::path::PathBuf;
 
 use nmpsim_sim::MemOp;
 use nmpsim_sim::jedec::{Command, CommandRecord, Violation};
@@ -68,4 +71,11 @@ pub fn planted_trcd(log: &[CommandRecord]) -> Vec<CommandRecord> {
     planted[i].cycle = act + 1;
     planted.sort_by_key(|r| r.cycle);
     planted
+}
+
+/// `<temp>/<name>-<process id>`, created.
+pub fn process_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

@@ -51,6 +51,15 @@ fn skewed(batches: usize, batch_size: usize) -> (Vec<u64>, Vec<Batch>) {
     (rows, Generator::new(spec).unwrap().take(batches).collect())
 }
 
+/// Samples at `rate` past the first `min_samples`.
+fn sampling(rate: f64, min_samples: u64, seed: u64) -> Sampling {
+    Sampling {
+        rate,
+        min_samples,
+        seed,
+    }
+}
+
 fn profile_of(rows: &[u64], batches: &[Batch], sampling: Sampling) -> AccessProfile {
     let mut pb = ProfileBuilder::new(rows, sampling).unwrap();
     for b in batches {
@@ -61,11 +70,7 @@ fn profile_of(rows: &[u64], batches: &[Batch], sampling: Sampling) -> AccessProf
 
 #[test]
 fn sampling_takes_the_first_samples_then_the_rate() {
-    let s = Sampling {
-        rate: 0.05,
-        min_samples: 1000,
-        seed: 9,
-    };
+    let s = sampling(0.05, 1000, 9);
     assert!((0..1000).all(|i| s.takes(i)));
     let n = 400_000u64;
     let taken = (1000..1000 + n).filter(|&i| s.takes(i)).count() as f64;
@@ -112,11 +117,7 @@ fn a_sample_rate_outside_zero_to_one_is_refused() {
 #[test]
 fn the_profile_counts_exactly_the_sampled_lookups() {
     let (rows, batches) = skewed(6, 512);
-    let sampling = Sampling {
-        rate: 0.3,
-        min_samples: 700,
-        seed: 4,
-    };
+    let sampling = sampling(0.3, 700, 4);
     let p = profile_of(&rows, &batches, sampling);
     let mut want = RowCounts::new_for_tables(&rows);
     let (mut lookups, mut profiled, mut i) = (vec![0u64; 2], 0u64, 0u64);
@@ -212,11 +213,7 @@ fn bad_budgets_and_empty_inputs_are_errors() {
 #[test]
 fn the_hot_set_partitions_each_table_and_hot_samples_touch_only_hot_rows() {
     let (rows, batches) = skewed(4, 1024);
-    let sampling = Sampling {
-        rate: 0.5,
-        min_samples: 1000,
-        seed: 2,
-    };
+    let sampling = sampling(0.5, 1000, 2);
     let p = profile_of(&rows, &batches, sampling);
     let c = Calibration::new(&p, 64).unwrap();
     let mut mins = SampleMins::new(&p, &c);
@@ -324,11 +321,7 @@ fn retained_lookups_give_the_second_pass_s_hot_samples() {
     let batches: Vec<Batch> = Generator::new(spec.clone()).unwrap().take(40).collect();
     let rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
     // Sampled past the first 1000 samples, so the kept batches are a subset.
-    let sampling = Sampling {
-        rate: 0.3,
-        min_samples: 1000,
-        seed: 4,
-    };
+    let sampling = sampling(0.3, 1000, 4);
     let mut pb = ProfileBuilder::new(&rows, sampling)
         .unwrap()
         .retaining(1 << 30);

@@ -17,6 +17,7 @@ use crate::error::{KernelError, check_batch};
 use crate::gather::{Expanded, check_expand_inputs, check_gather_inputs, check_pooling};
 use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
 use crate::pooling::Pooling;
+use crate::radix::check_keys;
 use crate::table::EmbeddingTable;
 use crate::traffic::{
     Traffic, coalesce_accumulate_traffic, expand_traffic, gather_reduce_traffic, scatter_traffic,
@@ -110,19 +111,7 @@ impl Backend for CudaBackend {
         // The checks of `coalesce_into`, then those of `radix::sort_pairs`.
         check_expanded(expanded)?;
         let (dim, n) = (expanded.dim, expanded.src.len());
-        if let Some((i, &k)) = expanded
-            .src
-            .iter()
-            .enumerate()
-            .find(|&(_, &k)| k as u64 >= num_rows)
-        {
-            return Err(KernelError::IndexOutOfRange {
-                arg: "keys",
-                position: i,
-                value: k as u64,
-                bound: num_rows,
-            });
-        }
+        check_keys(&expanded.src, num_rows)?;
         let traffic = |unique| CoalesceTraffic {
             sort: sort_pairs_traffic(n, num_rows),
             accumulate: coalesce_accumulate_traffic(n, unique, dim),
@@ -253,9 +242,7 @@ impl Backend for CudaBackend {
         grads: &Coalesced,
         optimizer: &Optimizer,
     ) -> Result<Traffic, KernelError> {
-        check_scatter(table, state, grads, optimizer)?;
-        let dim = table.dim;
-        let per_row = state.values_per_row;
+        let (dim, per_row) = check_scatter(table, state, grads, optimizer)?;
         let unique = grads.rows.len();
         let traffic = scatter_traffic(unique, dim, per_row);
         if unique == 0 {
