@@ -11,18 +11,15 @@ use nmpsim_dlrm::{
     TrainConfig, Trainer, preset, strategy,
 };
 
-struct Dir(PathBuf);
+/// A temporary directory (`.0`), removed when dropped.
+struct Dir(PathBuf, #[allow(dead_code)] tempfile::TempDir);
 impl Dir {
     fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("nmpsim-run-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let d = tempfile::Builder::new()
+            .prefix(&format!("nmpsim-run-{name}-"))
+            .tempdir()
+            .unwrap();
+        Dir(d.path().to_path_buf(), d)
     }
 }
 

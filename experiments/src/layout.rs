@@ -391,7 +391,7 @@ mod tests {
         let runs = expand(
             &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
         );
-        let rd = run_dir(&d, &runs[0], 2);
+        let rd = run_dir(d, &runs[0], 2);
         assert!(finished(&rd, &runs[0]).is_none());
         write_status(&rd, &runs[1].hash, Status::Completed);
         assert!(
@@ -449,7 +449,6 @@ mod tests {
         .expect("write");
         let row = load_row(&rd, &runs[0]).expect("finished");
         assert_eq!((row.status.as_str(), row.metrics.len()), ("failed", 0));
-        fs::remove_dir_all(&d).ok();
     }
 
     #[test]
@@ -461,20 +460,18 @@ mod tests {
         let runs = expand(
             &Spec::parse("command = \"dram\"\n[axes]\nrequests = [1, 2]\n", "t").expect("ok"),
         );
-        write_status(&run_dir(&a, &runs[0], 2), &runs[0].hash, Status::Failed);
-        write_status(&run_dir(&b, &runs[0], 2), &runs[0].hash, Status::Completed);
+        write_status(&run_dir(a, &runs[0], 2), &runs[0].hash, Status::Failed);
+        write_status(&run_dir(b, &runs[0], 2), &runs[0].hash, Status::Completed);
         let dirs = vec![a.to_path_buf(), b.to_path_buf()];
         assert_eq!(
             find_finished(&dirs, &runs[0], 2),
-            Some(run_dir(&b, &runs[0], 2))
+            Some(run_dir(b, &runs[0], 2))
         );
         assert_eq!(find_finished(&dirs, &runs[1], 2), None);
         assert_eq!(
             find_finished(&dirs[..1], &runs[0], 2),
-            Some(run_dir(&a, &runs[0], 2))
+            Some(run_dir(a, &runs[0], 2))
         );
-        fs::remove_dir_all(&a).ok();
-        fs::remove_dir_all(&b).ok();
     }
 
     #[test]
@@ -491,7 +488,7 @@ mod tests {
             .join(RUNS_DIR)
             .join(format!("0000-{}", &runs[1].hash[..8]));
         write_status(&old, &runs[1].hash, Status::Completed);
-        let r = resume(&d, &runs, &all);
+        let r = resume(d, &runs, &all);
         assert_eq!(r.state[0], None);
         assert_eq!(
             r.state[1].as_ref().map(|s| s.status),
@@ -502,10 +499,9 @@ mod tests {
             vec![Adopt {
                 index: 1,
                 from: old.clone(),
-                to: run_dir(&d, &runs[1], 2)
+                to: run_dir(d, &runs[1], 2)
             }]
         );
-        fs::remove_dir_all(&d).ok();
 
         // Two runs of one configuration (a spec check refuses them, this is
         // the last line of defence): the finished one keeps its directory,
@@ -516,16 +512,15 @@ mod tests {
         twin.index = 1;
         let same = vec![runs[0].clone(), twin];
         let all: Vec<&Run> = same.iter().collect();
-        write_status(&run_dir(&d, &same[0], 2), &same[0].hash, Status::Completed);
-        let r = resume(&d, &same, &all);
+        write_status(&run_dir(d, &same[0], 2), &same[0].hash, Status::Completed);
+        let r = resume(d, &same, &all);
         assert!(r.state[0].is_some());
         assert_eq!(r.state[1], None);
         assert!(r.adopt.is_empty(), "{:?}", r.adopt);
         // Also when only the other run is selected (another shard).
-        let r = resume(&d, &same, &all[1..]);
+        let r = resume(d, &same, &all[1..]);
         assert_eq!(r.state, vec![None]);
         assert!(r.adopt.is_empty(), "{:?}", r.adopt);
-        fs::remove_dir_all(&d).ok();
     }
 
     #[test]

@@ -94,7 +94,7 @@ fn options(out: PathBuf, shard: Shard) -> SweepOptions {
 fn runs_are_recorded_failures_kept_and_a_rerun_retries_only_those() {
     let d_tmp = temp("rerun");
     let d = d_tmp.path();
-    let (script, plan) = plan(&d, "1, 13, 4");
+    let (script, plan) = plan(d, "1, 13, 4");
     let o = options(d.join("out"), Shard::ALL);
     let mut m = Count::default();
     let first = sweep::run(&plan, &o, &script, &mut m).unwrap();
@@ -127,14 +127,13 @@ fn runs_are_recorded_failures_kept_and_a_rerun_retries_only_those() {
         dry.text(&plan, 2)
             .contains("estimated cost: nothing to run")
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_locked_directory_and_a_refused_command_are_errors() {
     let d_tmp = temp("lock");
     let d = d_tmp.path();
-    let (script, plan) = plan(&d, "1");
+    let (script, plan) = plan(d, "1");
     let o = options(d.join("out"), Shard::ALL);
     std::fs::create_dir_all(&o.out).unwrap();
     let held = sweep::dir::lock(&o.out).unwrap();
@@ -153,14 +152,13 @@ fn a_locked_directory_and_a_refused_command_are_errors() {
         }
         other => panic!("expected the command to be refused, got {other:?}"),
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn shards_merge_into_the_table_of_an_unsharded_sweep() {
     let d_tmp = temp("merge");
     let d = d_tmp.path();
-    let (script, plan) = plan(&d, "1, 2, 3, 4, 5");
+    let (script, plan) = plan(d, "1, 2, 3, 4, 5");
     let whole = sweep::run(
         &plan,
         &options(d.join("whole"), Shard::ALL),
@@ -206,5 +204,4 @@ fn shards_merge_into_the_table_of_an_unsharded_sweep() {
     // One shard alone: the other's runs are missing, and said to be.
     let part = sweep::merge(&d.join("part"), &shards[..1], &mut || {}).unwrap();
     assert_eq!(part.summary.missing, [1, 3]);
-    let _ = std::fs::remove_dir_all(&d);
 }

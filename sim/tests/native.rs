@@ -121,11 +121,11 @@ fn validation_set() -> Vec<Case> {
 
 /// A fresh directory: tests run in parallel, so each call gets its own.
 fn temp_dir(tag: &str) -> PathBuf {
-    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let d = std::env::temp_dir().join(format!("nmpsim-native-{tag}-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    tempfile::Builder::new()
+        .prefix(&format!("nmpsim-native-{tag}-"))
+        .tempdir()
+        .unwrap()
+        .keep()
 }
 
 /// Writes a generated embedding trace (4 tables of 200,000 rows, 20 lookups

@@ -873,25 +873,22 @@ mod tests {
     use proptest::prelude::*;
 
     /// A temporary directory, removed with what it holds when dropped.
-    struct TmpDir(PathBuf);
+    struct TmpDir(tempfile::TempDir);
 
     impl std::ops::Deref for TmpDir {
         type Target = Path;
         fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TmpDir {
-        fn drop(&mut self) {
-            std::fs::remove_dir_all(&self.0).ok();
+            self.0.path()
         }
     }
 
     fn tmpdir(name: &str) -> TmpDir {
-        let d = std::env::temp_dir().join(format!("nmpsim-format-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        TmpDir(d)
+        TmpDir(
+            tempfile::Builder::new()
+                .prefix(&format!("nmpsim-format-{name}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 
     /// [`sample_batches`] written to `a.nmpt` in a fresh directory: the

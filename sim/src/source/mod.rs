@@ -543,18 +543,11 @@ mod tests {
     }
 
     fn tmpdir(name: &str) -> PathBuf {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let d = std::env::temp_dir().join(format!(
-            "nmpsim-source-{name}-{}-{nanos}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        tempfile::Builder::new()
+            .prefix(&format!("nmpsim-source-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep()
     }
 
     #[test]
