@@ -1512,6 +1512,37 @@ mod tests {
         chart_from_csv_text(text, "t.csv", x, &s(ys), &s(group), opts)
     }
 
+    /// The default options, changed by `set`.
+    fn options(set: impl FnOnce(&mut CsvChartOptions)) -> CsvChartOptions {
+        let mut o = CsvChartOptions::default();
+        set(&mut o);
+        o
+    }
+
+    /// The chart of `text` with the default options.
+    fn chart(text: &str, x: &str, ys: &[&str], group: &[&str]) -> CsvChart {
+        from_text(text, x, ys, group, &Default::default()).unwrap()
+    }
+
+    /// Why `text` makes no chart with the default options.
+    fn refusal(text: &str, x: &str, ys: &[&str], group: &[&str]) -> String {
+        from_text(text, x, ys, group, &Default::default())
+            .unwrap_err()
+            .to_string()
+    }
+
+    fn series_names(c: &Chart) -> Vec<&str> {
+        c.series.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    fn point_counts(c: &Chart) -> Vec<usize> {
+        c.series.iter().map(|s| s.points.len()).collect()
+    }
+
+    fn labels_of(ticks: &[(f64, String)]) -> Vec<&str> {
+        ticks.iter().map(|x| x.1.as_str()).collect()
+    }
+
     const SWEEP: &str = "\
 run,engine,batch,status,error,wall_s,sim_gbps,note
 0000-aa,dramsim3,512,completed,,0.1,20.5,\"fast, \"\"really\"\"\"
@@ -1524,14 +1555,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn lines_grouped_sorted_and_failed_rows_skipped() {
-        let c = from_text(
-            SWEEP,
-            "batch",
-            &["sim_gbps"],
-            &["engine"],
-            &Default::default(),
-        )
-        .unwrap();
+        let c = chart(SWEEP, "batch", &["sim_gbps"], &["engine"]);
         assert_eq!(c.rows, 6);
         assert_eq!((c.skipped, c.empty_x), (vec![1], 0));
         let ch = &c.chart;
@@ -1541,7 +1565,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             (ch.x_label.as_str(), ch.y_label.as_str()),
             ("batch", "sim_gbps")
         );
-        let names: Vec<&str> = ch.series.iter().map(|s| s.name.as_str()).collect();
+        let names = series_names(ch);
         assert_eq!(names, ["dramsim3", "ramulator"]);
         assert_eq!(
             ch.series[0].points,
@@ -1561,7 +1585,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
     fn quoted_fields_and_categorical_x_make_bars_in_first_appearance_order() {
         let text =
             "name,gbps,run\n\"b, second\",2,1\n\"a \"\"first\"\"\",1,1\nc,3,1\n\"b, second\",4,2\n";
-        let c = from_text(text, "name", &["gbps"], &["run"], &Default::default()).unwrap();
+        let c = chart(text, "name", &["gbps"], &["run"]);
         assert_eq!(c.chart.kind, ChartKind::Bars);
         assert_eq!(c.chart.series.len(), 2);
         assert_eq!(c.chart.series[0].name, "run=1");
@@ -1574,35 +1598,33 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert_eq!(c.chart.series[1].points, [(XValue::from("b, second"), 4.0)]);
         assert_eq!(categories(&c.chart), ["b, second", "a \"first\"", "c"]);
         // Numeric x drawn as bars on request: categories keep file order.
-        let opts = CsvChartOptions {
-            bars: true,
-            ..Default::default()
-        };
+        let opts = options(|o| o.bars = true);
         let c = from_text(SWEEP, "batch", &["sim_gbps"], &["engine"], &opts).unwrap();
         assert_eq!(c.chart.kind, ChartKind::Bars);
         assert_eq!(categories(&c.chart), ["512", "256", "1024"]);
+    }
+
+    /// `msg` refuses SWEEP's two engines at batch 256 (and at one more
+    /// `place`, x or category) in one place, pointing to --group.
+    fn refuses_two_engines_at_one_batch(msg: &str, place: &str) {
+        assert!(
+            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
+            "{msg}"
+        );
+        let more = format!("(and so does 1 more {place} and series pair)");
+        assert!(msg.contains(&more), "{msg}");
+        assert!(msg.contains("--group COLUMN"), "{msg}");
     }
 
     #[test]
     fn bars_of_one_category_and_series_are_refused_not_stacked() {
         // Two engines per batch size: without --group engine, the bars of a
         // batch would be drawn at one place, the taller hiding the other.
-        let opts = CsvChartOptions {
-            bars: true,
-            ..Default::default()
-        };
+        let opts = options(|o| o.bars = true);
         let err = from_text(SWEEP, "batch", &["sim_gbps"], &[], &opts).unwrap_err();
         let msg = err.to_string();
-        assert!(
-            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
-            "{msg}"
-        );
+        refuses_two_engines_at_one_batch(&msg, "category");
         assert!(msg.contains("in series `sim_gbps`"), "{msg}");
-        assert!(
-            msg.contains("(and so does 1 more category and series pair)"),
-            "{msg}"
-        );
-        assert!(msg.contains("--group COLUMN"), "{msg}");
         // Categorical x, replicates of a category (a sweep's seeds).
         let mut text = String::from("stream,seed,gbps\n");
         for (i, stream) in ["random", "sequential"].iter().enumerate() {
@@ -1610,20 +1632,16 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 text.push_str(&format!("{stream},{seed},{}\n", i * 10 + seed));
             }
         }
-        let msg = from_text(&text, "stream", &["gbps"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
+        let msg = refusal(&text, "stream", &["gbps"], &[]);
         assert!(
             msg.contains("8 rows (lines 2, 3, 4, 5, ...) have stream = `random` in series `gbps`"),
             "{msg}"
         );
         // Per series: with several y columns the same category is one bar of each.
-        let msg = from_text(&text, "stream", &["gbps", "seed"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
+        let msg = refusal(&text, "stream", &["gbps", "seed"], &[]);
         assert!(msg.contains("in series `gbps`"), "{msg}");
         // Grouped by what tells them apart, every bar has its own place.
-        let c = from_text(&text, "stream", &["gbps"], &["seed"], &Default::default()).unwrap();
+        let c = chart(&text, "stream", &["gbps"], &["seed"]);
         assert_eq!(c.chart.series.len(), 8);
         assert!(c.chart.series.iter().all(|s| s.points.len() == 2));
     }
@@ -1632,58 +1650,29 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
     fn lines_with_two_points_at_one_x_are_refused_not_zigzagged() {
         // Two engines per batch size: without --group engine, one line
         // would jump up and down at each batch.
-        let msg = from_text(SWEEP, "batch", &["sim_gbps"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.starts_with("t.csv: 2 rows (lines 3, 4) have batch = `256`"),
-            "{msg}"
-        );
+        let msg = refusal(SWEEP, "batch", &["sim_gbps"], &[]);
+        refuses_two_engines_at_one_batch(&msg, "x");
         assert!(msg.contains("a line chart joins one point per x"), "{msg}");
-        assert!(
-            msg.contains("(and so does 1 more x and series pair)"),
-            "{msg}"
-        );
-        assert!(msg.contains("--group COLUMN"), "{msg}");
         // Numbers are compared as numbers.
-        let msg = from_text(
-            "x,y\n256,1\n256.0,2\n",
-            "x",
-            &["y"],
-            &[],
-            &Default::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let msg = refusal("x,y\n256,1\n256.0,2\n", "x", &["y"], &[]);
         assert!(msg.contains("2 rows (lines 2, 3) have x = `256`"), "{msg}");
         // Per series: grouped by what tells them apart, each line has one
         // point per x.
-        let c = from_text(
-            SWEEP,
-            "batch",
-            &["sim_gbps"],
-            &["engine"],
-            &Default::default(),
-        )
-        .unwrap();
-        let points: Vec<usize> = c.chart.series.iter().map(|s| s.points.len()).collect();
+        let c = chart(SWEEP, "batch", &["sim_gbps"], &["engine"]);
+        let points = point_counts(&c.chart);
         assert_eq!(points, [3, 2]);
     }
 
     #[test]
     fn an_ambiguous_column_name_is_an_error() {
-        let err = from_text("x,y,y\n1,2,3\n", "x", &["y"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
+        let err = refusal("x,y,y\n1,2,3\n", "x", &["y"], &[]);
         assert_eq!(
             err,
             "t.csv: the header has 2 columns named `y` (columns 2, 3): which one to plot is \
              ambiguous; rename them apart"
         );
         for (x, group) in [("y", &[][..]), ("x", &["y"][..])] {
-            let err = from_text("x,y,z,y\n1,2,3,4\n", x, &["z"], group, &Default::default())
-                .unwrap_err()
-                .to_string();
+            let err = refusal("x,y,z,y\n1,2,3,4\n", x, &["z"], group);
             assert!(err.contains("columns named `y` (columns 2, 4)"), "{err}");
         }
         // A repeated name that is not plotted is no matter.
@@ -1693,15 +1682,8 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
 
     #[test]
     fn several_ys_and_groups_name_series() {
-        let c = from_text(
-            SWEEP,
-            "run",
-            &["sim_gbps", "wall_s"],
-            &[],
-            &Default::default(),
-        )
-        .unwrap();
-        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        let c = chart(SWEEP, "run", &["sim_gbps", "wall_s"], &[]);
+        let names = series_names(&c.chart);
         assert_eq!(names, ["sim_gbps", "wall_s"]);
         assert_eq!(c.chart.y_label, "value");
         // Counted per y column: the failed row still has a wall_s point.
@@ -1709,20 +1691,13 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert_eq!(c.chart.series[1].points.len(), 6);
         // A row with an empty x counts for every y column.
         let text = "x,a,b\n1,1,\n2,2,\n3,3,\n4,4,4\n,5,5\n6,,6\n";
-        let c = from_text(text, "x", &["a", "b"], &[], &Default::default()).unwrap();
+        let c = chart(text, "x", &["a", "b"], &[]);
         assert_eq!((c.rows, c.skipped.clone(), c.empty_x), (6, vec![2, 4], 1));
-        let points: Vec<usize> = c.chart.series.iter().map(|s| s.points.len()).collect();
+        let points = point_counts(&c.chart);
         assert_eq!(points, [4, 2]);
 
-        let c = from_text(
-            SWEEP,
-            "batch",
-            &["sim_gbps", "wall_s"],
-            &["engine"],
-            &Default::default(),
-        )
-        .unwrap();
-        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        let c = chart(SWEEP, "batch", &["sim_gbps", "wall_s"], &["engine"]);
+        let names = series_names(&c.chart);
         assert_eq!(
             names,
             [
@@ -1734,15 +1709,8 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         );
 
         // Numeric group values carry their column's name; several are joined.
-        let c = from_text(
-            SWEEP,
-            "engine",
-            &["sim_gbps"],
-            &["batch", "status"],
-            &Default::default(),
-        )
-        .unwrap();
-        let names: Vec<&str> = c.chart.series.iter().map(|s| s.name.as_str()).collect();
+        let c = chart(SWEEP, "engine", &["sim_gbps"], &["batch", "status"]);
+        let names = series_names(&c.chart);
         assert_eq!(
             names,
             [
@@ -1763,9 +1731,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
                 "line 4: 2 fields; the header has 3",
             ),
         ] {
-            let msg = from_text(text, "x", &["y"], &[], &Default::default())
-                .unwrap_err()
-                .to_string();
+            let msg = refusal(text, "x", &["y"], &[]);
             assert!(msg.contains(want), "{text:?}: {msg}");
         }
     }
@@ -1786,24 +1752,12 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         );
 
         let text = "run,runs.0.bandwidth_gbps\na,1\n";
-        let msg = from_text(text, "run", &["bandwidth_gbps"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
+        let msg = refusal(text, "run", &["bandwidth_gbps"], &[]);
         assert!(msg.contains("did you mean runs.0.bandwidth_gbps?"), "{msg}");
 
-        let msg = from_text(
-            SWEEP,
-            "batch",
-            &["sim_gbps"],
-            &["engin"],
-            &Default::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let msg = refusal(SWEEP, "batch", &["sim_gbps"], &["engin"]);
         assert!(msg.contains("no column `engin`"), "{msg}");
-        let msg = from_text(SWEEP, "bach", &["sim_gbps"], &[], &Default::default())
-            .unwrap_err()
-            .to_string();
+        let msg = refusal(SWEEP, "bach", &["sim_gbps"], &[]);
         assert!(msg.contains("no column `bach`"), "{msg}");
     }
 
@@ -1838,19 +1792,13 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
     #[test]
     fn log_axes_reject_non_positive_values() {
         let text = "x,y\n0,1\n1,2\n2,0\n";
-        let log_y = CsvChartOptions {
-            log_y: true,
-            ..Default::default()
-        };
+        let log_y = options(|o| o.log_y = true);
         let err = from_text(text, "x", &["y"], &[], &log_y).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, PlotError::LogAxis { axis: "y", .. }), "{msg}");
         assert!(msg.contains("log y axis needs positive values"), "{msg}");
         assert!(msg.contains("y = 0 at x = 2"), "{msg}");
-        let log_x = CsvChartOptions {
-            log_x: true,
-            ..Default::default()
-        };
+        let log_x = options(|o| o.log_x = true);
         let err = from_text(text, "x", &["y"], &[], &log_x).unwrap_err();
         assert!(matches!(err, PlotError::LogAxis { axis: "x", .. }), "{err}");
         let chart = Chart::new("ref", ChartKind::Lines)
@@ -1894,10 +1842,10 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         // Large values that differ in the fifth digit (byte counts of a
         // sweep): the labels show it.
         let t = linear_ticks(13_038_000.0, 13_044_000.0, 4);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        let labels = labels_of(&t);
         assert_eq!(labels, ["1.3038e7", "1.304e7", "1.3042e7", "1.3044e7"]);
         let t = linear_ticks(12_345_600.0, 12_345_800.0, 4);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        let labels = labels_of(&t);
         assert_eq!(labels.len(), 5, "{labels:?}");
         assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
         // Log axes over a narrow range take linear ticks: also distinct.
@@ -1907,7 +1855,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
             (1.3038e7, 1.3044e7),
         ] {
             let (_, t) = log_ticks(min, max, false);
-            let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+            let labels = labels_of(&t);
             assert!(
                 labels.windows(2).all(|w| w[0] != w[1]),
                 "{min}..{max}: {labels:?}"
@@ -1924,29 +1872,19 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         let (a, b) = padded(1.0, 1.0000000000000002, false);
         assert!(a <= 0.5 && b >= 1.5, "{a}..{b}");
         let t = linear_ticks(a, b, 5);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        let labels = labels_of(&t);
         assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
     }
 
     #[test]
     fn bar_categories_come_in_file_order_across_series() {
-        let c = from_text(
-            "x,g,y\nc1,B,1\nc2,A,2\nc3,B,3\n",
-            "x",
-            &["y"],
-            &["g"],
-            &CsvChartOptions::default(),
-        )
-        .unwrap();
+        let c = chart("x,g,y\nc1,B,1\nc2,A,2\nc3,B,3\n", "x", &["y"], &["g"]);
         assert_eq!(categories(&c.chart), ["c1", "c2", "c3"]);
     }
 
     #[test]
     fn a_log_x_axis_over_text_names_the_value_and_line() {
-        let opts = CsvChartOptions {
-            log_x: true,
-            ..Default::default()
-        };
+        let opts = options(|o| o.log_x = true);
         let e = from_text("x,y\n1,2\n2,3\nn/a,4\n", "x", &["y"], &[], &opts)
             .unwrap_err()
             .to_string();
@@ -1964,15 +1902,7 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert!(e.contains("did you mean write_fraction?"), "{e}");
         // Either spelling, any case, finds a dashed column too.
         for typed in ["Read-Gbps", "read_gbps"] {
-            let e = from_text(
-                "x,read-gbps\n1,2\n",
-                "x",
-                &[typed],
-                &[],
-                &CsvChartOptions::default(),
-            )
-            .unwrap_err()
-            .to_string();
+            let e = refusal("x,read-gbps\n1,2\n", "x", &[typed], &[]);
             assert!(e.contains("did you mean read-gbps?"), "{typed}: {e}");
         }
     }
@@ -1985,10 +1915,10 @@ run,engine,batch,status,error,wall_s,sim_gbps,note
         assert_eq!(format_value(1.5e9), "1.5e9");
         assert_eq!(format_value(-3.0), "-3");
         let t = linear_ticks(0.0, 10.0, 5);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        let labels = labels_of(&t);
         assert_eq!(labels, ["0", "2", "4", "6", "8", "10"]);
         let t = linear_ticks(0.05, 0.42, 4);
-        let labels: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        let labels = labels_of(&t);
         assert_eq!(labels, ["0.1", "0.2", "0.3", "0.4"]);
         // Log ticks reach out to the tick next to the data at either end.
         let labels = |min: f64, max: f64, pow2: bool| -> Vec<String> {
