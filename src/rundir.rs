@@ -312,6 +312,22 @@ impl RunDir {
         self.write_file(name, csv_text(header, rows).as_bytes())
     }
 
+    /// Writes a tidy CSV as `name`: the columns' headers, then a row an
+    /// item, each cell as its column shows the item.
+    pub fn write_table<T>(
+        &self,
+        name: &str,
+        columns: &[Column<T>],
+        items: impl IntoIterator<Item = T>,
+    ) -> Result<()> {
+        let header: Vec<&str> = columns.iter().map(|c| c.0).collect();
+        let rows: Vec<Vec<String>> = items
+            .into_iter()
+            .map(|item| columns.iter().map(|c| (c.1)(&item)).collect())
+            .collect();
+        self.write_csv(name, &header, &rows)
+    }
+
     /// Writes `summary.txt`.
     pub fn write_summary(&self, text: &str) -> Result<()> {
         self.write_file(SUMMARY, text.as_bytes())
@@ -322,6 +338,18 @@ impl RunDir {
         write_atomic(&self.path.join(name), bytes)
     }
 }
+
+/// A CSV column: its header, and how an item shows in it.
+pub type Column<T> = (&'static str, fn(&T) -> String);
+
+/// Columns of an item's fields as they display, each headed by the field's
+/// name.
+macro_rules! fields {
+    ($($field:ident),+ $(,)?) => {
+        [$((stringify!($field), |item| item.$field.to_string())),+]
+    };
+}
+pub(crate) use fields;
 
 /// Refuses an `--out` path that cannot be a run directory, naming why: a
 /// file, a link to nothing, or a path through a file.

@@ -18,7 +18,7 @@ use nmpsim_kernels::{
 use nmpsim_traces::{Distribution, GenSpec, Generator, ProfileOverrides, StatsBuilder, TraceStats};
 use serde::Serialize;
 
-use crate::rundir::{RunDir, progress, results_json};
+use crate::rundir::{Column, RunDir, progress, results_json};
 
 mod machine;
 mod report;
@@ -343,27 +343,14 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         "trace-stats.json",
         results_json("trace stats", &trace_stats)?.as_bytes(),
     )?;
-    let header = [
-        "primitive",
-        "time_ms",
-        "read_bytes",
-        "write_bytes",
-        "throughput_gbps",
+    let columns: [Column<&PrimitiveResult>; 5] = [
+        ("primitive", |p| p.primitive.to_string()),
+        ("time_ms", |p| format!("{:.3}", p.time_ms)),
+        ("read_bytes", |p| p.read_bytes.to_string()),
+        ("write_bytes", |p| p.write_bytes.to_string()),
+        ("throughput_gbps", |p| format!("{:.3}", p.throughput_gbps)),
     ];
-    let rows: Vec<Vec<String>> = results
-        .primitives
-        .iter()
-        .map(|p| {
-            vec![
-                p.primitive.to_string(),
-                format!("{:.3}", p.time_ms),
-                p.read_bytes.to_string(),
-                p.write_bytes.to_string(),
-                format!("{:.3}", p.throughput_gbps),
-            ]
-        })
-        .collect();
-    rundir.write_csv("primitives.csv", &header, &rows)?;
+    rundir.write_table("primitives.csv", &columns, &results.primitives)?;
     let summary = summary_text(&config, &results, ok, &rundir);
     rundir.write_summary(&summary)?;
     rundir.finish()?;

@@ -2,6 +2,7 @@
 //! round, with ratios and medians.
 
 use super::*;
+use crate::rundir::{Column, fields};
 
 /// The streams `nmpsim dram bench` measures, in order.
 pub(super) const BENCH_STREAMS: [StreamKind; 2] = [StreamKind::Random, StreamKind::Sequential];
@@ -161,35 +162,17 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
         }
     }
     rd.write_results("dram bench", &rows)?;
-    let csv: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.engine.to_string(),
-                r.stream.clone(),
-                r.requests.to_string(),
-                r.cycles.to_string(),
-                r.wall_s.to_string(),
-                r.sim_requests_per_s.to_string(),
-                r.sim_cycles_per_s.to_string(),
-                r.round.to_string(),
-            ]
-        })
-        .collect();
-    rd.write_csv(
-        "bench.csv",
-        &[
-            "engine",
-            "stream",
-            "requests",
-            "cycles",
-            "wall_s",
-            "sim_requests_per_s",
-            "sim_cycles_per_s",
-            "round",
-        ],
-        &csv,
-    )?;
+    let columns: [Column<&BenchRow>; 8] = fields![
+        engine,
+        stream,
+        requests,
+        cycles,
+        wall_s,
+        sim_requests_per_s,
+        sim_cycles_per_s,
+        round,
+    ];
+    rd.write_table("bench.csv", &columns, &rows)?;
     let round_col = |r: String| {
         if rounds > 1 {
             format!("{r:>5} ")

@@ -13,6 +13,7 @@ use nmpsim_traces::hot::{
 };
 
 use super::*;
+use crate::rundir::{Column, fields};
 
 #[derive(Args)]
 pub struct HotArgs {
@@ -386,57 +387,24 @@ fn write_hot_dir(
     ])?;
     rd.write_config("trace hot", config)?;
     rd.write_results("trace hot", r)?;
-    let header = [
-        "budget_bytes",
-        "threshold",
-        "hot_rows",
-        "small_table_rows",
-        "hot_bytes",
-        "lookup_share",
-        "sample_share",
-        "rand_em_estimate",
-        "rand_em_low",
-        "rand_em_high",
+    let budget: [Column<&BudgetResult>; 10] = [
+        ("budget_bytes", |b| b.budget_bytes.to_string()),
+        ("threshold", |b| b.threshold.to_string()),
+        ("hot_rows", |b| b.hot_rows.to_string()),
+        ("small_table_rows", |b| b.small_table_rows.to_string()),
+        ("hot_bytes", |b| b.hot_bytes.to_string()),
+        ("lookup_share", |b| b.lookup_share.to_string()),
+        ("sample_share", |b| {
+            b.sample_share.map_or(String::new(), |x| x.to_string())
+        }),
+        ("rand_em_estimate", |b| b.rand_em.estimate.to_string()),
+        ("rand_em_low", |b| b.rand_em.low.to_string()),
+        ("rand_em_high", |b| b.rand_em.high.to_string()),
     ];
-    let rows = |v: &[BudgetResult]| -> Vec<Vec<String>> {
-        v.iter()
-            .map(|b| {
-                vec![
-                    b.budget_bytes.to_string(),
-                    b.threshold.to_string(),
-                    b.hot_rows.to_string(),
-                    b.small_table_rows.to_string(),
-                    b.hot_bytes.to_string(),
-                    b.lookup_share.to_string(),
-                    b.sample_share.map_or(String::new(), |x| x.to_string()),
-                    b.rand_em.estimate.to_string(),
-                    b.rand_em.low.to_string(),
-                    b.rand_em.high.to_string(),
-                ]
-            })
-            .collect()
-    };
-    rd.write_csv("budgets.csv", &header, &rows(&r.budgets))?;
-    rd.write_csv("curve.csv", &header, &rows(&r.curve))?;
-    let tables: Vec<Vec<String>> = r
-        .tables
-        .iter()
-        .map(|t| {
-            vec![
-                t.table.to_string(),
-                t.rows.to_string(),
-                t.bytes.to_string(),
-                t.small.to_string(),
-                t.lookups.to_string(),
-                t.touched_rows.to_string(),
-            ]
-        })
-        .collect();
-    rd.write_csv(
-        "tables.csv",
-        &["table", "rows", "bytes", "small", "lookups", "touched_rows"],
-        &tables,
-    )?;
+    rd.write_table("budgets.csv", &budget, &r.budgets)?;
+    rd.write_table("curve.csv", &budget, &r.curve)?;
+    let tables: [Column<&TableRow>; 6] = fields![table, rows, bytes, small, lookups, touched_rows];
+    rd.write_table("tables.csv", &tables, &r.tables)?;
     if !r.curve.is_empty() {
         let series = |name: &str, f: &dyn Fn(&BudgetResult) -> Option<f64>| Series {
             name: name.into(),

@@ -1,7 +1,11 @@
 //! `nmpsim trace stats`: a trace's statistics (of a file, or of one
 //! generated without writing it), printed and written as a run directory.
 
+use nmpsim_traces::TableStats;
+use nmpsim_traces::stats::CdfPoint;
+
 use super::*;
+use crate::rundir::{Column, fields};
 
 pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
     let (config, stats) = match &a.file {
@@ -67,67 +71,35 @@ pub(super) fn write_stats_dir(
     rd.remove_earlier(&["tables.csv", "cdf.csv"])?;
     rd.write_config("trace stats", config)?;
     rd.write_results("trace stats", stats)?;
-    let header = [
-        "table",
-        "rows",
-        "batches",
-        "lookups",
-        "mean_lookups_per_batch",
-        "mean_unique_rows_per_batch",
-        "coalescing_ratio",
-        "distinct_rows",
-        "touched_row_share",
-        "hottest_1pct_rows_access_share",
-        "hottest_10pct_rows_access_share",
-        "hottest_1pct_touched_access_share",
-        "hottest_10pct_touched_access_share",
+    let columns: [Column<&TableStats>; 13] = fields![
+        table,
+        rows,
+        batches,
+        lookups,
+        mean_lookups_per_batch,
+        mean_unique_rows_per_batch,
+        coalescing_ratio,
+        distinct_rows,
+        touched_row_share,
+        hottest_1pct_rows_access_share,
+        hottest_10pct_rows_access_share,
+        hottest_1pct_touched_access_share,
+        hottest_10pct_touched_access_share,
     ];
-    let rows: Vec<Vec<String>> = stats
+    rd.write_table("tables.csv", &columns, &stats.tables)?;
+    let cdf: [Column<(usize, &CdfPoint)>; 4] = [
+        ("table", |(t, _)| t.to_string()),
+        ("touched_row_share", |(_, p)| {
+            p.touched_row_share.to_string()
+        }),
+        ("table_row_share", |(_, p)| p.table_row_share.to_string()),
+        ("access_share", |(_, p)| p.access_share.to_string()),
+    ];
+    let points = stats
         .tables
         .iter()
-        .map(|t| {
-            vec![
-                t.table.to_string(),
-                t.rows.to_string(),
-                t.batches.to_string(),
-                t.lookups.to_string(),
-                t.mean_lookups_per_batch.to_string(),
-                t.mean_unique_rows_per_batch.to_string(),
-                t.coalescing_ratio.to_string(),
-                t.distinct_rows.to_string(),
-                t.touched_row_share.to_string(),
-                t.hottest_1pct_rows_access_share.to_string(),
-                t.hottest_10pct_rows_access_share.to_string(),
-                t.hottest_1pct_touched_access_share.to_string(),
-                t.hottest_10pct_touched_access_share.to_string(),
-            ]
-        })
-        .collect();
-    rd.write_csv("tables.csv", &header, &rows)?;
-    let cdf: Vec<Vec<String>> = stats
-        .tables
-        .iter()
-        .flat_map(|t| {
-            t.cdf.iter().map(move |p| {
-                vec![
-                    t.table.to_string(),
-                    p.touched_row_share.to_string(),
-                    p.table_row_share.to_string(),
-                    p.access_share.to_string(),
-                ]
-            })
-        })
-        .collect();
-    rd.write_csv(
-        "cdf.csv",
-        &[
-            "table",
-            "touched_row_share",
-            "table_row_share",
-            "access_share",
-        ],
-        &cdf,
-    )?;
+        .flat_map(|t| t.cdf.iter().map(move |p| (t.table, p)));
+    rd.write_table("cdf.csv", &cdf, points)?;
     rd.write_summary(&stats.to_string())?;
     rd.finish()
 }
