@@ -104,6 +104,15 @@ pub fn fails(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.get_output().stderr).into_owned()
 }
 
+/// What a command printed on stderr, once it has exited with `code` (its
+/// stderr is the message where it has not).
+#[track_caller]
+pub fn exited(o: &Output, code: i32) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    err
+}
+
 /// What a command printed: its stdout, then its stderr.
 pub fn text(o: &Output) -> String {
     format!(

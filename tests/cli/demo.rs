@@ -61,8 +61,7 @@ fn demo_rejects_bad_arguments_clearly() {
         .args(words("demo --optimizer lamb -q"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = exited(&o, 2);
     assert!(
         e.contains("unknown optimizer 'lamb'") && e.contains("row-wise-adagrad"),
         "{e}"
@@ -72,8 +71,7 @@ fn demo_rejects_bad_arguments_clearly() {
         .args(words("demo --profile nope -q"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = exited(&o, 2);
     assert!(
         e.contains("unknown profile 'nope'") && e.contains("rm1"),
         "{e}"
@@ -84,8 +82,7 @@ fn demo_rejects_bad_arguments_clearly() {
         .args(words("demo --rows 4000000000 --dim 4096 -q"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = exited(&o, 2);
     assert!(e.contains("GB of memory available); lower"), "{e}");
     // An address-space limit (ulimit -v) is memory the run cannot take either:
     // 5.1 GB of tables fit the machine but not 3 GB of address space.
@@ -97,8 +94,7 @@ fn demo_rejects_bad_arguments_clearly() {
         ))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = exited(&o, 2);
     assert!(
         e.contains("GB the address-space limit (ulimit -v) leaves); lower"),
         "{e}"
@@ -112,8 +108,7 @@ fn demo_rejects_bad_arguments_clearly() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = exited(&o, 2);
     assert!(e.contains("--lr NaN"), "{e}");
     assert!(!out.exists(), "a run directory was left");
     // So does a negative one, in `demo` and `nmp run` as in `train`.
@@ -181,8 +176,7 @@ fn a_batch_beyond_memory_is_refused_before_anything_runs() {
         6_000_000,
         &words("demo --batch 1000000 --rows 1000 -q --out o"),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("a batch of 1000000 bags on 10 tables and the primitives' buffers need")
             && err.contains("lower --batch, --bag, --tables, --rows or --dim"),

@@ -608,8 +608,7 @@ fn an_address_trace_from_a_pipe_is_read_whole_once() {
     assert_eq!(v["results"]["runs"][0]["reads"], 15_000);
 
     let o = run("native,dramsim3", "two");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("--trace /dev/stdin: not a regular file") && err.contains("2 engines"),
         "{err}"

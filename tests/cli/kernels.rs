@@ -81,8 +81,7 @@ fn bad_arguments_fail_with_a_clear_message() {
         ("bench", "--dim"),
     ] {
         let out = nmpsim(&["kernels", cmd, flag, "0"]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        let err = exited(&out, 2);
         assert!(
             err.contains(&format!("for '{flag} <")) && err.contains("expected at least 1"),
             "{cmd} {flag}: {err}"
@@ -91,8 +90,7 @@ fn bad_arguments_fail_with_a_clear_message() {
     // Far more than any machine has (16 PB): refused before allocating,
     // not an allocation failure.
     let out = nmpsim(&words("kernels check --rows 1000000000 --dim 1000000"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = exited(&out, 2);
     assert!(err.contains("GB of memory available); lower"), "{err}");
 }
 
@@ -222,7 +220,6 @@ fn bench_help_sizes_the_default_tables_right() {
 #[test]
 fn bench_refuses_zero_reps() {
     let o = nmpsim(&words("kernels bench --reps 0"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("'--reps <REPS>'"), "{err}");
 }

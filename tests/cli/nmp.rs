@@ -123,8 +123,7 @@ fn tables_that_do_not_fit_are_a_clear_error() {
              --preset DDR4-3200-x16 -q",
         ),
     );
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = exited(&o, 2);
     assert!(
         err.contains("does not fit") && err.contains("rank 0"),
         "{err}"
@@ -203,8 +202,7 @@ fn a_trace_without_tables_is_a_clear_error() {
     };
     write_trace(&t.0.join("zero.nmpt"), &[empty]);
     let o = nmpsim(&t.0, &words("nmp run --trace zero.nmpt -q"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("trace zero.nmpt") && err.contains("no embedding tables"),
         "{err}"
@@ -461,8 +459,7 @@ fn the_check_memory_guard_counts_the_pool_s_buffers() {
              --check -q --out m",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("--check: the pool's regions") && err.contains("a run may take"),
         "{err}"
@@ -482,8 +479,7 @@ fn layouts_beyond_memory_are_refused() {
              --placement row-interleaved --engine native -q --out o",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("the pool's layouts"), "{err}");
     assert!(!t.0.join("o").exists());
 }
@@ -538,8 +534,7 @@ fn batches_whose_requests_do_not_fit_are_refused() {
              --engine native -q --out o",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("row-interleaved: load-gradient of batch 0")
             && err.contains("over 8192 ranks) need")
@@ -594,8 +589,7 @@ fn multi_rank_presets_are_refused_for_the_pool() {
              DDR4-3200-x8-4R --engine native -q --out o",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("--preset DDR4-3200-x8-4R: a channel of 4 ranks")
             && err.contains("e.g. DDR4-3200-x8"),

@@ -178,8 +178,7 @@ fn plot_refuses_bars_that_would_hide_each_other() {
         "p",
     ];
     let o = nmpsim(&dir.0, &args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains(
             "results.csv: 4 rows (lines 2, 3, 4, 5) have stream = `random` in series \
@@ -227,8 +226,7 @@ fn plot_refuses_an_ambiguous_header() {
     let dir = TempDir::new("duplicate");
     write(&dir.0, "d.csv", "x,y,y\n1,2,3\n2,3,4\n");
     let o = nmpsim(&dir.0, &words("plot d.csv --x x --y y"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("d.csv: the header has 2 columns named `y` (columns 2, 3)"),
         "{err}"

@@ -193,8 +193,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     let corrupt = first_run.join("status.json");
     std::fs::write(&corrupt, "{\"hash\": ").unwrap();
     let o = nmpsim(d, &words("sweep merge partial-c shard-1 shard-3c"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     let name = corrupt.strip_prefix(d).unwrap().display().to_string();
     assert!(err.contains("1 runs are in no shard directory"), "{err}");
     assert!(
@@ -286,8 +285,7 @@ fn a_busy_sweep_directory_is_refused_and_missing_results_are_said() {
         }
     }
     let o = first.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     assert!(
         err.contains("sweep: 1 runs have no result (interrupted or removed?)"),
         "{err}"
@@ -581,8 +579,7 @@ fn a_failing_run_is_recorded_and_the_others_complete() {
         d,
         &words("sweep f.toml --out out --plot-x stream --plot-y nope"),
     );
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = exited(&o, 1);
     assert!(err.contains("cannot plot") && err.contains("nope"), "{err}");
     assert_eq!(read(&d.join("out/results.csv")).lines().count(), 4);
 }
@@ -603,8 +600,7 @@ fn a_plot_that_cannot_be_drawn_fails_the_sweep_after_writing_results() {
     let mut bad = args.to_vec();
     bad.extend(["--plot-y", "no_such_column"]);
     let o = nmpsim(d, &bad);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     assert!(
         err.contains("cannot plot") && err.contains("no_such_column"),
         "{err}"

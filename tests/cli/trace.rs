@@ -112,8 +112,7 @@ fn convert_criteo_tsv() {
     // An empty TSV writes no trace.
     write(d, "empty.tsv", "");
     let o = nmpsim(d, &words("trace convert empty.tsv -o e.nmpt -q"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("empty.tsv: no samples to convert"), "{err}");
     assert!(!d.join("e.nmpt").exists() && !d.join("e.nmpt.tmp").exists());
 
@@ -145,8 +144,7 @@ fn bad_tsv_line_exits_2_naming_line_and_field() {
     );
     write(d, "bad.tsv", tsv);
     let o = nmpsim(d, &words("trace convert bad.tsv -o bad.nmpt -q"));
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = exited(&o, 2);
     assert!(
         err.contains("line 2")
             && err.contains("field 14 (categorical C1)")
@@ -363,8 +361,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
         assert_eq!(listing(), files, "{args:?} left or removed a file");
     }
     let o = generate("sub");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("sub: is a directory"), "{err}");
     assert_eq!(listing(), files, "trace gen -o DIR left a file");
     assert_eq!(std::fs::read(d.join("t.nmpt")).unwrap(), before);
@@ -374,8 +371,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
     if Path::new("/dev/full").exists() {
         std::os::unix::fs::symlink("/dev/full", d.join("full")).unwrap();
         let o = nmpsim(d, &words("trace export t.nmpt --csv full"));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{err}");
+        let err = exited(&o, 2);
         assert!(err.contains("--csv full"), "{err}");
         assert!(
             std::fs::symlink_metadata(d.join("full")).is_ok(),
@@ -529,8 +525,7 @@ fn trace_stats_refuses_a_batch_it_cannot_hold_with_its_copy() {
         6_000_000,
         &words("trace stats --profile rm1 --batch 1000000 -q"),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("one batch of --batch 1000000 x --bag 80 lookups over 10 tables need")
             && err.contains("lower --batch or --bag"),

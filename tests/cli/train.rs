@@ -716,8 +716,7 @@ fn a_failed_write_of_the_records_ends_the_run_naming_the_file() {
         ))
         .output()
         .expect("spawn");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains("training failed")
             && err.contains("cannot write run/timeline.csv: File too large"),
@@ -1456,8 +1455,7 @@ fn a_test_frequency_without_test_batches_is_refused() {
              --out o",
         ),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(
         err.contains(
             "--test-freq 1: evaluates on the test set, which --test-batches 0 leaves empty"
