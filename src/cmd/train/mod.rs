@@ -152,24 +152,30 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let r = resolve(&a)?;
-    if !a.quiet && !r.modes.iter().any(|m| m.uses_nmp) {
-        // (Flags with defaults cannot tell given from default: the command
-        // line says.)
-        let given = crate::cmd::flags_given(&NMP_FLAGS);
-        if !given.is_empty() {
-            eprintln!(
-                "note: {} set{} up the NMP pool, which --mode {} does not use",
-                given.join(", "),
-                if given.len() == 1 { "s" } else { "" },
-                a.mode
-            );
+    // Flags given for what no mode of the run uses. (Flags with defaults
+    // cannot tell given from default: the command line says.)
+    let unused = [
+        (
+            r.modes.iter().any(|m| m.uses_nmp),
+            &NMP_FLAGS[..],
+            "the NMP pool",
+            "use",
+        ),
+        (
+            r.modes.iter().any(|m| m.uses_hot),
+            &HOT_FLAGS[..],
+            "the hot rows of fae, fae-nmp and scars",
+            "run",
+        ),
+    ];
+    for (used, flags, what, verb) in unused {
+        if a.quiet || used {
+            continue;
         }
-    }
-    if !a.quiet && !r.modes.iter().any(|m| m.uses_hot) {
-        let given = crate::cmd::flags_given(&HOT_FLAGS);
+        let given = crate::cmd::flags_given(flags);
         if !given.is_empty() {
             eprintln!(
-                "note: {} set{} up the hot rows of fae, fae-nmp and scars, which --mode {} does not run",
+                "note: {} set{} up {what}, which --mode {} does not {verb}",
                 given.join(", "),
                 if given.len() == 1 { "s" } else { "" },
                 a.mode
