@@ -190,8 +190,9 @@ impl RunDir {
         Ok(rd)
     }
 
-    /// [`RunDir::finish`], then the run on standard output: its results
-    /// as JSON with `json`, else `summary` and where the run directory is.
+    /// Writes `summary` as `summary.txt`, [`RunDir::finish`]es, then shows
+    /// the run on standard output: its results as JSON with `json`, else
+    /// `summary` and where the run directory is.
     pub fn finish_and_print<R: Serialize>(
         self,
         command: &str,
@@ -199,6 +200,7 @@ impl RunDir {
         summary: &str,
         json: bool,
     ) -> Result<()> {
+        self.write_summary(summary)?;
         let dir = self.finish()?;
         print_run(command, results, summary, json, Some(&dir))
     }

@@ -369,7 +369,6 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     let (header, rows) = results.phases_table();
     rd.write_csv("phases.csv", &header, &rows)?;
     let text = results.summary_text(&run, &source);
-    rd.write_summary(&text)?;
     rd.finish_and_print("nmp run", &results, &text, a.output.json)?;
     Ok(if !results.checks_pass() {
         ExitCode::from(1)

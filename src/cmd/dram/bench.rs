@@ -231,7 +231,6 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
         }
     }
     text.push_str(&bench_ratios(&rows, rounds));
-    rd.write_summary(&text)?;
     rd.finish_and_print("dram bench", &rows, &text, b.output.json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -211,7 +211,6 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
     let (header, rows) = results.stats_table();
     rd.write_csv("results.csv", &header, &rows)?;
     let summary = results.summary_text(&cfg, &source);
-    rd.write_summary(&summary)?;
     rd.finish_and_print("dram", &results, &summary, a.output.json)?;
     Ok(ExitCode::SUCCESS)
 }
