@@ -106,10 +106,7 @@ pub(super) fn bench_batches(
         }
         return Ok((batches, rows));
     }
-    let distribution: Distribution = a
-        .distribution
-        .parse()
-        .with_context(|| "--dist".to_string())?;
+    let distribution = dist_arg(&a.distribution)?;
     let table = TableSpec {
         rows: a.rows,
         distribution,
@@ -263,10 +260,7 @@ pub(super) fn bench_cpu(a: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(feature = "cuda")]
 pub(super) fn bench_cuda(a: BenchArgs) -> anyhow::Result<ExitCode> {
     use nmpsim_kernels::cuda::bench::{EmbeddingBenchConfig, bench_embedding};
-    let distribution: Distribution = a
-        .distribution
-        .parse()
-        .with_context(|| "--dist".to_string())?;
+    let distribution = dist_arg(&a.distribution)?;
     let config = EmbeddingBenchConfig {
         tables: a.tables,
         rows: a.rows,

@@ -137,10 +137,7 @@ impl Workload {
     /// The workload as a check config; `check_memory` (what running the
     /// check on it needs) is the caller's.
     fn config(&self) -> anyhow::Result<CheckConfig> {
-        let distribution: Distribution = self
-            .distribution
-            .parse()
-            .with_context(|| "--dist".to_string())?;
+        let distribution = dist_arg(&self.distribution)?;
         let pooling: Pooling = self
             .pooling
             .parse()
@@ -157,6 +154,11 @@ impl Workload {
         };
         Ok(config)
     }
+}
+
+/// `--dist`'s distribution.
+fn dist_arg(s: &str) -> anyhow::Result<Distribution> {
+    s.parse().with_context(|| "--dist".to_string())
 }
 
 /// Refuses a workload that cannot fit in memory, before allocating anything.
