@@ -6,6 +6,13 @@ fn nmpsim(args: &[&str]) -> std::process::Output {
     binary().args(args).output().expect("run nmpsim")
 }
 
+/// [`nmpsim`], which must succeed.
+fn succeeded(args: &[&str]) -> std::process::Output {
+    let o = nmpsim(args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
 const SMALL: [&str; 10] = [
     "--tables", "2", "--batch", "64", "--bag", "5", "--rows", "1000", "--dim", "16",
 ];
@@ -124,14 +131,9 @@ fn traffic_builds_no_table() {
 
 #[test]
 fn traffic_reports_fig6_ratios() {
-    let out = nmpsim(&words(
+    let out = succeeded(&words(
         "kernels traffic --json --tables 1 --batch 256 --bag 10 --rows 1000000 --dim 64 --dist uniform",
     ));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v: serde_json::Value = stdout_json(&out);
     let t = &v["results"];
     let total =
@@ -155,8 +157,7 @@ fn out_writes_a_run_directory_of_what_was_printed() {
             run.to_str().unwrap(),
         ];
         args.extend(SMALL);
-        let o = nmpsim(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = succeeded(&args);
         let printed = String::from_utf8_lossy(&o.stdout);
         let summary = read(&run.join("summary.txt"));
         assert_eq!(summary, printed, "{sub}: summary.txt is the printed table");
@@ -184,8 +185,7 @@ fn out_writes_a_run_directory_of_what_was_printed() {
         run.to_str().unwrap(),
     ];
     args.extend(SMALL);
-    let o = nmpsim(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = succeeded(&args);
     let printed: serde_json::Value = stdout_json(&o);
     let file: serde_json::Value = read_json(&run.join("results.json"));
     assert_eq!(printed["results"], file["results"]);
