@@ -615,6 +615,15 @@ mod tests {
             .0
     }
 
+    /// The one error of `text`, which is on `line` and names `key`.
+    fn one_error(text: &str, line: usize, key: &str) -> SpecError {
+        let mut e = errs(text);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].line, Some(line));
+        assert_eq!(e[0].key.as_deref(), Some(key));
+        e.remove(0)
+    }
+
     #[test]
     fn a_duplicate_key_is_named() {
         let e = errs("command = \"dram\"\n[base]\nengine = \"native\"\nengine = \"dramsim3\"\n");
@@ -665,11 +674,12 @@ mod tests {
 
     #[test]
     fn empty_axis_names_key_and_line() {
-        let e = errs("command = \"dram\"\n[axes]\nstream = [\"random\"]\npreset = []\n");
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].line, Some(4));
-        assert_eq!(e[0].key.as_deref(), Some("preset"));
-        assert!(e[0].message.contains("no values"), "{}", e[0]);
+        let e = one_error(
+            "command = \"dram\"\n[axes]\nstream = [\"random\"]\npreset = []\n",
+            4,
+            "preset",
+        );
+        assert!(e.message.contains("no values"), "{e}");
     }
 
     #[test]
@@ -681,20 +691,15 @@ mod tests {
 
     #[test]
     fn a_value_twice_in_an_axis_is_rejected() {
-        let e = errs("command = \"train\"\n[axes]\nlr = [0.1,\n  0.1]\n");
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].line, Some(4));
-        assert_eq!(e[0].key.as_deref(), Some("lr"));
+        let e = one_error("command = \"train\"\n[axes]\nlr = [0.1,\n  0.1]\n", 4, "lr");
         assert!(
-            e[0].message
+            e.message
                 .contains("\"0.1\" is listed twice (first on line 3)"),
-            "{}",
-            e[0]
+            "{e}"
         );
         assert!(
-            e[0].to_string().starts_with("t.toml:4: key 'lr': [axes]"),
-            "{}",
-            e[0]
+            e.to_string().starts_with("t.toml:4: key 'lr': [axes]"),
+            "{e}"
         );
         // The value as the flag gets it: 1 and "1" are one value.
         let e = errs("command = \"dram\"\n[axes]\nwindow = [1, 2, \"1\"]\n");
@@ -715,15 +720,15 @@ mod tests {
 
     #[test]
     fn a_zip_point_twice_is_rejected() {
-        let e = errs("command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 1]\nbatch = [64, 64, 64]\n");
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].line, Some(3));
-        assert_eq!(e[0].key.as_deref(), Some("ranks"));
+        let e = one_error(
+            "command = \"nmp run\"\n[[zip]]\nranks = [1, 2, 1]\nbatch = [64, 64, 64]\n",
+            3,
+            "ranks",
+        );
         assert!(
-            e[0].message
+            e.message
                 .contains("point 3 (ranks=1, batch=64) repeats point 1"),
-            "{}",
-            e[0]
+            "{e}"
         );
         // A value may repeat within one list of a group when the points differ.
         Spec::parse(
