@@ -227,6 +227,15 @@ fn bad_instructions_are_clear_errors() {
         StateWidth::None,
     );
     let mut pool = Pool::new(l);
+    // A casted gather-reduce on table 1, unscaled.
+    let casted = |num_bags, casted_src, casted_dst, unique_rows| Instruction::CastedGatherReduce {
+        table: 1,
+        num_bags,
+        casted_src,
+        casted_dst,
+        unique_rows,
+        scale: None,
+    };
     let e = pool
         .execute(&Instruction::Scatter {
             table: 9,
@@ -250,42 +259,21 @@ fn bad_instructions_are_clear_errors() {
         "{e}"
     );
     let e = pool
-        .execute(&Instruction::CastedGatherReduce {
-            table: 1,
-            num_bags: 3,
-            casted_src: vec![0],
-            casted_dst: vec![0],
-            unique_rows: vec![4],
-            scale: None,
-        })
+        .execute(&casted(3, vec![0], vec![0], vec![4]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("LoadGradient first"), "{e}");
     // Unique rows without a lookup that reaches them: refused, not left
     // with an older gradient in their slots.
     let e = pool
-        .work(&Instruction::CastedGatherReduce {
-            table: 1,
-            num_bags: 1,
-            casted_src: vec![],
-            casted_dst: vec![],
-            unique_rows: vec![5],
-            scale: None,
-        })
+        .work(&casted(1, vec![], vec![], vec![5]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("does not reach every unique row"), "{e}");
     // More bags than the gradient buffer holds: refused before any address
     // is made (they would fall in the next region).
     let e = pool
-        .work(&Instruction::CastedGatherReduce {
-            table: 1,
-            num_bags: 1000,
-            casted_src: vec![130],
-            casted_dst: vec![0],
-            unique_rows: vec![1],
-            scale: None,
-        })
+        .work(&casted(1000, vec![130], vec![0], vec![1]))
         .unwrap_err()
         .to_string();
     assert!(
