@@ -113,6 +113,16 @@ pub fn exited(o: &Output, code: i32) -> String {
     err
 }
 
+/// Runs `nmpsim ARGS` in `dir`, which must fail (any status but 0);
+/// returns what it printed ([`text`]).
+#[track_caller]
+pub fn unsuccessful(dir: &Path, args: &[&str]) -> String {
+    let o = nmpsim(dir, args);
+    let s = text(&o);
+    assert!(!o.status.success(), "{s}");
+    s
+}
+
 /// What a command printed: its stdout, then its stderr.
 pub fn text(o: &Output) -> String {
     format!(

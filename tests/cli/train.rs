@@ -1540,12 +1540,10 @@ fn the_hot_strategies_train_beside_the_baseline() {
 #[test]
 fn a_hot_budget_that_cannot_be_met_fails_before_any_mode_trains() {
     let t = TempDir::new("hot-bad");
-    let o = nmpsim(
+    let s = unsuccessful(
         &t.0,
         &words("train --model tiny --mode all --iters 2 --batch 16 --out run"),
     );
-    let s = text(&o);
-    assert!(!o.status.success(), "{s}");
     assert!(
         s.contains("mode fae: hot rows (--hot-budget") && s.contains("every table whole"),
         "{s}"
