@@ -20,13 +20,13 @@ use nmpsim_kernels::{
     casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
     tensor_cast,
 };
-use nmpsim_nmp::Instruction;
+use nmpsim_nmp::{Instruction, Layout};
 use nmpsim_traces::Batch;
 use serde::{Deserialize, Serialize};
 
 use crate::DlrmError;
 use crate::gpu::GpuPreset;
-use crate::pooltime::PoolTimer;
+use crate::pooltime::{PoolTime, PoolTimer};
 use crate::timeline::{MAIN, OVERLAP, Resource, Source, Stage, StepTimeline};
 
 /// Wall-clock time of the real computations on this machine, by primitive.
@@ -286,6 +286,30 @@ fn fingerprint(batch: &Batch) -> u64 {
     h
 }
 
+/// Puts the pool's work `primitive` on `stage`'s main lane, taking `time`
+/// (its source and nanoseconds) and the energy of the pool's timing `pt`.
+fn push_pool_work(
+    timeline: &mut StepTimeline,
+    primitive: &str,
+    stage: Stage,
+    time: (Source, f64),
+    bytes: u64,
+    pt: &PoolTime,
+) {
+    let (source, time_ns) = time;
+    timeline.push(
+        primitive,
+        "nmp",
+        stage,
+        MAIN,
+        Resource::Nmp,
+        source,
+        time_ns,
+        bytes,
+    );
+    timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
+}
+
 fn ns_since(t: Instant) -> f64 {
     t.elapsed().as_nanos() as f64
 }
@@ -459,6 +483,17 @@ impl SystemModes {
         self.with_pool(|p| p.time(primitive, iteration, self.fingerprint, bytes, instrs))?
     }
 
+    /// What the ranks still hold when the pool's work `pt` ends: `all` it
+    /// sends over the pool's layout, or the tail `pt` gives where smaller.
+    fn link_out_tail(
+        &self,
+        pt: &PoolTime,
+        all: impl FnOnce(&Layout) -> u64,
+    ) -> Result<u64, DlrmError> {
+        let all = self.with_pool(|p| all(p.layout()))?;
+        Ok(pt.link_out_tail_bytes.map_or(all, |b| b.min(all)))
+    }
+
     /// A transfer over the pool link: modelled, or emulated on the pool
     /// stream at the link's bandwidth and latency when the emulation is on.
     fn pool_link(&mut self, bytes: u64) -> Result<(Source, f64), DlrmError> {
@@ -618,21 +653,18 @@ impl EmbeddingStrategy for SystemModes {
                 v
             };
             let pt = self.pool_time(coal_name, ctx.iteration, coal_bytes + grad_bytes, instrs)?;
-            let (source, time_ns) = match self.emulate_coalesce(dpooled, pt.time_ns, ctx.host)? {
+            let time = match self.emulate_coalesce(dpooled, pt.time_ns, ctx.host)? {
                 Some(ns) => (Source::Emulated, ns),
                 None => (pt.source, pt.time_ns),
             };
-            ctx.timeline.push(
+            push_pool_work(
+                ctx.timeline,
                 coal_name,
-                "nmp",
                 Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Nmp,
-                source,
-                time_ns,
+                time,
                 coal_bytes + grad_bytes,
+                &pt,
             );
-            ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
         } else {
             ctx.timeline.push(
                 coal_name,
@@ -711,35 +743,30 @@ impl EmbeddingStrategy for SystemModes {
             };
             let bytes = scatter_bytes + if load { coal_out_bytes } else { 0 };
             let pt = self.pool_time(name, ctx.iteration, bytes, instrs)?;
-            let (source, time_ns) = match self.emulate_scatter(&optimizer, pt.time_ns, ctx.host)? {
+            let time = match self.emulate_scatter(&optimizer, pt.time_ns, ctx.host)? {
                 Some(ns) => (Source::Emulated, ns),
                 None => (pt.source, pt.time_ns),
             };
-            ctx.timeline.push(
+            push_pool_work(
+                ctx.timeline,
                 "scatter",
-                "nmp",
                 Stage::BackwardEmbedding,
-                MAIN,
-                Resource::Nmp,
-                source,
-                time_ns,
+                time,
                 bytes,
+                &pt,
             );
-            ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
             // Row-wise Adagrad's exchanges between a row's ranks go through
             // the host: what the ranks still hold when the scatter ends
             // follows it (all of it for a fixed-bandwidth pool).
             // (A proxied batch's tail is the simulated batches' mean, at most
             // what this batch sends in all.)
-            let all: u64 = self.with_pool(|p| {
-                let l = p.layout();
+            let out_bytes = self.link_out_tail(&pt, |l| {
                 self.coalesced
                     .iter()
                     .enumerate()
                     .map(|(t, c)| nmpsim_nmp::scatter_link_out_bytes(l, t, &c.rows, &optimizer))
                     .sum()
             })?;
-            let out_bytes = pt.link_out_tail_bytes.map_or(all, |b| b.min(all));
             if out_bytes > 0 {
                 let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
@@ -923,24 +950,21 @@ impl SystemModes {
                     instr_bytes,
                 );
                 let pt = self.pool_time("gather-reduce", ctx.iteration, gather_bytes, instrs)?;
-                let (source, time_ns) = match self.emulate_gather(batch, pt.time_ns, ctx.host)? {
+                let time = match self.emulate_gather(batch, pt.time_ns, ctx.host)? {
                     Some((out, ns)) => {
                         pooled = out;
                         (Source::Emulated, ns)
                     }
                     None => (pt.source, pt.time_ns),
                 };
-                ctx.timeline.push(
+                push_pool_work(
+                    ctx.timeline,
                     "gather-reduce",
-                    "nmp",
                     Stage::ForwardEmbedding,
-                    MAIN,
-                    Resource::Nmp,
-                    source,
-                    time_ns,
+                    time,
                     gather_bytes,
+                    &pt,
                 );
-                ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
                 // The results (pooled vectors, or a row-interleaved pool's
                 // partial sums) drain over the link while the pool computes,
                 // in its time above; what the ranks still hold follows. A
@@ -949,8 +973,7 @@ impl SystemModes {
                 // looked up rows).
                 // (A proxied batch's tail is the simulated batches' mean, at
                 // most what this batch sends in all: a smaller last batch.)
-                let all: u64 = self.with_pool(|p| {
-                    let l = p.layout();
+                let out_bytes = self.link_out_tail(&pt, |l| {
                     batch
                         .tables
                         .iter()
@@ -961,7 +984,6 @@ impl SystemModes {
                         })
                         .sum()
                 })?;
-                let out_bytes = pt.link_out_tail_bytes.map_or(all, |b| b.min(all));
                 let link = self.pool_link(out_bytes)?;
                 ctx.timeline.push(
                     "transfer",
