@@ -158,31 +158,17 @@ impl SystemMode {
     /// The table of system modes in docs/dlrm.md.
     pub fn plan(self) -> ModePlan {
         use Place::*;
-        match self {
-            SystemMode::BaselineCpu => ModePlan {
-                gather: Cpu,
-                casting: None,
-                coalesce: Cpu,
-                scatter: Cpu,
-            },
-            SystemMode::TcastCpu => ModePlan {
-                gather: Cpu,
-                casting: Some(Gpu),
-                coalesce: Cpu,
-                scatter: Cpu,
-            },
-            SystemMode::BaselineNmp => ModePlan {
-                gather: Nmp,
-                casting: None,
-                coalesce: Cpu,
-                scatter: Nmp,
-            },
-            SystemMode::TcastNmp => ModePlan {
-                gather: Nmp,
-                casting: Some(Gpu),
-                coalesce: Nmp,
-                scatter: Nmp,
-            },
+        let (gather, casting, coalesce, scatter) = match self {
+            SystemMode::BaselineCpu => (Cpu, None, Cpu, Cpu),
+            SystemMode::TcastCpu => (Cpu, Some(Gpu), Cpu, Cpu),
+            SystemMode::BaselineNmp => (Nmp, None, Cpu, Nmp),
+            SystemMode::TcastNmp => (Nmp, Some(Gpu), Nmp, Nmp),
+        };
+        ModePlan {
+            gather,
+            casting,
+            coalesce,
+            scatter,
         }
     }
 
