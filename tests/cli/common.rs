@@ -79,6 +79,14 @@ impl TempDir {
     }
 }
 
+/// A fresh [`TempDir`] (see [`TempDir::new`]) holding the trace that
+/// `nmpsim trace gen ARGS` writes there, which must succeed.
+pub fn with_trace(name: &str, args: &str) -> TempDir {
+    let t = TempDir::new(name);
+    ok(&t.0, &words(&format!("trace gen {args}")));
+    t
+}
+
 /// Writes `contents` to `dir/rel`, which must succeed.
 pub fn write(dir: &Path, rel: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
     let p = dir.join(rel);

@@ -219,15 +219,12 @@ fn address_trace_runs_and_bad_lines_are_named() {
 
 #[test]
 fn embedding_trace_becomes_row_reads() {
-    let t = TempDir::new("emb");
-    let d = &t.0;
-    ok(
-        d,
-        &words(
-            "trace gen --rows 5000 --tables 2 --bag 4 --batch 64 --batches 2 \
+    let t = with_trace(
+        "emb",
+        "--rows 5000 --tables 2 --bag 4 --batch 64 --batches 2 \
              -o e.nmpt --quiet",
-        ),
     );
+    let d = &t.0;
     let out = ok(
         d,
         &words(

@@ -373,14 +373,11 @@ fn runs_that_cannot_fit_leave_no_run_directory() {
 /// check passes (it once failed this valid run).
 #[test]
 fn row_interleaved_partial_sums_of_hot_rows_pass_the_check() {
-    let t = TempDir::new("hotcheck");
-    let d = &t.0;
-    succeeds(
-        d,
-        &words(
-            "trace gen --tables 2 --rows 3 --dist uniform --bag 200 --batch 1024 --seed 4 -o hot.nmpt -q",
-        ),
+    let t = with_trace(
+        "hotcheck",
+        "--tables 2 --rows 3 --dist uniform --bag 200 --batch 1024 --seed 4 -o hot.nmpt -q",
     );
+    let d = &t.0;
     let o = nmpsim(
         d,
         &words(
@@ -485,15 +482,12 @@ fn layouts_beyond_memory_are_refused() {
 /// the ranks that hold its rows, and is not refused as if every rank did.
 #[test]
 fn short_traces_and_small_tables_on_many_ranks_run() {
-    let t = TempDir::new("short-many-ranks");
-    let d = &t.0;
-    succeeds(
-        d,
-        &words(
-            "trace gen --tables 2 --rows 10 --batch 2 --bag 2 --batches 2 -o \
+    let t = with_trace(
+        "short-many-ranks",
+        "--tables 2 --rows 10 --batch 2 --bag 2 --batches 2 -o \
              t.nmpt -q",
-        ),
     );
+    let d = &t.0;
     let o = succeeds(
         d,
         &words(

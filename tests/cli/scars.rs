@@ -51,14 +51,11 @@ fn coalescing_and_a_cache_lower_the_modelled_traffic_and_the_search_finds_a_size
 
 #[test]
 fn a_traces_frequencies_and_a_profiles_distributions_are_modelled() {
-    let t = TempDir::new("scars-trace");
-    let d = &t.0;
-    ok(
-        d,
-        &words(
-            "trace gen --rows 5000 --tables 2 --dist zipf:1.1 --bag 2 --batch 64 --batches 3 -q -o z.nmpt",
-        ),
+    let t = with_trace(
+        "scars-trace",
+        "--rows 5000 --tables 2 --dist zipf:1.1 --bag 2 --batch 64 --batches 3 -q -o z.nmpt",
     );
+    let d = &t.0;
     let r = plan(d, "--trace z.nmpt --dim 8 --batch 64");
     // The epoch is the trace's 192 samples, 2 lookups of each table per sample.
     assert_eq!(r["samples"], 192.0);

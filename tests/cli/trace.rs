@@ -13,15 +13,12 @@ fn criteo_line(label: u32, i: u32, cat: &str) -> String {
 
 #[test]
 fn gen_stats_export_round_trip() {
-    let t = TempDir::new("gen");
-    let d = &t.0;
-    ok(
-        d,
-        &words(
-            "trace gen --rows 1000 --tables 2 --dist zipf:1.1 --bag 3 --batch \
+    let t = with_trace(
+        "gen",
+        "--rows 1000 --tables 2 --dist zipf:1.1 --bag 3 --batch \
              16 --batches 4 --seed 7 -q -o a.nmpt",
-        ),
     );
+    let d = &t.0;
     let json: serde_json::Value = serde_json::from_str(&ok(d, &words("trace stats a.nmpt --json")))
         .expect("stats --json is JSON");
     assert_eq!(json["command"], "trace stats");
@@ -159,15 +156,12 @@ fn bad_tsv_line_exits_2_naming_line_and_field() {
 
 #[test]
 fn corrupt_trace_and_bad_arguments_exit_2() {
-    let t = TempDir::new("corrupt");
-    let d = &t.0;
-    ok(
-        d,
-        &words(
-            "trace gen --profile uniform --rows 1000 --batch 8 --batches 2 -q \
+    let t = with_trace(
+        "corrupt",
+        "--profile uniform --rows 1000 --batch 8 --batches 2 -q \
              -o u.nmpt",
-        ),
     );
+    let d = &t.0;
     let mut bytes = std::fs::read(d.join("u.nmpt")).unwrap();
     let last = bytes.len() - 30;
     bytes[last] ^= 1;
@@ -227,15 +221,12 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
 /// checksum does not, and `trace stats` / `trace export` refuse the file by name.
 #[test]
 fn swapped_or_duplicated_batch_records_are_refused() {
-    let t = TempDir::new("swap");
-    let d = &t.0;
-    ok(
-        d,
-        &words(
-            "trace gen --rows 10 --tables 2 --bag 3 --batch 4 --batches 2 \
+    let t = with_trace(
+        "swap",
+        "--rows 10 --tables 2 --bag 3 --batch 4 --batches 2 \
              --seed 5 -q -o orig.nmpt",
-        ),
     );
+    let d = &t.0;
     let good = std::fs::read(d.join("orig.nmpt")).unwrap();
     let hlen = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
     let start = 16 + hlen + 4;

@@ -11,12 +11,8 @@ fn hot_json(d: &std::path::Path, args: &str) -> serde_json::Value {
 
 #[test]
 fn a_trace_and_the_profile_it_was_generated_from_give_the_same_hot_rows() {
-    let t = TempDir::new("hot-same");
+    let t = with_trace("hot-same", &format!("{SPEC} --batches 8 -q -o z.nmpt"));
     let d = &t.0;
-    ok(
-        d,
-        &words(&format!("trace gen {SPEC} --batches 8 -q -o z.nmpt")),
-    );
     let budgets = "--budget 1MiB,4MiB,16MiB --dim 16 --min-samples 500 --sample-rate 0.5";
     let from_file = hot_json(d, &format!("z.nmpt {budgets}"));
     let generated = hot_json(d, &format!("{SPEC} --batches 8 {budgets}"));
@@ -117,12 +113,8 @@ fn criteo_files_are_profiled_with_their_ids_reduced() {
 
 #[test]
 fn bad_budgets_rates_and_inputs_are_refused_by_name() {
-    let t = TempDir::new("hot-bad");
+    let t = with_trace("hot-bad", &format!("{SPEC} --batches 2 -q -o z.nmpt"));
     let d = &t.0;
-    ok(
-        d,
-        &words(&format!("trace gen {SPEC} --batches 2 -q -o z.nmpt")),
-    );
     let e = fails(d, &words("trace hot z.nmpt --budget 0"));
     assert!(e.contains("--budget 0") && e.contains("0 bytes"), "{e}");
     let e = fails(d, &words("trace hot z.nmpt --budget 1TB"));
