@@ -210,9 +210,7 @@ fn a_trace_without_tables_is_a_clear_error() {
 fn a_queue_beyond_the_input_buffer_is_refused() {
     let t = TempDir::new("queue");
     for q in ["65", "128", "1000"] {
-        let o = nmpsim(&t.0, &["nmp", "run", "--batch", "8", "--queue", q, "-q"]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{q}: {err}");
+        let err = fails(&t.0, &["nmp", "run", "--batch", "8", "--queue", q, "-q"]);
         assert!(
             err.contains(&format!("--queue {q}"))
                 && err.contains("at most 64")
@@ -359,9 +357,7 @@ fn runs_that_cannot_fit_leave_no_run_directory() {
             "r",
         ];
         a.extend(args);
-        let o = nmpsim(d, &a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let err = fails(d, &a);
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!d.join("r").exists(), "{args:?}: a run directory was left");
     }

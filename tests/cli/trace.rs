@@ -178,9 +178,7 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
     for flag in [["--rows", "5"], ["--batches", "3"], ["--seed", "9"]] {
         let mut a = vec!["trace", "stats", "u.nmpt"];
         a.extend(flag);
-        let o = nmpsim(d, &a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{flag:?}: {err}");
+        let err = fails(d, &a);
         assert!(
             err.contains("cannot be used with") && err.contains(flag[0]),
             "{err}"
@@ -208,9 +206,7 @@ fn corrupt_trace_and_bad_arguments_exit_2() {
         ],
         vec!["trace", "stats", "--profile", "uniform", "--batches", "0"],
     ] {
-        let o = nmpsim(d, &cmd);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+        let err = fails(d, &cmd);
         assert!(err.contains("--batches") && err.contains("0"), "{err}");
     }
     assert!(!d.join("zero.nmpt").exists());
@@ -276,9 +272,7 @@ fn swapped_or_duplicated_batch_records_are_refused() {
                 "dr",
             ],
         ] {
-            let o = nmpsim(d, &cmd);
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            let err = fails(d, &cmd);
             assert!(
                 err.contains(name)
                     && err
@@ -345,9 +339,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
             "-o in.tsv is the input file",
         ),
     ] {
-        let o = nmpsim(d, &args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let err = fails(d, &args);
         assert!(err.contains(want), "{args:?}: {err}");
         assert_eq!(listing(), files, "{args:?} left or removed a file");
     }
@@ -494,9 +486,7 @@ fn absurd_sizes_are_refused_by_flag() {
             "--batch 2000000000 x --bag 2 lookups over 1 table: one batch record would hold 24000000012 bytes",
         ),
     ] {
-        let o = nmpsim(d, &args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let err = fails(d, &args);
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked") && !err.contains(".tmp"), "{err}");
     }
