@@ -111,14 +111,13 @@ fn every_primitive_and_placement_runs_and_checks_against_the_kernels() {
 fn tables_that_do_not_fit_are_a_clear_error() {
     let t = TempDir::new("fit");
     // 10 tables of 8M rows x 256 B = 20 GiB on one 4 GiB rank.
-    let o = nmpsim(
+    let err = fails(
         &t.0,
         &words(
             "nmp run --profile rm1 --rows 8000000 --batch 8 --ranks 1 \
              --preset DDR4-3200-x16 -q",
         ),
     );
-    let err = exited(&o, 2);
     assert!(
         err.contains("does not fit") && err.contains("rank 0"),
         "{err}"
@@ -196,8 +195,7 @@ fn a_trace_without_tables_is_a_clear_error() {
         labels: None,
     };
     write_trace(&t.0.join("zero.nmpt"), &[empty]);
-    let o = nmpsim(&t.0, &words("nmp run --trace zero.nmpt -q"));
-    let err = exited(&o, 2);
+    let err = fails(&t.0, &words("nmp run --trace zero.nmpt -q"));
     assert!(
         err.contains("trace zero.nmpt") && err.contains("no embedding tables"),
         "{err}"
@@ -439,7 +437,7 @@ fn the_check_memory_guard_counts_the_pool_s_buffers() {
     let t = TempDir::new("memguard");
     // 100 rows of 1M values (0.4 GB of tables, twice), but 65,536 row-interleaved
     // ranks each reserving a gradient buffer of 1536 bags of 4 MiB (6 GiB).
-    let o = nmpsim(
+    let err = fails(
         &t.0,
         &words(
             "nmp run --profile uniform --rows 100 --batch 1536 --ranks 65536 \
@@ -447,7 +445,6 @@ fn the_check_memory_guard_counts_the_pool_s_buffers() {
              --check -q --out m",
         ),
     );
-    let err = exited(&o, 2);
     assert!(
         err.contains("--check: the pool's regions") && err.contains("a run may take"),
         "{err}"

@@ -177,8 +177,7 @@ fn plot_refuses_bars_that_would_hide_each_other() {
         "--out",
         "p",
     ];
-    let o = nmpsim(&dir.0, &args);
-    let err = exited(&o, 2);
+    let err = fails(&dir.0, &args);
     assert!(
         err.contains(
             "results.csv: 4 rows (lines 2, 3, 4, 5) have stream = `random` in series \
@@ -225,8 +224,7 @@ fn plot_counts_skipped_rows_per_y_column() {
 fn plot_refuses_an_ambiguous_header() {
     let dir = TempDir::new("duplicate");
     write(&dir.0, "d.csv", "x,y,y\n1,2,3\n2,3,4\n");
-    let o = nmpsim(&dir.0, &words("plot d.csv --x x --y y"));
-    let err = exited(&o, 2);
+    let err = fails(&dir.0, &words("plot d.csv --x x --y y"));
     assert!(
         err.contains("d.csv: the header has 2 columns named `y` (columns 2, 3)"),
         "{err}"

@@ -108,8 +108,7 @@ fn convert_criteo_tsv() {
 
     // An empty TSV writes no trace.
     write(d, "empty.tsv", "");
-    let o = nmpsim(d, &words("trace convert empty.tsv -o e.nmpt -q"));
-    let err = exited(&o, 2);
+    let err = fails(d, &words("trace convert empty.tsv -o e.nmpt -q"));
     assert!(err.contains("empty.tsv: no samples to convert"), "{err}");
     assert!(!d.join("e.nmpt").exists() && !d.join("e.nmpt.tmp").exists());
 
@@ -140,8 +139,7 @@ fn bad_tsv_line_exits_2_naming_line_and_field() {
         criteo_line(1, 2, "zz12")
     );
     write(d, "bad.tsv", tsv);
-    let o = nmpsim(d, &words("trace convert bad.tsv -o bad.nmpt -q"));
-    let err = exited(&o, 2);
+    let err = fails(d, &words("trace convert bad.tsv -o bad.nmpt -q"));
     assert!(
         err.contains("line 2")
             && err.contains("field 14 (categorical C1)")
@@ -353,8 +351,7 @@ fn outputs_never_destroy_inputs_or_leave_stray_files() {
     // output and leaves the link alone.
     if Path::new("/dev/full").exists() {
         std::os::unix::fs::symlink("/dev/full", d.join("full")).unwrap();
-        let o = nmpsim(d, &words("trace export t.nmpt --csv full"));
-        let err = exited(&o, 2);
+        let err = fails(d, &words("trace export t.nmpt --csv full"));
         assert!(err.contains("--csv full"), "{err}");
         assert!(
             std::fs::symlink_metadata(d.join("full")).is_ok(),
