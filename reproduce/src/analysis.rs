@@ -111,3 +111,209 @@ pub(crate) fn push_point(c: &mut Chart, series: &str, x: XValue, y: f64) {
 pub(crate) fn model_label(m: &str) -> String {
     m.to_ascii_uppercase()
 }
+
+/// One cell of a [`Table`]: text, or a number each rendering writes in its
+/// column's [`Fmt`] (`None`: an empty cell).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    Text(String),
+    Num(Option<f64>),
+}
+
+impl From<&str> for Val {
+    fn from(s: &str) -> Self {
+        Val::Text(s.to_string())
+    }
+}
+
+impl From<String> for Val {
+    fn from(s: String) -> Self {
+        Val::Text(s)
+    }
+}
+
+impl From<&String> for Val {
+    fn from(s: &String) -> Self {
+        Val::Text(s.clone())
+    }
+}
+
+impl From<f64> for Val {
+    fn from(x: f64) -> Self {
+        Val::Num(Some(x))
+    }
+}
+
+impl From<Option<f64>> for Val {
+    fn from(x: Option<f64>) -> Self {
+        Val::Num(x)
+    }
+}
+
+/// How a column writes its numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Fmt {
+    /// As Rust prints the value (`{}`): every digit a CSV needs.
+    Plain,
+    /// `n` decimals.
+    Fixed(usize),
+    /// A share as a percentage with `n` decimals and `%`.
+    Pct(usize),
+}
+
+impl Fmt {
+    fn write(self, v: &Val) -> String {
+        match (v, self) {
+            (Val::Text(s), _) => s.clone(),
+            (Val::Num(None), _) => String::new(),
+            (Val::Num(Some(x)), Fmt::Plain) => format!("{x}"),
+            (Val::Num(Some(x)), Fmt::Fixed(n)) => format!("{x:.n$}"),
+            (Val::Num(Some(x)), Fmt::Pct(n)) => format!("{:.n$}%", 100.0 * x),
+        }
+    }
+}
+
+/// A column of a [`Table`]: its CSV header (empty: not in the CSV) and
+/// format, and its markdown header (empty: not in the report) and format.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Col {
+    /// What [`Table::plot`] calls it: the CSV header, or the markdown one
+    /// for a column of the report only.
+    pub(crate) name: &'static str,
+    pub(crate) csv: &'static str,
+    pub(crate) csv_fmt: Fmt,
+    pub(crate) md: &'static str,
+    pub(crate) md_fmt: Fmt,
+}
+
+/// A column in both renderings.
+pub(crate) const fn col(csv: &'static str, csv_fmt: Fmt, md: &'static str, md_fmt: Fmt) -> Col {
+    Col {
+        name: if csv.is_empty() { md } else { csv },
+        csv,
+        csv_fmt,
+        md,
+        md_fmt,
+    }
+}
+
+/// A column of the CSV only.
+pub(crate) const fn csv_col(csv: &'static str, fmt: Fmt) -> Col {
+    col(csv, fmt, "", fmt)
+}
+
+/// A column of the markdown report only.
+pub(crate) const fn md_col(md: &'static str, fmt: Fmt) -> Col {
+    col("", fmt, md, fmt)
+}
+
+/// A column of neither rendering: a value the chart reads (a series'
+/// label).
+pub(crate) const fn chart_col(name: &'static str) -> Col {
+    Col {
+        name,
+        ..csv_col("", Fmt::Plain)
+    }
+}
+
+/// An item's rows, written once: the tidy CSV (full precision, snake_case
+/// headers), the markdown report (rounded, with the paper's rows after
+/// ours) and the chart's points all come from them.
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    cols: Vec<Col>,
+    rows: Vec<Vec<Val>>,
+    /// Rows of the report only (the paper's values), one cell per markdown
+    /// column.
+    paper: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub(crate) fn new(cols: &[Col]) -> Self {
+        Table {
+            cols: cols.to_vec(),
+            rows: Vec::new(),
+            paper: Vec::new(),
+        }
+    }
+
+    /// Adds a row, one value per column.
+    pub(crate) fn push(&mut self, row: Vec<Val>) {
+        assert_eq!(row.len(), self.cols.len(), "a row of {row:?}");
+        self.rows.push(row);
+    }
+
+    /// Adds a row of the report only, one cell per markdown column.
+    pub(crate) fn paper_row(&mut self, cells: &[&str]) {
+        assert_eq!(
+            cells.len(),
+            self.md_cols().count(),
+            "a paper row of {cells:?}"
+        );
+        self.paper
+            .push(cells.iter().map(|c| c.to_string()).collect());
+    }
+
+    fn md_cols(&self) -> impl Iterator<Item = (usize, &Col)> {
+        self.cols
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.md.is_empty())
+    }
+
+    fn csv_cols(&self) -> impl Iterator<Item = (usize, &Col)> {
+        self.cols
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.csv.is_empty())
+    }
+
+    /// The column named `name`.
+    fn index(&self, name: &str) -> usize {
+        self.cols
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no column `{name}`"))
+    }
+
+    pub(crate) fn csv(&self) -> String {
+        let header: Vec<&str> = self.csv_cols().map(|(_, c)| c.csv).collect();
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                self.csv_cols()
+                    .map(|(i, c)| c.csv_fmt.write(&r[i]))
+                    .collect()
+            })
+            .collect();
+        csv_text(&header, &rows)
+    }
+
+    pub(crate) fn md(&self) -> String {
+        let header: Vec<&str> = self.md_cols().map(|(_, c)| c.md).collect();
+        let mut rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| self.md_cols().map(|(i, c)| c.md_fmt.write(&r[i])).collect())
+            .collect();
+        rows.extend(self.paper.iter().cloned());
+        md_table(&header, &rows)
+    }
+
+    /// Every row as a point of `c`: column `series` names the series,
+    /// column `x` is the x value (a number, or a category for text), and
+    /// column `y` the value (rows whose `y` is empty or not finite are left
+    /// out).
+    pub(crate) fn plot(&self, c: &mut Chart, series: &str, x: &str, y: &str) {
+        let (s, xi, yi) = (self.index(series), self.index(x), self.index(y));
+        for r in &self.rows {
+            let Val::Num(Some(v)) = r[yi] else { continue };
+            let x = match &r[xi] {
+                Val::Text(t) => XValue::Cat(t.clone()),
+                Val::Num(n) => XValue::Num(n.unwrap_or(f64::NAN)),
+            };
+            push_point(c, &Fmt::Plain.write(&r[s]), x, v);
+        }
+    }
+}

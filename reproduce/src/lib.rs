@@ -420,7 +420,10 @@ fn sweeps_hot(s: Size) -> Vec<SweepDef> {
 }
 
 fn sweeps_scars_growth(s: Size) -> Vec<SweepDef> {
-    vec![specs::sweep("scars-growth", s)]
+    vec![
+        specs::sweep("scars-growth", s),
+        specs::sweep("scars-growth-cache", s),
+    ]
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {

@@ -20,8 +20,25 @@ pub(crate) fn primary_phase(r: &PoolResults) -> Result<&PhaseReport, String> {
 
 pub(crate) fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
     let runs = inp.completed("pool")?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut table = Table::new(&[
+        col("primitive", Fmt::Plain, "primitive", Fmt::Plain),
+        col("placement", Fmt::Plain, "placement", Fmt::Plain),
+        col(
+            "effective_gbps",
+            Fmt::Fixed(3),
+            "effective GB/s",
+            Fmt::Fixed(1),
+        ),
+        col(
+            "memory_side_gbps",
+            Fmt::Fixed(3),
+            "memory-side GB/s",
+            Fmt::Fixed(1),
+        ),
+        csv_col("peak_gbps", Fmt::Plain),
+        col("fraction_of_peak", Fmt::Fixed(4), "of peak", Fmt::Pct(0)),
+        col("load_imbalance", Fmt::Fixed(3), "imbalance", Fmt::Fixed(2)),
+    ]);
     let mut c = chart(
         "Simulated effective bandwidth of the pool, 32 ranks of DDR4-3200",
         "placement",
@@ -38,62 +55,31 @@ pub(crate) fn analyse_table1(inp: &Inputs) -> Result<Outcome, String> {
         let eff = rep.effective_bandwidth_gbps;
         let mem = rep.memory_side_bandwidth_gbps;
         let pk = rep.peak_bandwidth_gbps;
-        let imb = rep.load_imbalance;
         peak = peak.max(pk);
         within &= eff > 0.0 && eff <= pk * 1.0001 && mem <= pk * 1.0001;
-        let prim = r.param("primitive").to_string();
-        let plc = r.param("placement").to_string();
+        let (prim, plc) = (r.param("primitive"), r.param("placement"));
         if best.as_ref().is_none_or(|b| eff > b.0) {
             best = Some((eff, format!("{prim}, {plc}")));
         }
-        rows.push(vec![
-            prim.clone(),
-            plc.clone(),
-            format!("{eff:.3}"),
-            format!("{mem:.3}"),
-            format!("{pk}"),
-            format!("{:.4}", eff / pk),
-            format!("{imb:.3}"),
+        table.push(vec![
+            prim.into(),
+            plc.into(),
+            eff.into(),
+            mem.into(),
+            pk.into(),
+            (eff / pk).into(),
+            rep.load_imbalance.into(),
         ]);
-        md.push(vec![
-            prim.clone(),
-            plc.clone(),
-            f1(eff),
-            f1(mem),
-            format!("{:.0}%", 100.0 * eff / pk),
-            f2(imb),
-        ]);
-        push_point(&mut c, &prim, XValue::Cat(plc), eff);
     }
+    table.plot(&mut c, "primitive", "placement", "effective_gbps");
     c.hlines.push((format!("peak {peak:.1} GB/s"), peak));
     c.hlines.push(("paper: 600 GB/s".into(), 600.0));
-    md.push(vec![
-        "paper (Ramulator)".into(),
-        "".into(),
-        "over 600".into(),
-        "".into(),
-        "over 73%".into(),
-        "".into(),
-    ]);
+    table.paper_row(&["paper (Ramulator)", "", "over 600", "", "over 73%", ""]);
     let (best_bw, best_cfg) = best.unwrap_or((0.0, String::new()));
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "primitive",
-                "placement",
-                "effective_gbps",
-                "memory_side_gbps",
-                "peak_gbps",
-                "fraction_of_peak",
-                "load_imbalance",
-            ],
-            &rows,
-        ),
+        csv: table.csv(),
         charts: vec![("bandwidth".into(), c)],
-        table_md: md_table(
-            &["primitive", "placement", "effective GB/s", "memory-side GB/s", "of peak", "imbalance"],
-            &md,
-        ),
+        table_md: table.md(),
         checks: vec![
             check(
                 "table1.peak",

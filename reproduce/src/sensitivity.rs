@@ -249,8 +249,31 @@ pub(crate) fn analyse_fig17(inp: &Inputs) -> Result<Outcome, String> {
 }
 
 pub(crate) fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut table = Table::new(&[
+        csv_col("model", Fmt::Plain),
+        md_col("model", Fmt::Plain),
+        col("placement", Fmt::Plain, "placement", Fmt::Plain),
+        col("link_gbps", Fmt::Plain, "link GB/s", Fmt::Plain),
+        col(
+            "modelled_ms_per_iteration",
+            Fmt::Fixed(4),
+            "iteration ms",
+            Fmt::Fixed(3),
+        ),
+        col(
+            "gather_reduce_ms",
+            Fmt::Fixed(4),
+            "forward gather-reduce ms",
+            Fmt::Fixed(3),
+        ),
+        col(
+            "relative_to_150",
+            Fmt::Fixed(4),
+            "of 150 GB/s performance",
+            Fmt::Pct(1),
+        ),
+        chart_col("series"),
+    ]);
     let mut c = chart(
         "tcast-nmp performance against the pool link bandwidth",
         "link GB/s",
@@ -287,28 +310,16 @@ pub(crate) fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
             .unwrap_or(f64::NAN);
         for &(l, ms, gr) in v.iter() {
             let rel = best / ms;
-            rows.push(vec![
-                model.clone(),
-                placement.clone(),
-                format!("{l}"),
-                format!("{ms:.4}"),
-                format!("{gr:.4}"),
-                format!("{rel:.4}"),
+            table.push(vec![
+                model.into(),
+                model_label(model).into(),
+                placement.into(),
+                l.into(),
+                ms.into(),
+                gr.into(),
+                rel.into(),
+                format!("{} {placement}", model_label(model)).into(),
             ]);
-            md.push(vec![
-                model_label(model),
-                placement.clone(),
-                format!("{l}"),
-                format!("{ms:.3}"),
-                format!("{gr:.3}"),
-                format!("{:.1}%", 100.0 * rel),
-            ]);
-            push_point(
-                &mut c,
-                &format!("{} {placement}", model_label(model)),
-                XValue::Num(l),
-                rel,
-            );
             if (l - 25.0).abs() < 1e-9 {
                 let e = at25
                     .entry(model.clone())
@@ -319,14 +330,8 @@ pub(crate) fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
             }
         }
     }
-    md.push(vec![
-        "paper".into(),
-        "".into(),
-        "25".into(),
-        "".into(),
-        "".into(),
-        "99%".into(),
-    ]);
+    table.plot(&mut c, "series", "link_gbps", "relative_to_150");
+    table.paper_row(&["paper", "", "25", "", "", "99%"]);
     c.hlines.push(("paper at 25 GB/s: 99%".into(), 0.99));
     let mut notes = training_notes(inp);
     notes[0] = format!(
@@ -338,29 +343,9 @@ pub(crate) fn analyse_link(inp: &Inputs) -> Result<Outcome, String> {
     notes.truncate(2);
     notes.push("Row-interleaved placement (the trainer's default, the fastest for the casted gather-reduce) returns, from every rank that looked up any row of a table, a partial sum of every bag (docs/nmp-isa.md), so at these sizes, where every rank is touched, its forward gather-reduce moves 32x the pooled bytes over the link; vector-sliced placement (TensorDIMM's) reduces each slice completely on its rank and returns only the pooled vectors. The paper omits these results (\"for brevity\") and names no placement.".into());
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "model",
-                "placement",
-                "link_gbps",
-                "modelled_ms_per_iteration",
-                "gather_reduce_ms",
-                "relative_to_150",
-            ],
-            &rows,
-        ),
+        csv: table.csv(),
         charts: vec![("relative".into(), c)],
-        table_md: md_table(
-            &[
-                "model",
-                "placement",
-                "link GB/s",
-                "iteration ms",
-                "forward gather-reduce ms",
-                "of 150 GB/s performance",
-            ],
-            &md,
-        ),
+        table_md: table.md(),
         checks: vec![check(
             "link.25",
             at25.iter()

@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 10] = [
+const SPECS: [(&str, &str); 11] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -23,6 +23,10 @@ const SPECS: [(&str, &str); 10] = [
     ("hot", include_str!("../specs/hot.toml")),
     ("fae-profile", include_str!("../specs/fae-profile.toml")),
     ("scars-growth", include_str!("../specs/scars-growth.toml")),
+    (
+        "scars-growth-cache",
+        include_str!("../specs/scars-growth-cache.toml"),
+    ),
 ];
 
 /// How each spec is run.

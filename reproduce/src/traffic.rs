@@ -47,8 +47,26 @@ pub(crate) fn traffic_runs(inp: &Inputs, sweep: &str) -> Result<Vec<TrafficRun>,
 
 pub(crate) fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
     let runs = traffic_runs(inp, "traffic-batch")?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut table = Table::new(&[
+        col("dist", Fmt::Plain, "distribution", Fmt::Plain),
+        col("batch", Fmt::Plain, "batch", Fmt::Plain),
+        csv_col("backpropagated_bytes", Fmt::Plain),
+        csv_col("expanded_bytes", Fmt::Plain),
+        csv_col("coalesced_bytes", Fmt::Plain),
+        col(
+            "expanded_ratio",
+            Fmt::Fixed(3),
+            "expanded / backprop",
+            Fmt::Fixed(2),
+        ),
+        col(
+            "coalesced_ratio",
+            Fmt::Fixed(3),
+            "coalesced / backprop",
+            Fmt::Fixed(2),
+        ),
+        md_col("coalesced / expanded", Fmt::Pct(1)),
+    ]);
     let mut c = chart(
         "Gradient size after coalesce (backpropagated = 1)",
         "batch",
@@ -75,24 +93,18 @@ pub(crate) fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
             .entry(t.dist.clone())
             .or_default()
             .push((t.batch, co / e));
-        rows.push(vec![
-            t.dist.clone(),
-            format!("{}", t.batch),
-            format!("{backprop}"),
-            format!("{expanded}"),
-            format!("{coalesced}"),
-            format!("{e:.3}"),
-            format!("{co:.3}"),
+        table.push(vec![
+            (&t.dist).into(),
+            t.batch.into(),
+            backprop.into(),
+            expanded.into(),
+            coalesced.into(),
+            e.into(),
+            co.into(),
+            (co / e).into(),
         ]);
-        md.push(vec![
-            t.dist.clone(),
-            format!("{}", t.batch),
-            f2(e),
-            f2(co),
-            format!("{:.1}%", 100.0 * co / e),
-        ]);
-        push_point(&mut c, &t.dist, XValue::Num(t.batch), co);
     }
+    table.plot(&mut c, "dist", "batch", "coalesced_ratio");
     for pts in by_dist.values_mut() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         if pts.windows(2).any(|w| w[1].1 > w[0].1 + 1e-9) {
@@ -113,23 +125,9 @@ pub(crate) fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
         .collect::<Vec<_>>()
         .join("; ");
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "dist",
-                "batch",
-                "backpropagated_bytes",
-                "expanded_bytes",
-                "coalesced_bytes",
-                "expanded_ratio",
-                "coalesced_ratio",
-            ],
-            &rows,
-        ),
+        csv: table.csv(),
         charts: vec![("coalesced".into(), c)],
-        table_md: md_table(
-            &["distribution", "batch", "expanded / backprop", "coalesced / backprop", "coalesced / expanded"],
-            &md,
-        ),
+        table_md: table.md(),
         checks: vec![
             check("fig5b.expand", range(&expand_ratios), exact),
             check("fig5b.shrink", shrink_desc, shrinking),
