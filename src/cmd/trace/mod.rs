@@ -18,10 +18,12 @@ use serde::Serialize;
 use crate::rundir::{self, RunDir};
 
 mod convert;
+mod generate;
 mod hot;
 mod stats;
 
 use convert::{convert_cmd, export_cmd};
+use generate::gen_cmd;
 use hot::{HotArgs, hot_cmd};
 use stats::stats_cmd;
 
@@ -340,42 +342,6 @@ struct GenMeta<'a> {
     source: &'static str,
     profile: Option<&'a str>,
     spec: &'a GenSpec,
-}
-
-fn gen_cmd(a: GenArgs) -> Result<ExitCode> {
-    if a.list_profiles {
-        for p in list_profiles() {
-            outln!("{:<14} {}", p.name, p.description)?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let Some(out) = a.output else {
-        bail!("give an output file with -o FILE")
-    };
-    named_file(&out, "-o")?;
-    let (name, spec) = a.spec.resolve()?;
-    check_batch_fits(&spec, true)?;
-    let meta = serde_json::to_string(&GenMeta {
-        source: "generator",
-        profile: name.as_deref(),
-        spec: &spec,
-    })?;
-    let mut w = TraceWriter::create(&out, TraceHeader::for_spec(&spec, meta))?;
-    let pb = rundir::progress(a.batches, "generating", a.quiet);
-    for batch in Generator::new(spec)?.take(a.batches as usize) {
-        w.write_batch(&batch)?;
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    let n = w.finish()?;
-    if !a.quiet {
-        eprintln!(
-            "wrote {} to {}",
-            crate::cmd::plural(n as usize, "batch", "batches"),
-            out.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Refuses, before anything is allocated or created, a spec one of whose
