@@ -427,7 +427,11 @@ fn sweeps_scars_growth(s: Size) -> Vec<SweepDef> {
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {
-    vec![specs::sweep("fae-profile", s), specs::sweep("hot", s)]
+    vec![
+        specs::sweep("fae-profile", s),
+        specs::sweep("fae-curves", s),
+        specs::sweep("hot", s),
+    ]
 }
 
 /// The sweep with `engine = "<engine>"` added to its `[base]` when its command

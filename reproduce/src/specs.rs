@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 11] = [
+const SPECS: [(&str, &str); 12] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -23,6 +23,7 @@ const SPECS: [(&str, &str); 11] = [
     ("hot", include_str!("../specs/hot.toml")),
     ("fae-profile", include_str!("../specs/fae-profile.toml")),
     ("scars-growth", include_str!("../specs/scars-growth.toml")),
+    ("fae-curves", include_str!("../specs/fae-curves.toml")),
     (
         "scars-growth-cache",
         include_str!("../specs/scars-growth-cache.toml"),
