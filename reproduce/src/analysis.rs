@@ -317,3 +317,61 @@ impl Table {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        let mut t = Table::new(&[
+            col("name", Fmt::Plain, "name", Fmt::Plain),
+            csv_col("bytes", Fmt::Plain),
+            col("share", Fmt::Fixed(4), "share", Fmt::Pct(1)),
+            md_col("label", Fmt::Plain),
+            chart_col("series"),
+        ]);
+        t.push(vec![
+            "a".into(),
+            1024.0.into(),
+            0.12345.into(),
+            "A".into(),
+            "s1".into(),
+        ]);
+        t.push(vec![
+            "b,c".into(),
+            Val::Num(None),
+            Val::Num(None),
+            "B".into(),
+            "s2".into(),
+        ]);
+        t.paper_row(&["paper", "about 10%", ""]);
+        t
+    }
+
+    #[test]
+    fn a_table_writes_each_column_where_it_belongs_in_its_format() {
+        let t = table();
+        assert_eq!(t.csv(), "name,bytes,share\na,1024,0.1235\n\"b,c\",,\n");
+        let md = t.md();
+        assert!(md.starts_with("| name | share | label |\n"), "{md}");
+        assert!(md.contains("| a | 12.3% | A |\n"), "{md}");
+        // The paper's row comes after ours, in the report only.
+        assert!(md.ends_with("| paper | about 10% |  |\n"), "{md}");
+        assert!(!t.csv().contains("paper"));
+    }
+
+    #[test]
+    fn a_table_plots_its_rows_and_skips_empty_values() {
+        let mut c = chart("t", "x", "y", ChartKind::Bars);
+        table().plot(&mut c, "series", "name", "share");
+        assert_eq!(c.series.len(), 1, "the row without a share is no point");
+        assert_eq!(c.series[0].name, "s1");
+        assert_eq!(c.series[0].points, vec![(XValue::Cat("a".into()), 0.12345)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "a row of")]
+    fn a_row_of_the_wrong_width_is_refused() {
+        table().push(vec!["x".into()]);
+    }
+}

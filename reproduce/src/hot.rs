@@ -473,7 +473,7 @@ fn hot_points(v: &Value, key: &str) -> Result<Vec<HotPoint>, String> {
 /// The profiles' curves (the `fae-curves` sweep): rows of `table`, a chart
 /// of the lookups served against the tables' share, and a markdown table of
 /// the share served within 1%, 5% and 10% of the tables.
-fn fae_curves(inp: &Inputs, table: &mut Table) -> Result<(Chart, String), String> {
+pub(crate) fn fae_curves(inp: &Inputs, table: &mut Table) -> Result<(Chart, String), String> {
     let mut c = chart(
         "Hot rows: share of the lookups against share of the tables, per profile",
         "hot rows, % of the tables' bytes",

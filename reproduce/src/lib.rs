@@ -1144,4 +1144,108 @@ mod tests {
         // The threshold is in the report.
         assert!(md.contains("| 2.7x to 3.3x |"), "{md}");
     }
+
+    /// A `scars plan` output: per epoch of `samples`, one batch's parameters
+    /// uncoalesced, coalesced and with a cache of `cache` bytes.
+    fn plan(rows: u64, batch: u64, cache: u64, sent: (f64, f64, f64)) -> Value {
+        json!({
+            "samples": 1000.0, "rows": rows,
+            "batches": [{
+                "batch": batch,
+                "uncoalesced_params": sent.0,
+                "coalesced": {"total_params": sent.1},
+                "cached": [[cache, {"total_params": sent.2}]],
+            }],
+        })
+    }
+
+    #[test]
+    fn scars_growth_reads_both_caches_against_the_first_point() {
+        let d = [("dist", "zipf:1")];
+        let first = |rows: u64, batch: u64, sent| {
+            run(
+                &[
+                    d[0],
+                    ("rows", &rows.to_string()),
+                    ("batch", &batch.to_string()),
+                ],
+                plan(rows, batch, 64, sent),
+            )
+        };
+        let mut inp = inputs(
+            "scars-growth",
+            vec![
+                first(10, 2, (100.0, 50.0, 10.0)),
+                first(50, 10, (500.0, 200.0, 90.0)),
+            ],
+        );
+        // Without the second sweep the item is incomplete, not half-read.
+        let e = analyse_scars_growth(&inp).unwrap_err();
+        assert!(e.contains("scars-growth-cache"), "{e}");
+        inp.sweeps.insert(
+            "scars-growth-cache".into(),
+            vec![run(&d, plan(50, 10, 320, (500.0, 200.0, 30.0)))],
+        );
+        let o = analyse_scars_growth(&inp).unwrap();
+        // Per batch: the epoch's figures times batch / samples.
+        assert!(
+            o.table_md
+                .contains("| zipf:1 | 25.00x | 20.00x | 45.00x | 15.00x |"),
+            "{}",
+            o.table_md
+        );
+        assert!(o.csv.starts_with(
+            "dist,rows,batch,cache_bytes,uncoalesced_params_per_batch,coalesced_params_per_batch,cached_params_per_batch\n"
+        ));
+        assert!(
+            o.csv.contains("zipf:1,50,10,320,5.0,2.0,0.3\n"),
+            "{}",
+            o.csv
+        );
+        // The checks read the fixed cache only.
+        assert_eq!(by_id(&o, "scars-growth.zipf").ours, "45.00x");
+        assert!(o.notes.iter().any(|n| n.contains("zipf:1 15.00x")));
+    }
+
+    #[test]
+    fn fae_curves_read_the_best_share_within_each_bound() {
+        let point = |hot: f64, lookups: f64| json!({"budget_bytes": hot, "hot_bytes": hot, "lookup_share": lookups, "sample_share": null});
+        let curve = |pts: Vec<Value>| json!({"tables_bytes": 1000.0, "curve": pts});
+        let inp = inputs(
+            "fae-curves",
+            vec![
+                run(
+                    &[("profile", "skewed")],
+                    curve(vec![
+                        point(5.0, 0.5),
+                        point(10.0, 0.7),
+                        point(40.0, 0.8),
+                        point(90.0, 0.95),
+                    ]),
+                ),
+                run(&[("profile", "flat")], curve(vec![point(200.0, 0.3)])),
+            ],
+        );
+        let mut t = Table::new(&[
+            csv_col("profile", Fmt::Plain),
+            csv_col("points", Fmt::Plain),
+            csv_col("budget_bytes", Fmt::Fixed(0)),
+            csv_col("hot_bytes", Fmt::Fixed(0)),
+            csv_col("hot_share_of_tables", Fmt::Fixed(5)),
+            csv_col("lookup_share", Fmt::Fixed(5)),
+            csv_col("sample_share", Fmt::Fixed(5)),
+        ]);
+        let (c, md) = fae_curves(&inp, &mut t).unwrap();
+        // Within 1% (10 of 1000 bytes): 70%; 5%: 80%; 10%: 95%; a profile
+        // whose first point is past a bound has none there.
+        assert!(md.contains("| skewed | 70.0% | 80.0% | 95.0% |"), "{md}");
+        assert!(md.contains("| flat | - | - | - |"), "{md}");
+        assert_eq!(c.series.len(), 2);
+        assert_eq!(c.series[0].points.len(), 4);
+        assert!(
+            t.csv().contains("skewed,curve,10,10,0.01000,0.70000,\n"),
+            "{}",
+            t.csv()
+        );
+    }
 }
