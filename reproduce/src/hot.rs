@@ -150,11 +150,10 @@ pub(crate) fn analyse_scars_table1(inp: &Inputs) -> Result<Outcome, String> {
 /// accesses (its Sec. II).
 const FAE_TOP_SHARE: f64 = 0.068;
 
-pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
-    let prof = inp.completed("fae-profile")?;
-    let p = &prof.first().ok_or("no fae-profile run")?.results;
-    let total = num(p, "tables_bytes").ok_or("no tables_bytes in the trace hot output")?;
-    let mut table = Table::new(&[
+/// fae-hot's CSV: a profile's budgets or curve points, each with its hot
+/// rows and the shares they serve.
+pub(crate) fn hot_table() -> Table {
+    Table::new(&[
         csv_col("profile", Fmt::Plain),
         csv_col("points", Fmt::Plain),
         csv_col("budget_bytes", Fmt::Fixed(0)),
@@ -162,7 +161,14 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
         csv_col("hot_share_of_tables", Fmt::Fixed(5)),
         csv_col("lookup_share", Fmt::Fixed(5)),
         csv_col("sample_share", Fmt::Fixed(5)),
-    ]);
+    ])
+}
+
+pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
+    let prof = inp.completed("fae-profile")?;
+    let p = &prof.first().ok_or("no fae-profile run")?.results;
+    let total = num(p, "tables_bytes").ok_or("no tables_bytes in the trace hot output")?;
+    let mut table = hot_table();
     let mut md = Vec::new();
     let mut top = None;
     let budgets = hot_points(p, "budgets")?;

@@ -1226,15 +1226,7 @@ mod tests {
                 run(&[("profile", "flat")], curve(vec![point(200.0, 0.3)])),
             ],
         );
-        let mut t = Table::new(&[
-            csv_col("profile", Fmt::Plain),
-            csv_col("points", Fmt::Plain),
-            csv_col("budget_bytes", Fmt::Fixed(0)),
-            csv_col("hot_bytes", Fmt::Fixed(0)),
-            csv_col("hot_share_of_tables", Fmt::Fixed(5)),
-            csv_col("lookup_share", Fmt::Fixed(5)),
-            csv_col("sample_share", Fmt::Fixed(5)),
-        ]);
+        let mut t = hot_table();
         let (c, md) = fae_curves(&inp, &mut t).unwrap();
         // Within 1% (10 of 1000 bytes): 70%; 5%: 80%; 10%: 95%; a profile
         // whose first point is past a bound has none there.
