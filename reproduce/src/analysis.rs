@@ -303,15 +303,16 @@ impl Table {
 
     /// Every row as a point of `c`: column `series` names the series,
     /// column `x` is the x value (a number, or a category for text), and
-    /// column `y` the value (rows whose `y` is empty or not finite are left
-    /// out).
+    /// column `y` the value (rows whose `x` or `y` is empty, or whose `y`
+    /// is not finite, are left out).
     pub(crate) fn plot(&self, c: &mut Chart, series: &str, x: &str, y: &str) {
         let (s, xi, yi) = (self.index(series), self.index(x), self.index(y));
         for r in &self.rows {
             let Val::Num(Some(v)) = r[yi] else { continue };
             let x = match &r[xi] {
                 Val::Text(t) => XValue::Cat(t.clone()),
-                Val::Num(n) => XValue::Num(n.unwrap_or(f64::NAN)),
+                Val::Num(Some(n)) => XValue::Num(*n),
+                Val::Num(None) => continue,
             };
             push_point(c, &Fmt::Plain.write(&r[s]), x, v);
         }
