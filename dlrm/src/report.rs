@@ -84,71 +84,63 @@ pub fn report_text(h: &ReportHeader, modes: &[ModeSummary], run_dir: &Path) -> S
         o,
         "(meas: measured on this machine; sim: NMP pool simulated cycle by cycle; proxy(it A-B): the bandwidth simulated in iterations A to B applied to\n this batch's bytes; model: modelled; emu: GPU emulation of the pool; hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
     );
-    // (Wide enough for the longest source label.)
-    let lw = modes
-        .iter()
-        .flat_map(|m| m.breakdown_ms.iter().map(|b| b.label().len()))
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    let cw = lw + 10;
-    let _ = write!(o, "{:<14}", "mode");
+    // (A column of times, and one of where each came from, per primitive.)
+    let mut header = vec!["mode".to_string()];
+    let mut left = vec![0];
     for p in &prims {
-        let _ = write!(o, " {:>cw$}", p);
+        header.push(p.clone());
+        header.push(String::new());
+        left.push(header.len() - 1);
     }
-    let _ = writeln!(o, " {:>10} {:>10}", "hidden", "iteration");
+    header.extend(["hidden".into(), "iteration".into()]);
+    let mut t = nmpsim_traces::TextTable::new(header).left(&left);
     for m in modes {
-        let _ = write!(o, "{:<14}", m.mode.as_str());
+        let mut row = vec![m.mode.as_str().to_string()];
         for p in &prims {
             match m.breakdown_ms.iter().find(|b| &b.primitive == p) {
                 Some(b) => {
-                    let _ = write!(o, " {:>9.3} {:<lw$}", b.ms_per_iteration, b.label());
+                    row.push(format!("{:.3}", b.ms_per_iteration));
+                    row.push(b.label());
                 }
-                None => {
-                    let _ = write!(o, " {:>cw$}", "-");
-                }
+                None => row.extend(["-".to_string(), String::new()]),
             }
         }
-        let _ = writeln!(
-            o,
-            " {:>10.3} {:>10.3}",
-            // (0 - x, not -x: nothing hidden shows as 0.000, not -0.000.)
-            0.0 - m.modelled_hidden_ms_per_iteration,
-            m.modelled_ms_per_iteration
-        );
+        // (0 - x, not -x: nothing hidden shows as 0.000, not -0.000.)
+        row.push(format!("{:.3}", 0.0 - m.modelled_hidden_ms_per_iteration));
+        row.push(format!("{:.3}", m.modelled_ms_per_iteration));
+        t.row(row);
     }
+    o.push_str(&t.render());
     let _ = writeln!(
         o,
         "\nThroughput (Fig. 13: modelled system; wall: this machine, measured):"
     );
-    let _ = writeln!(
-        o,
-        "{:<14} {:>14} {:>16} {:>12} {:>14} {:>12} {:>10}",
+    let mut t = nmpsim_traces::TextTable::new([
         "mode",
         "modelled ms/it",
         "speedup vs base",
         "wall ms/it",
         "wall samples/s",
         "dense GF/s",
-        "test AUC"
-    );
+        "test AUC",
+    ])
+    .left(&[0]);
     for m in modes {
-        let _ = writeln!(
-            o,
-            "{:<14} {:>14.3} {:>16} {:>12.2} {:>14.0} {:>12.1} {:>10}",
-            m.mode.as_str(),
-            m.modelled_ms_per_iteration,
+        t.row([
+            m.mode.as_str().to_string(),
+            format!("{:.3}", m.modelled_ms_per_iteration),
             m.speedup_over_baseline_cpu
                 .map_or("-".to_string(), |s| format!("{s:.2}x")),
-            m.wall_ms_per_iteration,
-            m.samples_per_second,
-            m.dense_gflops,
+            format!("{:.2}", m.wall_ms_per_iteration),
+            format!("{:.0}", m.samples_per_second),
+            format!("{:.1}", m.dense_gflops),
             m.final_eval
                 .as_ref()
                 .and_then(|e| e.auc)
-                .map_or("-".to_string(), |a| format!("{a:.4}"))
-        );
+                .map_or("-".to_string(), |a| format!("{a:.4}")),
+        ]);
     }
+    o.push_str(&t.render());
     let _ = writeln!(
         o,
         "\nShare of this machine's wall time per primitive (measured):"

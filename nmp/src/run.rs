@@ -356,23 +356,18 @@ impl PoolResults {
     /// The run's summary: a line per phase, then the checks; `source` says
     /// where the batches came from.
     pub fn summary_text(&self, run: &PoolRun, source: &str) -> String {
-        // (A batch column when more than one batch ran.)
-        let several = self.phases.iter().any(|p| p.batch > 0);
-        let batch_col = |b: &str| {
-            if several {
-                format!("{b:>5} ")
-            } else {
-                String::new()
-            }
-        };
         let mut text = format!(
-            "{source}, {} ranks of {} (mapping {}) on {}, primitive {}\n{}{:<16} {:<21} {:>10} {:>10} {:>9} {:>10} {:>7} {:>8} {:>10} {:>10}\n",
+            "{source}, {} ranks of {} (mapping {}) on {}, primitive {}\n",
             run.ranks,
             run.params.dram.name,
             run.params.dram.mapping.name(),
             run.params.engine,
             run.primitive.name(),
-            batch_col("batch"),
+        );
+        // (A batch column when more than one batch ran.)
+        let batch = usize::from(self.phases.iter().any(|p| p.batch > 0));
+        let header = [
+            "batch",
             "placement",
             "phase",
             "time us",
@@ -382,25 +377,30 @@ impl PoolResults {
             "active",
             "imbal.",
             "link MB",
-            "energy uJ"
-        );
+            "energy uJ",
+        ];
+        let mut t = nmpsim_traces::TextTable::new(&header[1 - batch..]).left(&[batch, batch + 1]);
         for p in &self.phases {
             let r = &p.report;
-            text.push_str(&format!(
-                "{}{:<16} {:<21} {:>10.2} {:>10.1} {:>8.1}% {:>10.1} {:>7} {:>8.2} {:>10.2} {:>10.1}\n",
-                batch_col(&p.batch.to_string()),
-                p.placement.name(),
+            let cells = [
+                p.batch.to_string(),
+                p.placement.name().to_string(),
                 format!("{}{}", p.phase, if p.primary { " *" } else { "" }),
-                r.time_ns / 1e3,
-                r.effective_bandwidth_gbps,
-                r.effective_bandwidth_gbps / r.peak_bandwidth_gbps * 100.0,
-                r.memory_side_bandwidth_gbps,
-                r.active_ranks,
-                r.load_imbalance,
-                (r.link_in_bytes + r.link_out_bytes) as f64 / 1e6,
-                r.energy.total_pj / 1e6
-            ));
+                format!("{:.2}", r.time_ns / 1e3),
+                format!("{:.1}", r.effective_bandwidth_gbps),
+                format!(
+                    "{:.1}%",
+                    r.effective_bandwidth_gbps / r.peak_bandwidth_gbps * 100.0
+                ),
+                format!("{:.1}", r.memory_side_bandwidth_gbps),
+                r.active_ranks.to_string(),
+                format!("{:.2}", r.load_imbalance),
+                format!("{:.2}", (r.link_in_bytes + r.link_out_bytes) as f64 / 1e6),
+                format!("{:.1}", r.energy.total_pj / 1e6),
+            ];
+            t.row(cells.into_iter().skip(1 - batch));
         }
+        text.push_str(&t.render());
         text.push_str("(* the primitive asked for; eff = DRAM bytes / compute time, back-pressure included; of peak = eff / (ranks x per-rank peak); mem = DRAM bytes / slowest rank's DRAM time)\n");
         let what = match run.primitive {
             Primitive::GatherReduce => "outputs",

@@ -527,18 +527,12 @@ impl RunResults {
             cfg.mapping.name(),
             source.describe()
         );
-        let w = 13;
-        let _ = write!(s, "{:<24}", "");
-        for run in &self.runs {
-            let _ = write!(s, "{:>w$}", run.engine.name());
-        }
-        s.push('\n');
+        let mut t = nmpsim_traces::TextTable::new(
+            std::iter::once("").chain(self.runs.iter().map(|r| r.engine.name())),
+        )
+        .left(&[0]);
         let mut row = |label: &str, f: &dyn Fn(&DramStats) -> String| {
-            let _ = write!(s, "{label:<24}");
-            for run in &self.runs {
-                let _ = write!(s, "{:>w$}", f(run));
-            }
-            s.push('\n');
+            t.row(std::iter::once(label.to_string()).chain(self.runs.iter().map(f)));
         };
         // A run without reads has no read latency.
         let latency = |ns: Option<f64>| ns.map_or("n/a".to_string(), |ns| format!("{ns:.1}"));
@@ -590,6 +584,7 @@ impl RunResults {
         row("simulated cycles/s", &|x| {
             format!("{:.0}", x.sim_cycles_per_s)
         });
+        s.push_str(&t.render());
         for a in &self.comparisons {
             let _ = writeln!(
                 s,

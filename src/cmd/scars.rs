@@ -294,33 +294,33 @@ fn summary(r: &PlanResults) -> String {
         r.tables, r.rows, r.lookups_per_sample, r.row_params, r.samples
     );
     let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:>8} {:>14} {:>16} {:>14} {:>14}   GB per epoch (4 bytes a parameter)",
-        "batch", "unique rows", "uncoalesced", "coalesced", "cache"
-    );
+    let _ = writeln!(s, "GB per epoch (4 bytes a parameter):");
+    let mut t = nmpsim_traces::TextTable::new([
+        "batch",
+        "unique rows",
+        "uncoalesced",
+        "coalesced",
+        "cache",
+    ]);
     for b in &r.batches {
-        let _ = writeln!(
-            s,
-            "{:>8} {:>14.1} {:>16} {:>14} {:>14}",
-            b.batch,
-            b.unique_rows,
+        t.row([
+            b.batch.to_string(),
+            format!("{:.1}", b.unique_rows),
             gb(b.uncoalesced_params),
             gb(b.coalesced.total_params),
-            "-"
-        );
+            "-".into(),
+        ]);
         for (bytes, c) in &b.cached {
-            let _ = writeln!(
-                s,
-                "{:>8} {:>14.1} {:>16} {:>14} {:>14}",
-                "",
-                c.unique_uncached,
-                "",
+            t.row([
+                String::new(),
+                format!("{:.1}", c.unique_uncached),
+                String::new(),
                 gb(c.total_params),
-                format!("{:.1} MiB", *bytes as f64 / (1u64 << 20) as f64)
-            );
+                format!("{:.1} MiB", *bytes as f64 / (1u64 << 20) as f64),
+            ]);
         }
     }
+    s.push_str(&t.render());
     if let Some(b) = &r.best {
         let _ = writeln!(s);
         let _ = writeln!(

@@ -25,6 +25,7 @@ pub mod profiles;
 pub mod rng;
 pub mod staged;
 pub mod stats;
+pub mod text_table;
 pub mod threads;
 
 pub use batch::{Batch, Pairs, TableBatch};
@@ -37,3 +38,4 @@ pub use r#gen::{
 pub use profiles::{ProfileInfo, ProfileOverrides, list_profiles, profile};
 pub use rng::Rng;
 pub use stats::{StatsBuilder, TableStats, TraceStats, expected_unique_rows};
+pub use text_table::TextTable;

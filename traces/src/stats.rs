@@ -247,7 +247,7 @@ impl StatsBuilder {
 }
 
 impl fmt::Display for TraceStats {
-    /// A fixed-width human table, one line per table. Its shares are
+    /// A human table, one line per table. Its shares are
     /// percentages (the JSON and CSV fields hold them as fractions), as the
     /// legend under it says.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -256,9 +256,7 @@ impl fmt::Display for TraceStats {
             "{} batches, {} lookups, coalescing ratio {:.3} (lookups / unique rows per batch)",
             self.batches, self.lookups, self.coalescing_ratio
         )?;
-        writeln!(
-            f,
-            "{:>5} {:>12} {:>12} {:>12} {:>8} {:>12} {:>9} {:>10} {:>11}",
+        let mut t = crate::TextTable::new([
             "table",
             "rows",
             "lookups/b",
@@ -267,23 +265,22 @@ impl fmt::Display for TraceStats {
             "distinct",
             "touched%",
             "top1%:acc%",
-            "top10%:acc%"
-        )?;
-        for t in &self.tables {
-            writeln!(
-                f,
-                "{:>5} {:>12} {:>12.1} {:>12.1} {:>8.3} {:>12} {:>9.3} {:>10.3} {:>11.3}",
-                t.table,
-                t.rows,
-                t.mean_lookups_per_batch,
-                t.mean_unique_rows_per_batch,
-                t.coalescing_ratio,
-                t.distinct_rows,
-                100.0 * t.touched_row_share,
-                100.0 * t.hottest_1pct_rows_access_share,
-                100.0 * t.hottest_10pct_rows_access_share
-            )?;
+            "top10%:acc%",
+        ]);
+        for s in &self.tables {
+            t.row([
+                s.table.to_string(),
+                s.rows.to_string(),
+                format!("{:.1}", s.mean_lookups_per_batch),
+                format!("{:.1}", s.mean_unique_rows_per_batch),
+                format!("{:.3}", s.coalescing_ratio),
+                s.distinct_rows.to_string(),
+                format!("{:.3}", 100.0 * s.touched_row_share),
+                format!("{:.3}", 100.0 * s.hottest_1pct_rows_access_share),
+                format!("{:.3}", 100.0 * s.hottest_10pct_rows_access_share),
+            ]);
         }
+        f.write_str(&t.render())?;
         writeln!(
             f,
             "touched%: rows looked up at least once, % of the table's rows; \

@@ -63,22 +63,24 @@ pub(super) fn summary_text(c: &DemoConfig, r: &DemoResults, ok: bool, rundir: &R
         r.trace.lookups_per_batch, r.trace.mean_unique_rows_per_batch, r.trace.coalescing_ratio
     );
     let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:<27} {:>10} {:>12} {:>12} {:>9}",
-        "primitive (whole batch)", "time ms", "read MB", "write MB", "GB/s"
-    );
+    let mut t = nmpsim_traces::TextTable::new([
+        "primitive (whole batch)",
+        "time ms",
+        "read MB",
+        "write MB",
+        "GB/s",
+    ])
+    .left(&[0]);
     for p in &r.primitives {
-        let _ = writeln!(
-            s,
-            "{:<27} {:>10.2} {:>12.1} {:>12.1} {:>9.2}",
-            p.primitive,
-            p.time_ms,
-            p.read_bytes as f64 / 1e6,
-            p.write_bytes as f64 / 1e6,
-            p.throughput_gbps
-        );
+        t.row([
+            p.primitive.to_string(),
+            format!("{:.2}", p.time_ms),
+            format!("{:.1}", p.read_bytes as f64 / 1e6),
+            format!("{:.1}", p.write_bytes as f64 / 1e6),
+            format!("{:.2}", p.throughput_gbps),
+        ]);
     }
+    s.push_str(&t.render());
     let _ = writeln!(s);
     let _ = writeln!(
         s,

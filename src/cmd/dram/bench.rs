@@ -173,15 +173,8 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
         round,
     ];
     rd.write_table("bench.csv", &columns, &rows)?;
-    let round_col = |r: String| {
-        if rounds > 1 {
-            format!("{r:>5} ")
-        } else {
-            String::new()
-        }
-    };
     let mut text = format!(
-        "{} reads of 64 B on {} (one engine instance per run, one thread{})\n{}{:<10} {:<11} {:>12} {:>9} {:>14} {:>14}\n",
+        "{} reads of 64 B on {} (one engine instance per run, one thread{})\n",
         b.requests,
         cfg.name,
         if rounds > 1 {
@@ -189,28 +182,35 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
         } else {
             String::new()
         },
-        round_col("round".into()),
+    );
+    // (A round column when more than one round ran.)
+    let round = usize::from(rounds > 1);
+    let header = [
+        "round",
         "engine",
         "stream",
         "cycles",
         "wall s",
         "requests/s",
-        "cycles/s"
-    );
+        "cycles/s",
+    ];
+    let mut t = nmpsim_traces::TextTable::new(&header[1 - round..]).left(&[round, round + 1]);
     for r in &rows {
-        text.push_str(&format!(
-            "{}{:<10} {:<11} {:>12} {:>9.2} {:>14.0} {:>14.0}\n",
-            round_col(r.round.to_string()),
-            r.engine.name(),
-            r.stream,
-            r.cycles,
-            r.wall_s,
-            r.sim_requests_per_s,
-            r.sim_cycles_per_s
-        ));
+        let cells = [
+            r.round.to_string(),
+            r.engine.name().to_string(),
+            r.stream.clone(),
+            r.cycles.to_string(),
+            format!("{:.2}", r.wall_s),
+            format!("{:.0}", r.sim_requests_per_s),
+            format!("{:.0}", r.sim_cycles_per_s),
+        ];
+        t.row(cells.into_iter().skip(1 - round));
     }
+    text.push_str(&t.render());
     if rounds > 1 {
         text.push_str(&format!("median of {rounds} rounds:\n"));
+        let mut m = nmpsim_traces::TextTable::new(["engine", "stream", "requests/s"]).left(&[0, 1]);
         for &engine in &engines {
             for kind in BENCH_STREAMS {
                 let stream = kind.to_string();
@@ -219,16 +219,12 @@ pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
                     .filter(|r| r.engine == engine && r.stream == stream)
                     .map(|r| r.sim_requests_per_s)
                     .collect();
-                if let Some(m) = median(&each) {
-                    text.push_str(&format!(
-                        "{:<10} {:<11} {:>14.0} requests/s\n",
-                        engine.name(),
-                        stream,
-                        m
-                    ));
+                if let Some(med) = median(&each) {
+                    m.row([engine.name().to_string(), stream, format!("{med:.0}")]);
                 }
             }
         }
+        text.push_str(&m.render());
     }
     text.push_str(&bench_ratios(&rows, rounds));
     rd.finish_and_print("dram bench", &rows, &text, b.output.json)?;

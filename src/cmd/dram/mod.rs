@@ -267,31 +267,32 @@ fn presets(json: bool) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    outln!(
-        "{:<18} {:>9} {:>7} {:>10} {:>14} {:>9}  Ramulator departs from JEDEC",
+    let mut t = nmpsim_traces::TextTable::new([
         "preset",
         "capacity",
         "devices",
         "peak GB/s",
         "act-bound GB/s",
-        "row B"
-    )?;
+        "row B",
+        "Ramulator departs from JEDEC",
+    ])
+    .left(&[0, 6]);
     for r in rows {
-        outln!(
-            "{:<18} {:>6} GiB {:>7} {:>10.1} {:>14.2} {:>9}  {}",
-            r.name,
-            r.capacity_bytes >> 30,
-            r.devices_per_rank,
-            r.peak_bandwidth_gbps,
-            r.activation_bound_gbps,
-            r.row_bytes,
+        t.row([
+            r.name.to_string(),
+            format!("{} GiB", r.capacity_bytes >> 30),
+            r.devices_per_rank.to_string(),
+            format!("{:.1}", r.peak_bandwidth_gbps),
+            format!("{:.2}", r.activation_bound_gbps),
+            r.row_bytes.to_string(),
             if r.ramulator_timing_differences.is_empty() {
                 "-".to_string()
             } else {
                 r.ramulator_timing_differences.join(", ")
-            }
-        )?;
+            },
+        ]);
     }
+    outln!("{}", t.render().trim_end())?;
     Ok(ExitCode::SUCCESS)
 }
 

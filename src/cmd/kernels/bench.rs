@@ -212,18 +212,26 @@ pub(super) fn bench_cpu(a: BenchArgs) -> anyhow::Result<ExitCode> {
         config.reps,
         config.warmup
     );
-    let _ = writeln!(
-        o,
-        "{:<26} {:>10} {:>10} {:>10} {:>14} {:>9}",
-        "primitive", "median ms", "min ms", "max ms", "bytes", "GB/s"
-    );
+    let mut t = nmpsim_traces::TextTable::new([
+        "primitive",
+        "median ms",
+        "min ms",
+        "max ms",
+        "bytes",
+        "GB/s",
+    ])
+    .left(&[0]);
     for p in &r.primitives {
-        let _ = writeln!(
-            o,
-            "{:<26} {:>10.3} {:>10.3} {:>10.3} {:>14} {:>9.2}",
-            p.primitive, p.median_ms, p.min_ms, p.max_ms, p.bytes, p.gbps
-        );
+        t.row([
+            p.primitive.to_string(),
+            format!("{:.3}", p.median_ms),
+            format!("{:.3}", p.min_ms),
+            format!("{:.3}", p.max_ms),
+            p.bytes.to_string(),
+            format!("{:.2}", p.gbps),
+        ]);
     }
+    o.push_str(&t.render());
     let _ = write!(
         o,
         "measured (wall clock, every table of one batch per rep); bytes: the analytic traffic \
@@ -300,29 +308,34 @@ pub(super) fn bench_cuda(a: BenchArgs) -> anyhow::Result<ExitCode> {
         r.copy_gbps,
         r.copy_bytes >> 20
     );
-    let _ = writeln!(
-        o,
-        "{:<26} {:>10} {:>14} {:>9} {:>8} {:>14} {:>9} {:>8}",
-        "kernel", "median ms", "bytes", "GB/s", "of copy", "fewest bytes", "GB/s", "of copy"
-    );
+    let mut k = nmpsim_traces::TextTable::new([
+        "kernel",
+        "median ms",
+        "bytes",
+        "GB/s",
+        "of copy",
+        "fewest bytes",
+        "GB/s",
+        "of copy",
+    ])
+    .left(&[0]);
     for t in [
         &r.gather_reduce,
         &r.gather_reduce_per_table,
         &r.casted_gather_reduce,
     ] {
-        let _ = writeln!(
-            o,
-            "{:<26} {:>10.4} {:>14} {:>9.1} {:>7.1}% {:>14} {:>9.1} {:>7.1}%",
-            t.primitive,
-            t.median_ms,
-            t.bytes,
-            t.gbps,
-            100.0 * t.fraction_of_copy,
-            t.min_device_bytes,
-            t.min_device_gbps,
-            100.0 * t.min_device_fraction_of_copy
-        );
+        k.row([
+            t.primitive.to_string(),
+            format!("{:.4}", t.median_ms),
+            t.bytes.to_string(),
+            format!("{:.1}", t.gbps),
+            format!("{:.1}%", 100.0 * t.fraction_of_copy),
+            t.min_device_bytes.to_string(),
+            format!("{:.1}", t.min_device_gbps),
+            format!("{:.1}%", 100.0 * t.min_device_fraction_of_copy),
+        ]);
     }
+    o.push_str(&k.render());
     let _ = write!(
         o,
         "gather-reduce: every table in one launch (as the pool emulation runs it); \

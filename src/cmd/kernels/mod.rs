@@ -196,27 +196,29 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             let backends: Vec<&dyn Backend> = owned.iter().map(|b| b.as_ref()).collect();
             let report = run_check(&config, &backends)?;
             let mut text = String::new();
-            let _ = writeln!(
-                text,
-                "{:<10} {:<25} {:>14} {:>10}  ok",
-                "backend", "primitive", "worst rel err", "tolerance"
-            );
+            // (A failed primitive's detail in the last column, beside it.)
+            let mut t = nmpsim_traces::TextTable::new([
+                "backend",
+                "primitive",
+                "worst rel err",
+                "tolerance",
+                "ok",
+                "",
+            ])
+            .left(&[0, 1, 4, 5]);
             for b in &report.backends {
                 for p in &b.primitives {
-                    let _ = writeln!(
-                        text,
-                        "{:<10} {:<25} {:>14.3e} {:>10.1e}  {}",
-                        b.backend,
-                        p.primitive,
-                        p.worst_rel_err,
-                        p.tolerance,
-                        if p.ok { "yes" } else { "NO" }
-                    );
-                    if let Some(d) = &p.detail {
-                        let _ = writeln!(text, "{:<10}   {d}", "");
-                    }
+                    t.row([
+                        b.backend.to_string(),
+                        p.primitive.to_string(),
+                        format!("{:.3e}", p.worst_rel_err),
+                        format!("{:.1e}", p.tolerance),
+                        (if p.ok { "yes" } else { "NO" }).to_string(),
+                        p.detail.clone().unwrap_or_default(),
+                    ]);
                 }
             }
+            text.push_str(&t.render());
             if let Some(reason) = &skipped {
                 let _ = writeln!(text, "cuda: skipped ({reason})");
             }

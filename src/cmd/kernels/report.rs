@@ -48,11 +48,9 @@ pub(super) fn traffic_text(t: &TrafficBreakdown) -> String {
         "{} lookups, {} unique rows (summed over tables)",
         t.lookups, t.unique_rows
     );
-    let _ = writeln!(
-        o,
-        "{:<24} {:>14} {:>14} {:>14}",
-        "primitive", "read_bytes", "write_bytes", "total_bytes"
-    );
+    let mut table =
+        nmpsim_traces::TextTable::new(["primitive", "read_bytes", "write_bytes", "total_bytes"])
+            .left(&[0]);
     let rows = [
         ("gather-reduce", t.gather_reduce),
         ("expand", t.expand),
@@ -64,14 +62,14 @@ pub(super) fn traffic_text(t: &TrafficBreakdown) -> String {
         ("scatter-adagrad", t.scatter_adagrad),
     ];
     for (name, x) in rows {
-        let _ = writeln!(
-            o,
-            "{name:<24} {:>14} {:>14} {:>14}",
-            x.read_bytes,
-            x.write_bytes,
-            x.total_bytes()
-        );
+        table.row([
+            name.to_string(),
+            x.read_bytes.to_string(),
+            x.write_bytes.to_string(),
+            x.total_bytes().to_string(),
+        ]);
     }
+    o.push_str(&table.render());
     let ec = (t.expand + t.coalesce_accumulate).total_bytes() as f64;
     let _ = write!(
         o,

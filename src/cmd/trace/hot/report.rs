@@ -43,34 +43,30 @@ pub(super) fn summary(r: &HotResults, p: &AccessProfile) -> String {
         r.lookups_profiled
     );
     let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:>10} {:>9} {:>12} {:>30} {:>9} {:>9} {:>9}",
+    let mut t = nmpsim_traces::TextTable::new([
         "budget MiB",
         "threshold",
         "hot rows",
         "Rand-Em Box estimate (99.9%)",
         "hot MiB",
         "lookups%",
-        "samples%"
-    );
+        "samples%",
+    ]);
     for b in &r.budgets {
-        let est = format!(
-            "{:.0} [{:.0}, {:.0}]",
-            b.rand_em.estimate, b.rand_em.low, b.rand_em.high
-        );
-        let _ = writeln!(
-            s,
-            "{:>10} {:>9} {:>12} {:>30} {:>9} {:>9} {:>9}",
+        t.row([
             mib(b.budget_bytes as f64),
-            b.threshold,
-            b.hot_rows,
-            est,
+            b.threshold.to_string(),
+            b.hot_rows.to_string(),
+            format!(
+                "{:.0} [{:.0}, {:.0}]",
+                b.rand_em.estimate, b.rand_em.low, b.rand_em.high
+            ),
             mib(b.hot_bytes as f64),
             pct(Some(b.lookup_share)),
-            pct(b.sample_share)
-        );
+            pct(b.sample_share),
+        ]);
     }
+    s.push_str(&t.render());
     let _ = writeln!(s);
     let _ = writeln!(
         s,
