@@ -25,7 +25,7 @@ pub(crate) fn bytes_of(v: &Value, key: &str) -> Result<(f64, f64), String> {
     }
 }
 
-pub(crate) fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
+fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut s = format!("| {} |\n|", header.join(" | "));
     for i in 0..header.len() {
         // Right-align the columns of numbers: every non-empty cell a number,
@@ -49,14 +49,6 @@ pub(crate) fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
         let _ = writeln!(s, "| {} |", r.join(" | "));
     }
     s
-}
-
-pub(crate) fn f2(x: f64) -> String {
-    format!("{x:.2}")
-}
-
-pub(crate) fn f1(x: f64) -> String {
-    format!("{x:.1}")
 }
 
 pub(crate) fn range(xs: &[f64]) -> String {
@@ -159,6 +151,9 @@ pub(crate) enum Fmt {
     Fixed(usize),
     /// A share as a percentage with `n` decimals and `%`.
     Pct(usize),
+    /// `n` decimals and a unit after them (`12.5%` of a value already in
+    /// percent, `3.41x`, `2.000 ms`).
+    Unit(usize, &'static str),
 }
 
 impl Fmt {
@@ -169,6 +164,7 @@ impl Fmt {
             (Val::Num(Some(x)), Fmt::Plain) => format!("{x}"),
             (Val::Num(Some(x)), Fmt::Fixed(n)) => format!("{x:.n$}"),
             (Val::Num(Some(x)), Fmt::Pct(n)) => format!("{:.n$}%", 100.0 * x),
+            (Val::Num(Some(x)), Fmt::Unit(n, unit)) => format!("{x:.n$}{unit}"),
         }
     }
 }
@@ -194,6 +190,15 @@ pub(crate) const fn col(csv: &'static str, csv_fmt: Fmt, md: &'static str, md_fm
         csv_fmt,
         md,
         md_fmt,
+    }
+}
+
+impl Col {
+    /// The column under another name (for [`Table::plot`] and
+    /// [`Table::pivot`]): a report column that shows a CSV column's value
+    /// another way (`RM1` for `rm1`) needs a name of its own.
+    pub(crate) const fn named(self, name: &'static str) -> Col {
+        Col { name, ..self }
     }
 }
 
@@ -301,6 +306,56 @@ impl Table {
         md_table(&header, &rows)
     }
 
+    /// The report's table of a pivot of these rows: a row per value of the
+    /// columns `keys` (in the order first seen), a column per value in
+    /// `cols` of column `col`, each cell column `value` as the report writes
+    /// it (`-` where no row has that pair), then the columns `carry` (their
+    /// value in the first row of each). Headers: the markdown ones of `keys`
+    /// and `carry`, and the values of `cols`. The result's own rows are the
+    /// pivot's, so the paper's rows can follow them ([`Table::paper_row`]).
+    pub(crate) fn pivot(
+        &self,
+        keys: &[&str],
+        col: &str,
+        cols: &[&'static str],
+        value: &str,
+        carry: &[&str],
+    ) -> Table {
+        let (ci, vi) = (self.index(col), self.index(value));
+        let ki: Vec<usize> = keys.iter().map(|c| self.index(c)).collect();
+        let carry: Vec<usize> = carry.iter().map(|c| self.index(c)).collect();
+        let md = |i: usize, v: &Val| self.cols[i].md_fmt.write(v);
+        let key_of = |r: &[Val]| -> Vec<String> { ki.iter().map(|&i| md(i, &r[i])).collect() };
+        let mut out_cols: Vec<Col> = ki
+            .iter()
+            .map(|&i| md_col(self.cols[i].md, Fmt::Plain))
+            .collect();
+        out_cols.extend(cols.iter().map(|c| md_col(c, Fmt::Plain)));
+        out_cols.extend(carry.iter().map(|&i| md_col(self.cols[i].md, Fmt::Plain)));
+        let mut out = Table::new(&out_cols);
+        let mut seen: Vec<Vec<String>> = Vec::new();
+        for r in &self.rows {
+            let key = key_of(r);
+            if !seen.contains(&key) {
+                seen.push(key);
+            }
+        }
+        for key in seen {
+            let of_key: Vec<&Vec<Val>> = self.rows.iter().filter(|r| key_of(r) == key).collect();
+            let mut line: Vec<Val> = key.into_iter().map(Val::from).collect();
+            for c in cols {
+                let cell = of_key
+                    .iter()
+                    .find(|r| Fmt::Plain.write(&r[ci]) == *c)
+                    .map_or("-".to_string(), |r| md(vi, &r[vi]));
+                line.push(cell.into());
+            }
+            line.extend(carry.iter().map(|&i| Val::from(md(i, &of_key[0][i]))));
+            out.push(line);
+        }
+        out
+    }
+
     /// Every row as a point of `c`: column `series` names the series,
     /// column `x` is the x value (a number, or a category for text), and
     /// column `y` the value (rows whose `x` or `y` is empty, or whose `y`
@@ -368,6 +423,39 @@ mod tests {
         assert_eq!(c.series.len(), 1, "the row without a share is no point");
         assert_eq!(c.series[0].name, "s1");
         assert_eq!(c.series[0].points, vec![(XValue::Cat("a".into()), 0.12345)]);
+    }
+
+    #[test]
+    fn a_pivot_has_a_row_per_key_and_a_column_per_value_in_the_report_format() {
+        let mut t = Table::new(&[
+            csv_col("model", Fmt::Plain),
+            md_col("model", Fmt::Plain).named("label"),
+            col("mode", Fmt::Plain, "mode", Fmt::Plain),
+            col("speedup", Fmt::Fixed(4), "speedup", Fmt::Unit(2, "x")),
+            md_col("paper", Fmt::Plain),
+        ]);
+        for (m, mode, x, paper) in [
+            ("rm1", "base", 1.0, "p1"),
+            ("rm1", "fast", 2.345, "p1"),
+            ("rm3", "fast", 3.0, "p3"),
+        ] {
+            t.push(vec![
+                m.into(),
+                m.to_uppercase().into(),
+                mode.into(),
+                x.into(),
+                paper.into(),
+            ]);
+        }
+        let mut p = t.pivot(&["label"], "mode", &["base", "fast"], "speedup", &["paper"]);
+        p.paper_row(&["paper", "1x", "2x", ""]);
+        assert_eq!(
+            p.md(),
+            "| model | base | fast | paper |\n|---|---:|---:|---|\n\
+             | RM1 | 1.00x | 2.35x | p1 |\n\
+             | RM3 | - | 3.00x | p3 |\n\
+             | paper | 1x | 2x |  |\n"
+        );
     }
 
     #[test]

@@ -5,8 +5,17 @@ use crate::*;
 pub(crate) fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
     let models = model_runs(inp)?;
     let pw = &inp.power;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        MODEL_LABEL,
+        csv_col("mode", Fmt::Plain),
+        csv_col("cpu_j_per_iteration", Fmt::Fixed(6)),
+        csv_col("gpu_j_per_iteration", Fmt::Fixed(6)),
+        csv_col("pool_simulated_j_per_iteration", Fmt::Fixed(6)),
+        csv_col("pool_background_j_per_iteration", Fmt::Fixed(6)),
+        csv_col("total_j_per_iteration", Fmt::Fixed(6)),
+        col("normalised", Fmt::Fixed(4), "normalised", Fmt::Fixed(2)),
+    ]);
     let mut c = chart(
         "Energy per iteration, normalised to baseline-cpu",
         "model",
@@ -25,11 +34,9 @@ pub(crate) fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
         let Some(base) = find(modes, "baseline-cpu").map(|m| energy(m).total()) else {
             continue;
         };
-        let mut line = vec![model_label(model)];
         let mut e_of = BTreeMap::new();
         for mode in MODES {
             let Some(m) = find(modes, mode) else {
-                line.push("-".into());
                 continue;
             };
             let e = energy(m);
@@ -38,20 +45,18 @@ pub(crate) fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
                 no_pool_energy.push(format!("{} {mode}", model_label(model)));
             }
             e_of.insert(mode, total);
-            rows.push(vec![
-                model.clone(),
-                mode.to_string(),
-                format!("{:.6}", e.cpu),
-                format!("{:.6}", e.gpu),
-                format!("{:.6}", e.pool_active),
-                format!("{:.6}", e.pool_idle),
-                format!("{:.6}", total),
-                format!("{:.4}", total / base),
+            t.push(vec![
+                model.into(),
+                model_label(model).into(),
+                mode.into(),
+                e.cpu.into(),
+                e.gpu.into(),
+                e.pool_active.into(),
+                e.pool_idle.into(),
+                total.into(),
+                (total / base).into(),
             ]);
-            line.push(f2(total / base));
-            push_point(&mut c, mode, XValue::Cat(model_label(model)), total / base);
         }
-        md.push(line);
         if let (Some(tc), Some(bn), Some(tn)) = (
             e_of.get("tcast-cpu"),
             e_of.get("baseline-nmp"),
@@ -68,13 +73,9 @@ pub(crate) fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
             }
         }
     }
-    md.push(vec![
-        "paper".into(),
-        "1".into(),
-        "below baseline-nmp".into(),
-        "".into(),
-        "lowest".into(),
-    ]);
+    t.plot(&mut c, "mode", "label", "normalised");
+    let mut md = model_by_mode(&t, "normalised");
+    md.paper_row(&["paper", "1", "below baseline-nmp", "", "lowest"]);
     let mut notes = training_notes(inp);
     notes.push(format!(
         "Energy from its sources: the CPU at {} W while the timeline has it busy and {} W otherwise, the GPU at {} W busy and {} W otherwise (busy: the time of the primitives placed on it, per iteration, from `busy_ms_per_iteration`); in the NMP modes the pool's energy while its primitives run is the DRAM engines' simulated energy of those primitives (commands, and background until the slowest rank is done, plus the cores' ALU, buffer and link energy: `nmp_energy_j_per_iteration`), and {} ranks at {:.2} W (precharge standby) for the rest of the iteration.",
@@ -93,21 +94,9 @@ pub(crate) fn analyse_fig14(inp: &Inputs) -> Result<Outcome, String> {
         ));
     }
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "model",
-                "mode",
-                "cpu_j_per_iteration",
-                "gpu_j_per_iteration",
-                "pool_simulated_j_per_iteration",
-                "pool_background_j_per_iteration",
-                "total_j_per_iteration",
-                "normalised",
-            ],
-            &rows,
-        ),
+        csv: t.csv(),
         charts: vec![("energy".into(), c)],
-        table_md: model_by_mode_md(&md),
+        table_md: md.md(),
         checks: vec![
             check(
                 "fig14.lowest",
@@ -176,8 +165,20 @@ pub(crate) fn energy_of(pw: &PowerModel, m: &ModeRun) -> Energy {
 
 pub(crate) fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
     let models = model_runs(inp)?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        MODEL_LABEL,
+        csv_col("mode", Fmt::Plain),
+        csv_col("nmp_busy_ms", Fmt::Fixed(4)),
+        csv_col("iteration_ms", Fmt::Fixed(4)),
+        col(
+            "utilisation_pct",
+            Fmt::Fixed(3),
+            "utilisation",
+            Fmt::Unit(1, "%"),
+        ),
+        md_col("paper (baseline / tcast)", Fmt::Plain).named("paper"),
+    ]);
     let mut c = chart(
         "NMP utilisation",
         "model",
@@ -191,7 +192,11 @@ pub(crate) fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
     // model by model; a model missing a mode cannot support the claim).
     let mut higher = !models.is_empty();
     for (model, modes) in &models {
-        let mut line = vec![model_label(model)];
+        let paper = if model == "rm1" || model == "rm2" {
+            "6.5% / 92%"
+        } else {
+            "8.5% / 44%"
+        };
         match (find(modes, "tcast-nmp"), find(modes, "baseline-nmp")) {
             (Some(t), Some(b)) => {
                 higher &= t.nmp_busy_ms() / t.iter_ms > b.nmp_busy_ms() / b.iter_ms;
@@ -200,19 +205,18 @@ pub(crate) fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
         }
         for mode in ["baseline-nmp", "tcast-nmp"] {
             let Some(m) = find(modes, mode) else {
-                line.push("-".into());
                 continue;
             };
             let u = 100.0 * m.nmp_busy_ms() / m.iter_ms;
-            rows.push(vec![
-                model.clone(),
-                mode.to_string(),
-                format!("{:.4}", m.nmp_busy_ms()),
-                format!("{:.4}", m.iter_ms),
-                format!("{:.3}", u),
+            t.push(vec![
+                model.into(),
+                model_label(model).into(),
+                mode.into(),
+                m.nmp_busy_ms().into(),
+                m.iter_ms.into(),
+                u.into(),
+                paper.into(),
             ]);
-            line.push(format!("{u:.1}%"));
-            push_point(&mut c, mode, XValue::Cat(model_label(model)), u);
             let light = model == "rm1" || model == "rm2";
             match (mode == "tcast-nmp", light) {
                 (true, true) => tn_light.push(u),
@@ -221,35 +225,20 @@ pub(crate) fn analyse_fig15(inp: &Inputs) -> Result<Outcome, String> {
                 (false, false) => bn_heavy.push(u),
             }
         }
-        let paper = if model == "rm1" || model == "rm2" {
-            "6.5% / 92%"
-        } else {
-            "8.5% / 44%"
-        };
-        line.push(paper.into());
-        md.push(line);
     }
+    t.plot(&mut c, "mode", "label", "utilisation_pct");
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "model",
-                "mode",
-                "nmp_busy_ms",
-                "iteration_ms",
-                "utilisation_pct",
-            ],
-            &rows,
-        ),
+        csv: t.csv(),
         charts: vec![("utilisation".into(), c)],
-        table_md: md_table(
-            &[
-                "model",
-                "baseline-nmp",
-                "tcast-nmp",
-                "paper (baseline / tcast)",
-            ],
-            &md,
-        ),
+        table_md: t
+            .pivot(
+                &["label"],
+                "mode",
+                &["baseline-nmp", "tcast-nmp"],
+                "utilisation_pct",
+                &["paper"],
+            )
+            .md(),
         checks: {
             let group = |id: &str, xs: &[f64], what: &str| {
                 check(

@@ -41,8 +41,18 @@ pub(crate) fn analyse_scars_table1(inp: &Inputs) -> Result<Outcome, String> {
     let base = find(&modes, "baseline-cpu").ok_or("no baseline-cpu mode in the hot run")?;
     let scars = find(&modes, "scars").ok_or("no scars mode in the hot run")?;
     let (b, s) = (phases(base), phases(scars));
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let ms = |csv, md| col(csv, Fmt::Fixed(4), md, Fmt::Unit(3, " ms"));
+    let mut table = Table::new(&[
+        csv_col("mode", Fmt::Plain),
+        md_col("method", Fmt::Plain),
+        ms("forward_ms", "forward"),
+        ms("backward_ms", "backward"),
+        ms("optimizer_ms", "optimizer"),
+        csv_col("transfer_ms", Fmt::Fixed(4)),
+        csv_col("dense_ms", Fmt::Fixed(4)),
+        ms("iteration_ms", "iteration"),
+        csv_col("sources", Fmt::Plain),
+    ]);
     let mut c = chart(
         "SCARS Table I: one iteration by phase",
         "phase",
@@ -50,31 +60,26 @@ pub(crate) fn analyse_scars_table1(inp: &Inputs) -> Result<Outcome, String> {
         ChartKind::Bars,
     );
     for (m, p) in [(base, &b), (scars, &s)] {
-        rows.push(vec![
-            m.mode.clone(),
-            format!("{:.4}", p.forward),
-            format!("{:.4}", p.backward),
-            format!("{:.4}", p.optimizer),
-            format!("{:.4}", p.transfer),
-            format!("{:.4}", p.dense),
-            format!("{:.4}", p.total),
-            ["gather-reduce", "coalesce", "expand-coalesce", "scatter"]
-                .iter()
-                .filter_map(|k| m.sources.get(*k).map(|v| format!("{k}: {v}")))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ]);
         let label = if m.mode == "scars" {
             "SCARS (nmpsim)"
         } else {
             "CPU-GPU, no cache (nmpsim baseline-cpu)"
         };
-        md.push(vec![
-            label.to_string(),
-            format!("{:.3} ms", p.forward),
-            format!("{:.3} ms", p.backward),
-            format!("{:.3} ms", p.optimizer),
-            format!("{:.3} ms", p.total),
+        table.push(vec![
+            (&m.mode).into(),
+            label.into(),
+            p.forward.into(),
+            p.backward.into(),
+            p.optimizer.into(),
+            p.transfer.into(),
+            p.dense.into(),
+            p.total.into(),
+            ["gather-reduce", "coalesce", "expand-coalesce", "scatter"]
+                .iter()
+                .filter_map(|k| m.sources.get(*k).map(|v| format!("{k}: {v}")))
+                .collect::<Vec<_>>()
+                .join("; ")
+                .into(),
         ]);
         for (phase, ms) in [
             ("forward", p.forward),
@@ -85,12 +90,12 @@ pub(crate) fn analyse_scars_table1(inp: &Inputs) -> Result<Outcome, String> {
         }
     }
     for (method, f, bw, o, t) in PAPER {
-        md.push(vec![
-            format!("paper: {method}"),
-            format!("{f} s"),
-            format!("{bw} s"),
-            format!("{o} s"),
-            format!("{t} s"),
+        table.paper_row(&[
+            &format!("paper: {method}"),
+            &format!("{f} s"),
+            &format!("{bw} s"),
+            &format!("{o} s"),
+            &format!("{t} s"),
         ]);
     }
     let backward = b.backward / s.backward;
@@ -112,24 +117,9 @@ pub(crate) fn analyse_scars_table1(inp: &Inputs) -> Result<Outcome, String> {
         ),
     ];
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "mode",
-                "forward_ms",
-                "backward_ms",
-                "optimizer_ms",
-                "transfer_ms",
-                "dense_ms",
-                "iteration_ms",
-                "sources",
-            ],
-            &rows,
-        ),
+        csv: table.csv(),
         charts: vec![("phases".into(), c)],
-        table_md: md_table(
-            &["method", "forward", "backward", "optimizer", "iteration"],
-            &md,
-        ),
+        table_md: table.md(),
         checks: vec![
             check(
                 "scars-table1.backward",
@@ -169,7 +159,12 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
     let p = &prof.first().ok_or("no fae-profile run")?.results;
     let total = num(p, "tables_bytes").ok_or("no tables_bytes in the trace hot output")?;
     let mut table = hot_table();
-    let mut md = Vec::new();
+    let mut md = Table::new(&[
+        md_col("budget", Fmt::Unit(1, " MB")),
+        md_col("hot rows", Fmt::Plain),
+        md_col("lookups they serve", Fmt::Pct(1)),
+        md_col("samples entirely hot", Fmt::Pct(1)),
+    ]);
     let mut top = None;
     let budgets = hot_points(p, "budgets")?;
     for &(budget, hot, lookups, samples) in &budgets {
@@ -183,26 +178,22 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
             samples.into(),
         ]);
         md.push(vec![
-            format!("{:.1} MB", budget / 1e6),
+            (budget / 1e6).into(),
             format!(
                 "{:.1} MB ({:.2}% of the tables)",
                 hot / 1e6,
                 100.0 * hot / total
-            ),
-            format!("{:.1}%", 100.0 * lookups),
-            samples.map_or("-".into(), |s| format!("{:.1}%", 100.0 * s)),
+            )
+            .into(),
+            lookups.into(),
+            samples.map_or("-".into(), Val::from),
         ]);
         // The budget nearest 6.8% of the tables (the spec's first).
         if (budget / total - FAE_TOP_SHARE).abs() < 0.005 {
             top = Some((hot / total, lookups));
         }
     }
-    md.push(vec![
-        "paper (Kaggle)".into(),
-        "top 6.8% of entries".into(),
-        "at least 76%".into(),
-        "".into(),
-    ]);
+    md.paper_row(&["paper (Kaggle)", "top 6.8% of entries", "at least 76%", ""]);
     let (top_rows, top_share) = top.ok_or("no budget at 6.8% of the tables")?;
     let train = inp.completed("hot")?;
     let modes = mode_runs(train.first().ok_or("no run of the hot sweep")?)?;
@@ -243,15 +234,7 @@ pub(crate) fn analyse_fae_hot(inp: &Inputs) -> Result<Outcome, String> {
         charts: vec![("speedup".into(), c), ("curves".into(), curves)],
         table_md: format!(
             "{}\nThe hot rows' share of the lookups against their share of the tables on every skewed profile and a uniform one (`reproduce/specs/fae-curves.toml`; reported, not checked; the chart `fae-hot-curves`):\n\n{curves_md}",
-            md_table(
-                &[
-                    "budget",
-                    "hot rows",
-                    "lookups they serve",
-                    "samples entirely hot",
-                ],
-                &md,
-            )
+            md.md()
         ),
         checks: vec![
             check(
@@ -349,7 +332,14 @@ pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
             }
         }
     }
-    let mut md = Vec::new();
+    let growth = |h| md_col(h, Fmt::Unit(2, "x"));
+    let mut md = Table::new(&[
+        md_col("distribution", Fmt::Plain),
+        growth("no coalescing"),
+        growth("coalesced"),
+        growth("coalesced, 64 MiB cache"),
+        growth("coalesced, cache grown 5x (reported)"),
+    ]);
     let mut c = chart(
         "SCARS: a batch's communication after 5x table and 5x batch",
         "distribution",
@@ -366,11 +356,11 @@ pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
         let g = (b.0 / a.0, b.1 / a.1, b.2 / a.2);
         let gc = grown.get(dist).map(|p| p.2 / a.2);
         md.push(vec![
-            dist.clone(),
-            format!("{:.2}x", g.0),
-            format!("{:.2}x", g.1),
-            format!("{:.2}x", g.2),
-            gc.map_or("-".into(), |x| format!("{x:.2}x")),
+            dist.into(),
+            g.0.into(),
+            g.1.into(),
+            g.2.into(),
+            gc.map_or("-".into(), Val::from),
         ]);
         for (s, x) in [
             ("no coalescing", Some(g.0)),
@@ -392,12 +382,12 @@ pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
             light.push(g.2);
         }
     }
-    md.push(vec![
-        "paper".into(),
-        "5x".into(),
-        "".into(),
-        "under 1.5x (exponential, half-normal), under 2x (Zipf)".into(),
-        "".into(),
+    md.paper_row(&[
+        "paper",
+        "5x",
+        "",
+        "under 1.5x (exponential, half-normal), under 2x (Zipf)",
+        "",
     ]);
     c.hlines.push(("paper: under 2x (Zipf)".into(), 2.0));
     c.hlines.push(("paper: under 1.5x".into(), 1.5));
@@ -424,16 +414,7 @@ pub(crate) fn analyse_scars_growth(inp: &Inputs) -> Result<Outcome, String> {
     Ok(Outcome {
         csv: table.csv(),
         charts: vec![("growth".into(), c)],
-        table_md: md_table(
-            &[
-                "distribution",
-                "no coalescing",
-                "coalesced",
-                "coalesced, 64 MiB cache",
-                "coalesced, cache grown 5x (reported)",
-            ],
-            &md,
-        ),
+        table_md: md.md(),
         checks: vec![
             check(
                 "scars-growth.prior",
@@ -487,7 +468,12 @@ pub(crate) fn fae_curves(inp: &Inputs, table: &mut Table) -> Result<(Chart, Stri
         ChartKind::Lines,
     );
     c.log_x = true;
-    let mut md = Vec::new();
+    let mut md = Table::new(&[
+        md_col("profile", Fmt::Plain),
+        md_col("lookups served within 1% of the tables", Fmt::Pct(1)),
+        md_col("within 5%", Fmt::Pct(1)),
+        md_col("within 10%", Fmt::Pct(1)),
+    ]);
     for r in inp.completed("fae-curves")? {
         let profile = r.param("profile");
         let total =
@@ -516,29 +502,15 @@ pub(crate) fn fae_curves(inp: &Inputs, table: &mut Table) -> Result<(Chart, Stri
                 .filter(|p| p.1 / total <= share)
                 .map(|p| p.2)
                 .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
-                .map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
+                .map_or("-".into(), Val::from)
         };
         md.push(vec![
-            profile.to_string(),
+            profile.into(),
             within(0.01),
             within(0.05),
             within(0.10),
         ]);
     }
-    md.push(vec![
-        "paper (Kaggle)".into(),
-        "".into(),
-        "".into(),
-        "at least 76% within 6.8%".into(),
-    ]);
-    let text = md_table(
-        &[
-            "profile",
-            "lookups served within 1% of the tables",
-            "within 5%",
-            "within 10%",
-        ],
-        &md,
-    );
-    Ok((c, text))
+    md.paper_row(&["paper (Kaggle)", "", "", "at least 76% within 6.8%"]);
+    Ok((c, md.md()))
 }

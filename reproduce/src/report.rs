@@ -37,29 +37,25 @@ pub fn markdown(
                 n => format!("; {n} of them identities"),
             }
         );
-        let rows: Vec<Vec<String>> = out
-            .checks
-            .iter()
-            .map(|c| {
-                vec![
-                    c.claim.clone(),
-                    c.paper.clone(),
-                    c.threshold.clone(),
-                    c.ours.clone(),
-                    match (c.holds, c.kind) {
-                        (true, CheckKind::Finding) => "yes".into(),
-                        (false, CheckKind::Finding) => "**no**".into(),
-                        (true, CheckKind::Identity) => "yes (identity)".into(),
-                        (false, CheckKind::Identity) => "**no** (identity)".into(),
-                    },
-                ]
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "{}",
-            md_table(&["claim", "paper", "holds when", "nmpsim", "holds"], &rows)
+        let mut t = Table::new(
+            &["claim", "paper", "holds when", "nmpsim", "holds"].map(|h| md_col(h, Fmt::Plain)),
         );
+        for c in &out.checks {
+            t.push(vec![
+                (&c.claim).into(),
+                (&c.paper).into(),
+                (&c.threshold).into(),
+                (&c.ours).into(),
+                match (c.holds, c.kind) {
+                    (true, CheckKind::Finding) => "yes",
+                    (false, CheckKind::Finding) => "**no**",
+                    (true, CheckKind::Identity) => "yes (identity)",
+                    (false, CheckKind::Identity) => "**no** (identity)",
+                }
+                .into(),
+            ]);
+        }
+        let _ = writeln!(s, "{}", t.md());
         let _ = writeln!(
             s,
             "Thresholds are the paper's numbers with the tolerance of one rule, fixed before any result (docs/reproducing.md, \"Thresholds\"). An identity's outcome is fixed by construction and is not a finding.\n"

@@ -18,11 +18,22 @@ pub(crate) struct Sensitivity {
 pub(crate) fn sensitivity(
     inp: &Inputs,
     sweep: &str,
-    param: &str,
+    param: &'static str,
     title: &str,
 ) -> Result<Sensitivity, String> {
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        MODEL_LABEL,
+        col(param, Fmt::Plain, param, Fmt::Plain),
+        csv_col("mode", Fmt::Plain),
+        csv_col("modelled_ms_per_iteration", Fmt::Fixed(4)),
+        col(
+            "speedup_over_baseline_cpu",
+            Fmt::Fixed(4),
+            "speedup",
+            Fmt::Unit(2, "x"),
+        ),
+    ]);
     let mut c = chart(title, param, "speedup over baseline-cpu", ChartKind::Lines);
     c.log_x = true;
     let mut tn: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
@@ -35,20 +46,18 @@ pub(crate) fn sensitivity(
             .parse()
             .map_err(|_| format!("{param} is not a number"))?;
         let modes = mode_runs(r)?;
-        let mut line = vec![model_label(model), format!("{x}")];
         for mode in MODES {
             let Some(m) = find(&modes, mode) else {
-                line.push("-".into());
                 continue;
             };
-            rows.push(vec![
-                model.to_string(),
-                format!("{x}"),
-                mode.to_string(),
-                format!("{:.4}", m.iter_ms),
-                format!("{:.4}", m.speedup),
+            t.push(vec![
+                model.into(),
+                model_label(model).into(),
+                x.into(),
+                mode.into(),
+                m.iter_ms.into(),
+                m.speedup.into(),
             ]);
-            line.push(format!("{:.2}x", m.speedup));
             if mode != "baseline-cpu" {
                 push_point(
                     &mut c,
@@ -68,32 +77,20 @@ pub(crate) fn sensitivity(
                     .push((x, m.speedup));
             }
         }
-        md.push(line);
     }
     for v in tn.values_mut().chain(tc.values_mut()) {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let csv = csv_text(
-        &[
-            "model",
-            param,
+    let csv = t.csv();
+    let table = t
+        .pivot(
+            &["label", param],
             "mode",
-            "modelled_ms_per_iteration",
+            &MODES,
             "speedup_over_baseline_cpu",
-        ],
-        &rows,
-    );
-    let table = md_table(
-        &[
-            "model",
-            param,
-            "baseline-cpu",
-            "tcast-cpu",
-            "baseline-nmp",
-            "tcast-nmp",
-        ],
-        &md,
-    );
+            &[],
+        )
+        .md();
     Ok(Sensitivity {
         csv,
         chart: c,

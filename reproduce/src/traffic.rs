@@ -142,8 +142,22 @@ pub(crate) fn analyse_fig5b(inp: &Inputs) -> Result<Outcome, String> {
 
 pub(crate) fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
     let runs = traffic_runs(inp, "traffic")?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut table = Table::new(&[
+        csv_col("dist", Fmt::Plain),
+        csv_col("batch", Fmt::Plain),
+        csv_col("primitive", Fmt::Plain),
+        csv_col("read_bytes", Fmt::Plain),
+        csv_col("write_bytes", Fmt::Plain),
+        csv_col("total_bytes", Fmt::Plain),
+    ]);
+    let mut md = Table::new(&[
+        md_col("distribution", Fmt::Plain),
+        md_col("gather-reduce MB", Fmt::Fixed(1)),
+        md_col("expand-coalesce MB", Fmt::Fixed(1)),
+        md_col("casted gather-reduce MB", Fmt::Fixed(1)),
+        md_col("EC / GR", Fmt::Fixed(2)),
+        md_col("EC / casted GR", Fmt::Fixed(2)),
+    ]);
     let mut c = chart(
         "Memory traffic per primitive (batch 2048, 10 lookups per bag)",
         "primitive",
@@ -163,13 +177,13 @@ pub(crate) fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
             ("scatter (sgd)", t.scatter_sgd),
         ];
         for (p, (r, w)) in prims {
-            rows.push(vec![
-                t.dist.clone(),
-                format!("{}", t.batch),
-                p.to_string(),
-                format!("{r}"),
-                format!("{w}"),
-                format!("{}", r + w),
+            table.push(vec![
+                (&t.dist).into(),
+                t.batch.into(),
+                p.into(),
+                r.into(),
+                w.into(),
+                (r + w).into(),
             ]);
             push_point(
                 &mut c,
@@ -191,22 +205,15 @@ pub(crate) fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
         ec_gr.push(ec / gr);
         ec_cgr.push(ec / cgr);
         md.push(vec![
-            t.dist.clone(),
-            f1(gr / 1e6),
-            f1(ec / 1e6),
-            f1(cgr / 1e6),
-            f2(ec / gr),
-            f2(ec / cgr),
+            (&t.dist).into(),
+            (gr / 1e6).into(),
+            (ec / 1e6).into(),
+            (cgr / 1e6).into(),
+            (ec / gr).into(),
+            (ec / cgr).into(),
         ]);
     }
-    md.push(vec![
-        "paper".into(),
-        "".into(),
-        "".into(),
-        "".into(),
-        "about 3".into(),
-        "2".into(),
-    ]);
+    md.paper_row(&["paper", "", "", "", "about 3", "2"]);
     let (dram_md, dram_ratios, dram_ours) = match dram_against_analytic(inp) {
         Ok((md, ratios)) => {
             let ours = range(&ratios);
@@ -219,24 +226,11 @@ pub(crate) fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
         ),
     };
     Ok(Outcome {
-        csv: csv_text(
-            &["dist", "batch", "primitive", "read_bytes", "write_bytes", "total_bytes"],
-            &rows,
-        ),
+        csv: table.csv(),
         charts: vec![("traffic".into(), c)],
         table_md: format!(
             "{}\nThe bytes the simulated DRAM moved (READ and WRITE bursts) for each primitive on the pool, against its analytic row bytes (Table I's runs):\n\n{dram_md}",
-            md_table(
-                &[
-                    "distribution",
-                    "gather-reduce MB",
-                    "expand-coalesce MB",
-                    "casted gather-reduce MB",
-                    "EC / GR",
-                    "EC / casted GR",
-                ],
-                &md,
-            )
+            md.md()
         ),
         checks: vec![
             check("fig6.ec-gr", range(&ec_gr), passes("fig6.ec-gr", &ec_gr)),
@@ -259,7 +253,15 @@ pub(crate) fn analyse_fig6(inp: &Inputs) -> Result<Outcome, String> {
 /// analytic row bytes, and the ratios.
 pub(crate) fn dram_against_analytic(inp: &Inputs) -> Result<(String, Vec<f64>), String> {
     let runs = inp.completed("pool")?;
-    let mut md = Vec::new();
+    let mut md = Table::new(&[
+        md_col("primitive", Fmt::Plain),
+        md_col("placement", Fmt::Plain),
+        md_col("analytic read MB", Fmt::Fixed(1)),
+        md_col("analytic write MB", Fmt::Fixed(1)),
+        md_col("DRAM read MB", Fmt::Fixed(1)),
+        md_col("DRAM write MB", Fmt::Fixed(1)),
+        md_col("DRAM / analytic", Fmt::Fixed(4)),
+    ]);
     let mut ratios = Vec::new();
     for r in &runs {
         let res = pool_results(r)?;
@@ -275,28 +277,14 @@ pub(crate) fn dram_against_analytic(inp: &Inputs) -> Result<(String, Vec<f64>), 
         let ratio = (dr + dw) / (ar + aw);
         ratios.push(ratio);
         md.push(vec![
-            r.param("primitive").to_string(),
-            r.param("placement").to_string(),
-            f1(ar / 1e6),
-            f1(aw / 1e6),
-            f1(dr / 1e6),
-            f1(dw / 1e6),
-            format!("{ratio:.4}"),
+            r.param("primitive").into(),
+            r.param("placement").into(),
+            (ar / 1e6).into(),
+            (aw / 1e6).into(),
+            (dr / 1e6).into(),
+            (dw / 1e6).into(),
+            ratio.into(),
         ]);
     }
-    Ok((
-        md_table(
-            &[
-                "primitive",
-                "placement",
-                "analytic read MB",
-                "analytic write MB",
-                "DRAM read MB",
-                "DRAM write MB",
-                "DRAM / analytic",
-            ],
-            &md,
-        ),
-        ratios,
-    ))
+    Ok((md.md(), ratios))
 }

@@ -4,11 +4,15 @@
 
 use crate::*;
 
-/// A markdown table of a row per model and a column per mode.
-pub(crate) fn model_by_mode_md(rows: &[Vec<String>]) -> String {
-    let mut header = vec!["model"];
-    header.extend(MODES);
-    md_table(&header, rows)
+/// The model's CSV column (`rm1`) in a table of the training items.
+pub(crate) const MODEL: Col = csv_col("model", Fmt::Plain);
+/// The model as the report names it (`RM1`), in a column named `label`.
+pub(crate) const MODEL_LABEL: Col = md_col("model", Fmt::Plain).named("label");
+
+/// The report's table of `t` (with [`MODEL_LABEL`] and a `mode` column): a
+/// row per model and a column per mode, each cell column `value`.
+pub(crate) fn model_by_mode(t: &Table, value: &str) -> Table {
+    t.pivot(&["label"], "mode", &MODES, value, &[])
 }
 
 pub(crate) const MODES: [&str; 4] = ["baseline-cpu", "tcast-cpu", "baseline-nmp", "tcast-nmp"];
@@ -142,8 +146,22 @@ pub(crate) fn training_notes_at(inp: &Inputs, batch: &str) -> Vec<String> {
 
 pub(crate) fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
     let models = model_runs(inp)?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        MODEL_LABEL,
+        csv_col("stage", Fmt::Plain),
+        csv_col("ms_per_iteration", Fmt::Fixed(4)),
+        csv_col("share_pct", Fmt::Fixed(3)),
+    ]);
+    let pct = |n| Fmt::Unit(n, "%");
+    let mut md = Table::new(&[
+        md_col("model", Fmt::Plain),
+        md_col("forward embedding", pct(1)),
+        md_col("backward embedding", pct(1)),
+        md_col("MLPs + interaction", pct(2)),
+        md_col("transfers", pct(1)),
+        md_col("paper (backward / MLPs)", Fmt::Plain),
+    ]);
     let mut c = chart(
         "baseline-cpu: share of an iteration per stage",
         "model",
@@ -159,18 +177,13 @@ pub(crate) fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
         };
         let share = |stage: &str| 100.0 * b.stages.get(stage).copied().unwrap_or(0.0) / b.iter_ms;
         for (stage, ms) in &b.stages {
-            rows.push(vec![
-                model.clone(),
-                stage.clone(),
-                format!("{ms:.4}"),
-                format!("{:.3}", 100.0 * ms / b.iter_ms),
+            t.push(vec![
+                model.into(),
+                model_label(model).into(),
+                stage.into(),
+                (*ms).into(),
+                (100.0 * ms / b.iter_ms).into(),
             ]);
-            push_point(
-                &mut c,
-                stage,
-                XValue::Cat(model_label(model)),
-                100.0 * ms / b.iter_ms,
-            );
         }
         let (bw, dense) = (share("backward-embedding"), share("dense"));
         let transfer = share("forward-transfer") + share("backward-transfer");
@@ -181,11 +194,11 @@ pub(crate) fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
             heavy.push(dense);
         }
         md.push(vec![
-            model_label(model),
-            format!("{:.1}%", share("forward-embedding")),
-            format!("{bw:.1}%"),
-            format!("{dense:.2}%"),
-            format!("{transfer:.1}%"),
+            model_label(model).into(),
+            share("forward-embedding").into(),
+            bw.into(),
+            dense.into(),
+            transfer.into(),
             if model == "rm1" || model == "rm2" {
                 "62-92% / <1%".into()
             } else {
@@ -193,22 +206,13 @@ pub(crate) fn analyse_fig4(inp: &Inputs) -> Result<Outcome, String> {
             },
         ]);
     }
+    t.plot(&mut c, "stage", "label", "share_pct");
     let mut notes = training_notes(inp);
     notes.push("Shares of baseline-cpu's modelled iteration (the stages add up to it: nothing overlaps in baseline-cpu). The dense stage is the MLPs and the interaction, forward and backward, modelled on the GPU; the paper's MLP share is of its measured CPU-GPU system.".into());
     Ok(Outcome {
-        csv: csv_text(&["model", "stage", "ms_per_iteration", "share_pct"], &rows),
+        csv: t.csv(),
         charts: vec![("stages".into(), c)],
-        table_md: md_table(
-            &[
-                "model",
-                "forward embedding",
-                "backward embedding",
-                "MLPs + interaction",
-                "transfers",
-                "paper (backward / MLPs)",
-            ],
-            &md,
-        ),
+        table_md: md.md(),
         checks: vec![
             check(
                 "fig4.backward",
@@ -242,8 +246,26 @@ pub(crate) fn range_pct(xs: &[f64]) -> String {
 
 pub(crate) fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
     let models = model_runs(inp)?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        csv_col("mode", Fmt::Plain),
+        csv_col("primitive", Fmt::Plain),
+        csv_col("ms_per_iteration", Fmt::Fixed(4)),
+        csv_col("runs_on", Fmt::Plain),
+        csv_col("source", Fmt::Plain),
+    ]);
+    let mut md = Table::new(&[
+        md_col("model", Fmt::Plain),
+        md_col("gather-reduce (CPU) ms", Fmt::Fixed(2)),
+        md_col("expand-coalesce (CPU) ms", Fmt::Fixed(2)),
+        md_col("cast + casted GR (CPU) ms", Fmt::Fixed(2)),
+        md_col("cast + casted GR (NMP) ms", Fmt::Fixed(2)),
+        md_col(
+            "CPU gain (expand-coalesce / cast + casted GR)",
+            Fmt::Unit(2, "x"),
+        ),
+        md_col("NMP gain (casted GR, CPU / NMP)", Fmt::Unit(2, "x")),
+    ]);
     let mut c = chart(
         "Gradient coalescing: expand-coalesce vs casting + casted gather-reduce",
         "model",
@@ -256,16 +278,17 @@ pub(crate) fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
     for (model, modes) in &models {
         for m in modes {
             for (p, ms) in &m.breakdown {
-                rows.push(vec![
-                    model.clone(),
-                    m.mode.clone(),
-                    p.clone(),
-                    format!("{ms:.4}"),
+                t.push(vec![
+                    model.into(),
+                    (&m.mode).into(),
+                    p.into(),
+                    (*ms).into(),
                     m.placement
                         .get(p)
                         .cloned()
-                        .unwrap_or_else(|| "gpu/link".into()),
-                    m.sources.get(p).cloned().unwrap_or_default(),
+                        .unwrap_or_else(|| "gpu/link".into())
+                        .into(),
+                    m.sources.get(p).cloned().unwrap_or_default().into(),
                 ]);
             }
         }
@@ -289,52 +312,23 @@ pub(crate) fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
         cpu_gain.push(ec / cast_cpu);
         nmp_gain.push(cgr_cpu / cgr_nmp);
         md.push(vec![
-            model_label(model),
-            f2(bc.ms("gather-reduce")),
-            f2(ec),
-            f2(cast_cpu),
-            f2(cast_nmp),
-            format!("{:.2}x", ec / cast_cpu),
-            format!("{:.2}x", cgr_cpu / cgr_nmp),
+            model_label(model).into(),
+            bc.ms("gather-reduce").into(),
+            ec.into(),
+            cast_cpu.into(),
+            cast_nmp.into(),
+            (ec / cast_cpu).into(),
+            (cgr_cpu / cgr_nmp).into(),
         ]);
     }
-    md.push(vec![
-        "paper".into(),
-        "".into(),
-        "".into(),
-        "".into(),
-        "".into(),
-        "1.1-9.5x".into(),
-        "1.3-6.1x".into(),
-    ]);
+    md.paper_row(&["paper", "", "", "", "", "1.1-9.5x", "1.3-6.1x"]);
     let mut notes = training_notes(inp);
     notes.push("Casting runs on the GPU beside the forward gather-reduce and is hidden there; it is counted here anyway, as the paper's Figure 12 does.".into());
     notes.push("The NMP gain (the casted gather-reduce's, as the paper's 1.3-6.1x: casting takes the same time on both) divides a CPU time measured on this machine (whatever its cores; the paper's was a server Xeon) by the simulated 32-rank pool's time (819.2 GB/s peak): the fewer the measuring CPU's cores, the larger the gain. Where it falls outside the paper's range, that is the reason to look at first.".into());
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "model",
-                "mode",
-                "primitive",
-                "ms_per_iteration",
-                "runs_on",
-                "source",
-            ],
-            &rows,
-        ),
+        csv: t.csv(),
         charts: vec![("coalescing".into(), c)],
-        table_md: md_table(
-            &[
-                "model",
-                "gather-reduce (CPU) ms",
-                "expand-coalesce (CPU) ms",
-                "cast + casted GR (CPU) ms",
-                "cast + casted GR (NMP) ms",
-                "CPU gain (expand-coalesce / cast + casted GR)",
-                "NMP gain (casted GR, CPU / NMP)",
-            ],
-            &md,
-        ),
+        table_md: md.md(),
         checks: vec![
             check(
                 "fig12.cpu",
@@ -353,8 +347,18 @@ pub(crate) fn analyse_fig12(inp: &Inputs) -> Result<Outcome, String> {
 
 pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
     let models = model_runs(inp)?;
-    let mut rows = Vec::new();
-    let mut md = Vec::new();
+    let mut t = Table::new(&[
+        MODEL,
+        MODEL_LABEL,
+        csv_col("mode", Fmt::Plain),
+        csv_col("modelled_ms_per_iteration", Fmt::Fixed(4)),
+        col(
+            "speedup_over_baseline_cpu",
+            Fmt::Fixed(4),
+            "speedup",
+            Fmt::Unit(2, "x"),
+        ),
+    ]);
     let mut c = chart(
         "End-to-end speedup over baseline-cpu",
         "model",
@@ -366,22 +370,18 @@ pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
     let mut tn = Vec::new();
     let mut nmp_beats = true;
     for (model, modes) in &models {
-        let mut line = vec![model_label(model)];
         for mode in MODES {
             let Some(m) = find(modes, mode) else {
-                line.push("-".into());
                 continue;
             };
-            rows.push(vec![
-                model.clone(),
-                mode.to_string(),
-                format!("{:.4}", m.iter_ms),
-                format!("{:.4}", m.speedup),
+            t.push(vec![
+                model.into(),
+                model_label(model).into(),
+                mode.into(),
+                m.iter_ms.into(),
+                m.speedup.into(),
             ]);
-            line.push(format!("{:.2}x", m.speedup));
-            push_point(&mut c, mode, XValue::Cat(model_label(model)), m.speedup);
         }
-        md.push(line);
         if let (Some(a), Some(b), Some(d)) = (
             find(modes, "tcast-cpu"),
             find(modes, "baseline-nmp"),
@@ -397,27 +397,21 @@ pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
             nmp_beats = false;
         }
     }
-    md.push(vec![
-        "paper".into(),
-        "1.00x".into(),
-        "1.2-1.6x".into(),
-        "about 15% below tcast-cpu".into(),
-        "2.0-15x (mean 6.9x)".into(),
+    t.plot(&mut c, "mode", "label", "speedup_over_baseline_cpu");
+    let mut md = model_by_mode(&t, "speedup_over_baseline_cpu");
+    md.paper_row(&[
+        "paper",
+        "1.00x",
+        "1.2-1.6x",
+        "about 15% below tcast-cpu",
+        "2.0-15x (mean 6.9x)",
     ]);
     c.hlines.push(("1x (no speedup)".into(), 1.0));
     let bn_mean = mean(&bn_vs_tc);
     Ok(Outcome {
-        csv: csv_text(
-            &[
-                "model",
-                "mode",
-                "modelled_ms_per_iteration",
-                "speedup_over_baseline_cpu",
-            ],
-            &rows,
-        ),
+        csv: t.csv(),
         charts: vec![("speedup".into(), c)],
-        table_md: model_by_mode_md(&md),
+        table_md: md.md(),
         checks: vec![
             check(
                 "fig13.tcast-cpu",
