@@ -45,7 +45,7 @@ pub use cast::{Casted, casted_gather_reduce, casted_gather_reduce_into, tensor_c
 pub use coalesce::{CoalesceTraffic, Coalesced, coalesce, coalesce_into};
 pub use error::KernelError;
 pub use gather::{Expanded, expand, expand_into, gather_reduce, gather_reduce_into};
-pub use optimizer::{Optimizer, OptimizerState, scatter_update};
+pub use optimizer::{Optimizer, OptimizerKind, OptimizerState, scatter_update};
 pub use pooling::Pooling;
 pub use table::EmbeddingTable;
 pub use traffic::Traffic;

@@ -39,6 +39,79 @@ pub enum Optimizer {
     RmsProp { lr: f32, alpha: f32, eps: f32 },
 }
 
+/// An embedding optimizer's kind, as a command line or a config names it:
+/// `sgd`, `adagrad`, `row-wise-adagrad` or `rms-prop` (also `rmsprop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    Sgd,
+    Adagrad,
+    RowWiseAdagrad,
+    RmsProp,
+}
+
+impl OptimizerKind {
+    /// Every kind, in the order the help lists them.
+    pub const ALL: [OptimizerKind; 4] = [
+        OptimizerKind::Sgd,
+        OptimizerKind::Adagrad,
+        OptimizerKind::RowWiseAdagrad,
+        OptimizerKind::RmsProp,
+    ];
+
+    /// The kind's name ([`Optimizer::name`]'s).
+    pub fn name(self) -> &'static str {
+        self.with_lr(0.0).name()
+    }
+
+    /// The optimizer of this kind with learning rate `lr` and the other
+    /// hyper-parameters at their defaults (eps 1e-8, Adagrad's accumulator
+    /// starting at 0, RMSprop's alpha 0.99). Not checked: see
+    /// [`Optimizer::validate`].
+    pub fn with_lr(self, lr: f32) -> Optimizer {
+        match self {
+            OptimizerKind::Sgd => Optimizer::Sgd { lr },
+            OptimizerKind::Adagrad => Optimizer::Adagrad {
+                lr,
+                eps: 1e-8,
+                initial_accumulator: 0.0,
+            },
+            OptimizerKind::RowWiseAdagrad => Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
+            OptimizerKind::RmsProp => Optimizer::RmsProp {
+                lr,
+                alpha: 0.99,
+                eps: 1e-8,
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for OptimizerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "rmsprop" {
+            return Ok(OptimizerKind::RmsProp);
+        }
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown optimizer '{s}'; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for OptimizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Optimizer {
     /// A representative of each kind, for tests and checks.
     pub fn examples() -> [Optimizer; 4] {
@@ -378,7 +451,22 @@ fn update_row(opt: &Optimizer, w: &mut [f32], a: &mut [f32], g: &[f32]) {
 
 #[cfg(test)]
 mod tests {
-    use super::Optimizer;
+    use super::{Optimizer, OptimizerKind};
+
+    #[test]
+    fn every_kind_reads_back_from_its_name_and_others_are_refused_with_the_names() {
+        for k in OptimizerKind::ALL {
+            assert_eq!(k.name().parse::<OptimizerKind>(), Ok(k));
+            assert_eq!(k.with_lr(0.5).lr(), 0.5);
+            k.with_lr(0.5).validate().unwrap();
+        }
+        assert_eq!("rmsprop".parse(), Ok(OptimizerKind::RmsProp));
+        let e = "lamb".parse::<OptimizerKind>().unwrap_err();
+        assert_eq!(
+            e,
+            "unknown optimizer 'lamb'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
+        );
+    }
 
     #[test]
     fn a_negative_or_non_finite_learning_rate_is_refused() {

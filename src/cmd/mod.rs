@@ -168,6 +168,71 @@ pub struct RunOutputArgs {
     pub quiet: bool,
 }
 
+/// The NMP pool's flags, shared by `nmp run` and `train`: the ranks, their
+/// preset and mapping, the row placement, the DRAM engine and the link.
+/// `train` gives some other defaults (`#[command(mut_arg(...))]` on its
+/// arguments): it simulates every iteration, so the native engine, and
+/// Tensor Casting's placement for training.
+#[derive(clap::Args, Debug, Clone, serde::Serialize)]
+pub struct PoolArgs {
+    /// Number of NMP ranks (1 to 65536).
+    #[arg(long, default_value_t = 32, value_parser = ranks_arg)]
+    pub ranks: u32,
+    /// DDR4 preset of each rank (see `nmpsim dram presets`).
+    #[arg(long, default_value = "DDR4-3200-x8", value_parser = preset_arg)]
+    pub preset: String,
+    /// vector-sliced, row-interleaved, table-per-rank, or all.
+    #[arg(long, default_value = "vector-sliced")]
+    pub placement: String,
+    /// Address mapping of each rank, most significant field first
+    /// (default ro-ra-ba-co-bg; ro-ra-ba-bg-co keeps a row's slices in one DRAM row).
+    #[arg(long, value_name = "FIELDS")]
+    pub mapping: Option<String>,
+    /// DRAM engine: dramsim3, ramulator or native (Rust; on one rank per channel it gives
+    /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
+    #[arg(long, default_value = "dramsim3", value_parser = engine_arg)]
+    pub engine: nmpsim_sim::EngineKind,
+    /// Bandwidth of the link between the host and the pool, GB/s.
+    #[arg(long, default_value_t = 25.0)]
+    pub link_gbps: f64,
+}
+
+/// `--ranks`: 1 to 65536 NMP ranks.
+pub fn ranks_arg(s: &str) -> Result<u32, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("--ranks {s}: expected a whole number of ranks"))?;
+    match n {
+        0 => Err("--ranks 0: the NMP pool needs at least 1 rank".into()),
+        1..=65536 => Ok(n as u32),
+        _ => Err(format!("--ranks {n}: at most 65536 ranks")),
+    }
+}
+
+/// `--json`, `--out` and `--quiet` of a command that prints its results and
+/// writes a run directory only when asked (`trace stats`, `trace hot`). A
+/// command names the files of its run directory in `--out`'s help with
+/// `#[command(mut_arg("out", |a| a.help(...)))]`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PrintArgs {
+    /// Print results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a run directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl PrintArgs {
+    /// Whether to leave progress bars out: asked to, or printing JSON.
+    pub fn no_progress(&self) -> bool {
+        self.quiet || self.json
+    }
+}
+
 /// A size in bytes: a number with an optional unit, decimal (kB, MB, GB, TB)
 /// or binary (KiB, MiB, GiB, TiB), any case, a space allowed before it:
 /// `256MiB`, `1.5 GB`, `4096`.
@@ -214,7 +279,7 @@ pub fn engine_arg(s: &str) -> Result<nmpsim_sim::EngineKind, String> {
 pub struct ScatterOptimizerArgs {
     /// Optimizer of the scatter: sgd, adagrad, row-wise-adagrad, rms-prop.
     #[arg(long, default_value = "sgd")]
-    pub optimizer: String,
+    pub optimizer: nmpsim_kernels::OptimizerKind,
     /// Learning rate of the scatter's optimizer.
     #[arg(long, default_value_t = 0.01, value_parser = f32_arg)]
     pub lr: f32,
@@ -223,36 +288,23 @@ pub struct ScatterOptimizerArgs {
 impl ScatterOptimizerArgs {
     /// The optimizer the flags name, checked.
     pub fn optimizer(&self) -> anyhow::Result<nmpsim_kernels::Optimizer> {
-        parse_optimizer(&self.optimizer, self.lr)
+        checked_optimizer(self.optimizer, self.lr)
     }
 }
 
-/// The optimizer `name` with learning rate `lr`, its hyper-parameters checked
-/// (so that a bad `--lr` fails before a run directory exists).
-pub fn parse_optimizer(name: &str, lr: f32) -> anyhow::Result<nmpsim_kernels::Optimizer> {
+/// The optimizer of kind `kind` with learning rate `lr`, its
+/// hyper-parameters checked (so that a bad `--lr` fails before a run
+/// directory exists).
+pub fn checked_optimizer(
+    kind: nmpsim_kernels::OptimizerKind,
+    lr: f32,
+) -> anyhow::Result<nmpsim_kernels::Optimizer> {
     use anyhow::{Context, bail};
-    use nmpsim_kernels::Optimizer;
-    let o = match name {
-        "sgd" => Optimizer::Sgd { lr },
-        "adagrad" => Optimizer::Adagrad {
-            lr,
-            eps: 1e-8,
-            initial_accumulator: 0.0,
-        },
-        "row-wise-adagrad" => Optimizer::RowWiseAdagrad { lr, eps: 1e-8 },
-        "rms-prop" | "rmsprop" => Optimizer::RmsProp {
-            lr,
-            alpha: 0.99,
-            eps: 1e-8,
-        },
-        other => bail!(
-            "unknown optimizer '{other}'; expected one of sgd, adagrad, row-wise-adagrad, rms-prop"
-        ),
-    };
     // (As `train` does: a negative rate climbs the loss.)
     if lr < 0.0 {
         bail!("--lr {lr}: expected a non-negative learning rate");
     }
+    let o = kind.with_lr(lr);
     o.validate().with_context(|| format!("--lr {lr}"))?;
     Ok(o)
 }

@@ -12,7 +12,7 @@ use nmpsim_nmp::run::{PoolRun, Primitive, check_bytes, layouts_bytes, layouts_fo
 use nmpsim_nmp::{
     CoreParams, EnergyParams, LinkParams, Placement, PoolParams, TableShape, placement::SLICE_BYTES,
 };
-use nmpsim_sim::{DramConfig, EngineKind};
+use nmpsim_sim::DramConfig;
 use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
 use serde::Serialize;
 
@@ -68,30 +68,12 @@ pub struct RunArgs {
     primitive: Primitive,
     #[command(flatten)]
     scatter: crate::cmd::ScatterOptimizerArgs,
-    /// Number of NMP ranks (1 to 65536).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    ranks: u32,
-    /// DDR4 preset of each rank (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_parser = crate::cmd::preset_arg)]
-    preset: String,
-    /// vector-sliced, row-interleaved, table-per-rank, or all.
-    #[arg(long, default_value = "vector-sliced")]
-    placement: String,
-    /// Address mapping of each rank, most significant field first
-    /// (default ro-ra-ba-co-bg; ro-ra-ba-bg-co keeps a row's slices in one DRAM row).
-    #[arg(long, value_name = "FIELDS")]
-    mapping: Option<String>,
-    /// DRAM engine: dramsim3, ramulator or native (Rust; on one rank per channel it gives
-    /// dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster).
-    #[arg(long, default_value = "dramsim3", value_parser = crate::cmd::engine_arg)]
-    engine: EngineKind,
+    #[command(flatten)]
+    pool: crate::cmd::PoolArgs,
     /// Core: requests in flight per rank, 1 to 64 (the core's 4 KiB input
     /// buffer holds 64 slices of 64 B).
     #[arg(long, default_value_t = 32)]
     queue: usize,
-    /// Host link bandwidth in GB/s.
-    #[arg(long, default_value_t = 25.0)]
-    link_gbps: f64,
     /// Hold real table data in the pool and check its results against the kernels
     /// (a NaN or infinity the kernels lack counts as an infinite error). Needs memory
     /// for two copies of the tables and optimizer state; refused up front otherwise.
@@ -225,7 +207,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     crate::cmd::at_least_one(&[
         ("--batches", a.batches),
         ("--dim", a.dim as u64),
-        ("--ranks", a.ranks as u64),
+        ("--ranks", a.pool.ranks as u64),
     ])?;
     if a.queue == 0 {
         bail!("--queue 0: the core needs at least 1 request in flight");
@@ -239,26 +221,27 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
             core.input_buffer_bytes
         );
     }
-    crate::cmd::check_link_gbps(a.link_gbps)?;
-    let engine = a.engine;
-    let mut dram = DramConfig::preset(&a.preset)?;
+    crate::cmd::check_link_gbps(a.pool.link_gbps)?;
+    let engine = a.pool.engine;
+    let mut dram = DramConfig::preset(&a.pool.preset)?;
     if dram.ranks != 1 {
         bail!(
             "--preset {}: a channel of {} ranks; each NMP core sits on one DDR4 rank, so the pool's ranks (--ranks) take a single-rank preset, e.g. {}",
-            a.preset,
+            a.pool.preset,
             dram.ranks,
-            a.preset
+            a.pool
+                .preset
                 .trim_end_matches(|c: char| c != '-')
                 .trim_end_matches('-')
         );
     }
-    if let Some(m) = &a.mapping {
+    if let Some(m) = &a.pool.mapping {
         dram.mapping = nmpsim_sim::AddressMapping::parse(m)?;
     }
-    let placements: Vec<Placement> = if a.placement.eq_ignore_ascii_case("all") {
+    let placements: Vec<Placement> = if a.pool.placement.eq_ignore_ascii_case("all") {
         Placement::ALL.to_vec()
     } else {
-        vec![a.placement.parse()?]
+        vec![a.pool.placement.parse()?]
     };
     let optimizer = a.scatter.optimizer()?;
     if !a.output.quiet && !matches!(a.primitive, Primitive::Scatter) {
@@ -280,7 +263,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
             ..core
         },
         link: LinkParams {
-            bandwidth_gbps: a.link_gbps,
+            bandwidth_gbps: a.pool.link_gbps,
             ..LinkParams::default()
         },
         energy: EnergyParams::default(),
@@ -307,7 +290,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         primitive: a.primitive,
         placements: placements.clone(),
         params: params.clone(),
-        ranks: a.ranks,
+        ranks: a.pool.ranks,
         dim: a.dim,
         optimizer,
         seed: a.seed,
@@ -320,7 +303,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     };
     let shapes = table_shapes(&batches, a.dim);
     crate::cmd::check_memory(
-        layouts_bytes(&placements, &shapes, a.ranks),
+        layouts_bytes(&placements, &shapes, a.pool.ranks),
         "the pool's layouts (a region per table and rank, the slices each rank holds)",
         "--ranks or --dim, or use fewer tables",
     )?;
@@ -348,7 +331,7 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
             batches: batches.len() as u64,
             placements: &placements,
             pool: &params,
-            ranks: a.ranks,
+            ranks: a.pool.ranks,
             check: a.check,
         },
     )?;

@@ -264,6 +264,9 @@ pub struct GenArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("out", |a| a.help(
+    "Also write a run directory (config.json, results.json, tables.csv, cdf.csv, summary.txt)"
+)))]
 pub struct StatsArgs {
     /// Trace file to analyse (or use --profile to generate on the fly).
     #[arg(value_name = "FILE", conflicts_with_all = [
@@ -277,15 +280,8 @@ pub struct StatsArgs {
     #[arg(long, value_name = "K", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..))]
     batches: u64,
-    /// Print results as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Also write a run directory (config.json, results.json, tables.csv, cdf.csv, summary.txt).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    print: crate::cmd::PrintArgs,
 }
 
 #[derive(Args)]

@@ -18,7 +18,7 @@ pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
                 "metadata": serde_json::from_str::<serde_json::Value>(&reader.header().metadata)
                     .unwrap_or_else(|_| serde_json::Value::String(reader.header().metadata.clone())),
             });
-            let pb = rundir::progress_count("analysing", "batches", a.quiet || a.json);
+            let pb = rundir::progress_count("analysing", "batches", a.print.no_progress());
             for batch in reader {
                 sb.add(&batch?)?;
                 pb.inc(1);
@@ -37,7 +37,7 @@ pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
             });
             let rows: Vec<u64> = spec.tables.iter().map(|t| t.rows).collect();
             let mut sb = StatsBuilder::new(&rows);
-            let pb = rundir::progress(a.batches, "analysing", a.quiet || a.json);
+            let pb = rundir::progress(a.batches, "analysing", a.print.no_progress());
             for batch in Generator::new(spec)?.take(a.batches as usize) {
                 sb.add(&batch)?;
                 pb.inc(1);
@@ -48,7 +48,7 @@ pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
     };
     // The run directory first, as every command writes it: a stdout that
     // cannot be written does not lose it.
-    let written = match &a.out {
+    let written = match &a.print.out {
         Some(dir) => Some(write_stats_dir(dir, &config, &stats)?),
         None => None,
     };
@@ -56,7 +56,7 @@ pub(super) fn stats_cmd(a: StatsArgs) -> Result<ExitCode> {
         "trace stats",
         &stats,
         &stats.to_string(),
-        a.json,
+        a.print.json,
         written.as_deref(),
     )?;
     Ok(ExitCode::SUCCESS)

@@ -7,6 +7,15 @@ use nmpsim_dlrm::SimBatches;
 use serde::Serialize;
 
 #[derive(Args, Debug, Clone, Serialize)]
+#[command(mut_arg("placement", |a| a
+    .default_value("row-interleaved")
+    .help("Row placement on the ranks: vector-sliced, row-interleaved, table-per-rank")))]
+#[command(mut_arg("mapping", |a| a
+    .default_value("ro-ra-ba-bg-co")
+    .help("Address mapping of each rank, most significant field first (ro-ra-ba-bg-co keeps a row's slices in one DRAM row)")))]
+#[command(mut_arg("engine", |a| a
+    .default_value("native")
+    .help("DRAM engine: native (the default: Rust; on one rank per channel it gives dramsim3's results but for the writes dramsim3 leaves unissued, over 20x faster, which makes simulating every iteration affordable), dramsim3 or ramulator")))]
 #[command(after_help = "Examples:
   nmpsim train --model tiny --iters 300 --batch 256           # seconds; learns the planted teacher
   nmpsim train --model rm1 --mode tcast-nmp --batch 2048 --iters 200
@@ -53,11 +62,12 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.1, value_parser = crate::cmd::f32_arg)]
     pub(crate) lr: f32,
     /// Dense optimizer: sgd or adagrad.
-    #[arg(long, default_value = "sgd")]
-    pub(crate) dense_optimizer: String,
+    #[arg(long, default_value = "sgd", value_parser = dense_optimizer_arg)]
+    #[serde(serialize_with = "dense_optimizer_name")]
+    pub(crate) dense_optimizer: nmpsim_dlrm::DenseOptimizer,
     /// Embedding optimizer: sgd, adagrad, row-wise-adagrad, rms-prop.
     #[arg(long, default_value = "sgd")]
-    pub(crate) optimizer: String,
+    pub(crate) optimizer: nmpsim_kernels::OptimizerKind,
     /// Linear learning-rate warm-up steps, as the DLRM reference's scheduler (docs/dlrm.md).
     #[arg(long, default_value_t = 0)]
     pub(crate) lr_warmup_steps: u64,
@@ -124,26 +134,9 @@ pub struct TrainArgs {
     /// emulated there; fails before training without one).
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     pub(crate) device: String,
-    /// NMP ranks.
-    #[arg(long, default_value_t = 32)]
-    pub(crate) ranks: u32,
-    /// DDR4 preset of every rank.
-    #[arg(long, default_value = "DDR4-3200-x8", value_parser = crate::cmd::preset_arg)]
-    pub(crate) preset: String,
-    /// Row placement on the ranks: vector-sliced, row-interleaved, table-per-rank.
-    #[arg(long, default_value = "row-interleaved")]
-    pub(crate) placement: String,
-    /// Address mapping fields of the ranks.
-    #[arg(long, default_value = "ro-ra-ba-bg-co")]
-    pub(crate) mapping: String,
-    /// DRAM engine: native (the default: Rust; on one rank per channel it gives dramsim3's
-    /// results but for the writes dramsim3 leaves unissued, over 20x faster, which makes
-    /// simulating every iteration affordable), dramsim3 or ramulator.
-    #[arg(long, default_value = "native", value_parser = crate::cmd::engine_arg)]
-    pub(crate) engine: nmpsim_sim::EngineKind,
-    /// NMP pool link bandwidth, GB/s.
-    #[arg(long, default_value_t = 25.0)]
-    pub(crate) link_gbps: f64,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) pool: crate::cmd::PoolArgs,
     /// Iterations of each NMP mode simulated cycle by cycle: all (the default), or N,
     /// after which the simulated bandwidth is applied to later batches' bytes (faster;
     /// those times are labelled proxy, with the iterations they come from).
@@ -231,3 +224,16 @@ pub(crate) const NMP_FLAGS: [&str; 8] = [
     "--sim-batches",
     "--nmp-bandwidth",
 ];
+
+/// `--dense-optimizer`: sgd or adagrad.
+fn dense_optimizer_arg(s: &str) -> Result<nmpsim_dlrm::DenseOptimizer, String> {
+    nmpsim_dlrm::DenseOptimizer::parse(s).map_err(|e| e.to_string())
+}
+
+/// The dense optimizer as the command line named it.
+fn dense_optimizer_name<S: serde::Serializer>(
+    o: &nmpsim_dlrm::DenseOptimizer,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.name())
+}

@@ -7,14 +7,14 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use nmpsim_dlrm::strategy::{self, StrategyEntry};
 use nmpsim_dlrm::{
-    DenseOptimizer, GpuPreset, Interaction, LrSchedule, NmpSetup, Preset, PresetOverrides,
-    SimBatches, TrainConfig, parse_arch, preset,
+    GpuPreset, Interaction, LrSchedule, NmpSetup, Preset, PresetOverrides, SimBatches, TrainConfig,
+    parse_arch, preset,
 };
 use nmpsim_nmp::Placement;
 use nmpsim_traces::BagSize;
 use serde::Serialize;
 
-use crate::cmd::parse_optimizer;
+use crate::cmd::checked_optimizer;
 
 use super::{TrainArgs, dense_backend};
 
@@ -265,8 +265,8 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         iters: a.iters,
         seed: a.seed,
         lr,
-        dense_optimizer: DenseOptimizer::parse(&a.dense_optimizer)?,
-        embedding_optimizer: parse_optimizer(&a.optimizer, lr)?,
+        dense_optimizer: a.dense_optimizer,
+        embedding_optimizer: checked_optimizer(a.optimizer, lr)?,
         schedule: LrSchedule {
             warmup_steps: a.lr_warmup_steps,
             decay_start_step: a.lr_decay_start,
@@ -277,21 +277,19 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
     };
     train.validate()?;
     let nmp = NmpSetup {
-        ranks: a.ranks,
-        preset: a.preset.clone(),
-        mapping: Some(a.mapping.clone()),
-        placement: a.placement.parse::<Placement>()?,
-        engine: a.engine,
-        link_gbps: a.link_gbps,
+        ranks: a.pool.ranks,
+        preset: a.pool.preset.clone(),
+        mapping: a.pool.mapping.clone(),
+        placement: a.pool.placement.parse::<Placement>()?,
+        engine: a.pool.engine,
+        link_gbps: a.pool.link_gbps,
         link_latency_us: 1.0,
         sim_batches: a.sim_batches,
         fixed_bandwidth_gbps: a.nmp_bandwidth,
     };
     // The same checks as `NmpSetup::validate`, naming the flags.
-    if a.ranks == 0 {
-        bail!("--ranks 0: the NMP pool needs at least 1 rank");
-    }
-    crate::cmd::check_link_gbps(a.link_gbps)?;
+    // (`--ranks 0` is refused as the flag is read: `ranks_arg`.)
+    crate::cmd::check_link_gbps(a.pool.link_gbps)?;
     match a.nmp_bandwidth {
         Some(b) => crate::cmd::check_gbps("--nmp-bandwidth", b)?,
         None if a.sim_batches == SimBatches::First(0) => bail!(

@@ -19,6 +19,9 @@ mod report;
 use report::{summary, write_hot_dir};
 
 #[derive(Args)]
+#[command(mut_arg("out", |a| a.help(
+    "Also write a run directory (config.json, results.json, budgets.csv, curve.csv, tables.csv, hot-share.svg/.png, summary.txt)"
+)))]
 pub struct HotArgs {
     /// Trace file (.nmpt) to profile (or --criteo TSV, or a profile generated
     /// with --profile / --rows).
@@ -60,16 +63,8 @@ pub struct HotArgs {
     /// Seed of the sampling draws and of the Rand-Em Box's chunks.
     #[arg(long, value_name = "S", default_value_t = 0)]
     sample_seed: u64,
-    /// Print results as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Also write a run directory (config.json, results.json, budgets.csv,
-    /// curve.csv, tables.csv, hot-share.svg/.png, summary.txt).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    print: crate::cmd::PrintArgs,
 }
 
 /// Where the batches come from; read once, or twice when the profiled lookups are too many to keep.
@@ -210,7 +205,7 @@ pub(super) fn hot_cmd(a: HotArgs) -> Result<ExitCode> {
     }
     let row_bytes = 4 * a.dim as u64;
     let table_rows = input.table_rows()?;
-    let quiet = a.quiet || a.json;
+    let quiet = a.print.no_progress();
 
     // The profiled samples' lookups are kept for the second pass when they
     // fit in RETAIN_BYTES; past that the input is read again.
@@ -262,11 +257,17 @@ pub(super) fn hot_cmd(a: HotArgs) -> Result<ExitCode> {
         "small_table_bytes": SMALL_TABLE_BYTES,
     });
     let text = summary(&results, &profile);
-    let written = match &a.out {
+    let written = match &a.print.out {
         Some(dir) => Some(write_hot_dir(dir, &config, &results, &text)?),
         None => None,
     };
-    rundir::print_run("trace hot", &results, &text, a.json, written.as_deref())?;
+    rundir::print_run(
+        "trace hot",
+        &results,
+        &text,
+        a.print.json,
+        written.as_deref(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
