@@ -290,8 +290,16 @@ fn summary(r: &PlanResults) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "SCARS cost model (modelled): {} tables, {} rows that can be looked up, {} lookups per sample, rows of {} parameters, {} samples per epoch",
-        r.tables, r.rows, r.lookups_per_sample, r.row_params, r.samples
+        "SCARS cost model (modelled): {}, {} rows that can be looked up, {} per sample, rows of {} parameters, {} samples per epoch",
+        crate::cmd::plural(r.tables, "table", "tables"),
+        r.rows,
+        format!(
+            "{} {}",
+            r.lookups_per_sample,
+            if r.lookups_per_sample == 1.0 { "lookup" } else { "lookups" }
+        ),
+        r.row_params,
+        r.samples
     );
     let _ = writeln!(s);
     let _ = writeln!(s, "GB per epoch (4 bytes a parameter):");

@@ -18,6 +18,7 @@ mod peer;
 mod plot;
 mod reproduce;
 mod scars;
+mod snapshots;
 mod sweep;
 mod trace;
 mod trace_hot;
