@@ -26,13 +26,8 @@ pub(crate) fn sensitivity(
         MODEL_LABEL,
         col(param, Fmt::Plain, param, Fmt::Plain),
         csv_col("mode", Fmt::Plain),
-        csv_col("modelled_ms_per_iteration", Fmt::Fixed(4)),
-        col(
-            "speedup_over_baseline_cpu",
-            Fmt::Fixed(4),
-            "speedup",
-            Fmt::Unit(2, "x"),
-        ),
+        MODELLED_MS,
+        SPEEDUP,
     ]);
     let mut c = chart(title, param, "speedup over baseline-cpu", ChartKind::Lines);
     c.log_x = true;

@@ -9,6 +9,16 @@ pub(crate) const MODEL: Col = csv_col("model", Fmt::Plain);
 /// The model as the report names it (`RM1`), in a column named `label`.
 pub(crate) const MODEL_LABEL: Col = md_col("model", Fmt::Plain).named("label");
 
+/// A training run's modelled iteration, in the CSV.
+pub(crate) const MODELLED_MS: Col = csv_col("modelled_ms_per_iteration", Fmt::Fixed(4));
+/// A mode's speed-up over baseline-cpu: the CSV's, and the report's `2.50x`.
+pub(crate) const SPEEDUP: Col = col(
+    "speedup_over_baseline_cpu",
+    Fmt::Fixed(4),
+    "speedup",
+    Fmt::Unit(2, "x"),
+);
+
 /// The report's table of `t` (with [`MODEL_LABEL`] and a `mode` column): a
 /// row per model and a column per mode, each cell column `value`.
 pub(crate) fn model_by_mode(t: &Table, value: &str) -> Table {
@@ -351,13 +361,8 @@ pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
         MODEL,
         MODEL_LABEL,
         csv_col("mode", Fmt::Plain),
-        csv_col("modelled_ms_per_iteration", Fmt::Fixed(4)),
-        col(
-            "speedup_over_baseline_cpu",
-            Fmt::Fixed(4),
-            "speedup",
-            Fmt::Unit(2, "x"),
-        ),
+        MODELLED_MS,
+        SPEEDUP,
     ]);
     let mut c = chart(
         "End-to-end speedup over baseline-cpu",

@@ -296,7 +296,11 @@ fn summary(r: &PlanResults) -> String {
         format!(
             "{} {}",
             r.lookups_per_sample,
-            if r.lookups_per_sample == 1.0 { "lookup" } else { "lookups" }
+            if r.lookups_per_sample == 1.0 {
+                "lookup"
+            } else {
+                "lookups"
+            }
         ),
         r.row_params,
         r.samples
