@@ -15,6 +15,7 @@
 //!   `nmpsim train` drives).
 //! - [`summary`]: a run's results as types, as `results.json` holds them.
 //! - [`presets`], [`data`]: named models and synthetic labelled data.
+pub mod cdlrm;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]

@@ -1,0 +1,406 @@
+//! cDLRM's three processes over a model's tables (Sec. 5), run in one thread
+//! in the order in which they overlap: the prefetcher gathers the unique
+//! rows of a window of `n` batches from the host tables (Algorithm 1), the
+//! caching step installs a window into the caches (Sec. 5.2.1), each batch
+//! trains on a compact working set of cached rows and conflict victims
+//! (Sec. 5.2.2-5.2.3), and the eviction process writes evicted and victim
+//! rows back to the host tables (Sec. 5.3).
+//!
+//! Two orders of these steps, [`Consistency`]:
+//! - `coherent`: the write-back queue drains before a window is installed,
+//!   and the rows it installs are re-read then, so every row a batch reads is
+//!   its latest value: training is bit-identical to training the host tables
+//!   directly with the same batches;
+//! - `async`: the paper's order. The next window is fetched as soon as the
+//!   current one is installed, before the rows that install evicted reach
+//!   the host, so a row evicted there and needed by the next window is
+//!   installed from its fetched, older value (the race of Sec. 5.3). Such
+//!   stale installs are counted.
+
+use std::collections::VecDeque;
+
+use nmpsim_kernels::{EmbeddingTable, OptimizerState};
+use nmpsim_traces::{Batch, TableBatch};
+use serde::Serialize;
+
+use super::cache::{DEFAULT_SETS, DEFAULT_WAYS, Geometry, TableCache, WriteBack};
+use crate::DlrmError;
+
+/// When the host tables see the cache's updates, against when the
+/// prefetcher reads them (the module's docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Consistency {
+    #[default]
+    Coherent,
+    Async,
+}
+
+impl std::str::FromStr for Consistency {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "coherent" => Ok(Consistency::Coherent),
+            "async" => Ok(Consistency::Async),
+            _ => Err(format!(
+                "unknown consistency '{s}'; expected coherent or async"
+            )),
+        }
+    }
+}
+
+/// The cache's and prefetcher's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CdlrmOptions {
+    /// `L`: the set count limit (a table of at most `L` rows is held whole).
+    pub sets: u64,
+    pub ways: u32,
+    /// `n`: batches per look-ahead window.
+    pub lookahead: usize,
+    pub consistency: Consistency,
+    /// Seeds every table's way selection.
+    pub seed: u64,
+}
+
+impl Default for CdlrmOptions {
+    fn default() -> Self {
+        CdlrmOptions {
+            sets: DEFAULT_SETS,
+            ways: DEFAULT_WAYS,
+            lookahead: 100,
+            consistency: Consistency::Coherent,
+            seed: 0,
+        }
+    }
+}
+
+impl CdlrmOptions {
+    pub fn validate(&self) -> Result<(), DlrmError> {
+        if self.lookahead == 0 {
+            return Err(DlrmError::Config(
+                "--lookahead 0: a window needs at least 1 batch".into(),
+            ));
+        }
+        Geometry::for_table(self.sets + 1, self.sets, self.ways).map(|_| ())
+    }
+}
+
+/// One table's counts over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheCounts {
+    pub windows: u64,
+    /// Unique rows of the windows, and those already held when installed.
+    pub window_rows: u64,
+    pub window_hits: u64,
+    pub installed: u64,
+    /// Window rows that found no slot (served by the victim table).
+    pub conflict_victims: u64,
+    /// Held rows a install displaced.
+    pub evictions: u64,
+    /// Rows installed from a fetched value the host had since overwritten.
+    pub stale_installs: u64,
+    /// Unique rows of the batches, served from the cache or the victim table.
+    pub batch_rows: u64,
+    pub batch_hits: u64,
+    pub victim_rows: u64,
+    /// Rows written to the host table (evictions, victims, the final flush).
+    pub written_back: u64,
+    /// Row bytes (values and optimizer state) to the device: installs and
+    /// victim fetches; and back: write-backs.
+    pub bytes_to_device: u64,
+    pub bytes_to_host: u64,
+}
+
+impl CacheCounts {
+    /// The share of the batches' unique rows found in the cache.
+    pub fn hit_rate(&self) -> f64 {
+        self.batch_hits as f64 / self.batch_rows.max(1) as f64
+    }
+}
+
+/// A window's rows and their values as the prefetcher read them.
+struct Fetched {
+    rows: Vec<Vec<u32>>,
+    values: Vec<Vec<f32>>,
+    state: Vec<Vec<f32>>,
+    /// The write-backs the host had seen when it was read.
+    at: u32,
+}
+
+/// One batch's rows of one table on the device: its unique rows (ascending)
+/// as a compact table with their optimizer state, and the batch with its
+/// indices as positions in it. Train on these, then hand them back.
+pub struct Working {
+    pub unique: Vec<u32>,
+    /// The cache slot of each unique row; `None`: a conflict victim.
+    slots: Vec<Option<usize>>,
+    pub table: EmbeddingTable,
+    pub state: OptimizerState,
+    pub batch: TableBatch,
+}
+
+/// The host tables with their caches, write-back queues and prefetch queue.
+pub struct CachedTables {
+    pub host: Vec<EmbeddingTable>,
+    pub host_state: Vec<OptimizerState>,
+    caches: Vec<TableCache>,
+    wb: Vec<WriteBack>,
+    /// Per table and row, the write-back count when it was last written.
+    written: Vec<Vec<u32>>,
+    drains: u32,
+    queue: VecDeque<Fetched>,
+    pub options: CdlrmOptions,
+    pub counts: Vec<CacheCounts>,
+}
+
+impl CachedTables {
+    /// Caches of the paper's shape over `host` (with its optimizer state),
+    /// all empty.
+    pub fn new(
+        host: Vec<EmbeddingTable>,
+        host_state: Vec<OptimizerState>,
+        options: CdlrmOptions,
+    ) -> Result<Self, DlrmError> {
+        options.validate()?;
+        let mut caches = Vec::with_capacity(host.len());
+        for (t, (h, s)) in host.iter().zip(&host_state).enumerate() {
+            let g = Geometry::for_table(h.rows, options.sets, options.ways)?;
+            let seed = options.seed ^ (t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            caches.push(TableCache::new(g, h.dim, s.values_per_row, seed)?);
+        }
+        Ok(CachedTables {
+            written: host.iter().map(|h| vec![0; h.rows as usize]).collect(),
+            wb: vec![WriteBack::default(); host.len()],
+            counts: vec![CacheCounts::default(); host.len()],
+            caches,
+            host,
+            host_state,
+            drains: 0,
+            queue: VecDeque::new(),
+            options,
+        })
+    }
+
+    pub fn geometry(&self, t: usize) -> Geometry {
+        self.caches[t].geometry
+    }
+
+    fn row_bytes(&self, t: usize) -> u64 {
+        (self.host[t].dim + self.host_state[t].values_per_row) as u64 * 4
+    }
+
+    /// Algorithm 1 for one window: per table its unique rows, gathered with
+    /// their optimizer state from the host tables as they are now.
+    pub fn prefetch(&mut self, window: &[Batch]) {
+        let tables = self.host.len();
+        let mut f = Fetched {
+            rows: Vec::with_capacity(tables),
+            values: Vec::with_capacity(tables),
+            state: Vec::with_capacity(tables),
+            at: self.drains,
+        };
+        for t in 0..tables {
+            let mut rows: Vec<u32> = window
+                .iter()
+                .flat_map(|b| b.tables[t].indices.iter().copied())
+                .collect();
+            rows.sort_unstable();
+            rows.dedup();
+            let (values, state) = gather(&self.host[t], &self.host_state[t], &rows);
+            f.rows.push(rows);
+            f.values.push(values);
+            f.state.push(state);
+        }
+        self.queue.push_back(f);
+    }
+
+    /// Starts the next window (fetched by an earlier [`prefetch`]), and
+    /// fetches `next`, the window after it, in the order of the run's
+    /// [`Consistency`].
+    ///
+    /// [`prefetch`]: CachedTables::prefetch
+    pub fn begin_window(&mut self, next: Option<&[Batch]>) -> Result<(), DlrmError> {
+        let mut f = self
+            .queue
+            .pop_front()
+            .ok_or_else(|| DlrmError::Config("no window was prefetched".into()))?;
+        let coherent = self.options.consistency == Consistency::Coherent;
+        if coherent {
+            self.drain();
+            for t in 0..self.host.len() {
+                (f.values[t], f.state[t]) = gather(&self.host[t], &self.host_state[t], &f.rows[t]);
+            }
+            f.at = self.drains;
+        }
+        for t in 0..self.host.len() {
+            let rows = &f.rows[t];
+            // Rows the install will place whose fetched copy the host has
+            // since overwritten.
+            let stale: Vec<usize> = (0..rows.len())
+                .filter(|&i| {
+                    self.written[t][rows[i] as usize] > f.at
+                        && self.caches[t].slot_of(rows[i]).is_none()
+                })
+                .collect();
+            let done = self.caches[t].install(rows, &f.values[t], &f.state[t], &mut self.wb[t]);
+            let bytes = self.row_bytes(t);
+            let c = &mut self.counts[t];
+            c.windows += 1;
+            c.window_rows += rows.len() as u64;
+            c.window_hits += done.hits;
+            c.installed += done.installed;
+            c.evictions += done.evicted;
+            c.conflict_victims += done.victims.len() as u64;
+            c.stale_installs += stale
+                .iter()
+                .filter(|i| done.victims.binary_search(i).is_err())
+                .count() as u64;
+            c.bytes_to_device += done.installed * bytes;
+        }
+        if let Some(next) = next {
+            self.prefetch(next);
+        }
+        if !coherent {
+            self.drain();
+        }
+        Ok(())
+    }
+
+    /// The eviction process: every queued row written to its host table.
+    pub fn drain(&mut self) {
+        self.drains += 1;
+        let seq = self.drains;
+        for t in 0..self.host.len() {
+            let (dim, per_row) = (self.host[t].dim, self.host_state[t].values_per_row);
+            let n = self.wb[t].rows.len() as u64;
+            self.counts[t].written_back += n;
+            self.counts[t].bytes_to_host += n * self.row_bytes(t);
+            let written = &mut self.written[t];
+            self.wb[t].drain_into(
+                &mut self.host[t].data,
+                &mut self.host_state[t].values,
+                dim,
+                per_row,
+                |r| written[r as usize] = seq,
+            );
+        }
+    }
+
+    /// Table `t`'s rows of one batch of the current window: the cached ones
+    /// from the cache, the conflict victims fetched from the host into the
+    /// victim table.
+    pub fn working(&mut self, t: usize, batch: &TableBatch) -> Result<Working, DlrmError> {
+        let mut unique = batch.indices.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        let (dim, per_row) = (self.host[t].dim, self.host_state[t].values_per_row);
+        let mut values = Vec::with_capacity(unique.len() * dim);
+        let mut state = Vec::with_capacity(unique.len() * per_row);
+        let mut slots = Vec::with_capacity(unique.len());
+        let cache = &self.caches[t];
+        for &r in &unique {
+            let slot = cache.slot_of(r);
+            let (v, s) = match slot {
+                Some(s) => cache.slot(s),
+                None => row_of(&self.host[t], &self.host_state[t], r),
+            };
+            values.extend_from_slice(v);
+            state.extend_from_slice(s);
+            slots.push(slot);
+        }
+        let victims = slots.iter().filter(|s| s.is_none()).count() as u64;
+        let bytes = self.row_bytes(t);
+        let c = &mut self.counts[t];
+        c.batch_rows += unique.len() as u64;
+        c.batch_hits += unique.len() as u64 - victims;
+        c.victim_rows += victims;
+        c.bytes_to_device += victims * bytes;
+        let compact = TableBatch {
+            num_rows: unique.len() as u64,
+            offsets: batch.offsets.clone(),
+            indices: batch
+                .indices
+                .iter()
+                .map(|r| unique.binary_search(r).expect("a unique row") as u32)
+                .collect(),
+            weights: batch.weights.clone(),
+        };
+        Ok(Working {
+            table: EmbeddingTable::from_vec(unique.len() as u64, dim, values)?,
+            state: OptimizerState {
+                rows: unique.len() as u64,
+                values_per_row: per_row,
+                values: state,
+            },
+            unique,
+            slots,
+            batch: compact,
+        })
+    }
+
+    /// Hands a trained working set back: cached rows into their slots, the
+    /// victims flushed to the host through the write-back queue (Sec. 5.2.3).
+    pub fn finish(&mut self, t: usize, w: Working) {
+        let (dim, per_row) = (w.table.dim, w.state.values_per_row);
+        let mut victims = false;
+        for (i, (&r, slot)) in w.unique.iter().zip(&w.slots).enumerate() {
+            let (v, s) = (
+                &w.table.data[i * dim..(i + 1) * dim],
+                &w.state.values[i * per_row..(i + 1) * per_row],
+            );
+            match slot {
+                Some(slot) => {
+                    let (cv, cs) = self.caches[t].slot_mut(*slot);
+                    cv.copy_from_slice(v);
+                    cs.copy_from_slice(s);
+                }
+                None => {
+                    self.wb[t].push(r, v, s);
+                    victims = true;
+                }
+            }
+        }
+        if victims {
+            self.drain();
+        }
+    }
+
+    /// The end of training: every cached row written back, so the host
+    /// tables hold the trained model.
+    pub fn flush(&mut self) {
+        for (c, wb) in self.caches.iter_mut().zip(&mut self.wb) {
+            c.flush(wb);
+        }
+        self.drain();
+    }
+
+    /// Rows held in table `t`'s cache now.
+    pub fn occupied(&self, t: usize) -> usize {
+        self.caches[t].occupied()
+    }
+}
+
+/// `rows` of `table` and their optimizer state, gathered.
+fn gather(table: &EmbeddingTable, state: &OptimizerState, rows: &[u32]) -> (Vec<f32>, Vec<f32>) {
+    let (d, p) = (table.dim, state.values_per_row);
+    let mut v = Vec::with_capacity(rows.len() * d);
+    let mut s = Vec::with_capacity(rows.len() * p);
+    for &r in rows {
+        let (rv, rs) = row_of(table, state, r);
+        v.extend_from_slice(rv);
+        s.extend_from_slice(rs);
+    }
+    (v, s)
+}
+
+fn row_of<'a>(
+    table: &'a EmbeddingTable,
+    state: &'a OptimizerState,
+    r: u32,
+) -> (&'a [f32], &'a [f32]) {
+    let (d, p, r) = (table.dim, state.values_per_row, r as usize);
+    (
+        &table.data[r * d..(r + 1) * d],
+        &state.values[r * p..(r + 1) * p],
+    )
+}
