@@ -38,6 +38,10 @@ pub struct GpuPreset {
     /// so a preset's casting scales with its bandwidth.
     #[serde(default = "casting_efficiency")]
     pub casting_efficiency: f64,
+    /// Device memory, GiB (data-sheet): what a strategy may keep there
+    /// (cDLRM's caches are refused beyond it).
+    #[serde(default)]
+    pub memory_gib: f64,
 }
 
 /// Tensor Casting's share of the memory bandwidth on its analytic bytes,
@@ -65,10 +69,11 @@ impl GpuPreset {
     /// `v100` (the paper's DGX-1 GPU, PCIe gen3 x16), `a100` (SXM4 40 GB, PCIe
     /// gen4), `h100` (SXM5, PCIe gen5).
     pub fn named(name: &str) -> Result<Self, DlrmError> {
-        let (n, tf, mem, link) = match name.to_ascii_lowercase().as_str() {
-            "v100" => ("v100", 15.7, 900.0, 15.75),
-            "a100" => ("a100", 19.5, 1555.0, 31.5),
-            "h100" => ("h100", 67.0, 3350.0, 63.0),
+        // (v100: the 16 GiB of the DGX-1V the paper cites.)
+        let (n, tf, mem, link, gib) = match name.to_ascii_lowercase().as_str() {
+            "v100" => ("v100", 15.7, 900.0, 15.75, 16.0),
+            "a100" => ("a100", 19.5, 1555.0, 31.5, 40.0),
+            "h100" => ("h100", 67.0, 3350.0, 63.0, 80.0),
             _ => {
                 return Err(DlrmError::Config(format!(
                     "unknown GPU preset `{name}`; expected one of {}",
@@ -87,6 +92,7 @@ impl GpuPreset {
             launch_us: 5.0,
             transfer_latency_us: 10.0,
             casting_efficiency: CASTING_EFFICIENCY,
+            memory_gib: gib,
         })
     }
 
@@ -123,6 +129,11 @@ impl GpuPreset {
     }
 
     /// An element-wise kernel reading and writing `bytes` in all.
+    /// Device memory in bytes.
+    pub fn mem_bytes(&self) -> f64 {
+        self.memory_gib * (1u64 << 30) as f64
+    }
+
     pub fn stream_ns(&self, bytes: f64) -> f64 {
         self.kernel_ns(0.0, bytes, 1.0)
     }

@@ -245,6 +245,8 @@ pub struct TrainRun {
     /// How the strategies with hot rows ([`StrategyEntry::uses_hot`]) choose
     /// and use them.
     pub hot: crate::hot::HotOptions,
+    /// cDLRM's cache and look-ahead.
+    pub cdlrm: crate::cdlrm::CdlrmOptions,
 }
 
 impl TrainRun {
@@ -257,6 +259,7 @@ impl TrainRun {
             pool: None,
             warmup_iters: 0,
             hot: crate::hot::HotOptions::default(),
+            cdlrm: crate::cdlrm::CdlrmOptions::default(),
         }
     }
 
@@ -448,6 +451,7 @@ pub fn train_modes<D: Driver>(
         let pool = run.pool.clone().filter(|_| mode.uses_nmp);
         let mut ctx = BuildCtx::new(&run.config, run.gpu.clone(), pool.clone());
         ctx.hot = hot.clone().filter(|_| mode.uses_hot);
+        ctx.cdlrm = run.cdlrm;
         let mut tr = driver.trainer(mode, &ctx)?;
         let mut source = tr.embedding.input(source)?;
         let placement = tr.embedding.placement();

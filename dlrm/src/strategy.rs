@@ -47,6 +47,8 @@ pub struct BuildCtx<'a> {
     /// The run's access profile and hot options, for strategies whose entry
     /// says they use hot rows.
     pub hot: Option<Arc<crate::hot::HotContext>>,
+    /// cDLRM's cache and look-ahead.
+    pub cdlrm: crate::cdlrm::CdlrmOptions,
 }
 
 impl<'a> BuildCtx<'a> {
@@ -64,6 +66,7 @@ impl<'a> BuildCtx<'a> {
             #[cfg(feature = "cuda")]
             emulator: None,
             hot: None,
+            cdlrm: crate::cdlrm::CdlrmOptions::default(),
         }
     }
 }
@@ -193,6 +196,14 @@ pub static REGISTRY: &[StrategyEntry] = &[
         uses_nmp: false,
         uses_hot: true,
         build: crate::hot::cache::build,
+    },
+    StrategyEntry {
+        name: "cdlrm",
+        family: "lookahead",
+        about: "cDLRM: tables in host memory, a set-associative cache of each on the GPU filled a look-ahead window of batches ahead; every batch trained on the GPU",
+        uses_nmp: false,
+        uses_hot: false,
+        build: crate::cdlrm::strategy::build,
     },
 ];
 

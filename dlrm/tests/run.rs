@@ -347,3 +347,87 @@ fn the_memory_estimate_covers_the_measured_peak_and_grows_with_the_run() {
     let half = TrainConfig::sgd(rm2.config, 4096, 1, 0.1);
     assert!(half.memory_bytes(1, bag) < counted);
 }
+
+/// cDLRM (coherent) trains exactly the numbers baseline-cpu trains, with
+/// tiny caches that evict and leave conflict victims; in the paper's
+/// asynchronous order it may not, and says how often a row was installed
+/// stale.
+#[test]
+fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
+    for optimizer in [
+        nmpsim_kernels::OptimizerKind::Sgd,
+        nmpsim_kernels::OptimizerKind::Adagrad,
+    ] {
+        let d = Dir::new("cdlrm");
+        let (mut tiny, mut cfg) = Tiny::new(16);
+        cfg.iters = 20;
+        cfg.embedding_optimizer = optimizer.with_lr(0.1);
+        let mut run = run_of("baseline-cpu,cdlrm", cfg);
+        // The tiny model's 64-, 32- and 16-row tables over 5 sets of 2 ways.
+        run.cdlrm = nmpsim_dlrm::cdlrm::CdlrmOptions {
+            sets: 5,
+            ways: 2,
+            lookahead: 3,
+            ..Default::default()
+        };
+        let mut files = RecordFiles::create(&d.0).unwrap();
+        let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
+        assert!(out.failure.is_none(), "{:?}", out.failure.map(|f| f.error));
+        let (base, cdlrm) = (&out.summaries[0], &out.summaries[1]);
+        assert_eq!(cdlrm.mode, "cdlrm");
+        assert_eq!(base.final_loss, cdlrm.final_loss, "{optimizer}");
+        assert_eq!(
+            base.final_eval.as_ref().map(|e| e.loss),
+            cdlrm.final_eval.as_ref().map(|e| e.loss),
+            "{optimizer}"
+        );
+        // Every iteration's training loss, to the last digit.
+        let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+        let loss = |mode: &str| -> Vec<String> {
+            it.iter()
+                .filter(|r| &r[0] == mode)
+                .map(|r| r[3].to_string())
+                .collect()
+        };
+        assert_eq!(loss("baseline-cpu"), loss("cdlrm"), "{optimizer}");
+        assert_eq!(loss("cdlrm").len(), 20);
+        let note = |k: &str| {
+            cdlrm
+                .notes
+                .iter()
+                .find(|n| n.0.starts_with(k))
+                .unwrap_or_else(|| panic!("no note {k}: {:?}", cdlrm.notes))
+                .1
+                .clone()
+        };
+        assert_eq!(note("stale installs"), "0");
+        assert_ne!(note("evictions"), "0");
+        assert_eq!(note("windows"), "7");
+        // The timeline has the caching step (measured) and the prefetcher
+        // on its overlapped lane.
+        let tl = csv_rows(&d.0.join(run::TIMELINE_CSV));
+        assert!(
+            tl.iter()
+                .any(|r| &r[0] == "cdlrm" && &r[4] == "caching" && &r[7] == "measured")
+        );
+        assert!(tl.iter().any(|r| &r[0] == "cdlrm" && &r[4] == "prefetch"));
+
+        // The paper's order: windows fetched before the evicted rows reach
+        // the host. Each stale install is counted, and the losses part.
+        let d = Dir::new("cdlrm-async");
+        run.cdlrm.consistency = nmpsim_dlrm::cdlrm::Consistency::Async;
+        let mut files = RecordFiles::create(&d.0).unwrap();
+        let out = run::train_modes(&run, &mut files, &mut Silent, &mut tiny).unwrap();
+        let a = &out.summaries[1];
+        let stale: u64 = a
+            .notes
+            .iter()
+            .find(|n| n.0 == "stale installs")
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        assert!(stale > 0, "{optimizer}: no stale install");
+        assert_ne!(out.summaries[0].final_loss, a.final_loss, "{optimizer}");
+    }
+}

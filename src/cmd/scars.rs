@@ -290,18 +290,15 @@ fn summary(r: &PlanResults) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "SCARS cost model (modelled): {}, {} rows that can be looked up, {} per sample, rows of {} parameters, {} samples per epoch",
+        "SCARS cost model (modelled): {}, {} rows that can be looked up, {} {} per sample, rows of {} parameters, {} samples per epoch",
         crate::cmd::plural(r.tables, "table", "tables"),
         r.rows,
-        format!(
-            "{} {}",
-            r.lookups_per_sample,
-            if r.lookups_per_sample == 1.0 {
-                "lookup"
-            } else {
-                "lookups"
-            }
-        ),
+        r.lookups_per_sample,
+        if r.lookups_per_sample == 1.0 {
+            "lookup"
+        } else {
+            "lookups"
+        },
         r.row_params,
         r.samples
     );

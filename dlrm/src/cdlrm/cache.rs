@@ -156,6 +156,22 @@ pub struct Install {
     pub victims: Vec<usize>,
 }
 
+/// A row placed by a window's install: its slot, its position in the
+/// window's rows, and the row it displaces (`EMPTY`: none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Move {
+    pub slot: usize,
+    pub row: usize,
+    old: u32,
+}
+
+/// A window's install as decided on the occupancy table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub install: Install,
+    pub moves: Vec<Move>,
+}
+
 /// One table's cache.
 #[derive(Clone, Debug)]
 pub struct TableCache {
@@ -238,13 +254,8 @@ impl TableCache {
 
     /// Installs a new window's unique rows `rows` (strictly ascending),
     /// whose values and state the prefetcher fetched (`values`: `dim` per
-    /// row, `state`: `per_row` per row). The previous window's pins are
-    /// released; rows already held are pinned and keep their (current)
-    /// values; every other row draws a uniformly random unpinned way of its
-    /// set, all draws made against the set as it is after the hits, and
-    /// where several rows drew one way a random one of them takes it. A row
-    /// that takes an occupied way evicts its row into `wb`. The rest are
-    /// the window's conflict victims.
+    /// row, `state`: `per_row` per row): [`TableCache::plan`], then
+    /// [`TableCache::apply`].
     pub fn install(
         &mut self,
         rows: &[u32],
@@ -252,17 +263,31 @@ impl TableCache {
         state: &[f32],
         wb: &mut WriteBack,
     ) -> Install {
+        let plan = self.plan(rows);
+        self.apply(&plan, rows, values, state, wb);
+        plan.install
+    }
+
+    /// The caching step's decisions for a new window's unique rows `rows`
+    /// (strictly ascending), made on the occupancy table alone (the host's
+    /// part, Sec. 5.2.1): the previous window's pins are released; rows
+    /// already held are pinned; every other row draws a uniformly random
+    /// unpinned way of its set, all draws made against the set as it is
+    /// after the hits, and where several rows drew one way a random one of
+    /// them takes it (the tags and pins are updated for it). The rest are
+    /// the window's conflict victims.
+    pub fn plan(&mut self, rows: &[u32]) -> Plan {
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
         self.window += 1;
         let w = self.window;
         let ways = self.geometry.ways as usize;
-        let mut out = Install::default();
+        let mut out = Plan::default();
         let mut misses = Vec::new();
         for (i, &r) in rows.iter().enumerate() {
             match self.slot_of(r) {
                 Some(s) => {
                     self.pinned[s] = w;
-                    out.hits += 1;
+                    out.install.hits += 1;
                 }
                 None => misses.push(i),
             }
@@ -275,39 +300,61 @@ impl TableCache {
             free.clear();
             free.extend((base..base + ways).filter(|&s| self.pinned[s] != w));
             if free.is_empty() {
-                out.victims.push(i);
+                out.install.victims.push(i);
             } else {
                 claims.push((free[self.rng.below(free.len() as u64) as usize], i));
             }
         }
         claims.sort_by_key(|&(s, _)| s);
-        let (d, p) = (self.dim, self.per_row);
         for group in claims.chunk_by(|a, b| a.0 == b.0) {
             let winner = self.rng.below(group.len() as u64) as usize;
             let (slot, i) = group[winner];
-            out.victims.extend(
+            out.install.victims.extend(
                 group
                     .iter()
                     .enumerate()
                     .filter(|&(k, _)| k != winner)
                     .map(|(_, c)| c.1),
             );
-            if self.tags[slot] != EMPTY {
+            let old = self.tags[slot];
+            if old != EMPTY {
+                out.install.evicted += 1;
+            }
+            out.moves.push(Move { slot, row: i, old });
+            self.tags[slot] = rows[i];
+            self.pinned[slot] = w;
+            out.install.installed += 1;
+        }
+        out.install.victims.sort_unstable();
+        out
+    }
+
+    /// Carries out `plan` (made by [`TableCache::plan`] for `rows`): each
+    /// displaced row's values and state into `wb`, each placed row's
+    /// fetched values and state into its slot (the device's part).
+    pub fn apply(
+        &mut self,
+        plan: &Plan,
+        rows: &[u32],
+        values: &[f32],
+        state: &[f32],
+        wb: &mut WriteBack,
+    ) {
+        let (d, p) = (self.dim, self.per_row);
+        for m in &plan.moves {
+            let slot = m.slot;
+            debug_assert_eq!(self.tags[slot], rows[m.row]);
+            if m.old != EMPTY {
                 wb.push(
-                    self.tags[slot],
+                    m.old,
                     &self.values[slot * d..(slot + 1) * d],
                     &self.state[slot * p..(slot + 1) * p],
                 );
-                out.evicted += 1;
             }
-            self.tags[slot] = rows[i];
+            let i = m.row;
             self.values[slot * d..(slot + 1) * d].copy_from_slice(&values[i * d..(i + 1) * d]);
             self.state[slot * p..(slot + 1) * p].copy_from_slice(&state[i * p..(i + 1) * p]);
-            self.pinned[slot] = w;
-            out.installed += 1;
         }
-        out.victims.sort_unstable();
-        out
     }
 
     /// Empties the cache, every held row into `wb` (the end of training).

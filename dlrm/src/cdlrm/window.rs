@@ -18,9 +18,11 @@
 //!   stale installs are counted.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use nmpsim_kernels::{EmbeddingTable, OptimizerState};
 use nmpsim_traces::{Batch, TableBatch};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::cache::{DEFAULT_SETS, DEFAULT_WAYS, Geometry, TableCache, WriteBack};
@@ -118,6 +120,23 @@ impl CacheCounts {
     }
 }
 
+/// What the parts of a window's start took on this machine, ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WindowTimes {
+    /// The write-back queue drained into the host tables.
+    pub write_back_ns: f64,
+    /// `coherent`: the window's rows read again from the host tables.
+    pub reread_ns: f64,
+    /// The occupancy tables' look-ups and the ways chosen (the host's part
+    /// of the caching step).
+    pub plan_ns: f64,
+    /// The rows copied into and out of the caches (here; the device's
+    /// part, which the strategy models).
+    pub apply_ns: f64,
+    /// The next window's unique rows found and gathered.
+    pub prefetch_ns: f64,
+}
+
 /// A window's rows and their values as the prefetcher read them.
 struct Fetched {
     rows: Vec<Vec<u32>>,
@@ -190,59 +209,88 @@ impl CachedTables {
     }
 
     /// Algorithm 1 for one window: per table its unique rows, gathered with
-    /// their optimizer state from the host tables as they are now.
+    /// their optimizer state from the host tables as they are now (the
+    /// tables in parallel, as the paper's pool of prefetching processes).
     pub fn prefetch(&mut self, window: &[Batch]) {
-        let tables = self.host.len();
+        let per_table: Vec<(Vec<u32>, Vec<f32>, Vec<f32>)> = (0..self.host.len())
+            .into_par_iter()
+            .map(|t| {
+                let mut rows: Vec<u32> = window
+                    .iter()
+                    .flat_map(|b| b.tables[t].indices.iter().copied())
+                    .collect();
+                rows.sort_unstable();
+                rows.dedup();
+                let (values, state) = gather(&self.host[t], &self.host_state[t], &rows);
+                (rows, values, state)
+            })
+            .collect();
         let mut f = Fetched {
-            rows: Vec::with_capacity(tables),
-            values: Vec::with_capacity(tables),
-            state: Vec::with_capacity(tables),
+            rows: Vec::with_capacity(per_table.len()),
+            values: Vec::with_capacity(per_table.len()),
+            state: Vec::with_capacity(per_table.len()),
             at: self.drains,
         };
-        for t in 0..tables {
-            let mut rows: Vec<u32> = window
-                .iter()
-                .flat_map(|b| b.tables[t].indices.iter().copied())
-                .collect();
-            rows.sort_unstable();
-            rows.dedup();
-            let (values, state) = gather(&self.host[t], &self.host_state[t], &rows);
-            f.rows.push(rows);
-            f.values.push(values);
-            f.state.push(state);
+        for (r, v, s) in per_table {
+            f.rows.push(r);
+            f.values.push(v);
+            f.state.push(s);
         }
         self.queue.push_back(f);
     }
 
     /// Starts the next window (fetched by an earlier [`prefetch`]), and
     /// fetches `next`, the window after it, in the order of the run's
-    /// [`Consistency`].
+    /// [`Consistency`]; returns what each part took on this machine.
     ///
     /// [`prefetch`]: CachedTables::prefetch
-    pub fn begin_window(&mut self, next: Option<&[Batch]>) -> Result<(), DlrmError> {
+    pub fn begin_window(&mut self, next: Option<&[Batch]>) -> Result<WindowTimes, DlrmError> {
+        let ns = |t: Instant| t.elapsed().as_nanos() as f64;
+        let mut times = WindowTimes::default();
         let mut f = self
             .queue
             .pop_front()
             .ok_or_else(|| DlrmError::Config("no window was prefetched".into()))?;
         let coherent = self.options.consistency == Consistency::Coherent;
         if coherent {
+            let t0 = Instant::now();
             self.drain();
+            times.write_back_ns += ns(t0);
+            let t0 = Instant::now();
             for t in 0..self.host.len() {
                 (f.values[t], f.state[t]) = gather(&self.host[t], &self.host_state[t], &f.rows[t]);
             }
             f.at = self.drains;
+            times.reread_ns += ns(t0);
         }
-        for t in 0..self.host.len() {
+        // The tables' caching steps in parallel: the decisions, then the copies.
+        let t0 = Instant::now();
+        let plans: Vec<_> = self
+            .caches
+            .par_iter_mut()
+            .zip(f.rows.par_iter())
+            .map(|(c, rows)| c.plan(rows))
+            .collect();
+        times.plan_ns += ns(t0);
+        let t0 = Instant::now();
+        self.caches
+            .par_iter_mut()
+            .zip(self.wb.par_iter_mut())
+            .zip(plans.par_iter())
+            .enumerate()
+            .for_each(|(t, ((c, wb), plan))| {
+                c.apply(plan, &f.rows[t], &f.values[t], &f.state[t], wb)
+            });
+        times.apply_ns += ns(t0);
+        for (t, plan) in plans.iter().enumerate() {
             let rows = &f.rows[t];
-            // Rows the install will place whose fetched copy the host has
-            // since overwritten.
-            let stale: Vec<usize> = (0..rows.len())
-                .filter(|&i| {
-                    self.written[t][rows[i] as usize] > f.at
-                        && self.caches[t].slot_of(rows[i]).is_none()
-                })
-                .collect();
-            let done = self.caches[t].install(rows, &f.values[t], &f.state[t], &mut self.wb[t]);
+            // Rows placed from a fetched copy the host has since overwritten.
+            let stale = plan
+                .moves
+                .iter()
+                .filter(|m| self.written[t][rows[m.row] as usize] > f.at)
+                .count() as u64;
+            let done = &plan.install;
             let bytes = self.row_bytes(t);
             let c = &mut self.counts[t];
             c.windows += 1;
@@ -251,19 +299,42 @@ impl CachedTables {
             c.installed += done.installed;
             c.evictions += done.evicted;
             c.conflict_victims += done.victims.len() as u64;
-            c.stale_installs += stale
-                .iter()
-                .filter(|i| done.victims.binary_search(i).is_err())
-                .count() as u64;
+            c.stale_installs += stale;
             c.bytes_to_device += done.installed * bytes;
         }
         if let Some(next) = next {
+            let t0 = Instant::now();
             self.prefetch(next);
+            times.prefetch_ns += ns(t0);
         }
         if !coherent {
+            let t0 = Instant::now();
             self.drain();
+            times.write_back_ns += ns(t0);
         }
-        Ok(())
+        Ok(times)
+    }
+
+    /// Brings the host tables up to date with the caches' rows, which stay
+    /// cached (for an evaluation, or the run's end). The prefetcher sees
+    /// the rows as written then, as a write-back.
+    pub fn sync_host(&mut self) {
+        self.drain();
+        self.drains += 1;
+        let seq = self.drains;
+        for t in 0..self.host.len() {
+            let (dim, per_row) = (self.host[t].dim, self.host_state[t].values_per_row);
+            let cache = &self.caches[t];
+            for slot in 0..cache.geometry.slots() as usize {
+                if let Some(r) = cache.row_in(slot) {
+                    let (v, s) = cache.slot(slot);
+                    let r = r as usize;
+                    self.host[t].data[r * dim..(r + 1) * dim].copy_from_slice(v);
+                    self.host_state[t].values[r * per_row..(r + 1) * per_row].copy_from_slice(s);
+                    self.written[t][r] = seq;
+                }
+            }
+        }
     }
 
     /// The eviction process: every queued row written to its host table.

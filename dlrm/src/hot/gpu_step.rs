@@ -18,7 +18,7 @@ use crate::timeline::{MAIN, Resource, Source, Stage};
 
 /// Reusable buffers of the backward pass.
 #[derive(Default)]
-pub(super) struct Scratch {
+pub(crate) struct Scratch {
     pub expanded: Vec<Expanded>,
     pub coalesced: Vec<Coalesced>,
 }
@@ -41,7 +41,7 @@ impl Scratch {
 }
 
 /// Bytes of a batch's sparse input (offsets, indices, weights).
-pub(super) fn index_bytes(batch: &Batch) -> u64 {
+pub(crate) fn index_bytes(batch: &Batch) -> u64 {
     batch
         .tables
         .iter()
@@ -57,7 +57,7 @@ fn ns_since(t: Instant) -> f64 {
 }
 
 /// Gather-reduce of `rb` (indices already the rows of `tables`) on the GPU.
-pub(super) fn forward(
+pub(crate) fn forward(
     tables: &[EmbeddingTable],
     rb: &Batch,
     pooling: Pooling,
@@ -90,7 +90,7 @@ pub(super) fn forward(
 
 /// Expand and coalesce of `rb`'s gradients on the GPU, into `scratch`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn coalesce(
+pub(crate) fn coalesce(
     rb: &Batch,
     dpooled: &[Vec<f32>],
     pooling: Pooling,
@@ -128,7 +128,7 @@ pub(super) fn coalesce(
 /// Expand, coalesce and the optimizer's scatter of `rb`'s gradients into
 /// `tables` on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn backward(
+pub(crate) fn backward(
     tables: &mut [EmbeddingTable],
     states: &mut [OptimizerState],
     rb: &Batch,
@@ -170,7 +170,7 @@ pub(super) fn backward(
 }
 
 /// The sparse input of a mini-batch trained on the GPU goes there first.
-pub(super) fn push_indices(batch: &Batch, gpu: &GpuPreset, ctx: &mut StepCtx) {
+pub(crate) fn push_indices(batch: &Batch, gpu: &GpuPreset, ctx: &mut StepCtx) {
     let bytes = index_bytes(batch);
     ctx.timeline.push(
         "transfer",

@@ -25,7 +25,7 @@
 
 pub mod cache;
 pub mod fae;
-mod gpu_step;
+pub(crate) mod gpu_step;
 pub mod input;
 pub mod replica;
 

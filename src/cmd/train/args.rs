@@ -187,6 +187,21 @@ pub struct TrainArgs {
     /// SCARS's rate, percent of each kind per phase.
     #[arg(long, value_name = "PCT", default_value_t = 1.0)]
     pub(crate) scars_rate: f64,
+    /// cDLRM's set limit L: a table of at most L rows is cached whole, direct-mapped; a
+    /// larger one gets NextPrime(L) sets of --ways ways (cDLRM: 50000).
+    #[arg(long, value_name = "L", default_value_t = nmpsim_dlrm::cdlrm::DEFAULT_SETS)]
+    pub(crate) cache_sets: u64,
+    /// cDLRM's ways per set (cDLRM: 16).
+    #[arg(long, value_name = "W", default_value_t = nmpsim_dlrm::cdlrm::DEFAULT_WAYS)]
+    pub(crate) ways: u32,
+    /// cDLRM's look-ahead window: batches whose rows are installed in the caches at once.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub(crate) lookahead: usize,
+    /// cDLRM's consistency: coherent (the write-backs reach the host before a window is
+    /// installed: training bit-identical to baseline-cpu) or async (the paper's order;
+    /// rows installed stale are counted).
+    #[arg(long, value_name = "KIND", default_value = "coherent")]
+    pub(crate) consistency: nmpsim_dlrm::cdlrm::Consistency,
     /// Run directory (default runs/train-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -214,6 +229,10 @@ pub(crate) const HOT_FLAGS: [&str; 11] = [
 ];
 
 /// The flags that set up the NMP pool: only the NMP modes use them.
+/// Flags of cdlrm alone.
+pub(crate) const CDLRM_FLAGS: [&str; 4] =
+    ["--cache-sets", "--ways", "--lookahead", "--consistency"];
+
 pub(crate) const NMP_FLAGS: [&str; 8] = [
     "--ranks",
     "--preset",

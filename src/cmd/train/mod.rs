@@ -22,7 +22,7 @@ mod data;
 mod resolve;
 
 pub use args::TrainArgs;
-use args::{HOT_FLAGS, NMP_FLAGS};
+use args::{CDLRM_FLAGS, HOT_FLAGS, NMP_FLAGS};
 use data::open_data;
 use resolve::{Resolved, resolve};
 
@@ -169,6 +169,12 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             "the hot rows of fae, fae-nmp and scars",
             "run",
         ),
+        (
+            r.modes.iter().any(|m| m.name.starts_with("cdlrm")),
+            &CDLRM_FLAGS[..],
+            "cdlrm's caches",
+            "run",
+        ),
     ];
     for (used, flags, what, verb) in unused {
         if a.quiet || used {
@@ -233,6 +239,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         pool,
         warmup_iters: a.warmup_iters,
         hot: r.hot.clone(),
+        cdlrm: r.cdlrm,
     };
     let mut driver = Driver {
         a: &a,

@@ -39,6 +39,8 @@ pub(crate) struct Resolved {
     pub(crate) device_name: Option<String>,
     /// How fae, fae-nmp and scars choose and use their hot rows.
     pub(crate) hot: nmpsim_dlrm::hot::HotOptions,
+    /// cdlrm's caches and look-ahead.
+    pub(crate) cdlrm: nmpsim_dlrm::cdlrm::CdlrmOptions,
 }
 
 /// The hot strategies' options from their flags, each refusal naming its flag.
@@ -324,12 +326,26 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
     } else {
         0
     };
+    let cdlrm = nmpsim_dlrm::cdlrm::CdlrmOptions {
+        sets: a.cache_sets,
+        ways: a.ways,
+        lookahead: a.lookahead,
+        consistency: a.consistency,
+        seed: a.seed,
+    };
+    let uses_cdlrm = modes.iter().any(|m| m.name.starts_with("cdlrm"));
+    let cdlrm_extra = if uses_cdlrm {
+        nmpsim_dlrm::cdlrm::check_device_memory(&train, &cdlrm, &GpuPreset::named(&a.gpu)?)?;
+        nmpsim_dlrm::cdlrm::extra_memory_bytes(&train, &cdlrm, bag)
+    } else {
+        0
+    };
     check_memory(
         &train,
         a.test_batches,
         bag,
         a.data.is_some() && a.max_ind_range.is_some(),
-        hot_extra,
+        hot_extra.saturating_add(cdlrm_extra),
     )?;
     let data = match &a.data {
         Some(f) => format!("criteo tsv {}", f.display()),
@@ -354,12 +370,13 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         device: device.to_string(),
         device_name,
         hot,
+        cdlrm,
     })
 }
 
 /// Refuses, before anything is allocated, a model and test set the memory
 /// cannot hold ([`TrainConfig::memory_bytes`]), with `hot_extra` bytes of the
-/// hot strategies' profile, copies and look-ahead when the run has any.
+/// strategies' own memory (hot rows, caches, look-ahead) when the run has any.
 pub(crate) fn check_memory(
     t: &TrainConfig,
     test_batches: usize,
@@ -370,7 +387,7 @@ pub(crate) fn check_memory(
     crate::cmd::check_memory(
         t.memory_bytes(test_batches, bag).saturating_add(hot_extra),
         if hot_extra > 0 {
-            "the model (tables, optimizer state, MLPs), one step's buffers, the test set and the hot rows' profile, copies and look-ahead"
+            "the model (tables, optimizer state, MLPs), one step's buffers, the test set and the strategies' own (fae's and scars's hot rows, profile and look-ahead; cdlrm's caches and look-ahead)"
         } else {
             "the model (tables, optimizer state, MLPs), one step's buffers and the test set"
         },
