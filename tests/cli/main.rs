@@ -23,4 +23,5 @@ mod sweep;
 mod trace;
 mod trace_hot;
 mod train;
+mod train_cdlrm;
 mod train_cuda;

@@ -20,7 +20,10 @@ pub use cache::{
     DEFAULT_SETS, DEFAULT_WAYS, Geometry, Install, Move, Plan, TableCache, WriteBack, next_prime,
 };
 pub use strategy::{CachingTimes, Cdlrm};
-pub use window::{CacheCounts, CachedTables, CdlrmOptions, Consistency, WindowTimes, Working};
+pub use window::{
+    CacheCounts, CachedTables, CdlrmOptions, Consistency, WindowTimes, Working, fetch_window,
+    fetch_window_into,
+};
 
 use crate::DlrmError;
 use crate::gpu::GpuPreset;

@@ -320,3 +320,28 @@ fn bad_options_are_refused_naming_the_flag() {
             .contains("coherent or async")
     );
 }
+
+#[test]
+fn a_window_fetch_finds_each_looked_up_row_once_in_order_with_its_values() {
+    // Dense (bit per row) and sparse (sorted lookups) windows alike.
+    for rows in [300u64, 1_000_000] {
+        let w = batches(1, rows, 3, 4);
+        let table = EmbeddingTable::seeded(rows, 4, 2).unwrap();
+        let o = OptimizerKind::Adagrad.with_lr(0.1);
+        let mut state = OptimizerState::new(&o, rows, 4).unwrap();
+        for (i, v) in state.values.iter_mut().enumerate() {
+            *v = i as f32;
+        }
+        let (got, values, st) = fetch_window(&table, &state, &w, 0);
+        let want: std::collections::BTreeSet<u32> = w
+            .iter()
+            .flat_map(|b| b.tables[0].indices.iter().copied())
+            .collect();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{rows} rows");
+        for (i, &r) in got.iter().enumerate() {
+            let r = r as usize;
+            assert_eq!(values[i * 4..(i + 1) * 4], table.data[r * 4..(r + 1) * 4]);
+            assert_eq!(st[i * 4..(i + 1) * 4], state.values[r * 4..(r + 1) * 4]);
+        }
+    }
+}

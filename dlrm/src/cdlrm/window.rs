@@ -168,6 +168,8 @@ pub struct CachedTables {
     written: Vec<Vec<u32>>,
     drains: u32,
     queue: VecDeque<Fetched>,
+    /// An installed window's buffers, for the next prefetch.
+    spare: Option<Fetched>,
     pub options: CdlrmOptions,
     pub counts: Vec<CacheCounts>,
 }
@@ -196,6 +198,7 @@ impl CachedTables {
             host_state,
             drains: 0,
             queue: VecDeque::new(),
+            spare: None,
             options,
         })
     }
@@ -212,26 +215,28 @@ impl CachedTables {
     /// their optimizer state from the host tables as they are now (the
     /// tables in parallel, as the paper's pool of prefetching processes).
     pub fn prefetch(&mut self, window: &[Batch]) {
-        let per_table: Vec<(Vec<u32>, Vec<f32>, Vec<f32>)> = (0..self.host.len())
-            .into_par_iter()
-            .map(|t| {
-                let mut rows: Vec<u32> = window
-                    .iter()
-                    .flat_map(|b| b.tables[t].indices.iter().copied())
-                    .collect();
-                rows.sort_unstable();
-                rows.dedup();
-                let (values, state) = gather(&self.host[t], &self.host_state[t], &rows);
-                (rows, values, state)
-            })
-            .collect();
+        let tables = self.host.len();
+        // (Into the buffers of a window already installed, when there is one.)
+        let mut bufs: Vec<(Vec<u32>, Vec<f32>, Vec<f32>)> = match self.spare.take() {
+            Some(f) => f
+                .rows
+                .into_iter()
+                .zip(f.values)
+                .zip(f.state)
+                .map(|((r, v), s)| (r, v, s))
+                .collect(),
+            None => (0..tables).map(|_| Default::default()).collect(),
+        };
+        bufs.par_iter_mut().enumerate().for_each(|(t, out)| {
+            fetch_window_into(&self.host[t], &self.host_state[t], window, t, out)
+        });
         let mut f = Fetched {
-            rows: Vec::with_capacity(per_table.len()),
-            values: Vec::with_capacity(per_table.len()),
-            state: Vec::with_capacity(per_table.len()),
+            rows: Vec::with_capacity(tables),
+            values: Vec::with_capacity(tables),
+            state: Vec::with_capacity(tables),
             at: self.drains,
         };
-        for (r, v, s) in per_table {
+        for (r, v, s) in bufs {
             f.rows.push(r);
             f.values.push(v);
             f.state.push(s);
@@ -258,7 +263,13 @@ impl CachedTables {
             times.write_back_ns += ns(t0);
             let t0 = Instant::now();
             for t in 0..self.host.len() {
-                (f.values[t], f.state[t]) = gather(&self.host[t], &self.host_state[t], &f.rows[t]);
+                gather_into(
+                    &self.host[t],
+                    &self.host_state[t],
+                    &f.rows[t],
+                    &mut f.values[t],
+                    &mut f.state[t],
+                );
             }
             f.at = self.drains;
             times.reread_ns += ns(t0);
@@ -302,6 +313,7 @@ impl CachedTables {
             c.stale_installs += stale;
             c.bytes_to_device += done.installed * bytes;
         }
+        self.spare = Some(f);
         if let Some(next) = next {
             let t0 = Instant::now();
             self.prefetch(next);
@@ -451,17 +463,116 @@ impl CachedTables {
     }
 }
 
-/// `rows` of `table` and their optimizer state, gathered.
-fn gather(table: &EmbeddingTable, state: &OptimizerState, rows: &[u32]) -> (Vec<f32>, Vec<f32>) {
-    let (d, p) = (table.dim, state.values_per_row);
-    let mut v = Vec::with_capacity(rows.len() * d);
-    let mut s = Vec::with_capacity(rows.len() * p);
-    for &r in rows {
-        let (rv, rs) = row_of(table, state, r);
-        v.extend_from_slice(rv);
-        s.extend_from_slice(rs);
+/// Algorithm 1's body for table `t`: the unique rows of `window` in it
+/// (ascending), and their values and optimizer state gathered from `table`
+/// and `state`.
+pub fn fetch_window(
+    table: &EmbeddingTable,
+    state: &OptimizerState,
+    window: &[Batch],
+    t: usize,
+) -> (Vec<u32>, Vec<f32>, Vec<f32>) {
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
+    fetch_window_into(table, state, window, t, &mut out);
+    out
+}
+
+/// [`fetch_window`] into the buffers of an earlier window (their memory
+/// reused, as the prefetcher's buffers are in steady state).
+pub fn fetch_window_into(
+    table: &EmbeddingTable,
+    state: &OptimizerState,
+    window: &[Batch],
+    t: usize,
+    out: &mut (Vec<u32>, Vec<f32>, Vec<f32>),
+) {
+    let rows = &mut out.0;
+    rows.clear();
+    let lookups: usize = window.iter().map(|b| b.tables[t].indices.len()).sum();
+    if lookups as u64 >= table.rows / 8 {
+        // Many lookups for the table's rows: one bit a row marks those
+        // looked up, read out in order (no sort of every lookup).
+        let words = table.rows.div_ceil(64) as usize;
+        // (The batches marked in parallel, each task into a bitset of its
+        // own, the bitsets joined.)
+        let seen = window
+            .par_iter()
+            .fold(
+                || vec![0u64; words],
+                |mut seen, b| {
+                    for &r in &b.tables[t].indices {
+                        seen[r as usize / 64] |= 1 << (r % 64);
+                    }
+                    seen
+                },
+            )
+            .reduce(
+                || vec![0u64; words],
+                |mut a, b| {
+                    a.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
+                    a
+                },
+            );
+        rows.reserve(lookups.min(table.rows as usize));
+        for (w, &bits) in seen.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                rows.push(w as u32 * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+    } else {
+        rows.extend(
+            window
+                .iter()
+                .flat_map(|b| b.tables[t].indices.iter().copied()),
+        );
+        rows.sort_unstable();
+        rows.dedup();
     }
+    gather_into(table, state, &out.0, &mut out.1, &mut out.2);
+}
+
+/// Rows a task of [`gather`] copies.
+const GATHER_ROWS_PER_TASK: usize = 4096;
+
+/// `rows` of `table` and their optimizer state, gathered (in parallel
+/// chunks of rows).
+fn gather(table: &EmbeddingTable, state: &OptimizerState, rows: &[u32]) -> (Vec<f32>, Vec<f32>) {
+    let (mut v, mut s) = (Vec::new(), Vec::new());
+    gather_into(table, state, rows, &mut v, &mut s);
     (v, s)
+}
+
+/// [`gather`] into `v` and `s`, their memory reused.
+fn gather_into(
+    table: &EmbeddingTable,
+    state: &OptimizerState,
+    rows: &[u32],
+    v: &mut Vec<f32>,
+    s: &mut Vec<f32>,
+) {
+    let (d, p) = (table.dim, state.values_per_row);
+    // (Every value is written below.)
+    nmpsim_kernels::table::resize_for_overwrite(v, rows.len() * d);
+    nmpsim_kernels::table::resize_for_overwrite(s, rows.len() * p);
+    let n = GATHER_ROWS_PER_TASK;
+    v.par_chunks_mut(n * d.max(1))
+        .zip(rows.par_chunks(n))
+        .for_each(|(out, rows)| {
+            for (o, &r) in out.chunks_exact_mut(d.max(1)).zip(rows) {
+                o.copy_from_slice(row_of(table, state, r).0);
+            }
+        });
+    if p > 0 {
+        s.par_chunks_mut(n * p)
+            .zip(rows.par_chunks(n))
+            .for_each(|(out, rows)| {
+                for (o, &r) in out.chunks_exact_mut(p).zip(rows) {
+                    o.copy_from_slice(row_of(table, state, r).1);
+                }
+            });
+    }
 }
 
 fn row_of<'a>(
