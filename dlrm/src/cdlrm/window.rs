@@ -533,18 +533,11 @@ pub fn fetch_window_into(
     gather_into(table, state, &out.0, &mut out.1, &mut out.2);
 }
 
-/// Rows a task of [`gather`] copies.
+/// Rows a task of [`gather_into`] copies.
 const GATHER_ROWS_PER_TASK: usize = 4096;
 
-/// `rows` of `table` and their optimizer state, gathered (in parallel
-/// chunks of rows).
-fn gather(table: &EmbeddingTable, state: &OptimizerState, rows: &[u32]) -> (Vec<f32>, Vec<f32>) {
-    let (mut v, mut s) = (Vec::new(), Vec::new());
-    gather_into(table, state, rows, &mut v, &mut s);
-    (v, s)
-}
-
-/// [`gather`] into `v` and `s`, their memory reused.
+/// `rows` of `table` and their optimizer state, gathered into `v` and `s`
+/// (their memory reused), in parallel chunks of rows.
 fn gather_into(
     table: &EmbeddingTable,
     state: &OptimizerState,

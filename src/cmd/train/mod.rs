@@ -19,6 +19,7 @@ use crate::rundir::{self, RunDir};
 
 mod args;
 mod data;
+mod options;
 mod resolve;
 
 pub use args::TrainArgs;
