@@ -41,7 +41,7 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
     let tl = read(&t.0.join("run/timeline.csv"));
     assert!(
         tl.lines().any(|l| l.starts_with("cdlrm,")
-            && l.contains(",caching,cpu (occupancy")
+            && l.contains(",caching,\"cpu (occupancy tables")
             && l.contains(",measured,")),
         "{tl}"
     );
@@ -74,7 +74,7 @@ fn cdlrm_refuses_bad_caches_before_training() {
             "unknown consistency 'eventual'; expected coherent or async",
         ),
     ] {
-        let a = format!("train --model tiny --mode cdlrm --iters 2 --batch 8 --out bad {args}");
+        let a = format!("train --mode cdlrm --iters 2 --batch 8 --out bad {args}");
         let o = nmpsim(&t.0, &words(&a));
         let e = exited(&o, 2);
         assert!(e.contains(want), "{args}: {e}");
