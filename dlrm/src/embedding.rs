@@ -57,6 +57,50 @@ pub struct StepCtx<'a> {
     pub host: &'a mut HostTimes,
 }
 
+/// Every strategy's starting point: tables of `table_rows` rows of `dim`,
+/// table `t` seeded from `seed ^ (0xe0 + t)` as the reference model's
+/// (`Dlrm::new`), and fresh state for `optimizer`. Strategies trained on
+/// the same data from these compute the same numbers.
+pub fn initial_tables(
+    table_rows: &[u64],
+    dim: usize,
+    optimizer: &Optimizer,
+    seed: u64,
+) -> Result<(Vec<EmbeddingTable>, Vec<OptimizerState>), DlrmError> {
+    let tables = table_rows
+        .iter()
+        .enumerate()
+        .map(|(t, &r)| EmbeddingTable::seeded(r, dim, seed ^ (0xe0 + t as u64)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let states = table_rows
+        .iter()
+        .map(|&r| OptimizerState::new(optimizer, r, dim))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((tables, states))
+}
+
+/// A strategy's [`EmbeddingStrategy::placement`] from (primitive, place)
+/// pairs.
+pub fn places(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// [`initial_tables`] of a run's model, embedding optimizer and seed.
+pub fn initial_tables_for(
+    config: &crate::trainer::TrainConfig,
+) -> Result<(Vec<EmbeddingTable>, Vec<OptimizerState>), DlrmError> {
+    let m = &config.model;
+    initial_tables(
+        &m.table_rows,
+        m.dim,
+        &config.embedding_optimizer,
+        config.seed,
+    )
+}
+
 /// An embedding layer: tables, their placement and their training.
 pub trait EmbeddingStrategy: Send {
     /// Name for reports (`baseline-cpu`, ...).
@@ -317,15 +361,7 @@ impl SystemModes {
                 "mode {mode} runs on the NMP pool but no pool is configured"
             )));
         }
-        let tables = table_rows
-            .iter()
-            .enumerate()
-            .map(|(t, &r)| EmbeddingTable::seeded(r, dim, seed ^ (0xe0 + t as u64)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let states = table_rows
-            .iter()
-            .map(|&r| OptimizerState::new(optimizer, r, dim))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (tables, states) = initial_tables(table_rows, dim, optimizer, seed)?;
         let n = table_rows.len();
         Ok(SystemModes {
             mode,

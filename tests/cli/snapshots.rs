@@ -12,32 +12,26 @@ fn snapshot(args: &str) -> String {
 }
 
 #[test]
-fn trace_stats_summary() {
-    insta::assert_snapshot!(snapshot(
-        "trace stats --profile rm1 --rows 10000 --batch 64 --batches 2 -q"
-    ));
-}
-
-#[test]
-fn kernels_traffic_summary() {
-    insta::assert_snapshot!(snapshot("kernels traffic --rows 10000 --batch 64"));
-}
-
-#[test]
-fn scars_plan_summary() {
-    insta::assert_snapshot!(snapshot(
-        "scars plan --dist zipf:1.05 --rows 100000 --batch 512,2048 --dim 64 --cache 1MiB"
-    ));
-}
-
-#[test]
-fn nmp_run_summary() {
-    insta::assert_snapshot!(snapshot(
-        "nmp run --rows 2000 --batch 8 --ranks 2 --engine native --placement all -q --out run"
-    ));
-}
-
-#[test]
-fn dram_presets_listing() {
-    insta::assert_snapshot!(snapshot("dram presets"));
+fn summaries_whose_every_number_is_counted_simulated_or_modelled() {
+    for (name, args) in [
+        (
+            "trace_stats_summary",
+            "trace stats --profile rm1 --rows 10000 --batch 64 --batches 2 -q",
+        ),
+        (
+            "kernels_traffic_summary",
+            "kernels traffic --rows 10000 --batch 64",
+        ),
+        (
+            "scars_plan_summary",
+            "scars plan --dist zipf:1.05 --rows 100000 --batch 512,2048 --dim 64 --cache 1MiB",
+        ),
+        (
+            "nmp_run_summary",
+            "nmp run --rows 2000 --batch 8 --ranks 2 --engine native --placement all -q --out run",
+        ),
+        ("dram_presets_listing", "dram presets"),
+    ] {
+        insta::assert_snapshot!(name, snapshot(args), args);
+    }
 }

@@ -59,18 +59,7 @@ impl Cdlrm {
         gpu: GpuPreset,
     ) -> Result<Self, DlrmError> {
         let m = &config.model;
-        // (The same initial values as SystemModes gives every other strategy.)
-        let tables = m
-            .table_rows
-            .iter()
-            .enumerate()
-            .map(|(t, &r)| EmbeddingTable::seeded(r, m.dim, config.seed ^ (0xe0 + t as u64)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let states = m
-            .table_rows
-            .iter()
-            .map(|&r| OptimizerState::new(&config.embedding_optimizer, r, m.dim))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (tables, states) = crate::embedding::initial_tables_for(config)?;
         super::check_device_memory(config, &options, &gpu)?;
         let cached = CachedTables::new(tables, states, options)?;
         Ok(Cdlrm {
@@ -243,17 +232,14 @@ impl EmbeddingStrategy for Cdlrm {
     }
 
     fn placement(&self) -> Vec<(String, String)> {
-        [
+        crate::embedding::places(&[
             ("prefetch", "cpu"),
             ("caching", "cpu+gpu"),
             ("gather-reduce", "gpu"),
             ("expand-coalesce", "gpu"),
             ("scatter", "gpu"),
             ("victim fetch", "cpu"),
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
+        ])
     }
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
@@ -416,14 +402,7 @@ impl EmbeddingStrategy for Cdlrm {
             .counts
             .iter()
             .fold(super::CacheCounts::default(), |mut a, c| {
-                a.windows = a.windows.max(c.windows);
-                a.batch_rows += c.batch_rows;
-                a.batch_hits += c.batch_hits;
-                a.conflict_victims += c.conflict_victims;
-                a.evictions += c.evictions;
-                a.stale_installs += c.stale_installs;
-                a.bytes_to_device += c.bytes_to_device;
-                a.bytes_to_host += c.bytes_to_host;
+                a.merge(c);
                 a
             });
         let per_window = self.times.caching_ns / self.times.windows.max(1) as f64;

@@ -114,6 +114,30 @@ pub struct CacheCounts {
 }
 
 impl CacheCounts {
+    /// Adds another table's counts (windows: the most of either).
+    pub fn merge(&mut self, o: &CacheCounts) {
+        macro_rules! add {
+            ($($f:ident),*) => { $(self.$f += o.$f;)* };
+        }
+        self.windows = self.windows.max(o.windows);
+        add!(
+            window_rows,
+            window_hits,
+            installed,
+            conflict_victims,
+            evictions,
+            stale_installs
+        );
+        add!(
+            batch_rows,
+            batch_hits,
+            victim_rows,
+            written_back,
+            bytes_to_device,
+            bytes_to_host
+        );
+    }
+
     /// The share of the batches' unique rows found in the cache.
     pub fn hit_rate(&self) -> f64 {
         self.batch_hits as f64 / self.batch_rows.max(1) as f64

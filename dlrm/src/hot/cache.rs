@@ -80,18 +80,7 @@ impl Scars {
         schedule: Schedule,
     ) -> Result<Self, DlrmError> {
         let m = &config.model;
-        // (The same initial values as SystemModes gives every other strategy.)
-        let tables = m
-            .table_rows
-            .iter()
-            .enumerate()
-            .map(|(t, &r)| EmbeddingTable::seeded(r, m.dim, config.seed ^ (0xe0 + t as u64)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let states = m
-            .table_rows
-            .iter()
-            .map(|&r| OptimizerState::new(&config.embedding_optimizer, r, m.dim))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (tables, states) = crate::embedding::initial_tables_for(config)?;
         let cache = Replica::new(&plan.rows, &tables, &states)?;
         let slot = m
             .table_rows
@@ -173,17 +162,14 @@ impl EmbeddingStrategy for Scars {
     }
 
     fn placement(&self) -> Vec<(String, String)> {
-        [
+        crate::embedding::places(&[
             ("hot mini-batches", "gpu"),
             ("normal coalesce (unique rows)", "cpu"),
             ("normal gather-reduce", "gpu"),
             ("normal expand-coalesce", "gpu"),
             ("cached-row scatter", "gpu"),
             ("uncached-row scatter", "cpu"),
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
+        ])
     }
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
