@@ -140,6 +140,11 @@ pub trait EmbeddingStrategy: Send {
     fn notes(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// The strategy's own figures as numbers (name, value), for sweeps and
+    /// reports. Default: none.
+    fn figures(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
 }
 
 /// Where a primitive runs.

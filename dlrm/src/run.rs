@@ -487,6 +487,7 @@ pub fn train_modes<D: Driver>(
             run.sim_batches()?,
         );
         summary.notes = tr.embedding.notes();
+        summary.figures = tr.embedding.figures().into_iter().collect();
         for (k, v) in &summary.notes {
             let line = format!("{}: {k}: {v}", mode.name);
             files.log_line(&line)?;

@@ -5,6 +5,7 @@
 //! `nmpsim reproduce` can hold the same fields the run wrote.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 use crate::timeline::{Resource, Source, Stage};
 use crate::trainer::{EvalRecord, IterRecord, Status};
@@ -136,6 +137,10 @@ pub struct ModeSummary {
     /// mini-batches and copies): name, value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<(String, String)>,
+    /// The strategy's own figures as numbers, by name (cDLRM's hit rate,
+    /// overheads, bytes): a sweep's `results.csv` gets a column of each.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub figures: BTreeMap<String, f64>,
 }
 
 /// Host-time entries that hold the raw GPU time of an emulated primitive.
@@ -324,6 +329,7 @@ pub fn summarize(
             })
             .collect(),
         notes: Vec::new(),
+        figures: BTreeMap::new(),
     }
 }
 

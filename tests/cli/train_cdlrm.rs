@@ -36,6 +36,15 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
     let r = read_json(&t.0.join("run/results.json"));
     let modes = r["results"]["modes"].as_array().unwrap();
     assert_eq!(modes[1]["mode"], "cdlrm");
+    // The figures as numbers, for sweeps (results.csv flattens them).
+    let f = &modes[1]["figures"];
+    let hit = f["hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.0 && hit <= 1.0, "{f}");
+    assert_eq!(f["stale_installs"], 0.0);
+    assert_eq!(f["windows"], 7.0);
+    // The 16-row table over 5 sets of 2 ways: 10 slots of 4 values.
+    assert_eq!(f["cache_bytes_table_2"], 10.0 * 4.0 * 4.0);
+    assert!(modes[0].get("figures").is_none(), "baseline-cpu has none");
     // Every figure says where it came from: the caching step's host part
     // measured, the prefetch measured on its own lane.
     let tl = read(&t.0.join("run/timeline.csv"));

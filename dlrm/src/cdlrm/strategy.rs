@@ -48,6 +48,8 @@ pub struct Cdlrm {
     /// The host tables are behind the caches.
     stale: bool,
     started: bool,
+    /// Batches trained.
+    batches: u64,
     pub times: CachingTimes,
 }
 
@@ -71,6 +73,7 @@ impl Cdlrm {
             scratch: Scratch::default(),
             stale: false,
             started: false,
+            batches: 0,
             times: CachingTimes::default(),
         })
     }
@@ -78,6 +81,15 @@ impl Cdlrm {
     /// The caches and the host tables.
     pub fn cached(&self) -> &CachedTables {
         &self.cached
+    }
+
+    /// Every table's counts added up.
+    fn totals(&self) -> super::CacheCounts {
+        let mut all = super::CacheCounts::default();
+        for c in &self.cached.counts {
+            all.merge(c);
+        }
+        all
     }
 
     fn row_bytes(&self, t: usize) -> u64 {
@@ -244,6 +256,7 @@ impl EmbeddingStrategy for Cdlrm {
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
         self.begin_window(ctx)?;
+        self.batches += 1;
         gpu_step::push_indices(batch, &self.gpu, ctx);
         let t0 = Instant::now();
         let before: u64 = self.cached.counts.iter().map(|c| c.victim_rows).sum();
@@ -395,16 +408,51 @@ impl EmbeddingStrategy for Cdlrm {
         )))
     }
 
+    fn figures(&self) -> Vec<(String, f64)> {
+        let c = self.totals();
+        let batches = self.batches.max(1) as f64;
+        let w = self.times.windows.max(1) as f64;
+        let mut f = vec![
+            ("windows".to_string(), c.windows as f64),
+            ("hit_rate".into(), c.hit_rate()),
+            ("conflict_victims".into(), c.conflict_victims as f64),
+            ("evictions".into(), c.evictions as f64),
+            ("stale_installs".into(), c.stale_installs as f64),
+            (
+                "bytes_to_gpu_per_batch".into(),
+                c.bytes_to_device as f64 / batches,
+            ),
+            (
+                "bytes_to_host_per_batch".into(),
+                c.bytes_to_host as f64 / batches,
+            ),
+            (
+                "caching_overhead_ms_per_window".into(),
+                self.times.caching_ns / w / 1e6,
+            ),
+            (
+                "amortised_caching_overhead_ms".into(),
+                self.times.caching_ns / w / self.cached.options.lookahead as f64 / 1e6,
+            ),
+            (
+                "prefetch_ms_per_window".into(),
+                self.times.prefetch_ns / w / 1e6,
+            ),
+        ];
+        for t in 0..self.cached.host.len() {
+            let g = self.cached.geometry(t);
+            let bytes = g.bytes(
+                self.cached.host[t].dim,
+                self.cached.host_state[t].values_per_row,
+            );
+            f.push((format!("cache_bytes_table_{t}"), bytes as f64));
+        }
+        f
+    }
+
     fn notes(&self) -> Vec<(String, String)> {
         let o = &self.cached.options;
-        let c = self
-            .cached
-            .counts
-            .iter()
-            .fold(super::CacheCounts::default(), |mut a, c| {
-                a.merge(c);
-                a
-            });
+        let c = self.totals();
         let per_window = self.times.caching_ns / self.times.windows.max(1) as f64;
         vec![
             (
@@ -428,6 +476,28 @@ impl EmbeddingStrategy for Cdlrm {
             ("conflict victims".into(), c.conflict_victims.to_string()),
             ("evictions".into(), c.evictions.to_string()),
             ("stale installs".into(), c.stale_installs.to_string()),
+            (
+                "cache memory per table, MiB".into(),
+                (0..self.cached.host.len())
+                    .map(|t| {
+                        let g = self.cached.geometry(t);
+                        let b = g.bytes(
+                            self.cached.host[t].dim,
+                            self.cached.host_state[t].values_per_row,
+                        );
+                        format!("{:.1}", b as f64 / (1u64 << 20) as f64)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            (
+                "bytes to gpu / to host per batch".into(),
+                format!(
+                    "{:.0} / {:.0}",
+                    c.bytes_to_device as f64 / self.batches.max(1) as f64,
+                    c.bytes_to_host as f64 / self.batches.max(1) as f64
+                ),
+            ),
             (
                 "bytes to gpu / to host".into(),
                 format!("{} / {}", c.bytes_to_device, c.bytes_to_host),
