@@ -47,6 +47,7 @@ use crate::thresholds::{CheckKind, threshold};
 mod analysis;
 mod energy;
 mod hot;
+mod lookahead;
 mod pool;
 mod report;
 mod sensitivity;
@@ -57,6 +58,7 @@ mod training;
 use analysis::*;
 use energy::*;
 use hot::*;
+use lookahead::*;
 use pool::*;
 pub use report::*;
 use sensitivity::*;
@@ -267,7 +269,7 @@ pub fn item(id: &str) -> Option<&'static Item> {
     ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 14] = [
+static ITEMS: [Item; 15] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",
@@ -366,6 +368,13 @@ static ITEMS: [Item; 14] = [
         sweeps: sweeps_scars_growth,
         analyse: analyse_scars_growth,
     },
+    Item {
+        id: "cdlrm-window",
+        title: "cDLRM Fig. 3b-c: the look-ahead window against the cache",
+        paper: "a larger look-ahead window lowers the amortised caching overhead whatever the cache size; with a small cache it brings conflict victims (a lower hit rate)",
+        sweeps: sweeps_cdlrm_window,
+        analyse: analyse_cdlrm_window,
+    },
 ];
 
 // ---------------------------------------------------------------- sweeps
@@ -424,6 +433,10 @@ fn sweeps_scars_growth(s: Size) -> Vec<SweepDef> {
         specs::sweep("scars-growth", s),
         specs::sweep("scars-growth-cache", s),
     ]
+}
+
+fn sweeps_cdlrm_window(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("cdlrm-window", s)]
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {
@@ -1205,6 +1218,65 @@ mod tests {
         // The checks read the fixed cache only.
         assert_eq!(by_id(&o, "scars-growth.zipf").ours, "45.00x");
         assert!(o.notes.iter().any(|n| n.contains("zipf:1 15.00x")));
+    }
+
+    #[test]
+    fn cdlrm_window_reads_cdlrms_figures_and_checks_both_trends() {
+        let point = |sets: u32, n: u32, hit: f64, amortised: f64| {
+            let mut m = mode("cdlrm", 10.0, 1.0, &[], &[]);
+            m["figures"] = json!({
+                "hit_rate": hit,
+                "amortised_caching_overhead_ms": amortised,
+                "conflict_victims": 7.0,
+            });
+            run(
+                &[
+                    ("cache_sets", &sets.to_string()),
+                    ("lookahead", &n.to_string()),
+                ],
+                json!({"modes": [m]}),
+            )
+        };
+        let runs = |last: f64| {
+            vec![
+                point(50000, 20, 0.98, last),
+                point(2000, 2, 0.73, 16.9),
+                point(2000, 20, 0.32, 3.2),
+                point(50000, 2, 0.999, 16.2),
+            ]
+        };
+        let o = analyse_cdlrm_window(&inputs("cdlrm-window", runs(7.8))).unwrap();
+        let a = by_id(&o, "cdlrm-window.amortised");
+        assert!(a.holds, "{a:?}");
+        assert_eq!(
+            a.ours,
+            "L=2000: 16.900 -> 3.200 ms; L=50000: 16.200 -> 7.800 ms"
+        );
+        let s = by_id(&o, "cdlrm-window.small-cache");
+        assert!(s.holds && s.ours == "L=2000: 73.0% -> 32.0%", "{s:?}");
+        // Sorted by cache, then window; the report in its units.
+        assert!(o.csv.starts_with(
+            "cache_sets,lookahead,hit_rate,conflict_victims,amortised_caching_overhead_ms,modelled_ms_per_iteration\n2000,2,0.73000,7,16.9000,10.0000\n"
+        ), "{}", o.csv);
+        assert!(
+            o.table_md
+                .contains("| 2000 | 2 | 73.0% | 7 | 16.900 ms | 10.000 ms |"),
+            "{}",
+            o.table_md
+        );
+        assert_eq!(o.charts.len(), 2);
+        // An overhead that rises with the window at one cache size is a no.
+        let o = analyse_cdlrm_window(&inputs("cdlrm-window", runs(20.0))).unwrap();
+        assert!(!by_id(&o, "cdlrm-window.amortised").holds);
+        // A run without the figures is an error naming the one missing.
+        let mut m = mode("cdlrm", 10.0, 1.0, &[], &[]);
+        m["figures"] = json!({"hit_rate": 0.5});
+        let bare = run(
+            &[("cache_sets", "5"), ("lookahead", "2")],
+            json!({"modes": [m]}),
+        );
+        let e = analyse_cdlrm_window(&inputs("cdlrm-window", vec![bare])).unwrap_err();
+        assert!(e.contains("amortised_caching_overhead_ms"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 12] = [
+const SPECS: [(&str, &str); 13] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -28,6 +28,7 @@ const SPECS: [(&str, &str); 12] = [
         "scars-growth-cache",
         include_str!("../specs/scars-growth-cache.toml"),
     ),
+    ("cdlrm-window", include_str!("../specs/cdlrm-window.toml")),
 ];
 
 /// How each spec is run.

@@ -468,6 +468,24 @@ pub static THRESHOLDS: &[Threshold] = &[
         unit: "x",
         kind: CheckKind::Finding,
     },
+    Threshold {
+        id: "cdlrm-window.amortised",
+        claim: "the amortised caching overhead falls as the look-ahead window grows, whatever the cache size (largest window against smallest, every cache size)",
+        paper: "decreases with the window, independent of the cache size (Fig. 3b)",
+        tolerance: NONE_DIR,
+        rule: Rule::Direction,
+        unit: "",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "cdlrm-window.small-cache",
+        claim: "with a small cache a larger look-ahead window lowers the hit rate (the smallest cache, largest window against smallest)",
+        paper: "more conflict victims with a larger window when the cache is small (Fig. 3c)",
+        tolerance: NONE_DIR,
+        rule: Rule::Direction,
+        unit: "",
+        kind: CheckKind::Finding,
+    },
 ];
 
 /// The threshold called `id`. Panics on an unknown id: every analysis names
@@ -563,6 +581,8 @@ mod tests {
             "fig14.tcast-cpu",
             "fig15.busier",
             "fig16.growth",
+            "cdlrm-window.amortised",
+            "cdlrm-window.small-cache",
         ] {
             assert_eq!(threshold(id).rule, Rule::Direction, "{id}");
         }
@@ -581,7 +601,7 @@ mod tests {
                 "scars-growth.prior"
             ]
         );
-        assert_eq!(THRESHOLDS.len(), 38);
+        assert_eq!(THRESHOLDS.len(), 40);
     }
 
     #[test]

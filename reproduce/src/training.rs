@@ -44,6 +44,8 @@ pub(crate) struct ModeRun {
     pub(crate) busy: BTreeMap<String, f64>,
     /// The pool's simulated energy per iteration, J (0 where none).
     pub(crate) nmp_energy_j: f64,
+    /// The strategy's own figures (`ModeSummary::figures`).
+    pub(crate) figures: BTreeMap<String, f64>,
 }
 
 impl ModeRun {
@@ -119,6 +121,7 @@ pub(crate) fn mode_runs(r: &RunResult) -> Result<Vec<ModeRun>, String> {
                 .map(|(res, ms)| (res.as_str().to_string(), *ms))
                 .collect(),
             nmp_energy_j: m.nmp_energy_j_per_iteration,
+            figures: m.figures,
         })
         .collect())
 }

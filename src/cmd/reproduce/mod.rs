@@ -44,7 +44,8 @@ command again reuses every finished run. Items: docs/reproducing.md.";
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct ReproduceArgs {
-    /// Items to reproduce (fig5b, fig6, table1, fig4, fig12 ... fig17, link) or `all`.
+    /// Items to reproduce (fig5b, fig6, table1, fig4, fig12 ... fig17, link, scars-table1,
+    /// fae-hot, scars-growth, cdlrm-window) or `all`.
     #[arg(value_name = "ITEM", required_unless_present = "list")]
     items: Vec<String>,
     /// Small sizes that finish in minutes on a 2-core machine (the default).
