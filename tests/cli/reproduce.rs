@@ -199,13 +199,14 @@ fn unknown_items_are_rejected_with_the_list() {
         "fig17",
         "link",
         "scars-table1",
+        "cdlrm-window",
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
     let o = succeeds(&t.0, &words("reproduce --list --json"));
     let v: serde_json::Value = stdout_json(&o);
     assert_eq!(v["size"], "quick");
-    assert_eq!(v["items"].as_array().unwrap().len(), 14);
+    assert_eq!(v["items"].as_array().unwrap().len(), 15);
     // What --list cannot honour is refused, not ignored.
     for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
         let mut a = vec!["reproduce", "--list"];
