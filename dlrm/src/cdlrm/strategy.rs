@@ -37,13 +37,22 @@ pub struct CachingTimes {
     pub prefetch_ns: f64,
 }
 
+/// A batch between its forward and backward passes: its working sets, whose
+/// rows and state are in `tables` and `states`, and the batch over them.
+struct Step {
+    working: Vec<Working>,
+    tables: Vec<EmbeddingTable>,
+    states: Vec<OptimizerState>,
+    rb: Batch,
+}
+
 /// cDLRM as an embedding strategy.
 pub struct Cdlrm {
     cached: CachedTables,
     ahead: SharedAhead,
     gpu: GpuPreset,
     pooling: Pooling,
-    step: Option<Vec<Working>>,
+    step: Option<Step>,
     scratch: Scratch,
     /// The host tables are behind the caches.
     stale: bool,
@@ -155,7 +164,7 @@ impl Cdlrm {
         if coherent {
             // The install waits for the write-backs, then reads the rows again.
             ctx.host
-                .add("caching (the window's rows re-read)", w.reread_ns);
+                .add("caching (the installed rows re-read)", w.reread_ns);
             cpu(
                 ctx,
                 "write-back",
@@ -167,7 +176,7 @@ impl Cdlrm {
             cpu(
                 ctx,
                 "caching",
-                "cpu (the window's rows re-read: coherent)",
+                "cpu (the installed rows re-read: coherent)",
                 MAIN,
                 w.reread_ns,
                 installed,
@@ -286,8 +295,40 @@ impl EmbeddingStrategy for Cdlrm {
         }
         ctx.host
             .add("working sets (the gpu's look-ups)", ns_since(t0));
-        let tables: Vec<EmbeddingTable> = working.iter().map(|w| w.table.clone()).collect();
-        let rb = Batch::of_tables(working.iter().map(|w| w.batch.clone()).collect());
+        // (The working rows move into the step's tables, and back at the end
+        // of the backward pass.)
+        let mut tables = Vec::with_capacity(working.len());
+        let mut states = Vec::with_capacity(working.len());
+        let mut batches = Vec::with_capacity(working.len());
+        for w in &mut working {
+            let dim = w.table.dim;
+            tables.push(std::mem::replace(
+                &mut w.table,
+                EmbeddingTable {
+                    rows: 0,
+                    dim,
+                    data: Vec::new(),
+                },
+            ));
+            states.push(std::mem::replace(
+                &mut w.state,
+                OptimizerState {
+                    rows: 0,
+                    values_per_row: 0,
+                    values: Vec::new(),
+                },
+            ));
+            batches.push(std::mem::replace(
+                &mut w.batch,
+                nmpsim_traces::TableBatch {
+                    num_rows: 0,
+                    offsets: Vec::new(),
+                    indices: Vec::new(),
+                    weights: None,
+                },
+            ));
+        }
+        let rb = Batch::of_tables(batches);
         let pooled = gpu_step::forward(
             &tables,
             &rb,
@@ -296,7 +337,12 @@ impl EmbeddingStrategy for Cdlrm {
             "gpu (cache and victim table)",
             ctx,
         )?;
-        self.step = Some(working);
+        self.step = Some(Step {
+            working,
+            tables,
+            states,
+            rb,
+        });
         Ok(pooled)
     }
 
@@ -306,35 +352,15 @@ impl EmbeddingStrategy for Cdlrm {
         dpooled: &[Vec<f32>],
         ctx: &mut StepCtx,
     ) -> Result<(), DlrmError> {
-        let mut working = self
+        let Step {
+            working,
+            mut tables,
+            mut states,
+            rb,
+        } = self
             .step
             .take()
             .ok_or_else(|| DlrmError::Config("backward without a forward pass before it".into()))?;
-        let rb = Batch::of_tables(working.iter().map(|w| w.batch.clone()).collect());
-        let (mut tables, mut states): (Vec<EmbeddingTable>, Vec<OptimizerState>) = working
-            .iter_mut()
-            .map(|w| {
-                let dim = w.table.dim;
-                (
-                    std::mem::replace(
-                        &mut w.table,
-                        EmbeddingTable {
-                            rows: 0,
-                            dim,
-                            data: Vec::new(),
-                        },
-                    ),
-                    std::mem::replace(
-                        &mut w.state,
-                        OptimizerState {
-                            rows: 0,
-                            values_per_row: 0,
-                            values: Vec::new(),
-                        },
-                    ),
-                )
-            })
-            .unzip();
         let optimizer = ctx.optimizer;
         gpu_step::backward(
             &mut tables,

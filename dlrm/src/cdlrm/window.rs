@@ -149,7 +149,8 @@ impl CacheCounts {
 pub struct WindowTimes {
     /// The write-back queue drained into the host tables.
     pub write_back_ns: f64,
-    /// `coherent`: the window's rows read again from the host tables.
+    /// `coherent`: the rows the install places, read again from the host
+    /// tables.
     pub reread_ns: f64,
     /// The occupancy tables' look-ups and the ways chosen (the host's part
     /// of the caching step).
@@ -285,18 +286,6 @@ impl CachedTables {
             let t0 = Instant::now();
             self.drain();
             times.write_back_ns += ns(t0);
-            let t0 = Instant::now();
-            for t in 0..self.host.len() {
-                gather_into(
-                    &self.host[t],
-                    &self.host_state[t],
-                    &f.rows[t],
-                    &mut f.values[t],
-                    &mut f.state[t],
-                );
-            }
-            f.at = self.drains;
-            times.reread_ns += ns(t0);
         }
         // The tables' caching steps in parallel: the decisions, then the copies.
         let t0 = Instant::now();
@@ -307,6 +296,21 @@ impl CachedTables {
             .map(|(c, rows)| c.plan(rows))
             .collect();
         times.plan_ns += ns(t0);
+        if coherent {
+            // The rows the install places, read again now the host has every
+            // write-back (a hit keeps the cache's copy, which is current).
+            let t0 = Instant::now();
+            for (t, plan) in plans.iter().enumerate() {
+                let (d, p) = (self.host[t].dim, self.host_state[t].values_per_row);
+                for m in &plan.moves {
+                    let (v, s) = row_of(&self.host[t], &self.host_state[t], f.rows[t][m.row]);
+                    f.values[t][m.row * d..(m.row + 1) * d].copy_from_slice(v);
+                    f.state[t][m.row * p..(m.row + 1) * p].copy_from_slice(s);
+                }
+            }
+            f.at = self.drains;
+            times.reread_ns += ns(t0);
+        }
         let t0 = Instant::now();
         self.caches
             .par_iter_mut()
