@@ -17,13 +17,15 @@
 //!   and their copy written), and `gather-reduce`: the kernels' forward of
 //!   one batch of the same table (bytes: its analytic traffic), both in
 //!   bytes per second (the prefetcher's target: no less than the
-//!   gather-reduce's bandwidth).
+//!   gather-reduce's bandwidth); `unique-rows` and `gather-rows`, the two
+//!   parts of `fetch_window` apart.
 
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use nmpsim_dlrm::cdlrm::{
     DEFAULT_SETS, DEFAULT_WAYS, Geometry, TableCache, WriteBack, fetch_window, fetch_window_into,
+    gather_rows_into, unique_rows_into,
 };
 use nmpsim_kernels::{EmbeddingTable, Optimizer, OptimizerState, Pooling, gather_reduce};
 use nmpsim_traces::{BagSize, Batch, Distribution, GenSpec, Generator, TableSpec};
@@ -95,6 +97,22 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             fetch_window_into(&table, &state, &w1, 0, &mut bufs);
             black_box(bufs.0.len())
+        })
+    });
+    // Its two parts apart: the unique rows found (bytes: the indices), and
+    // their rows gathered (bytes: the rows read and written).
+    group.throughput(Throughput::Bytes(indices));
+    group.bench_function("unique-rows", |b| {
+        b.iter(|| {
+            unique_rows_into(ROWS, &w1, 0, &mut bufs.0);
+            black_box(bufs.0.len())
+        })
+    });
+    group.throughput(Throughput::Bytes(2 * rows1.len() as u64 * DIM as u64 * 4));
+    group.bench_function("gather-rows", |b| {
+        b.iter(|| {
+            gather_rows_into(&table, &state, &rows1, &mut bufs.1, &mut bufs.2);
+            black_box(bufs.1.len())
         })
     });
     let (_, traffic) = gather_reduce(&table, &w1[0].tables[0], Pooling::Sum).unwrap();

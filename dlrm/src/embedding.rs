@@ -51,6 +51,9 @@ impl HostTimes {
 /// What a strategy gets besides the batch.
 pub struct StepCtx<'a> {
     pub iteration: u64,
+    /// The previous iteration's time on the timeline, ns (0 at the first):
+    /// how long background work started then had to run beside it.
+    pub previous_ns: f64,
     /// The embedding optimizer at this step's learning rate.
     pub optimizer: Optimizer,
     pub timeline: &'a mut StepTimeline,

@@ -205,6 +205,14 @@ pub static REGISTRY: &[StrategyEntry] = &[
         uses_hot: false,
         build: crate::cdlrm::strategy::build,
     },
+    StrategyEntry {
+        name: "cdlrm-nmp",
+        family: "lookahead",
+        about: "cDLRM with its host tables in the NMP pool: the prefetcher's gathers, the victims' fetches and the write-backs run there",
+        uses_nmp: true,
+        uses_hot: false,
+        build: crate::cdlrm::strategy::build_nmp,
+    },
 ];
 
 /// Every registered strategy, in report order.

@@ -3,7 +3,11 @@
 //! simulated on the NMP pool, or modelled). Events are grouped in stages that
 //! run one after another (Tensor Casting's Fig. 9); inside a stage, lanes run
 //! in parallel (lane 0 is the main path; lane 1 holds work overlapped with it,
-//! such as casting on the GPU during the forward gather-reduce).
+//! such as casting on the GPU during the forward gather-reduce). Lane 2
+//! ([`BACKGROUND`]) holds work that runs beside the training steps for as
+//! long as it takes, across iterations (cDLRM's prefetcher): it sets no
+//! stage's time, and a step that has to wait for it carries the wait as an
+//! event of its own on the main lane.
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +114,9 @@ impl Stage {
 pub const MAIN: u8 = 0;
 /// Work overlapped with the main lane.
 pub const OVERLAP: u8 = 1;
+/// Work beside the training steps, across iterations: busy time and
+/// energy, but no stage time (a wait for it is a main-lane event).
+pub const BACKGROUND: u8 = 2;
 
 /// One primitive (or transfer) of one iteration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -203,10 +210,15 @@ impl StepTimeline {
     /// in order; a link ([`Resource::link`]) carries one transfer at a
     /// time, and of the lanes waiting for it, the one whose transfer can
     /// start first goes first (the lower lane on a tie). Without two lanes'
-    /// transfers on one link, that is the slowest lane's total.
+    /// transfers on one link, that is the slowest lane's total. The
+    /// [`BACKGROUND`] lane is left out.
     pub fn stage_ns(&self, stage: Stage) -> f64 {
         let mut lanes: [Vec<&Event>; 4] = Default::default();
-        for e in self.events.iter().filter(|e| e.stage == stage) {
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e.stage == stage && e.lane != BACKGROUND)
+        {
             lanes[(e.lane as usize).min(3)].push(e);
         }
         let mut next = [0usize; 4];
@@ -402,5 +414,33 @@ mod tests {
         }
         assert!(t.sum_ns() > t.iteration_ns(), "the case lost its rounding");
         assert_eq!(t.hidden_ns(), 0.0);
+    }
+
+    /// Background work sets no stage time, however long, but is busy time
+    /// and hidden; a wait for it on the main lane is not hidden.
+    #[test]
+    fn background_work_sets_no_stage_time() {
+        let mut t = StepTimeline::default();
+        let ev = |t: &mut StepTimeline, lane, resource, ns| {
+            t.push(
+                "p",
+                "",
+                Stage::ForwardEmbedding,
+                lane,
+                resource,
+                Source::Measured,
+                ns,
+                0,
+            )
+        };
+        ev(&mut t, MAIN, Resource::Gpu, 3.0);
+        ev(&mut t, BACKGROUND, Resource::Cpu, 100.0);
+        ev(&mut t, BACKGROUND, Resource::PoolLink, 50.0);
+        assert_eq!(t.iteration_ns(), 3.0);
+        assert_eq!(t.busy_ns(Resource::Cpu), 100.0);
+        assert_eq!(t.hidden_ns(), 150.0);
+        // (A main-lane transfer does not wait for the background's link.)
+        ev(&mut t, MAIN, Resource::PoolLink, 2.0);
+        assert_eq!(t.iteration_ns(), 5.0);
     }
 }

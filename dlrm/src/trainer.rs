@@ -257,6 +257,8 @@ pub struct Trainer {
     /// Set to stop after the current iteration.
     pub stop: Arc<AtomicBool>,
     checked: bool,
+    /// The last step's timeline time (ns), for [`StepCtx::previous_ns`].
+    previous_ns: f64,
 }
 
 fn slice_or_empty(v: &Option<Vec<f32>>) -> &[f32] {
@@ -281,6 +283,7 @@ impl Trainer {
             other_batch: None,
             stop: Arc::new(AtomicBool::new(false)),
             checked: false,
+            previous_ns: 0.0,
         })
     }
 
@@ -325,6 +328,7 @@ impl Trainer {
         let sim_before = crate::pooltime::sim_wall_s();
         let mut ctx = StepCtx {
             iteration,
+            previous_ns: self.previous_ns,
             optimizer: self.config.embedding_optimizer.with_lr(lr),
             timeline: &mut timeline,
             host: &mut host,
@@ -373,6 +377,7 @@ impl Trainer {
             }
         }
         let iteration_ns = timeline.iteration_ns();
+        self.previous_ns = iteration_ns;
         Ok(IterRecord {
             iteration,
             epoch: 0,

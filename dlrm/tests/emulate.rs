@@ -215,6 +215,7 @@ fn modes_on_the_gpu_match_the_cpu() {
                 let mut host = HostTimes::default();
                 let mut ctx = StepCtx {
                     iteration: it,
+                    previous_ns: 0.0,
                     optimizer,
                     timeline: &mut timeline,
                     host: &mut host,

@@ -362,7 +362,27 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
         let (mut tiny, mut cfg) = Tiny::new(16);
         cfg.iters = 20;
         cfg.embedding_optimizer = optimizer.with_lr(0.1);
-        let mut run = run_of("baseline-cpu,cdlrm", cfg);
+        let shapes: Vec<(u64, usize)> = cfg
+            .model
+            .table_rows
+            .iter()
+            .map(|&r| (r, cfg.model.dim))
+            .collect();
+        let pool = nmpsim_dlrm::pooltime::PoolTimer::new(
+            nmpsim_dlrm::pooltime::NmpSetup {
+                ranks: 4,
+                ..Default::default()
+            },
+            &shapes,
+            cfg.batch,
+            // (The coalesced buffer smaller than a window's rows: the
+            // write-backs go in several instructions.)
+            8,
+            &cfg.embedding_optimizer,
+        )
+        .unwrap();
+        let mut run = run_of("baseline-cpu,cdlrm,cdlrm-nmp", cfg);
+        run.pool = Some(std::sync::Arc::new(std::sync::Mutex::new(pool)));
         // The tiny model's 64-, 32- and 16-row tables over 5 sets of 2 ways.
         run.cdlrm = nmpsim_dlrm::cdlrm::CdlrmOptions {
             sets: 5,
@@ -391,6 +411,9 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
         };
         assert_eq!(loss("baseline-cpu"), loss("cdlrm"), "{optimizer}");
         assert_eq!(loss("cdlrm").len(), 20);
+        // With its host tables in the pool, the same numbers.
+        assert_eq!(loss("cdlrm"), loss("cdlrm-nmp"), "{optimizer}");
+        assert_eq!(out.summaries[2].final_loss, cdlrm.final_loss);
         let note = |k: &str| {
             cdlrm
                 .notes
@@ -411,6 +434,28 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
                 .any(|r| &r[0] == "cdlrm" && &r[4] == "caching" && &r[7] == "measured")
         );
         assert!(tl.iter().any(|r| &r[0] == "cdlrm" && &r[4] == "prefetch"));
+        // cdlrm-nmp's prefetch gathers, write-backs and victims' fetches are
+        // the pool's, simulated; the prefetcher runs in the background, and
+        // the first window's fetch is waited for.
+        for primitive in ["prefetch", "write-back", "victim fetch"] {
+            assert!(
+                tl.iter().any(|r| &r[0] == "cdlrm-nmp"
+                    && &r[4] == primitive
+                    && &r[6] == "nmp"
+                    && &r[7] == "simulated"),
+                "{optimizer}: no simulated {primitive} on the pool"
+            );
+        }
+        assert!(
+            tl.iter()
+                .any(|r| &r[0] == "cdlrm-nmp" && &r[4] == "prefetch" && &r[3] == "2")
+        );
+        assert!(
+            tl.iter()
+                .any(|r| &r[0] == "cdlrm-nmp" && &r[1] == "0" && r[5].ends_with("waited for"))
+        );
+        let nmp = &out.summaries[2];
+        assert!(nmp.figures["prefetch_stall_ms"] > 0.0);
 
         // The paper's order: windows fetched before the evicted rows reach
         // the host. Each stale install is counted, and the losses part.

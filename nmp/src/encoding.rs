@@ -9,7 +9,8 @@
 //! ```text
 //! offset  size  field
 //! 0       1     opcode (u8): 0xA1 gather-reduce, 0xA2 load-gradient,
-//!               0xA3 casted-gather-reduce, 0xA4 load-coalesced, 0xA5 scatter
+//!               0xA3 casted-gather-reduce, 0xA4 load-coalesced, 0xA5 scatter,
+//!               0xA6 gather
 //! 1       1     flags (u8): bit 0 = weights / scale present; other bits 0
 //! 2       1     kind (u8): pooling (gather-reduce), optimizer (scatter), else 0
 //! 3       1     reserved (u8) = 0
@@ -39,6 +40,7 @@ const OP_LOAD_GRADIENT: u8 = OPCODE_MAGIC | 2;
 const OP_CASTED_GATHER_REDUCE: u8 = OPCODE_MAGIC | 3;
 const OP_LOAD_COALESCED: u8 = OPCODE_MAGIC | 4;
 const OP_SCATTER: u8 = OPCODE_MAGIC | 5;
+const OP_GATHER: u8 = OPCODE_MAGIC | 6;
 
 /// Flags bit 0: the optional `weights` (gather-reduce) or `scale`
 /// (casted-gather-reduce) array is present.
@@ -63,6 +65,7 @@ fn opcode(instr: &Instruction) -> u8 {
         Instruction::CastedGatherReduce { .. } => OP_CASTED_GATHER_REDUCE,
         Instruction::LoadCoalesced { .. } => OP_LOAD_COALESCED,
         Instruction::Scatter { .. } => OP_SCATTER,
+        Instruction::Gather { .. } => OP_GATHER,
     }
 }
 
@@ -72,7 +75,8 @@ fn op_name(opcode: u8) -> &'static str {
         OP_LOAD_GRADIENT => "load-gradient",
         OP_CASTED_GATHER_REDUCE => "casted-gather-reduce",
         OP_LOAD_COALESCED => "load-coalesced",
-        _ => "scatter",
+        OP_SCATTER => "scatter",
+        _ => "gather",
     }
 }
 
@@ -152,7 +156,9 @@ fn write_into(instr: &Instruction, total: u64, out: &mut Vec<u8>) {
             (if scale.is_some() { FLAG_OPTIONAL } else { 0 }, 0)
         }
         Instruction::Scatter { optimizer, .. } => (0, optimizer_kind(optimizer)),
-        Instruction::LoadGradient { .. } | Instruction::LoadCoalesced { .. } => (0, 0),
+        Instruction::LoadGradient { .. }
+        | Instruction::LoadCoalesced { .. }
+        | Instruction::Gather { .. } => (0, 0),
     };
     out.extend_from_slice(&[opcode(instr), flags, kind, 0]);
     out.extend_from_slice(&instr.table().to_le_bytes());
@@ -245,6 +251,7 @@ pub fn check_encodable(instr: &Instruction) -> Result<(), NmpError> {
             whole_rows("grads", grads.len(), "the count of `rows`", rows.len())?;
         }
         Instruction::Scatter { .. } => {}
+        Instruction::Gather { rows, .. } => fits("rows", rows.len())?,
     }
     Ok(())
 }
@@ -311,6 +318,7 @@ fn body_fields<'a>(instr: &'a Instruction, mut each: impl FnMut(Field<'a>)) {
                 each(Field::Word(p.to_le_bytes()));
             }
         }
+        Instruction::Gather { rows, .. } => each(Field::U32s(rows)),
     }
 }
 
@@ -367,12 +375,12 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
         decode_error(base + at, format!("header field {field}: {what}"))
     };
     let opcode = bytes[0];
-    if !(OP_GATHER_REDUCE..=OP_SCATTER).contains(&opcode) {
+    if !(OP_GATHER_REDUCE..=OP_GATHER).contains(&opcode) {
         return Err(header_error(
             0,
             "opcode",
             format!(
-                "unknown opcode {opcode:#04x} (expected {OP_GATHER_REDUCE:#04x} to {OP_SCATTER:#04x})"
+                "unknown opcode {opcode:#04x} (expected {OP_GATHER_REDUCE:#04x} to {OP_GATHER:#04x})"
             ),
         ));
     }
@@ -501,6 +509,10 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
             let rows = r.u32s("rows")?;
             let grads = r.grads(rows.len(), "rows")?;
             Instruction::LoadCoalesced { table, rows, grads }
+        }
+        OP_GATHER => {
+            let rows = r.u32s("rows")?;
+            Instruction::Gather { table, rows }
         }
         _ => {
             let lr = r.f32("lr")?;
@@ -780,7 +792,16 @@ mod tests {
             .prop_map(|((table, rows), grads)| Instruction::LoadCoalesced { table, rows, grads });
         let scatter = (any::<u32>(), optimizer())
             .prop_map(|(table, optimizer)| Instruction::Scatter { table, optimizer });
-        prop_oneof![gather, load_gradient, casted, load_coalesced, scatter]
+        let gather_rows =
+            (any::<u32>(), u32s(8)).prop_map(|(table, rows)| Instruction::Gather { table, rows });
+        prop_oneof![
+            gather,
+            load_gradient,
+            casted,
+            load_coalesced,
+            scatter,
+            gather_rows
+        ]
     }
 
     /// Instructions whose array lengths are drawn independently: consistent
@@ -1154,7 +1175,7 @@ mod tests {
         bytes[0] = 0x07;
         assert_eq!(
             message(&bytes),
-            "instruction bytes at offset 0: header field opcode: unknown opcode 0x07 (expected 0xa1 to 0xa5)"
+            "instruction bytes at offset 0: header field opcode: unknown opcode 0x07 (expected 0xa1 to 0xa6)"
         );
 
         let mut bytes = good.clone();

@@ -46,6 +46,11 @@ pub enum Instruction {
     /// Gradient scatter fused with the optimizer: applies the table's
     /// coalesced buffer to its rows and optimizer state, in DRAM.
     Scatter { table: u32, optimizer: Optimizer },
+    /// Reads the listed rows of the table with their optimizer state and
+    /// sends them to the host as they are, in list order, unreduced: per
+    /// row its `dim` values, then its state values (cDLRM's prefetch and
+    /// victim fetch).
+    Gather { table: u32, rows: Vec<u32> },
 }
 
 impl Instruction {
@@ -57,6 +62,7 @@ impl Instruction {
             Instruction::CastedGatherReduce { .. } => "casted-gather-reduce",
             Instruction::LoadCoalesced { .. } => "load-coalesced",
             Instruction::Scatter { .. } => "scatter",
+            Instruction::Gather { .. } => "gather",
         }
     }
 
@@ -66,7 +72,8 @@ impl Instruction {
             | Instruction::LoadGradient { table, .. }
             | Instruction::CastedGatherReduce { table, .. }
             | Instruction::LoadCoalesced { table, .. }
-            | Instruction::Scatter { table, .. } => *table,
+            | Instruction::Scatter { table, .. }
+            | Instruction::Gather { table, .. } => *table,
         }
     }
 }

@@ -27,8 +27,8 @@ pub mod placement;
 pub use placement::{Layout, LayoutParams, Piece, Placement, StateWidth, TableShape};
 pub mod pool;
 pub use pool::{
-    Pool, RankWork, gather_link_out_bytes, rank_request_count, rank_work, scatter_link_out_bytes,
-    validate,
+    Pool, RankWork, gather_link_out_bytes, gather_rows_link_out_bytes, rank_request_count,
+    rank_work, scatter_link_out_bytes, validate,
 };
 pub mod run;
 pub mod timing;

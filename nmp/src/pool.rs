@@ -226,6 +226,15 @@ pub fn validate(layout: &Layout, instr: &Instruction) -> Result<(), NmpError> {
             }
             check_rows(op, t, "rows", rows, shape.rows)?;
         }
+        Instruction::Gather { rows, .. } => {
+            if let Some((i, &r)) = rows
+                .iter()
+                .enumerate()
+                .find(|(_, r)| **r as u64 >= shape.rows)
+            {
+                return Err(range("rows", i, r as u64, shape.rows, format!("table {t}")));
+            }
+        }
         Instruction::Scatter { optimizer, .. } => {
             optimizer.validate()?;
             if StateWidth::of(optimizer) != layout.params.state_values_per_row
@@ -448,8 +457,47 @@ fn work_into<S: RequestSink>(
                 }
             }
         }
+        Instruction::Gather { rows, .. } => {
+            let width = layout.params.state_values_per_row;
+            for &row in rows {
+                let row = row as u64;
+                for p in layout.row_pieces_on(t, row, rank) {
+                    rd(sink, &p);
+                    w.link_out_bytes += p.len as u64 * 4;
+                }
+                match width {
+                    StateWidth::None => {}
+                    StateWidth::PerElement => {
+                        for p in layout.state_pieces_on(t, row, rank) {
+                            rd(sink, &p);
+                            w.link_out_bytes += p.len as u64 * 4;
+                        }
+                    }
+                    StateWidth::PerRow => {
+                        let (k, a) = layout.row_state(t, row);
+                        if k == rank {
+                            sink.push(MemOp::read(a & !(SLICE_BYTES - 1)));
+                            w.link_out_bytes += 4;
+                        }
+                    }
+                }
+            }
+        }
     }
     w
+}
+
+/// Bytes every rank together sends over the host link for a gather of
+/// `rows` of table `t`: each row's values and optimizer state (what the
+/// ranks' [`RankWork`] `link_out_bytes` add up to).
+pub fn gather_rows_link_out_bytes(layout: &Layout, t: usize, rows: &[u32]) -> u64 {
+    let dim = layout.tables[t].dim as u64;
+    let state = match layout.params.state_values_per_row {
+        StateWidth::None => 0,
+        StateWidth::PerRow => 1,
+        StateWidth::PerElement => dim,
+    };
+    rows.len() as u64 * (dim + state) * 4
 }
 
 /// Bytes every rank together sends over the host link for a gather-reduce of
@@ -803,7 +851,8 @@ impl Pool {
     }
 
     /// Runs one instruction on the data. Returns the gather-reduce output
-    /// (`B x dim`) for `GatherReduce` on a pool with data, nothing otherwise
+    /// (`B x dim`) for `GatherReduce` and the rows with their state
+    /// (`rows x (dim + state)`) for `Gather` on a pool with data, nothing otherwise
     /// (a timing-only pool, [`Pool::without_data`], returns nothing).
     pub fn execute(&mut self, instr: &Instruction) -> Result<Option<Vec<f32>>, NmpError> {
         validate(&self.layout, instr)?;
@@ -984,6 +1033,35 @@ impl Pool {
                     self.update_row(t, row, optimizer, &g);
                 }
                 Ok(None)
+            }
+            Instruction::Gather { rows, .. } => {
+                let width = self.state_width(t);
+                let per = dim + width;
+                let mut out = vec![0.0f32; rows.len() * per];
+                for (i, &row) in rows.iter().enumerate() {
+                    let row = row as u64;
+                    let o = &mut out[i * per..(i + 1) * per];
+                    for p in layout.row_pieces(t, row) {
+                        let w = word(&p);
+                        o[p.first..p.first + p.len]
+                            .copy_from_slice(&self.mem[p.rank as usize][w..w + p.len]);
+                    }
+                    match layout.params.state_values_per_row {
+                        StateWidth::None => {}
+                        StateWidth::PerRow => {
+                            let (k, a) = layout.row_state(t, row);
+                            o[dim] = self.mem[k as usize][(a / 4) as usize];
+                        }
+                        StateWidth::PerElement => {
+                            for p in layout.state_pieces(t, row) {
+                                let w = word(&p);
+                                o[dim + p.first..dim + p.first + p.len]
+                                    .copy_from_slice(&self.mem[p.rank as usize][w..w + p.len]);
+                            }
+                        }
+                    }
+                }
+                Ok(Some(out))
             }
         }
     }

@@ -216,6 +216,71 @@ proptest! {
             }
         }
     }
+
+    /// `gather` returns each listed row and its state as loaded, reads each
+    /// of their slices once per listing (reads only), and sends exactly
+    /// their bytes over the link, for every placement and state width.
+    #[test]
+    fn gather_returns_the_rows_with_their_state_and_reads_each_once(
+        (placement, ranks, rows, dim) in config(),
+        seed in any::<u64>(),
+        listed in proptest::collection::vec(any::<u32>(), 0..40),
+        width_i in 0usize..3,
+    ) {
+        let width = [StateWidth::None, StateWidth::PerRow, StateWidth::PerElement][width_i];
+        let per_row = match width {
+            StateWidth::None => 0,
+            StateWidth::PerRow => 1,
+            StateWidth::PerElement => dim,
+        };
+        let listed: Vec<u32> = listed.iter().map(|r| r % rows as u32).collect();
+        let table = EmbeddingTable::seeded(rows, dim, seed).unwrap();
+        let state = OptimizerState {
+            rows,
+            values_per_row: per_row,
+            values: (0..rows as usize * per_row).map(|i| i as f32 * 0.5 + 1.0).collect(),
+        };
+        let l = layout(placement, ranks, &shapes(rows, dim), width);
+        let mut pool = Pool::new(l.clone());
+        pool.load_table(1, &table).unwrap();
+        pool.load_state(1, &state).unwrap();
+        let g = Instruction::Gather { table: 1, rows: listed.clone() };
+        let got = pool.execute(&g).unwrap().unwrap();
+        let mut want = Vec::new();
+        for &r in &listed {
+            want.extend_from_slice(table.row(r as u64).unwrap());
+            want.extend_from_slice(&state.values[r as usize * per_row..(r as usize + 1) * per_row]);
+        }
+        prop_assert_eq!(&got, &want);
+        let mut expect: HashMap<(u32, u64), usize> = HashMap::new();
+        for &r in &listed {
+            let state_pieces: Vec<_> = if width == StateWidth::PerElement {
+                l.state_pieces(1, r as u64).collect()
+            } else {
+                Vec::new()
+            };
+            for p in l.row_pieces(1, r as u64).chain(state_pieces) {
+                *expect.entry((p.rank, p.addr)).or_default() += 1;
+            }
+            if width == StateWidth::PerRow {
+                let (k, a) = l.row_state(1, r as u64);
+                *expect.entry((k, a & !63)).or_default() += 1;
+            }
+        }
+        let mut seen: HashMap<(u32, u64), usize> = HashMap::new();
+        let mut out = 0;
+        for (k, w) in pool.work(&g).unwrap().iter().enumerate() {
+            prop_assert_eq!(w.alu_slices, 0);
+            out += w.link_out_bytes;
+            for op in &w.requests {
+                prop_assert_eq!(op.access, Access::Read);
+                *seen.entry((k as u32, op.addr)).or_default() += 1;
+            }
+        }
+        prop_assert_eq!(&seen, &expect);
+        prop_assert_eq!(out, (listed.len() * (dim + per_row) * 4) as u64);
+        prop_assert_eq!(out, nmpsim_nmp::gather_rows_link_out_bytes(&l, 1, &listed));
+    }
 }
 
 #[test]

@@ -269,7 +269,7 @@ pub fn item(id: &str) -> Option<&'static Item> {
     ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 15] = [
+static ITEMS: [Item; 17] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",
@@ -375,6 +375,20 @@ static ITEMS: [Item; 15] = [
         sweeps: sweeps_cdlrm_window,
         analyse: analyse_cdlrm_window,
     },
+    Item {
+        id: "cdlrm-accuracy",
+        title: "cDLRM Table 1b: test accuracy in the asynchronous order",
+        paper: "cDLRM's test accuracy is within 0.02% of the uncached DLRM's (Kaggle: 78.967% against 78.971%), its rare stale rows notwithstanding",
+        sweeps: sweeps_cdlrm_accuracy,
+        analyse: analyse_cdlrm_accuracy,
+    },
+    Item {
+        id: "cdlrm-vs-nmp",
+        title: "cDLRM on the host and on the NMP pool, beside Tensor Casting",
+        paper: "no paper ran it: cDLRM's tables and prefetch gathers in the NMP pool, against cdlrm, tcast-nmp and baseline-cpu on RM1 and Criteo-Kaggle",
+        sweeps: sweeps_cdlrm_vs_nmp,
+        analyse: analyse_cdlrm_vs_nmp,
+    },
 ];
 
 // ---------------------------------------------------------------- sweeps
@@ -437,6 +451,14 @@ fn sweeps_scars_growth(s: Size) -> Vec<SweepDef> {
 
 fn sweeps_cdlrm_window(s: Size) -> Vec<SweepDef> {
     vec![specs::sweep("cdlrm-window", s)]
+}
+
+fn sweeps_cdlrm_accuracy(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("cdlrm-accuracy", s)]
+}
+
+fn sweeps_cdlrm_vs_nmp(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("cdlrm-vs-nmp", s)]
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {
@@ -1260,7 +1282,7 @@ mod tests {
         ), "{}", o.csv);
         assert!(
             o.table_md
-                .contains("| 2000 | 2 | 73.0% | 7 | 16.900 ms | 10.000 ms |"),
+                .contains("| 2000 | 2 | 73.0% | 7 | 16.900 ms (meas+model) | 10.000 ms |"),
             "{}",
             o.table_md
         );
@@ -1277,6 +1299,114 @@ mod tests {
         );
         let e = analyse_cdlrm_window(&inputs("cdlrm-window", vec![bare])).unwrap_err();
         assert!(e.contains("amortised_caching_overhead_ms"), "{e}");
+    }
+
+    /// A mode with a last test (loss, accuracy, samples) and figures.
+    fn tested(name: &str, iter: f64, loss: f64, acc: f64, figures: Value) -> Value {
+        let mut m = mode(name, iter, 1.0, &[("gather-reduce", iter)], &[]);
+        m["final_eval"] =
+            json!({"iteration": 10, "samples": 16384, "loss": loss, "accuracy": acc, "auc": 0.7});
+        m["figures"] = figures;
+        m
+    }
+
+    #[test]
+    fn cdlrm_accuracy_compares_each_seeds_test_accuracy_in_points() {
+        let seed = |s: &str, acc: f64, stale: f64| {
+            run(
+                &[("seed", s)],
+                json!({"modes": [
+                    tested("baseline-cpu", 5.0, 0.61, 0.68146, json!({})),
+                    tested("cdlrm", 1.0, 0.611, acc, json!({"stale_installs": stale})),
+                ]}),
+            )
+        };
+        // 0.01 and 0.015 points off: within 0.02.
+        let o = analyse_cdlrm_accuracy(&inputs(
+            "cdlrm-accuracy",
+            vec![seed("2", 0.68161, 4.0), seed("1", 0.68136, 9.0)],
+        ))
+        .unwrap();
+        let c = by_id(&o, "cdlrm-accuracy.within");
+        assert!(c.holds, "{c:?}");
+        assert_eq!(
+            c.ours,
+            "seed 1: -0.010; seed 2: +0.015 points (13 stale installs in all)"
+        );
+        assert!(
+            o.table_md.contains(
+                "| 1 | 16384 | 68.146% | 68.136% | -0.010 points | 0.61000 | 0.61100 | 9 |"
+            ),
+            "{}",
+            o.table_md
+        );
+        assert!(o.table_md.contains("| paper (Kaggle, 2 epochs) |"));
+        assert!(
+            o.notes.iter().any(|n| n.contains("3.3 samples")),
+            "{:?}",
+            o.notes
+        );
+        // One seed 0.03 points off is a no.
+        let o = analyse_cdlrm_accuracy(&inputs(
+            "cdlrm-accuracy",
+            vec![seed("1", 0.68146, 2.0), seed("2", 0.68176, 2.0)],
+        ))
+        .unwrap();
+        assert!(!by_id(&o, "cdlrm-accuracy.within").holds);
+        // Without a stale install the difference is fixed, and it says so.
+        let o = analyse_cdlrm_accuracy(&inputs("cdlrm-accuracy", vec![seed("1", 0.68146, 0.0)]))
+            .unwrap();
+        let c = by_id(&o, "cdlrm-accuracy.within");
+        assert!(c.holds && c.ours.contains("0 by construction"), "{c:?}");
+        // A run without a test is an error naming the mode.
+        let bare = run(
+            &[("seed", "1")],
+            json!({"modes": [mode("baseline-cpu", 1.0, 1.0, &[], &[]), mode("cdlrm", 1.0, 1.0, &[], &[])]}),
+        );
+        let e = analyse_cdlrm_accuracy(&inputs("cdlrm-accuracy", vec![bare])).unwrap_err();
+        assert!(e.contains("baseline-cpu has no test"), "{e}");
+    }
+
+    #[test]
+    fn cdlrm_vs_nmp_tables_each_mode_with_its_sources_and_checks_the_identity() {
+        let model = |name: &str, nmp_loss: f64| {
+            let fig = json!({"prefetch_ms_per_window": 9.5, "prefetch_stall_ms": 1.25, "stalled_windows": 2.0, "hit_rate": 0.99});
+            run(
+                &[("model", name)],
+                json!({"modes": [
+                    tested("baseline-cpu", 29.0, 0.6, 0.6, json!({})),
+                    tested("tcast-nmp", 1.8, 0.6, 0.6, json!({})),
+                    tested("cdlrm", 9.2, 0.5, 0.6, fig.clone()),
+                    tested("cdlrm-nmp", 4.7, nmp_loss, 0.6, fig),
+                ]}),
+            )
+        };
+        let o = analyse_cdlrm_vs_nmp(&inputs(
+            "cdlrm-vs-nmp",
+            vec![model("rm1", 0.5), model("criteo-kaggle", 0.5)],
+        ))
+        .unwrap();
+        let c = by_id(&o, "cdlrm-vs-nmp.same-numbers");
+        assert!(c.holds, "{c:?}");
+        assert_eq!(c.kind, CheckKind::Identity);
+        assert_eq!(c.ours, "CRITEO-KAGGLE: same test loss; RM1: same test loss");
+        // Every cell says where its time came from.
+        assert!(
+            o.table_md.contains(
+                "| RM1 | 29.000 ms (meas) | 1.800 ms (meas) | 9.200 ms (meas) | 4.700 ms (meas) |"
+            ),
+            "{}",
+            o.table_md
+        );
+        assert!(o.table_md.contains("| RM1 | cdlrm-nmp | 9.500 ms (meas+sim+model) | 1.250 ms (meas+sim+model) | 2 | 99.0% |"), "{}", o.table_md);
+        assert!(
+            o.csv
+                .contains("rm1,cdlrm-nmp,4.7000,measured,1.0000,9.5000,1.2500,0.99000\n"),
+            "{}",
+            o.csv
+        );
+        let o = analyse_cdlrm_vs_nmp(&inputs("cdlrm-vs-nmp", vec![model("rm1", 0.4)])).unwrap();
+        assert!(!by_id(&o, "cdlrm-vs-nmp.same-numbers").holds);
     }
 
     #[test]

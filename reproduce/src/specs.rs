@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 13] = [
+const SPECS: [(&str, &str); 15] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -29,6 +29,11 @@ const SPECS: [(&str, &str); 13] = [
         include_str!("../specs/scars-growth-cache.toml"),
     ),
     ("cdlrm-window", include_str!("../specs/cdlrm-window.toml")),
+    (
+        "cdlrm-accuracy",
+        include_str!("../specs/cdlrm-accuracy.toml"),
+    ),
+    ("cdlrm-vs-nmp", include_str!("../specs/cdlrm-vs-nmp.toml")),
 ];
 
 /// How each spec is run.

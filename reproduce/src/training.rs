@@ -46,6 +46,8 @@ pub(crate) struct ModeRun {
     pub(crate) nmp_energy_j: f64,
     /// The strategy's own figures (`ModeSummary::figures`).
     pub(crate) figures: BTreeMap<String, f64>,
+    /// The last test: (loss, accuracy as a fraction, samples).
+    pub(crate) test: Option<(f64, f64, u64)>,
 }
 
 impl ModeRun {
@@ -62,6 +64,25 @@ impl ModeRun {
     }
     pub(crate) fn is_nmp(&self) -> bool {
         self.placement.values().any(|w| w == "nmp")
+    }
+    /// Where the iteration's times came from: every primitive's sources,
+    /// each once, in the timeline's order (`measured+simulated+modelled`).
+    pub(crate) fn all_sources(&self) -> String {
+        let order = [
+            "measured",
+            "simulated",
+            "simulated-proxy",
+            "modelled",
+            "emulated",
+        ];
+        let mut seen: Vec<&str> = Vec::new();
+        for s in self.sources.values().flat_map(|s| s.split('+')) {
+            if !s.is_empty() && !seen.contains(&s) {
+                seen.push(s);
+            }
+        }
+        seen.sort_by_key(|s| order.iter().position(|o| o == s).unwrap_or(order.len()));
+        seen.join("+")
     }
     /// Busy ms per iteration of a resource: the run's own figure, or (from
     /// an nmpsim that did not report it) the time of the primitives placed
@@ -121,6 +142,10 @@ pub(crate) fn mode_runs(r: &RunResult) -> Result<Vec<ModeRun>, String> {
                 .map(|(res, ms)| (res.as_str().to_string(), *ms))
                 .collect(),
             nmp_energy_j: m.nmp_energy_j_per_iteration,
+            test: m
+                .final_eval
+                .as_ref()
+                .map(|e| (e.loss, e.accuracy, e.samples)),
             figures: m.figures,
         })
         .collect())

@@ -8,8 +8,8 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
     let o = succeeds(
         &t.0,
         &words(
-            "train --model tiny --mode baseline-cpu,cdlrm --iters 20 --batch 16 \
-             --cache-sets 5 --ways 2 --lookahead 3 --print-freq 10 --out run",
+            "train --model tiny --mode baseline-cpu,lookahead --iters 20 --batch 16 \
+             --cache-sets 5 --ways 2 --lookahead 3 --print-freq 10 --ranks 4 --out run",
         ),
     );
     let s = text(&o);
@@ -24,12 +24,16 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
             .to_string()
     };
     assert_eq!(testing("baseline-cpu"), testing("cdlrm"), "{s}");
+    // With its tables in the NMP pool, the same numbers again.
+    assert_eq!(testing("cdlrm"), testing("cdlrm-nmp"), "{s}");
     let log = read(&t.0.join("run/train.log"));
     for note in [
         "cdlrm: cache: --cache-sets 5 --ways 2 --lookahead 3 (coherent)",
         "cdlrm: windows: 7",
         "cdlrm: stale installs: 0",
         "cdlrm: amortised caching overhead per batch, ms (overhead / n): ",
+        "cdlrm: prefetcher kept ahead: ",
+        "cdlrm-nmp: prefetch per window, ms (measured + simulated, beside training): ",
     ] {
         assert!(log.contains(note), "{note} not in\n{log}");
     }
@@ -46,7 +50,8 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
     assert_eq!(f["cache_bytes_table_2"], 10.0 * 4.0 * 4.0);
     assert!(modes[0].get("figures").is_none(), "baseline-cpu has none");
     // Every figure says where it came from: the caching step's host part
-    // measured, the prefetch measured on its own lane.
+    // measured, the prefetch measured in the background (lane 2), the first
+    // window's waited for on the main lane of iteration 0.
     let tl = read(&t.0.join("run/timeline.csv"));
     assert!(
         tl.lines().any(|l| l.starts_with("cdlrm,")
@@ -56,7 +61,20 @@ fn cdlrm_trains_baseline_cpus_numbers_and_reports_its_caches() {
     );
     assert!(
         tl.lines()
-            .any(|l| l.starts_with("cdlrm,") && l.contains(",1,prefetch,")),
+            .any(|l| l.starts_with("cdlrm,") && l.contains(",2,prefetch,")),
+        "{tl}"
+    );
+    assert!(
+        tl.lines().any(|l| l.starts_with("cdlrm,0,")
+            && l.contains(",0,prefetch,")
+            && l.contains("waited for")),
+        "{tl}"
+    );
+    // cdlrm-nmp's gathers are the pool's, simulated.
+    assert!(
+        tl.lines().any(|l| l.starts_with("cdlrm-nmp,")
+            && l.contains(",prefetch,\"nmp (gather:")
+            && l.contains(",nmp,simulated,")),
         "{tl}"
     );
 }

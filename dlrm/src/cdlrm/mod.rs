@@ -5,14 +5,16 @@
 //! - [`cache`]: one table's cache: the geometry (`NextPrime(L)` sets of `w`
 //!   ways, or the whole table direct-mapped), the occupancy table, pinned
 //!   entries, random way selection, conflict victims, write-back;
-//! - [`strategy`]: `cdlrm` in the trainer, reading its input a window
-//!   ahead;
+//! - [`strategy`]: `cdlrm` and `cdlrm-nmp` in the trainer, reading their
+//!   input a window ahead, with the prefetcher's stalls;
+//! - [`pool`]: `cdlrm-nmp`'s gathers and write-backs timed on the NMP pool;
 //! - [`window`]: the prefetcher, the caching step, the batches' working sets
 //!   and the eviction process over a model's tables, coherent or in the
 //!   paper's asynchronous order, with every count the reports need.
 
 pub mod cache;
 mod lookahead;
+pub mod pool;
 pub mod strategy;
 pub mod window;
 
@@ -22,7 +24,7 @@ pub use cache::{
 pub use strategy::{CachingTimes, Cdlrm};
 pub use window::{
     CacheCounts, CachedTables, CdlrmOptions, Consistency, WindowTimes, Working, fetch_window,
-    fetch_window_into,
+    fetch_window_into, gather_rows_into, unique_rows_into,
 };
 
 use crate::DlrmError;

@@ -1,12 +1,20 @@
-//! `cdlrm` as an embedding strategy: the tables in host memory, a cache of
-//! each on the GPU, windows of `n` batches installed ahead of training, and
-//! every batch trained on the GPU from the cache and its conflict victims.
+//! `cdlrm` and `cdlrm-nmp` as embedding strategies: the tables in host
+//! memory (in the NMP pool for `cdlrm-nmp`), a cache of each on the GPU,
+//! windows of `n` batches installed ahead of training, and every batch
+//! trained on the GPU from the cache and its conflict victims.
 //!
-//! Times: the prefetcher's gathers and the caching step's occupancy look-ups
-//! are measured on this machine's CPU (the prefetcher on a lane of its own:
-//! the paper's separate process, overlapped with training); the transfers
-//! are modelled from the host link's bandwidth and the GPU's work from the
-//! GPU preset's memory bandwidth, as FAE's and SCARS's are.
+//! Times: the prefetcher's work and the caching step's occupancy look-ups
+//! are measured on this machine's CPU; for `cdlrm-nmp` the prefetcher's
+//! gathers, the coherent re-reads, the victims' fetches and every
+//! write-back are the pool's (simulated, [`super::pool`]). The transfers
+//! are modelled from the links' bandwidths and the GPU's work from the GPU
+//! preset's memory bandwidth, as FAE's and SCARS's are.
+//!
+//! The prefetcher is the paper's separate process: a window's prefetch runs
+//! beside the previous window's steps (the timeline's background lane), and
+//! only what outlasts them is on the main path, at the window's first step
+//! (the prefetcher's stall). The first window is fetched before training
+//! starts: all of it is waited for.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,12 +23,13 @@ use nmpsim_kernels::{EmbeddingTable, OptimizerState, Pooling};
 use nmpsim_traces::Batch;
 
 use super::lookahead::{Ahead, LookAhead, SharedAhead};
-use super::window::{CachedTables, CdlrmOptions, Working};
+use super::pool::{PoolSide, Work};
+use super::window::{CachedTables, CdlrmOptions, Consistency, Working};
 use crate::DlrmError;
 use crate::embedding::{EmbeddingStrategy, StepCtx};
 use crate::gpu::GpuPreset;
 use crate::hot::gpu_step::{self, Scratch};
-use crate::timeline::{MAIN, OVERLAP, Resource, Source, Stage};
+use crate::timeline::{BACKGROUND, MAIN, Resource, Source, Stage};
 use crate::trainer::DataSource;
 
 fn ns_since(t: Instant) -> f64 {
@@ -31,10 +40,16 @@ fn ns_since(t: Instant) -> f64 {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachingTimes {
     pub windows: u64,
-    /// Modelled and measured time of the caching steps (installs and their
-    /// write-backs), ns; the prefetcher's gathers apart (overlapped).
+    /// Time of the caching steps on the main path (installs, and in the
+    /// coherent order their write-backs and re-reads), measured and
+    /// modelled, ns; the prefetcher's apart.
     pub caching_ns: f64,
+    /// The prefetcher's time over the windows placed so far, ns.
     pub prefetch_ns: f64,
+    /// Of it, what training waited for (the first window's all of it), ns.
+    pub stall_ns: f64,
+    /// Windows after the first whose prefetch outlasted the window before.
+    pub stalled_windows: u64,
 }
 
 /// A batch between its forward and backward passes: its working sets, whose
@@ -44,6 +59,25 @@ struct Step {
     tables: Vec<EmbeddingTable>,
     states: Vec<OptimizerState>,
     rb: Batch,
+}
+
+/// Puts `w` on `lane` of `stage`.
+fn push(ctx: &mut StepCtx, stage: Stage, lane: u8, w: &Work) {
+    ctx.timeline.push(
+        w.primitive,
+        w.detail.clone(),
+        stage,
+        lane,
+        w.resource,
+        w.source,
+        w.ns,
+        w.bytes,
+    );
+    ctx.timeline.set_last_energy(w.energy_pj);
+}
+
+fn total_ns(work: &[Work]) -> f64 {
+    work.iter().map(|w| w.ns).sum()
 }
 
 /// cDLRM as an embedding strategy.
@@ -59,6 +93,12 @@ pub struct Cdlrm {
     started: bool,
     /// Batches trained.
     batches: u64,
+    /// `cdlrm-nmp`: the host tables' side of the pool.
+    pool: Option<PoolSide>,
+    /// The next window's prefetch: its work, placed when its window starts.
+    pending: Vec<Work>,
+    /// Time the pending prefetch has had beside training so far, ns.
+    elapsed_ns: f64,
     pub times: CachingTimes,
 }
 
@@ -83,13 +123,34 @@ impl Cdlrm {
             stale: false,
             started: false,
             batches: 0,
+            pool: None,
+            pending: Vec::new(),
+            elapsed_ns: 0.0,
             times: CachingTimes::default(),
         })
+    }
+
+    /// `cdlrm-nmp`: the host tables in the NMP pool `timer` times.
+    pub fn on_pool(mut self, timer: Arc<Mutex<crate::pooltime::PoolTimer>>) -> Self {
+        let dims = self.cached.host.iter().map(|t| t.dim).collect();
+        let per_row = self
+            .cached
+            .host_state
+            .iter()
+            .map(|s| s.values_per_row)
+            .collect();
+        self.pool = Some(PoolSide::new(timer, dims, per_row));
+        self.cached.track_write_backs();
+        self
     }
 
     /// The caches and the host tables.
     pub fn cached(&self) -> &CachedTables {
         &self.cached
+    }
+
+    fn coherent(&self) -> bool {
+        self.cached.options.consistency == Consistency::Coherent
     }
 
     /// Every table's counts added up.
@@ -105,8 +166,89 @@ impl Cdlrm {
         (self.cached.host[t].dim + self.cached.host_state[t].values_per_row) as u64 * 4
     }
 
-    /// At a window's first batch: install it, prefetch the next one.
+    /// The prefetch of `window` (fetched last), which took `unique_ns` to
+    /// find its rows and `gather_ns` to gather them here: the host's work,
+    /// or for `cdlrm-nmp` the host's search and the pool's gathers.
+    fn prefetch_work(
+        &self,
+        window: &[Batch],
+        unique_ns: f64,
+        gather_ns: f64,
+        iteration: u64,
+    ) -> Result<Vec<Work>, DlrmError> {
+        let index_bytes: u64 = window.iter().map(gpu_step::index_bytes).sum();
+        let rows = self.cached.queued_rows().unwrap_or(&[]);
+        let row_bytes: u64 = rows
+            .iter()
+            .enumerate()
+            .map(|(t, r)| r.len() as u64 * self.row_bytes(t))
+            .sum();
+        let mut work = vec![Work {
+            primitive: "prefetch",
+            detail: "cpu (the window's unique rows found)".into(),
+            resource: Resource::Cpu,
+            source: Source::Measured,
+            ns: unique_ns,
+            bytes: index_bytes,
+            energy_pj: 0.0,
+        }];
+        match &self.pool {
+            None => work.push(Work {
+                primitive: "prefetch",
+                detail: "cpu (their rows gathered from the host tables)".into(),
+                resource: Resource::Cpu,
+                source: Source::Measured,
+                ns: gather_ns,
+                bytes: row_bytes,
+                energy_pj: 0.0,
+            }),
+            Some(p) => work.extend(p.gather("prefetch", rows, iteration, "host")?),
+        }
+        Ok(work)
+    }
+
+    /// Places a window's prefetch `work` at its window's first step: the
+    /// last `waited` ns of it on the main lane (the stall), the rest in the
+    /// background.
+    fn place_prefetch(&mut self, ctx: &mut StepCtx, work: Vec<Work>, waited: f64) {
+        let mut left = waited;
+        let mut exposed = vec![0.0; work.len()];
+        for (i, w) in work.iter().enumerate().rev() {
+            exposed[i] = left.min(w.ns);
+            left -= exposed[i];
+        }
+        for (w, e) in work.iter().zip(exposed) {
+            let share = |ns: f64| if w.ns > 0.0 { ns / w.ns } else { 0.0 };
+            let bg = w.ns - e;
+            let bg_bytes = if e > 0.0 {
+                (w.bytes as f64 * share(bg)).round() as u64
+            } else {
+                w.bytes
+            };
+            if bg > 0.0 || e == 0.0 {
+                let mut b = w.clone();
+                b.ns = bg;
+                b.bytes = bg_bytes;
+                b.energy_pj = w.energy_pj * share(bg);
+                push(ctx, Stage::ForwardEmbedding, BACKGROUND, &b);
+            }
+            if e > 0.0 {
+                let mut m = w.clone();
+                m.ns = e;
+                m.detail = format!("{}, waited for", w.detail);
+                m.bytes = w.bytes - bg_bytes;
+                m.energy_pj = w.energy_pj * share(e);
+                push(ctx, Stage::ForwardEmbedding, MAIN, &m);
+            }
+        }
+    }
+
+    /// At a window's first batch: wait for its prefetch if it is late,
+    /// install it, prefetch the next one.
     fn begin_window(&mut self, ctx: &mut StepCtx) -> Result<(), DlrmError> {
+        if self.started {
+            self.elapsed_ns += ctx.previous_ns;
+        }
         let Some((this, next)) = self
             .ahead
             .lock()
@@ -116,14 +258,28 @@ impl Cdlrm {
         else {
             return Ok(());
         };
-        let before: Vec<_> = self.cached.counts.clone();
-        if !self.started {
+        let (work, waited) = if self.started {
+            let work = std::mem::take(&mut self.pending);
+            let waited = (total_ns(&work) - self.elapsed_ns).max(0.0);
+            if waited > 0.0 {
+                self.times.stalled_windows += 1;
+            }
+            (work, waited)
+        } else {
             // The first window is fetched before training starts.
-            let t0 = Instant::now();
-            self.cached.prefetch(&this.batches);
-            self.times.prefetch_ns += ns_since(t0);
+            let (u, g) = self.cached.prefetch(&this.batches);
             self.started = true;
-        }
+            let work = self.prefetch_work(&this.batches, u, g, ctx.iteration)?;
+            let all = total_ns(&work);
+            (work, all)
+        };
+        self.times.prefetch_ns += total_ns(&work);
+        self.times.stall_ns += waited;
+        self.place_prefetch(ctx, work, waited);
+        // (The next prefetch starts once this one is done.)
+        self.elapsed_ns = -waited;
+
+        let before: Vec<_> = self.cached.counts.clone();
         let w = self
             .cached
             .begin_window(next.as_ref().map(|n| &n.batches[..]))?;
@@ -132,65 +288,76 @@ impl Cdlrm {
             installed += (a.installed - b.installed) * self.row_bytes(t);
             evicted += (a.evictions - b.evictions) * self.row_bytes(t);
         }
-        let coherent = self.cached.options.consistency == super::Consistency::Coherent;
+        let coherent = self.coherent();
         ctx.host.add("caching (occupancy tables)", w.plan_ns);
         ctx.host.add(
             "caching (the caches' copies, modelled as gpu work)",
             w.apply_ns,
         );
         ctx.host.add("write-back", w.write_back_ns);
+        let cpu = |primitive: &'static str, detail: &str, ns: f64, bytes: u64| Work {
+            primitive,
+            detail: detail.into(),
+            resource: Resource::Cpu,
+            source: Source::Measured,
+            ns,
+            bytes,
+            energy_pj: 0.0,
+        };
+        let stage = Stage::ForwardEmbedding;
         let mut on_path = w.plan_ns;
-        let cpu =
-            |ctx: &mut StepCtx, primitive: &str, detail: &str, lane: u8, ns: f64, bytes: u64| {
-                ctx.timeline.push(
-                    primitive,
-                    detail,
-                    Stage::ForwardEmbedding,
-                    lane,
-                    Resource::Cpu,
-                    Source::Measured,
-                    ns,
-                    bytes,
-                );
-            };
-        cpu(
+        push(
             ctx,
-            "caching",
-            "cpu (occupancy tables: look-ups, ways chosen)",
+            stage,
             MAIN,
-            w.plan_ns,
-            0,
+            &cpu(
+                "caching",
+                "cpu (occupancy tables: look-ups, ways chosen)",
+                w.plan_ns,
+                0,
+            ),
         );
+        // The write-backs drained in this step, and the rows read again.
+        let (write_back, reread) = match &self.pool {
+            None => (
+                vec![cpu(
+                    "write-back",
+                    if coherent {
+                        "cpu (queue drained before the install)"
+                    } else {
+                        "cpu (the eviction process)"
+                    },
+                    w.write_back_ns,
+                    0,
+                )],
+                vec![cpu(
+                    "caching",
+                    "cpu (the installed rows re-read: coherent)",
+                    w.reread_ns,
+                    installed,
+                )],
+            ),
+            Some(p) => {
+                let rows = self.cached.take_written_back().unwrap_or_default();
+                let optimizer = ctx.optimizer;
+                (
+                    p.store("write-back", &rows, &optimizer, ctx.iteration, "host")?,
+                    p.gather("re-read", self.cached.reread_rows(), ctx.iteration, "host")?,
+                )
+            }
+        };
         if coherent {
             // The install waits for the write-backs, then reads the rows again.
             ctx.host
                 .add("caching (the installed rows re-read)", w.reread_ns);
-            cpu(
-                ctx,
-                "write-back",
-                "cpu (queue drained before the install)",
-                MAIN,
-                w.write_back_ns,
-                0,
-            );
-            cpu(
-                ctx,
-                "caching",
-                "cpu (the installed rows re-read: coherent)",
-                MAIN,
-                w.reread_ns,
-                installed,
-            );
-            on_path += w.write_back_ns + w.reread_ns;
+            for x in write_back.iter().chain(&reread) {
+                push(ctx, stage, MAIN, x);
+            }
+            on_path += total_ns(&write_back) + total_ns(&reread);
         } else {
-            cpu(
-                ctx,
-                "write-back",
-                "cpu (the eviction process)",
-                OVERLAP,
-                w.write_back_ns,
-                0,
-            );
+            for x in &write_back {
+                push(ctx, stage, BACKGROUND, x);
+            }
         }
         ctx.timeline.push(
             "transfer",
@@ -225,41 +392,48 @@ impl Cdlrm {
         if let Some(n) = &next {
             ctx.host
                 .add("prefetch (unique rows, gathered)", w.prefetch_ns);
-            let bytes: u64 = n.batches.iter().map(gpu_step::index_bytes).sum();
-            cpu(
-                ctx,
-                "prefetch",
-                "cpu (next window's unique rows gathered)",
-                OVERLAP,
-                w.prefetch_ns,
-                bytes,
-            );
+            self.pending = self.prefetch_work(
+                &n.batches,
+                w.prefetch_unique_ns,
+                w.prefetch_ns - w.prefetch_unique_ns,
+                ctx.iteration,
+            )?;
         }
-        let prefetch_ns = w.prefetch_ns;
-        let caching_ns = on_path;
         self.times.windows += 1;
-        self.times.caching_ns += caching_ns
+        self.times.caching_ns += on_path
             + self.gpu.host_transfer_ns(installed)
             + self.gpu.stream_ns((installed + evicted) as f64)
             + self.gpu.host_transfer_ns(evicted);
-        self.times.prefetch_ns += prefetch_ns;
         Ok(())
     }
 }
 
 impl EmbeddingStrategy for Cdlrm {
     fn name(&self) -> String {
-        "cdlrm".into()
+        if self.pool.is_some() {
+            "cdlrm-nmp".into()
+        } else {
+            "cdlrm".into()
+        }
     }
 
     fn placement(&self) -> Vec<(String, String)> {
+        let host = if self.pool.is_some() { "nmp" } else { "cpu" };
         crate::embedding::places(&[
-            ("prefetch", "cpu"),
+            (
+                "prefetch",
+                if self.pool.is_some() {
+                    "cpu+nmp"
+                } else {
+                    "cpu"
+                },
+            ),
             ("caching", "cpu+gpu"),
             ("gather-reduce", "gpu"),
             ("expand-coalesce", "gpu"),
             ("scatter", "gpu"),
-            ("victim fetch", "cpu"),
+            ("victim fetch", host),
+            ("write-back", host),
         ])
     }
 
@@ -281,8 +455,14 @@ impl EmbeddingStrategy for Cdlrm {
             .sum::<u64>()
             - before;
         let vbytes = victims * self.row_bytes(0);
-        if victims > 0 {
-            ctx.timeline.push(
+        match &self.pool {
+            Some(p) if victims > 0 => {
+                let rows: Vec<Vec<u32>> = working.iter().map(Working::victims).collect();
+                for x in p.gather("victim fetch", &rows, ctx.iteration, "gpu")? {
+                    push(ctx, Stage::ForwardEmbedding, MAIN, &x);
+                }
+            }
+            None if victims > 0 => ctx.timeline.push(
                 "victim fetch",
                 "conflict victims host to gpu",
                 Stage::ForwardTransfer,
@@ -291,7 +471,8 @@ impl EmbeddingStrategy for Cdlrm {
                 Source::Modelled,
                 self.gpu.host_transfer_ns(vbytes),
                 vbytes,
-            );
+            ),
+            _ => {}
         }
         ctx.host
             .add("working sets (the gpu's look-ups)", ns_since(t0));
@@ -375,11 +556,12 @@ impl EmbeddingStrategy for Cdlrm {
             ctx,
         )?;
         let before: u64 = self.cached.counts.iter().map(|c| c.written_back).sum();
+        let mut drain_ns = 0.0;
         for (t, ((mut w, table), state)) in working.into_iter().zip(tables).zip(states).enumerate()
         {
             w.table = table;
             w.state = state;
-            self.cached.finish(t, w);
+            drain_ns += self.cached.finish(t, w);
         }
         let back = (self
             .cached
@@ -389,17 +571,41 @@ impl EmbeddingStrategy for Cdlrm {
             .sum::<u64>()
             - before)
             * self.row_bytes(0);
-        if back > 0 {
-            ctx.timeline.push(
-                "victim fetch",
-                "conflict victims gpu to host",
-                Stage::BackwardTransfer,
-                MAIN,
-                Resource::HostLink,
-                Source::Modelled,
-                self.gpu.host_transfer_ns(back),
-                back,
-            );
+        // Coherent: the next batch may read the victims again, from where
+        // they are written; in the paper's order the eviction process
+        // writes them beside training.
+        let lane = if self.coherent() { MAIN } else { BACKGROUND };
+        match &self.pool {
+            Some(p) => {
+                let rows = self.cached.take_written_back().unwrap_or_default();
+                for x in p.store("write-back", &rows, &optimizer, ctx.iteration, "gpu")? {
+                    push(ctx, Stage::BackwardEmbedding, lane, &x);
+                }
+            }
+            None if back > 0 => {
+                ctx.timeline.push(
+                    "victim fetch",
+                    "conflict victims gpu to host",
+                    Stage::BackwardTransfer,
+                    MAIN,
+                    Resource::HostLink,
+                    Source::Modelled,
+                    self.gpu.host_transfer_ns(back),
+                    back,
+                );
+                ctx.host.add("write-back", drain_ns);
+                ctx.timeline.push(
+                    "write-back",
+                    "cpu (conflict victims written to the host tables)",
+                    Stage::BackwardEmbedding,
+                    lane,
+                    Resource::Cpu,
+                    Source::Measured,
+                    drain_ns,
+                    back,
+                );
+            }
+            None => {}
         }
         self.stale = true;
         Ok(())
@@ -464,6 +670,8 @@ impl EmbeddingStrategy for Cdlrm {
                 "prefetch_ms_per_window".into(),
                 self.times.prefetch_ns / w / 1e6,
             ),
+            ("prefetch_stall_ms".into(), self.times.stall_ns / 1e6),
+            ("stalled_windows".into(), self.times.stalled_windows as f64),
         ];
         for t in 0..self.cached.host.len() {
             let g = self.cached.geometry(t);
@@ -537,10 +745,31 @@ impl EmbeddingStrategy for Cdlrm {
                 format!("{:.3}", per_window / o.lookahead as f64 / 1e6),
             ),
             (
-                "prefetch per window, ms (measured, overlapped)".into(),
+                format!(
+                    "prefetch per window, ms ({}, beside training)",
+                    if self.pool.is_some() {
+                        "measured + simulated"
+                    } else {
+                        "measured"
+                    }
+                ),
                 format!(
                     "{:.3}",
                     self.times.prefetch_ns / self.times.windows.max(1) as f64 / 1e6
+                ),
+            ),
+            (
+                "prefetcher kept ahead".into(),
+                format!(
+                    "{} ({} of {} later windows waited for; {:.3} ms waited in all, the first window's fetch included)",
+                    if self.times.stalled_windows == 0 {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    self.times.stalled_windows,
+                    self.times.windows.saturating_sub(1),
+                    self.times.stall_ns / 1e6
                 ),
             ),
         ]
@@ -557,4 +786,17 @@ pub(crate) fn build(
         ctx.cdlrm,
         ctx.env.gpu.clone(),
     )?))
+}
+
+/// The factory of `cdlrm-nmp`: `cdlrm` with its host tables in the pool.
+pub(crate) fn build_nmp(
+    ctx: &crate::strategy::BuildCtx,
+) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
+    ctx.config.validate()?;
+    let timer = ctx.env.pool.clone().ok_or_else(|| {
+        DlrmError::Config("cdlrm-nmp needs the run's NMP pool, and none was set up".into())
+    })?;
+    Ok(Box::new(
+        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?.on_pool(timer),
+    ))
 }

@@ -160,6 +160,8 @@ pub struct WindowTimes {
     pub apply_ns: f64,
     /// The next window's unique rows found and gathered.
     pub prefetch_ns: f64,
+    /// Of `prefetch_ns`, finding the unique rows.
+    pub prefetch_unique_ns: f64,
 }
 
 /// A window's rows and their values as the prefetcher read them.
@@ -183,6 +185,18 @@ pub struct Working {
     pub batch: TableBatch,
 }
 
+impl Working {
+    /// The batch's conflict victims: its rows served from the victim table.
+    pub fn victims(&self) -> Vec<u32> {
+        self.unique
+            .iter()
+            .zip(&self.slots)
+            .filter(|(_, s)| s.is_none())
+            .map(|(&r, _)| r)
+            .collect()
+    }
+}
+
 /// The host tables with their caches, write-back queues and prefetch queue.
 pub struct CachedTables {
     pub host: Vec<EmbeddingTable>,
@@ -195,6 +209,11 @@ pub struct CachedTables {
     queue: VecDeque<Fetched>,
     /// An installed window's buffers, for the next prefetch.
     spare: Option<Fetched>,
+    /// The rows drained per table, when tracked.
+    drained: Option<Vec<Vec<u32>>>,
+    /// The rows the last coherent install read again per table, when the
+    /// write-backs are tracked.
+    reread: Vec<Vec<u32>>,
     pub options: CdlrmOptions,
     pub counts: Vec<CacheCounts>,
 }
@@ -224,6 +243,8 @@ impl CachedTables {
             drains: 0,
             queue: VecDeque::new(),
             spare: None,
+            drained: None,
+            reread: Vec::new(),
             options,
         })
     }
@@ -239,7 +260,9 @@ impl CachedTables {
     /// Algorithm 1 for one window: per table its unique rows, gathered with
     /// their optimizer state from the host tables as they are now (the
     /// tables in parallel, as the paper's pool of prefetching processes).
-    pub fn prefetch(&mut self, window: &[Batch]) {
+    /// Returns the time (ns, on this machine) of its two parts: finding the
+    /// unique rows, and gathering them.
+    pub fn prefetch(&mut self, window: &[Batch]) -> (f64, f64) {
         let tables = self.host.len();
         // (Into the buffers of a window already installed, when there is one.)
         let mut bufs: Vec<(Vec<u32>, Vec<f32>, Vec<f32>)> = match self.spare.take() {
@@ -252,9 +275,22 @@ impl CachedTables {
                 .collect(),
             None => (0..tables).map(|_| Default::default()).collect(),
         };
+        let t0 = Instant::now();
+        bufs.par_iter_mut()
+            .enumerate()
+            .for_each(|(t, out)| unique_rows_into(self.host[t].rows, window, t, &mut out.0));
+        let unique_ns = t0.elapsed().as_nanos() as f64;
+        let t0 = Instant::now();
         bufs.par_iter_mut().enumerate().for_each(|(t, out)| {
-            fetch_window_into(&self.host[t], &self.host_state[t], window, t, out)
+            gather_rows_into(
+                &self.host[t],
+                &self.host_state[t],
+                &out.0,
+                &mut out.1,
+                &mut out.2,
+            )
         });
+        let gather_ns = t0.elapsed().as_nanos() as f64;
         let mut f = Fetched {
             rows: Vec::with_capacity(tables),
             values: Vec::with_capacity(tables),
@@ -267,6 +303,36 @@ impl CachedTables {
             f.state.push(s);
         }
         self.queue.push_back(f);
+        (unique_ns, gather_ns)
+    }
+
+    /// The rows the last coherent install read again from the host, per
+    /// table, ascending (tracked with the write-backs; empty otherwise).
+    pub fn reread_rows(&self) -> &[Vec<u32>] {
+        &self.reread
+    }
+
+    /// The unique rows per table of the window fetched last (the one
+    /// [`CachedTables::begin_window`] installs next), ascending.
+    pub fn queued_rows(&self) -> Option<&[Vec<u32>]> {
+        self.queue.back().map(|f| &f.rows[..])
+    }
+
+    /// From now on, remember the rows every drain writes back, per table,
+    /// for [`CachedTables::take_written_back`].
+    pub fn track_write_backs(&mut self) {
+        if self.drained.is_none() {
+            self.drained = Some(vec![Vec::new(); self.host.len()]);
+        }
+    }
+
+    /// The rows written back per table since the last call (each drain's
+    /// rows in drain order), when [`CachedTables::track_write_backs`] is on.
+    pub fn take_written_back(&mut self) -> Option<Vec<Vec<u32>>> {
+        let n = self.host.len();
+        self.drained
+            .as_mut()
+            .map(|d| std::mem::replace(d, vec![Vec::new(); n]))
     }
 
     /// Starts the next window (fetched by an earlier [`prefetch`]), and
@@ -300,6 +366,18 @@ impl CachedTables {
             // The rows the install places, read again now the host has every
             // write-back (a hit keeps the cache's copy, which is current).
             let t0 = Instant::now();
+            let track = self.drained.is_some();
+            if track {
+                self.reread = plans
+                    .iter()
+                    .enumerate()
+                    .map(|(t, plan)| {
+                        let mut r: Vec<u32> = plan.moves.iter().map(|m| f.rows[t][m.row]).collect();
+                        r.sort_unstable();
+                        r
+                    })
+                    .collect();
+            }
             for (t, plan) in plans.iter().enumerate() {
                 let (d, p) = (self.host[t].dim, self.host_state[t].values_per_row);
                 for m in &plan.moves {
@@ -343,9 +421,9 @@ impl CachedTables {
         }
         self.spare = Some(f);
         if let Some(next) = next {
-            let t0 = Instant::now();
-            self.prefetch(next);
-            times.prefetch_ns += ns(t0);
+            let (unique_ns, gather_ns) = self.prefetch(next);
+            times.prefetch_unique_ns += unique_ns;
+            times.prefetch_ns += unique_ns + gather_ns;
         }
         if !coherent {
             let t0 = Instant::now();
@@ -380,21 +458,29 @@ impl CachedTables {
     /// The eviction process: every queued row written to its host table.
     pub fn drain(&mut self) {
         self.drains += 1;
-        let seq = self.drains;
         for t in 0..self.host.len() {
-            let (dim, per_row) = (self.host[t].dim, self.host_state[t].values_per_row);
-            let n = self.wb[t].rows.len() as u64;
-            self.counts[t].written_back += n;
-            self.counts[t].bytes_to_host += n * self.row_bytes(t);
-            let written = &mut self.written[t];
-            self.wb[t].drain_into(
-                &mut self.host[t].data,
-                &mut self.host_state[t].values,
-                dim,
-                per_row,
-                |r| written[r as usize] = seq,
-            );
+            self.drain_table(t);
         }
+    }
+
+    /// Table `t`'s queued rows written to it, as of write-back `self.drains`.
+    fn drain_table(&mut self, t: usize) {
+        let seq = self.drains;
+        let (dim, per_row) = (self.host[t].dim, self.host_state[t].values_per_row);
+        let n = self.wb[t].rows.len() as u64;
+        if let Some(d) = &mut self.drained {
+            d[t].extend_from_slice(&self.wb[t].rows);
+        }
+        self.counts[t].written_back += n;
+        self.counts[t].bytes_to_host += n * self.row_bytes(t);
+        let written = &mut self.written[t];
+        self.wb[t].drain_into(
+            &mut self.host[t].data,
+            &mut self.host_state[t].values,
+            dim,
+            per_row,
+            |r| written[r as usize] = seq,
+        );
     }
 
     /// Table `t`'s rows of one batch of the current window: the cached ones
@@ -451,7 +537,9 @@ impl CachedTables {
 
     /// Hands a trained working set back: cached rows into their slots, the
     /// victims flushed to the host through the write-back queue (Sec. 5.2.3).
-    pub fn finish(&mut self, t: usize, w: Working) {
+    /// Returns the time (ns, on this machine) of that flush, 0 without
+    /// victims.
+    pub fn finish(&mut self, t: usize, w: Working) -> f64 {
         let (dim, per_row) = (w.table.dim, w.state.values_per_row);
         let mut victims = false;
         for (i, (&r, slot)) in w.unique.iter().zip(&w.slots).enumerate() {
@@ -471,9 +559,14 @@ impl CachedTables {
                 }
             }
         }
-        if victims {
-            self.drain();
+        if !victims {
+            return 0.0;
         }
+        // (Only this table's queue: the others have nothing of this batch.)
+        let t0 = Instant::now();
+        self.drains += 1;
+        self.drain_table(t);
+        t0.elapsed().as_nanos() as f64
     }
 
     /// The end of training: every cached row written back, so the host
@@ -514,13 +607,19 @@ pub fn fetch_window_into(
     t: usize,
     out: &mut (Vec<u32>, Vec<f32>, Vec<f32>),
 ) {
-    let rows = &mut out.0;
+    unique_rows_into(table.rows, window, t, &mut out.0);
+    gather_rows_into(table, state, &out.0, &mut out.1, &mut out.2);
+}
+
+/// The unique rows (ascending) that `window` looks up in its table `t` of
+/// `table_rows` rows, into `rows` (its memory reused).
+pub fn unique_rows_into(table_rows: u64, window: &[Batch], t: usize, rows: &mut Vec<u32>) {
     rows.clear();
     let lookups: usize = window.iter().map(|b| b.tables[t].indices.len()).sum();
-    if lookups as u64 >= table.rows / 8 {
+    if lookups as u64 >= table_rows / 8 {
         // Many lookups for the table's rows: one bit a row marks those
         // looked up, read out in order (no sort of every lookup).
-        let words = table.rows.div_ceil(64) as usize;
+        let words = table_rows.div_ceil(64) as usize;
         // (The batches marked in parallel, each task into a bitset of its
         // own, the bitsets joined.)
         let seen = window
@@ -541,14 +640,36 @@ pub fn fetch_window_into(
                     a
                 },
             );
-        rows.reserve(lookups.min(table.rows as usize));
-        for (w, &bits) in seen.iter().enumerate() {
-            let mut bits = bits;
-            while bits != 0 {
-                rows.push(w as u32 * 64 + bits.trailing_zeros());
-                bits &= bits - 1;
-            }
+        // (Read out in parallel: each chunk of words into its share of
+        // `rows`, found by counting the chunks' bits first.)
+        const WORDS_PER_TASK: usize = 1024;
+        let counts: Vec<usize> = seen
+            .par_chunks(WORDS_PER_TASK)
+            .map(|c| c.iter().map(|w| w.count_ones() as usize).sum())
+            .collect();
+        rows.resize(counts.iter().sum(), 0);
+        let mut outs = Vec::with_capacity(counts.len());
+        let mut rest = &mut rows[..];
+        for &n in &counts {
+            let (head, tail) = rest.split_at_mut(n);
+            outs.push(head);
+            rest = tail;
         }
+        seen.par_chunks(WORDS_PER_TASK)
+            .zip(outs)
+            .enumerate()
+            .for_each(|(k, (words, out))| {
+                let mut i = 0;
+                for (w, &bits) in words.iter().enumerate() {
+                    let base = ((k * WORDS_PER_TASK + w) * 64) as u32;
+                    let mut bits = bits;
+                    while bits != 0 {
+                        out[i] = base + bits.trailing_zeros();
+                        i += 1;
+                        bits &= bits - 1;
+                    }
+                }
+            });
     } else {
         rows.extend(
             window
@@ -558,15 +679,14 @@ pub fn fetch_window_into(
         rows.sort_unstable();
         rows.dedup();
     }
-    gather_into(table, state, &out.0, &mut out.1, &mut out.2);
 }
 
-/// Rows a task of [`gather_into`] copies.
+/// Rows a task of [`gather_rows_into`] copies.
 const GATHER_ROWS_PER_TASK: usize = 4096;
 
 /// `rows` of `table` and their optimizer state, gathered into `v` and `s`
 /// (their memory reused), in parallel chunks of rows.
-fn gather_into(
+pub fn gather_rows_into(
     table: &EmbeddingTable,
     state: &OptimizerState,
     rows: &[u32],
@@ -580,19 +700,30 @@ fn gather_into(
     let n = GATHER_ROWS_PER_TASK;
     v.par_chunks_mut(n * d.max(1))
         .zip(rows.par_chunks(n))
-        .for_each(|(out, rows)| {
-            for (o, &r) in out.chunks_exact_mut(d.max(1)).zip(rows) {
-                o.copy_from_slice(row_of(table, state, r).0);
-            }
-        });
+        .for_each(|(out, rows)| copy_runs(&table.data, d, rows, out));
     if p > 0 {
         s.par_chunks_mut(n * p)
             .zip(rows.par_chunks(n))
-            .for_each(|(out, rows)| {
-                for (o, &r) in out.chunks_exact_mut(p).zip(rows) {
-                    o.copy_from_slice(row_of(table, state, r).1);
-                }
-            });
+            .for_each(|(out, rows)| copy_runs(&state.values, p, rows, out));
+    }
+}
+
+/// Rows `rows` of `width` values of `from` into `out`, one after another:
+/// each run of consecutive rows in one copy (a window's rows are ascending,
+/// and a long window's are mostly consecutive).
+fn copy_runs(from: &[f32], width: usize, rows: &[u32], out: &mut [f32]) {
+    if width == 0 {
+        return;
+    }
+    let mut i = 0;
+    while i < rows.len() {
+        let first = rows[i] as usize;
+        let mut j = i + 1;
+        while j < rows.len() && rows[j] as usize == first + (j - i) {
+            j += 1;
+        }
+        out[i * width..j * width].copy_from_slice(&from[first * width..(first + j - i) * width]);
+        i = j;
     }
 }
 

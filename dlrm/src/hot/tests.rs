@@ -300,6 +300,7 @@ fn the_replica_equals_the_host_rows_after_every_sync() {
         let mut host = HostTimes::default();
         let mut ctx = StepCtx {
             iteration: i as u64,
+            previous_ns: 0.0,
             optimizer: c.embedding_optimizer,
             timeline: &mut timeline,
             host: &mut host,
