@@ -456,6 +456,15 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
         );
         let nmp = &out.summaries[2];
         assert!(nmp.figures["prefetch_stall_ms"] > 0.0);
+        // The paper's split of an iteration: batch computation, and the
+        // caching overhead amortised over the window.
+        let f = &cdlrm.figures;
+        assert!(f["batch_computation_ms"] > 0.0);
+        let total = f["batch_computation_ms"] + f["amortised_caching_overhead_ms"];
+        assert!((f["total_per_batch_ms"] - total).abs() < 1e-9 * total.max(1.0));
+        // (The modelled iteration, its mean, is the batch computation plus
+        // the caching steps and stalls, here over the same steps.)
+        assert!(f["batch_computation_ms"] < cdlrm.modelled_ms_per_iteration);
 
         // The paper's order: windows fetched before the evicted rows reach
         // the host. Each stale install is counted, and the losses part.

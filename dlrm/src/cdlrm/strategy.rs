@@ -50,6 +50,11 @@ pub struct CachingTimes {
     pub stall_ns: f64,
     /// Windows after the first whose prefetch outlasted the window before.
     pub stalled_windows: u64,
+    /// The paper's batch computation time (forward, backward and update:
+    /// an iteration less its caching step and its stall), summed over the
+    /// steps whose time the strategy has seen (every step but the last), ns.
+    pub batch_ns: f64,
+    pub batch_steps: u64,
 }
 
 /// A batch between its forward and backward passes: its working sets, whose
@@ -99,6 +104,9 @@ pub struct Cdlrm {
     pending: Vec<Work>,
     /// Time the pending prefetch has had beside training so far, ns.
     elapsed_ns: f64,
+    /// The caching step's and the stall's time on the main path of the
+    /// step before this one, ns.
+    last_caching_ns: f64,
     pub times: CachingTimes,
 }
 
@@ -126,6 +134,7 @@ impl Cdlrm {
             pool: None,
             pending: Vec::new(),
             elapsed_ns: 0.0,
+            last_caching_ns: 0.0,
             times: CachingTimes::default(),
         })
     }
@@ -147,6 +156,11 @@ impl Cdlrm {
     /// The caches and the host tables.
     pub fn cached(&self) -> &CachedTables {
         &self.cached
+    }
+
+    /// The mean batch computation time, ms (0 before two steps).
+    fn batch_computation_ms(&self) -> f64 {
+        self.times.batch_ns / self.times.batch_steps.max(1) as f64 / 1e6
     }
 
     fn coherent(&self) -> bool {
@@ -248,7 +262,10 @@ impl Cdlrm {
     fn begin_window(&mut self, ctx: &mut StepCtx) -> Result<(), DlrmError> {
         if self.started {
             self.elapsed_ns += ctx.previous_ns;
+            self.times.batch_ns += (ctx.previous_ns - self.last_caching_ns).max(0.0);
+            self.times.batch_steps += 1;
         }
+        self.last_caching_ns = 0.0;
         let Some((this, next)) = self
             .ahead
             .lock()
@@ -400,10 +417,12 @@ impl Cdlrm {
             )?;
         }
         self.times.windows += 1;
-        self.times.caching_ns += on_path
+        let caching = on_path
             + self.gpu.host_transfer_ns(installed)
             + self.gpu.stream_ns((installed + evicted) as f64)
             + self.gpu.host_transfer_ns(evicted);
+        self.times.caching_ns += caching;
+        self.last_caching_ns = caching + waited;
         Ok(())
     }
 }
@@ -671,6 +690,12 @@ impl EmbeddingStrategy for Cdlrm {
                 self.times.prefetch_ns / w / 1e6,
             ),
             ("prefetch_stall_ms".into(), self.times.stall_ns / 1e6),
+            ("batch_computation_ms".into(), self.batch_computation_ms()),
+            (
+                "total_per_batch_ms".into(),
+                self.batch_computation_ms()
+                    + self.times.caching_ns / w / self.cached.options.lookahead as f64 / 1e6,
+            ),
             ("stalled_windows".into(), self.times.stalled_windows as f64),
         ];
         for t in 0..self.cached.host.len() {
@@ -756,6 +781,17 @@ impl EmbeddingStrategy for Cdlrm {
                 format!(
                     "{:.3}",
                     self.times.prefetch_ns / self.times.windows.max(1) as f64 / 1e6
+                ),
+            ),
+            (
+                "batch computation per batch, ms (forward, backward, update: the iteration less its caching step and stall; every step but the last)".into(),
+                format!("{:.3}", self.batch_computation_ms()),
+            ),
+            (
+                "total per batch execution, ms (batch computation + amortised caching overhead)".into(),
+                format!(
+                    "{:.3}",
+                    self.batch_computation_ms() + per_window / o.lookahead as f64 / 1e6
                 ),
             ),
             (
