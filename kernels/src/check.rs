@@ -92,9 +92,16 @@ pub struct TrafficBreakdown {
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
     pub config: CheckConfig,
+    /// Every backend's verdicts, and `cpu-tt`'s: the TT primitives
+    /// (`crate::tt`) against an f64 reference, on TT tables of rank
+    /// [`crate::tt::check::CHECK_RANK`] over the same batches.
     pub backends: Vec<BackendCheck>,
     pub traffic: TrafficBreakdown,
     pub ok: bool,
+    /// Why the TT primitives were not checked (a dimension with no TT
+    /// split), if they were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tt_skipped: Option<String>,
 }
 
 /// Tolerance of accumulated results (f32 sums vs f64 sums of up to a few
@@ -682,12 +689,31 @@ pub fn run_check_on(
             primitives: v.0,
         })
         .collect();
+    // The TT primitives (on the CPU; `tt`), where the dimension splits.
+    let mut backends = backends;
+    let tt_skipped = match crate::tt::check::check_tt(inputs, dim, pooling, config.seed) {
+        Ok(results) => {
+            let mut v = Verdicts(Vec::new());
+            let per = results.len() / inputs.len().max(1);
+            for (i, (name, r)) in results.into_iter().enumerate() {
+                v.record(name, SUM_TOLERANCE, r, i / per.max(1));
+            }
+            backends.push(BackendCheck {
+                backend: "cpu-tt".into(),
+                ok: v.0.iter().all(|p| p.ok),
+                primitives: v.0,
+            });
+            None
+        }
+        Err(e) => Some(e.to_string()),
+    };
     let ok = backends.iter().all(|b| b.ok);
     Ok(CheckReport {
         config: config.clone(),
         backends,
         traffic,
         ok,
+        tt_skipped,
     })
 }
 

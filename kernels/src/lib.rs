@@ -36,6 +36,7 @@ pub mod reference;
 mod shared;
 pub mod table;
 pub mod traffic;
+pub mod tt;
 mod vecops;
 
 #[cfg(test)]

@@ -419,7 +419,7 @@ pub fn scatter_update(
 }
 
 #[inline]
-fn update_row(opt: &Optimizer, w: &mut [f32], a: &mut [f32], g: &[f32]) {
+pub(crate) fn update_row(opt: &Optimizer, w: &mut [f32], a: &mut [f32], g: &[f32]) {
     match *opt {
         Optimizer::Sgd { lr } => {
             for (w, g) in w.iter_mut().zip(g) {

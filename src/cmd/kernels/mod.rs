@@ -222,6 +222,9 @@ pub fn run(c: KernelsCommand) -> anyhow::Result<ExitCode> {
             if let Some(reason) = &skipped {
                 let _ = writeln!(text, "cuda: skipped ({reason})");
             }
+            if let Some(reason) = &report.tt_skipped {
+                let _ = writeln!(text, "cpu-tt: skipped ({reason})");
+            }
             let _ = write!(
                 text,
                 "{}",
