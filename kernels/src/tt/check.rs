@@ -120,6 +120,9 @@ fn grads_f64(
     acc
 }
 
+/// One primitive's worst relative error on one table, or why it failed.
+pub type Verdict = (&'static str, Result<f64, String>);
+
 /// The verdicts of the TT primitives on `inputs` (table `t`'s TT table seeded
 /// from the check's seed): `(primitive, worst relative error)` per table, or
 /// why the check's dimension has no TT table.
@@ -128,7 +131,7 @@ pub fn check_tt(
     dim: usize,
     pooling: Pooling,
     seed: u64,
-) -> Result<Vec<(&'static str, Result<f64, String>)>, KernelError> {
+) -> Result<Vec<Verdict>, KernelError> {
     super::shape::dim_factors(dim)?;
     let mut out = Vec::new();
     for (t, input) in inputs.iter().enumerate() {
