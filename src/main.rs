@@ -43,6 +43,8 @@ enum Command {
     /// SCARS's communication cost model: traffic per epoch with coalescing and a device cache, and the cache size of least traffic.
     #[command(subcommand)]
     Scars(cmd::scars::ScarsCommand),
+    /// Tensor-train (EL-Rec's Eff-TT) tables: the shapes of a model's tables, their size and FLOPs against the dense ones.
+    Tt(cmd::tt::TtArgs),
     /// Train a DLRM in Tensor Casting's system modes, with the iteration timeline of each.
     Train(Box<cmd::train::TrainArgs>),
     /// Design-space sweeps: many runs of one command from a TOML spec, one tidy results.csv.
@@ -135,6 +137,7 @@ fn main() -> std::process::ExitCode {
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
         Command::Scars(c) => cmd::scars::run(c),
+        Command::Tt(a) => cmd::tt::run(a),
         Command::Train(a) => cmd::train::run(*a),
         Command::Sweep(c) => cmd::sweep::run(c),
         Command::Plot(a) => cmd::plot::run(a),

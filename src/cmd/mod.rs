@@ -13,6 +13,7 @@ pub mod scars;
 pub mod sweep;
 pub mod trace;
 pub mod train;
+pub mod tt;
 
 pub use memory::{check_memory, memory_available};
 

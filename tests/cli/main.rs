@@ -25,3 +25,4 @@ mod trace_hot;
 mod train;
 mod train_cdlrm;
 mod train_cuda;
+mod tt;

@@ -1,0 +1,253 @@
+//! `nmpsim tt`: the tensor-train (EL-Rec's Eff-TT) shapes of a model's or a
+//! profile's tables, and what they cost against the dense tables.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use nmpsim_kernels::tt::TtShape;
+use serde::Serialize;
+
+use crate::rundir::{self, RunDir};
+
+/// EL-Rec's threshold: tables of more rows are decomposed.
+pub const DEFAULT_THRESHOLD: u64 = 1_000_000;
+/// The paper's TT rank on a V100.
+pub const DEFAULT_RANK: usize = 128;
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    nmpsim tt --model criteo-kaggle --rows-scale 1\n  \
+    nmpsim tt --model rm1 --tt-rank 64\n  \
+    nmpsim tt --profile criteo-kaggle --dim 16 --tt-threshold 100000 --json\n  \
+    nmpsim tt --rows 10000000,500000 --dim 64")]
+pub struct TtArgs {
+    /// A model preset (`nmpsim train --model`): its tables and dimension.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["profile", "rows"])]
+    model: Option<String>,
+    /// With --model criteo-kaggle: the scale of its table sizes (default 0.25, 1 = the full 33.8M rows).
+    #[arg(long, value_name = "S", requires = "model")]
+    rows_scale: Option<f64>,
+    /// A trace profile's tables (`nmpsim trace gen --list-profiles`), at --dim.
+    #[arg(long, value_name = "NAME", conflicts_with = "rows")]
+    profile: Option<String>,
+    /// Tables of these row counts, at --dim.
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    rows: Vec<u64>,
+    /// The embedding dimension (a model's own by default, else 64).
+    #[arg(long, value_parser = crate::cmd::positive_arg::<usize>)]
+    dim: Option<usize>,
+    /// TT rank R (ranks [1, R, R, 1]).
+    #[arg(long, default_value_t = DEFAULT_RANK, value_parser = crate::cmd::positive_arg::<usize>)]
+    tt_rank: usize,
+    /// Tables of more rows than this become TT tables; the others stay dense.
+    #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_THRESHOLD)]
+    tt_threshold: u64,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Run directory (config.json, results.json, summary.txt).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// One table's choice.
+#[derive(Serialize)]
+struct TableTt {
+    table: usize,
+    rows: u64,
+    dim: usize,
+    /// `tt` or `dense`.
+    kind: &'static str,
+    shape: Option<TtShape>,
+    params: u64,
+    bytes: u64,
+    dense_bytes: u64,
+    compression: f64,
+    /// FLOPs of one row: from its cores (no reuse), and from a prefix
+    /// product already computed (all reuse); 0 for a dense row (read).
+    flops_per_lookup: u64,
+    flops_per_lookup_reused: u64,
+    /// Bytes one lookup reads: the three core slices, or the dense row.
+    bytes_per_lookup: u64,
+}
+
+#[derive(Serialize)]
+struct TtResults {
+    source: String,
+    rank: usize,
+    threshold: u64,
+    tables: Vec<TableTt>,
+    dense_bytes: u64,
+    bytes: u64,
+    compression: f64,
+}
+
+/// The tables' rows, the dimension and a description of where they came from.
+fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String)> {
+    if let Some(m) = &a.model {
+        let p = nmpsim_dlrm::presets::preset(
+            m,
+            &nmpsim_dlrm::presets::PresetOverrides {
+                rows_scale: a.rows_scale,
+                dim: a.dim,
+                ..Default::default()
+            },
+        )?;
+        return Ok((
+            p.config.table_rows.clone(),
+            p.config.dim,
+            format!("model {}", p.name),
+        ));
+    }
+    let dim = a.dim.unwrap_or(64);
+    if let Some(name) = &a.profile {
+        let spec = nmpsim_traces::profile(name, &nmpsim_traces::ProfileOverrides::default())?;
+        return Ok((
+            spec.tables.iter().map(|t| t.rows).collect(),
+            dim,
+            format!("profile {name}"),
+        ));
+    }
+    if a.rows.is_empty() {
+        bail!("name the tables: --model NAME, --profile NAME or --rows N,...");
+    }
+    if let Some(i) = a.rows.iter().position(|&r| r == 0) {
+        bail!("--rows: table {i} has 0 rows; expected at least 1");
+    }
+    Ok((a.rows.clone(), dim, "--rows".into()))
+}
+
+pub fn run(a: TtArgs) -> Result<ExitCode> {
+    let (rows, dim, source) = tables(&a)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (t, &r) in rows.iter().enumerate() {
+        let dense = r * dim as u64 * 4;
+        let row = if r > a.tt_threshold {
+            let s = TtShape::new(r, dim, a.tt_rank)
+                .map_err(|e| anyhow::anyhow!("table {t} ({r} rows): {e}"))?;
+            TableTt {
+                table: t,
+                rows: r,
+                dim,
+                kind: "tt",
+                shape: Some(s),
+                params: s.params(),
+                bytes: s.bytes(),
+                dense_bytes: dense,
+                compression: dense as f64 / s.bytes() as f64,
+                flops_per_lookup: s.row_flops(),
+                flops_per_lookup_reused: s.last_flops(),
+                bytes_per_lookup: (0..3).map(|k| s.slice_len(k) as u64 * 4).sum(),
+            }
+        } else {
+            TableTt {
+                table: t,
+                rows: r,
+                dim,
+                kind: "dense",
+                shape: None,
+                params: r * dim as u64,
+                bytes: dense,
+                dense_bytes: dense,
+                compression: 1.0,
+                flops_per_lookup: 0,
+                flops_per_lookup_reused: 0,
+                bytes_per_lookup: dim as u64 * 4,
+            }
+        };
+        out.push(row);
+    }
+    let dense_bytes: u64 = out.iter().map(|t| t.dense_bytes).sum();
+    let bytes: u64 = out.iter().map(|t| t.bytes).sum();
+    let r = TtResults {
+        source,
+        rank: a.tt_rank,
+        threshold: a.tt_threshold,
+        dense_bytes,
+        bytes,
+        compression: dense_bytes as f64 / bytes.max(1) as f64,
+        tables: out,
+    };
+    let text = summary(&r);
+    if let Some(dir) = &a.out {
+        let rd = RunDir::create(Some(dir), "tt")?;
+        let config = serde_json::json!({
+            "source": r.source, "dim": dim, "tt_rank": a.tt_rank, "tt_threshold": a.tt_threshold,
+        });
+        rd.write_config("tt", &config)?;
+        rd.write_results("tt", &r)?;
+        rd.write_summary(&text)?;
+        rd.finish()?;
+    }
+    if a.json {
+        outln!("{}", rundir::results_json("tt", &r)?)?;
+    } else {
+        outln!("{text}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.2}", b as f64 / (1u64 << 20) as f64)
+}
+
+fn summary(r: &TtResults) -> String {
+    let mut t = nmpsim_traces::TextTable::new([
+        "table",
+        "rows",
+        "kind",
+        "row factors",
+        "dim factors",
+        "params",
+        "MiB",
+        "dense MiB",
+        "ratio",
+        "FLOPs/lookup",
+        "reused",
+        "bytes/lookup",
+    ])
+    .left(&[2, 3, 4]);
+    for x in &r.tables {
+        let (rf, df) = match &x.shape {
+            Some(s) => (
+                format!(
+                    "{}x{}x{}",
+                    s.row_factors[0], s.row_factors[1], s.row_factors[2]
+                ),
+                format!(
+                    "{}x{}x{}",
+                    s.dim_factors[0], s.dim_factors[1], s.dim_factors[2]
+                ),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        t.row([
+            x.table.to_string(),
+            x.rows.to_string(),
+            x.kind.to_string(),
+            rf,
+            df,
+            x.params.to_string(),
+            mib(x.bytes),
+            mib(x.dense_bytes),
+            format!("{:.2}x", x.compression),
+            x.flops_per_lookup.to_string(),
+            x.flops_per_lookup_reused.to_string(),
+            x.bytes_per_lookup.to_string(),
+        ]);
+    }
+    let tt = r.tables.iter().filter(|x| x.kind == "tt").count();
+    format!(
+        "{}: {} tables, TT rank {}, tables over {} rows as TT ({tt} of them)\n{}\nembedding footprint: {} MiB dense, {} MiB with TT tables: {:.2}x smaller\n(FLOPs per lookup: a row from its cores; reused: from a prefix product already computed, the batch-level reuse's best case. A dense lookup reads its row and computes nothing.)",
+        r.source,
+        r.tables.len(),
+        r.rank,
+        r.threshold,
+        t.render(),
+        mib(r.dense_bytes),
+        mib(r.bytes),
+        r.compression
+    )
+}

@@ -1,0 +1,54 @@
+//! `nmpsim tt`: the TT shapes of a model's or a list's tables.
+
+use crate::common::*;
+
+#[test]
+fn tt_shapes_the_large_tables_and_keeps_the_small_ones_dense() {
+    let t = TempDir::new("tt");
+    let o = succeeds(
+        &t.0,
+        &words("tt --rows 10000000,500000 --dim 16 --tt-rank 128 --json --out run"),
+    );
+    let v = stdout_json(&o);
+    let r = &v["results"];
+    let big = &r["tables"][0];
+    assert_eq!(big["kind"], "tt");
+    assert_eq!(
+        big["shape"]["row_factors"],
+        serde_json::json!([200, 200, 250])
+    );
+    assert_eq!(big["shape"]["dim_factors"], serde_json::json!([2, 2, 4]));
+    // 200 x 256 + 200 x 32768 + 250 x 512 values.
+    assert_eq!(big["params"], 200 * 256 + 200 * 32768 + 250 * 512);
+    assert_eq!(
+        big["flops_per_lookup"],
+        2 * 2 * 128 * 2 * 128 + 2 * 4 * 128 * 4
+    );
+    assert_eq!(r["tables"][1]["kind"], "dense");
+    let ratio = r["compression"].as_f64().unwrap();
+    let want = (10_500_000.0 * 64.0) / (4.0 * (6_732_800.0 + 500_000.0 * 16.0));
+    assert!((ratio - want).abs() < 1e-9, "{ratio} against {want}");
+    assert!(t.0.join("run/summary.txt").is_file());
+    // The text names every table and the footprint.
+    let o = succeeds(&t.0, &words("tt --model criteo-kaggle --rows-scale 1"));
+    let s = text(&o);
+    assert!(
+        s.contains("26 tables, TT rank 128, tables over 1000000 rows as TT (5 of them)"),
+        "{s}"
+    );
+    assert!(s.contains("200x220x250"), "{s}");
+}
+
+#[test]
+fn tt_refuses_what_it_cannot_shape() {
+    let t = TempDir::new("tt-bad");
+    let e = fails(&t.0, &words("tt"));
+    assert!(e.contains("--model NAME, --profile NAME or --rows"), "{e}");
+    let e = fails(&t.0, &words("tt --rows 2000000 --dim 6"));
+    assert!(
+        e.contains("table 0 (2000000 rows)") && e.contains("6 cannot split"),
+        "{e}"
+    );
+    let e = fails(&t.0, &words("tt --rows 2000000 --tt-rank 0"));
+    assert!(e.contains("--tt-rank"), "{e}");
+}
