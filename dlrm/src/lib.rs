@@ -22,6 +22,7 @@ pub mod cuda;
 pub mod cuda_dense;
 pub mod data;
 pub mod dense;
+pub mod eltt;
 pub mod embedding;
 pub mod emulate;
 pub mod error;

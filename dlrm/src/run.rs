@@ -247,6 +247,8 @@ pub struct TrainRun {
     pub hot: crate::hot::HotOptions,
     /// cDLRM's cache and look-ahead.
     pub cdlrm: crate::cdlrm::CdlrmOptions,
+    /// EL-Rec's TT rank and threshold.
+    pub eltt: crate::eltt::ElttOptions,
 }
 
 impl TrainRun {
@@ -260,6 +262,7 @@ impl TrainRun {
             warmup_iters: 0,
             hot: crate::hot::HotOptions::default(),
             cdlrm: crate::cdlrm::CdlrmOptions::default(),
+            eltt: crate::eltt::ElttOptions::default(),
         }
     }
 
@@ -452,6 +455,7 @@ pub fn train_modes<D: Driver>(
         let mut ctx = BuildCtx::new(&run.config, run.gpu.clone(), pool.clone());
         ctx.hot = hot.clone().filter(|_| mode.uses_hot);
         ctx.cdlrm = run.cdlrm;
+        ctx.eltt = run.eltt;
         let mut tr = driver.trainer(mode, &ctx)?;
         let mut source = tr.embedding.input(source)?;
         let placement = tr.embedding.placement();

@@ -49,6 +49,8 @@ pub struct BuildCtx<'a> {
     pub hot: Option<Arc<crate::hot::HotContext>>,
     /// cDLRM's cache and look-ahead.
     pub cdlrm: crate::cdlrm::CdlrmOptions,
+    /// EL-Rec's TT rank and threshold.
+    pub eltt: crate::eltt::ElttOptions,
 }
 
 impl<'a> BuildCtx<'a> {
@@ -67,6 +69,7 @@ impl<'a> BuildCtx<'a> {
             emulator: None,
             hot: None,
             cdlrm: crate::cdlrm::CdlrmOptions::default(),
+            eltt: crate::eltt::ElttOptions::default(),
         }
     }
 }
@@ -212,6 +215,14 @@ pub static REGISTRY: &[StrategyEntry] = &[
         uses_nmp: true,
         uses_hot: false,
         build: crate::cdlrm::strategy::build_nmp,
+    },
+    StrategyEntry {
+        name: "eltt",
+        family: "elrec",
+        about: "EL-Rec: tables over --tt-threshold rows as Eff-TT tables (batch-level reuse, gradients aggregated in advance, fused update), all of the model on the GPU",
+        uses_nmp: false,
+        uses_hot: false,
+        build: crate::eltt::build,
     },
 ];
 

@@ -485,3 +485,122 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
         assert_ne!(out.summaries[0].final_loss, a.final_loss, "{optimizer}");
     }
 }
+
+/// The tiny model at dim 8 (a TT split, 2 x 2 x 2) on its planted teacher.
+fn tiny8(batch: usize) -> (Synthetic, TrainConfig) {
+    let p = preset(
+        "tiny",
+        &PresetOverrides {
+            dim: Some(8),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut cfg = TrainConfig::sgd(p.config.clone(), batch, 30, 0.1);
+    cfg.iters = 30;
+    (
+        Synthetic {
+            preset: p,
+            batch,
+            seed: 3,
+            test_batches: 1,
+        },
+        cfg,
+    )
+}
+
+/// eltt: with no table over the threshold it trains baseline-cpu's numbers
+/// (its dense tables' primitives are the same kernels); with TT tables it
+/// learns, its reuse changes no number but the modelled time, and what it
+/// cannot shape is refused by name.
+#[test]
+fn eltt_trains_dense_tables_as_baseline_and_tt_tables_with_or_without_reuse() {
+    let (mut data, cfg) = tiny8(32);
+    let d = Dir::new("eltt-dense");
+    let mut run = run_of("baseline-cpu,eltt", cfg.clone());
+    run.eltt.threshold = 1000;
+    let mut files = RecordFiles::create(&d.0).unwrap();
+    let out = run::train_modes(&run, &mut files, &mut Silent, &mut data).unwrap();
+    assert!(out.failure.is_none(), "{:?}", out.failure.map(|f| f.error));
+    let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+    let loss = |mode: &str| -> Vec<String> {
+        it.iter()
+            .filter(|r| &r[0] == mode)
+            .map(|r| r[3].to_string())
+            .collect()
+    };
+    assert_eq!(loss("baseline-cpu"), loss("eltt"));
+    assert_eq!(out.summaries[1].figures["tt_tables"], 0.0);
+
+    // The 64- and 32-row tables as TT tables of rank 3.
+    let mut losses = Vec::new();
+    let mut times = Vec::new();
+    for reuse in [true, false] {
+        let d = Dir::new("eltt-tt");
+        let mut run = run_of("eltt", cfg.clone());
+        run.eltt = nmpsim_dlrm::eltt::ElttOptions {
+            rank: 3,
+            threshold: 20,
+            reuse,
+        };
+        let mut files = RecordFiles::create(&d.0).unwrap();
+        let out = run::train_modes(&run, &mut files, &mut Silent, &mut data).unwrap();
+        assert!(out.failure.is_none(), "{:?}", out.failure.map(|f| f.error));
+        let s = &out.summaries[0];
+        assert_eq!(s.figures["tt_tables"], 2.0);
+        assert!(s.figures["compression"] > 1.0, "{:?}", s.figures);
+        let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+        let l: Vec<f64> = it.iter().map(|r| r[3].parse().unwrap()).collect();
+        assert!(l[l.len() - 1] < l[0], "no learning: {l:?}");
+        losses.push(l);
+        times.push(s.modelled_ms_per_iteration);
+        let tl = csv_rows(&d.0.join(run::TIMELINE_CSV));
+        for p in ["tt-gather-reduce", "tt-backward"] {
+            assert!(
+                tl.iter()
+                    .any(|r| &r[4] == p && &r[6] == "gpu" && &r[7] == "modelled"),
+                "no modelled {p}"
+            );
+        }
+    }
+    assert_eq!(losses[0], losses[1], "reuse changed the numbers");
+    assert!(times[0] < times[1], "reuse did not save time: {times:?}");
+
+    // What eltt cannot do is an error naming it.
+    let mut bad = cfg.clone();
+    bad.embedding_optimizer = nmpsim_kernels::OptimizerKind::RowWiseAdagrad.with_lr(0.1);
+    let ctx = nmpsim_dlrm::strategy::BuildCtx {
+        eltt: nmpsim_dlrm::eltt::ElttOptions {
+            rank: 2,
+            threshold: 20,
+            reuse: true,
+        },
+        ..nmpsim_dlrm::strategy::BuildCtx::new(&bad, GpuPreset::named("v100").unwrap(), None)
+    };
+    let e = (strategy::find("eltt").unwrap().build)(&ctx)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("row-wise Adagrad is not defined on TT cores"),
+        "{e}"
+    );
+    let (_, mut c4) = Tiny::new(16);
+    c4.model.dim = 4;
+    let ctx = nmpsim_dlrm::strategy::BuildCtx {
+        eltt: nmpsim_dlrm::eltt::ElttOptions {
+            rank: 2,
+            threshold: 20,
+            reuse: true,
+        },
+        ..nmpsim_dlrm::strategy::BuildCtx::new(&c4, GpuPreset::named("v100").unwrap(), None)
+    };
+    let e = (strategy::find("eltt").unwrap().build)(&ctx)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("table 0 (64 rows) as a TT table") && e.contains("4 cannot split"),
+        "{e}"
+    );
+}

@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 15] = [
+const SPECS: [(&str, &str); 16] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -34,6 +34,10 @@ const SPECS: [(&str, &str); 15] = [
         include_str!("../specs/cdlrm-accuracy.toml"),
     ),
     ("cdlrm-vs-nmp", include_str!("../specs/cdlrm-vs-nmp.toml")),
+    (
+        "elrec-accuracy",
+        include_str!("../specs/elrec-accuracy.toml"),
+    ),
 ];
 
 /// How each spec is run.

@@ -496,6 +496,15 @@ pub static THRESHOLDS: &[Threshold] = &[
         kind: CheckKind::Finding,
     },
     Threshold {
+        id: "elrec-accuracy.within",
+        claim: "eltt's test accuracy is less than 0.1 points below baseline-cpu's, on every seed",
+        paper: "0.02-0.06 points below DLRM (Table IV; Criteo Kaggle 78.50 against 78.53)",
+        tolerance: AS_STATED,
+        rule: Rule::Below(0.1),
+        unit: " points",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
         id: "cdlrm-vs-nmp.same-numbers",
         claim: "cdlrm-nmp trains cdlrm's numbers (the pool times the gathers and write-backs; the host tables compute them): the same test loss on every model",
         paper: "none: no paper ran cDLRM on an NMP pool; nmpsim's construction",
@@ -592,6 +601,7 @@ mod tests {
         assert_eq!(threshold("scars-table1.optimizer").rule, Rule::Above(2.0));
         assert_eq!(threshold("fae-hot.kaggle-top").rule, Rule::Above(76.0));
         assert_eq!(threshold("cdlrm-accuracy.within").rule, Rule::Below(0.02));
+        assert_eq!(threshold("elrec-accuracy.within").rule, Rule::Below(0.1));
         for id in [
             "fig5b.shrink",
             "table1.peak",
@@ -622,7 +632,7 @@ mod tests {
                 "cdlrm-vs-nmp.same-numbers"
             ]
         );
-        assert_eq!(THRESHOLDS.len(), 42);
+        assert_eq!(THRESHOLDS.len(), 43);
     }
 
     #[test]

@@ -202,6 +202,15 @@ pub struct TrainArgs {
     /// rows installed stale are counted).
     #[arg(long, value_name = "KIND", default_value = "coherent")]
     pub(crate) consistency: nmpsim_dlrm::cdlrm::Consistency,
+    /// EL-Rec's TT rank R (ranks [1, R, R, 1]; the paper's 128 on a V100).
+    #[arg(long, value_name = "R", default_value_t = 128, value_parser = crate::cmd::positive_arg::<usize>)]
+    pub(crate) tt_rank: usize,
+    /// EL-Rec: tables of more rows than this become TT tables (the paper's 1M).
+    #[arg(long, value_name = "ROWS", default_value_t = 1_000_000)]
+    pub(crate) tt_threshold: u64,
+    /// EL-Rec without its batch-level reuse: every TT lookup computes its own prefix product.
+    #[arg(long)]
+    pub(crate) no_tt_reuse: bool,
     /// Run directory (default runs/train-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -232,6 +241,9 @@ pub(crate) const HOT_FLAGS: [&str; 11] = [
 /// Flags of cdlrm alone.
 pub(crate) const CDLRM_FLAGS: [&str; 4] =
     ["--cache-sets", "--ways", "--lookahead", "--consistency"];
+
+/// Flags of eltt alone.
+pub(crate) const ELTT_FLAGS: [&str; 3] = ["--tt-rank", "--tt-threshold", "--no-tt-reuse"];
 
 pub(crate) const NMP_FLAGS: [&str; 8] = [
     "--ranks",

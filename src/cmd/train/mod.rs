@@ -23,7 +23,7 @@ mod options;
 mod resolve;
 
 pub use args::TrainArgs;
-use args::{CDLRM_FLAGS, HOT_FLAGS, NMP_FLAGS};
+use args::{CDLRM_FLAGS, ELTT_FLAGS, HOT_FLAGS, NMP_FLAGS};
 use data::open_data;
 use resolve::{Resolved, resolve};
 
@@ -176,6 +176,12 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             "cdlrm's caches",
             "run",
         ),
+        (
+            r.modes.iter().any(|m| m.name.starts_with("eltt")),
+            &ELTT_FLAGS[..],
+            "eltt's TT tables",
+            "run",
+        ),
     ];
     for (used, flags, what, verb) in unused {
         if a.quiet || used {
@@ -241,6 +247,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         warmup_iters: a.warmup_iters,
         hot: r.hot.clone(),
         cdlrm: r.cdlrm,
+        eltt: r.eltt,
     };
     let mut driver = Driver {
         a: &a,

@@ -42,6 +42,8 @@ pub(crate) struct Resolved {
     pub(crate) hot: nmpsim_dlrm::hot::HotOptions,
     /// cdlrm's caches and look-ahead.
     pub(crate) cdlrm: nmpsim_dlrm::cdlrm::CdlrmOptions,
+    /// eltt's TT rank, threshold and reuse.
+    pub(crate) eltt: nmpsim_dlrm::eltt::ElttOptions,
 }
 
 /// Refuses `--data` and `--test-data` naming one pipe or device (the same
@@ -305,6 +307,11 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         device_name,
         hot,
         cdlrm,
+        eltt: nmpsim_dlrm::eltt::ElttOptions {
+            rank: a.tt_rank,
+            threshold: a.tt_threshold,
+            reuse: !a.no_tt_reuse,
+        },
     })
 }
 
