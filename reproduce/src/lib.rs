@@ -271,7 +271,7 @@ pub fn item(id: &str) -> Option<&'static Item> {
     ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 18] = [
+static ITEMS: [Item; 19] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",
@@ -398,6 +398,13 @@ static ITEMS: [Item; 18] = [
         sweeps: sweeps_elrec_accuracy,
         analyse: analyse_elrec_accuracy,
     },
+    Item {
+        id: "elrec-reuse",
+        title: "EL-Rec Fig. 17: the TT lookup with reuse and reordering",
+        paper: "batch-level reuse makes the TT lookup 1.75x faster than TT-Rec's, the reordering 1.05x more, 1.83x together on average",
+        sweeps: sweeps_elrec_reuse,
+        analyse: analyse_elrec_reuse,
+    },
 ];
 
 // ---------------------------------------------------------------- sweeps
@@ -472,6 +479,10 @@ fn sweeps_cdlrm_vs_nmp(s: Size) -> Vec<SweepDef> {
 
 fn sweeps_elrec_accuracy(s: Size) -> Vec<SweepDef> {
     vec![specs::sweep("elrec-accuracy", s)]
+}
+
+fn sweeps_elrec_reuse(s: Size) -> Vec<SweepDef> {
+    vec![specs::sweep("elrec-reuse", s)]
 }
 
 fn sweeps_fae(s: Size) -> Vec<SweepDef> {
@@ -1453,6 +1464,49 @@ mod tests {
         assert!(!by_id(&o, "elrec-accuracy.within").holds);
         let o = analyse_elrec_accuracy(&inputs("elrec-accuracy", vec![seed("1", 0.69)])).unwrap();
         assert!(by_id(&o, "elrec-accuracy.within").holds);
+    }
+
+    #[test]
+    fn elrec_reuse_reads_each_tt_tables_times_and_checks_the_mean_speedups() {
+        let table = |t: u64, plain: f64, reuse: f64| {
+            json!({"table": t, "rows": 2_000_000u64, "kind": "tt", "bench": {
+                "lookups_per_prefix": 2.0, "cpu_plain_ms": plain, "cpu_reuse_ms": reuse,
+                "cpu_dense_ms": 0.05, "gpu_plain_ms": 0.4, "gpu_reuse_ms": 0.2, "gpu_dense_ms": 0.005,
+            }})
+        };
+        let dense = json!({"table": 0, "rows": 10u64, "kind": "dense", "bench": null});
+        let runs = vec![
+            run(
+                &[("reorder", "false")],
+                json!({"tables": [dense.clone(), table(1, 9.0, 5.0), table(2, 10.0, 6.0)]}),
+            ),
+            run(
+                &[("reorder", "true")],
+                json!({"tables": [dense, table(1, 9.0, 4.8), table(2, 10.0, 5.7)]}),
+            ),
+        ];
+        let o = analyse_elrec_reuse(&inputs("elrec-reuse", runs)).unwrap();
+        // Reuse: (1.8 + 1.667) / 2; reordering: (5 / 4.8 + 6 / 5.7) / 2.
+        let r = by_id(&o, "elrec-reuse.reuse");
+        assert!(
+            r.holds && r.ours.starts_with("1.73x (tables 1.67-1.80x)"),
+            "{r:?}"
+        );
+        let q = by_id(&o, "elrec-reuse.reorder");
+        assert!(q.holds && q.ours.starts_with("1.05x"), "{q:?}");
+        assert!(by_id(&o, "elrec-reuse.total").holds);
+        assert!(
+            o.table_md.contains("| 1 | 2000000 | no | 2.00 | 9.000 ms (meas) | 5.000 ms (meas) | 1.80x | 0.050 ms (meas) | 0.400 ms (model) | 0.200 ms (model) | 0.005 ms (model) |"),
+            "{}",
+            o.table_md
+        );
+        // A run without --bench is an error saying so.
+        let bare = run(
+            &[("reorder", "false")],
+            json!({"tables": [{"table": 1, "rows": 5, "kind": "tt"}]}),
+        );
+        let e = analyse_elrec_reuse(&inputs("elrec-reuse", vec![bare])).unwrap_err();
+        assert!(e.contains("run with --bench"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 16] = [
+const SPECS: [(&str, &str); 17] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -38,6 +38,7 @@ const SPECS: [(&str, &str); 16] = [
         "elrec-accuracy",
         include_str!("../specs/elrec-accuracy.toml"),
     ),
+    ("elrec-reuse", include_str!("../specs/elrec-reuse.toml")),
 ];
 
 /// How each spec is run.

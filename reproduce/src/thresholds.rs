@@ -505,6 +505,33 @@ pub static THRESHOLDS: &[Threshold] = &[
         kind: CheckKind::Finding,
     },
     Threshold {
+        id: "elrec-reuse.reuse",
+        claim: "batch-level reuse makes the TT forward faster than the plain TT lookup by about the paper's factor (mean over the TT tables, CPU measured, rows as drawn)",
+        paper: "1.75x from intermediate result reuse (Fig. 17, mean over batch sizes)",
+        tolerance: PM10,
+        rule: within(1.75, 1.75),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "elrec-reuse.reorder",
+        claim: "the locality-based reordering makes the reuse forward faster again by about the paper's factor (mean over the TT tables, CPU measured)",
+        paper: "1.05x from the index reordering (Fig. 17)",
+        tolerance: PM10,
+        rule: within(1.05, 1.05),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "elrec-reuse.total",
+        claim: "reuse and reordering together make the TT forward faster than the plain TT lookup by about the paper's factor (mean over the TT tables, CPU measured)",
+        paper: "1.83x over TT-Rec's TT table on average (Fig. 17)",
+        tolerance: PM10,
+        rule: within(1.83, 1.83),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
         id: "cdlrm-vs-nmp.same-numbers",
         claim: "cdlrm-nmp trains cdlrm's numbers (the pool times the gathers and write-backs; the host tables compute them): the same test loss on every model",
         paper: "none: no paper ran cDLRM on an NMP pool; nmpsim's construction",
@@ -591,6 +618,9 @@ mod tests {
         close("link.25", 89.1, 100.0);
         close("fae-hot.speedup", 2.106, 2.574);
         close("scars-growth.prior", 5.0, 5.0);
+        close("elrec-reuse.reuse", 1.575, 1.925);
+        close("elrec-reuse.reorder", 0.945, 1.155);
+        close("elrec-reuse.total", 1.647, 2.013);
         assert_eq!(threshold("scars-growth.light").rule, Rule::Below(1.5));
         assert_eq!(threshold("scars-growth.zipf").rule, Rule::Below(2.0));
         assert_eq!(threshold("table1.600").rule, Rule::Above(600.0));
@@ -632,7 +662,7 @@ mod tests {
                 "cdlrm-vs-nmp.same-numbers"
             ]
         );
-        assert_eq!(THRESHOLDS.len(), 43);
+        assert_eq!(THRESHOLDS.len(), 46);
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub const DEFAULT_RANK: usize = 128;
     nmpsim tt --model criteo-kaggle --rows-scale 1\n  \
     nmpsim tt --model rm1 --tt-rank 64\n  \
     nmpsim tt --profile criteo-kaggle --dim 16 --tt-threshold 100000 --json\n  \
-    nmpsim tt --rows 10000000,500000 --dim 64")]
+    nmpsim tt --rows 10000000,500000 --dim 64\n  \
+    nmpsim tt --rows 10000000 --dim 16 --bench --reorder")]
 pub struct TtArgs {
     /// A model preset (`nmpsim train --model`): its tables and dimension.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["profile", "rows"])]
@@ -44,6 +45,36 @@ pub struct TtArgs {
     /// Tables of more rows than this become TT tables; the others stay dense.
     #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_THRESHOLD)]
     tt_threshold: u64,
+    /// Time each TT table's forward on this machine (with and without
+    /// batch-level reuse, beside the dense gather-reduce of its shape) and
+    /// model it on --gpu.
+    #[arg(long)]
+    bench: bool,
+    /// With --bench: samples a batch.
+    #[arg(long, default_value_t = 2048, requires = "bench", value_parser = crate::cmd::positive_arg::<usize>)]
+    batch: usize,
+    /// With --bench: batches drawn from each table's distribution (a profile's or the
+    /// model's; --dist for --rows) and timed.
+    #[arg(long, default_value_t = 16, requires = "bench", value_parser = crate::cmd::positive_arg::<usize>)]
+    batches: usize,
+    /// With --bench: timed passes over the batches (the median is reported).
+    #[arg(long, default_value_t = 5, requires = "bench", value_parser = crate::cmd::positive_arg::<usize>)]
+    reps: usize,
+    /// With --bench and --rows: the rows' distribution.
+    #[arg(long, default_value = "zipf:1.05", requires = "bench")]
+    dist: nmpsim_traces::Distribution,
+    /// With --bench: rename each table's rows by EL-Rec's locality-based
+    /// reordering (the top 1% of rows hot), built from --reorder-batches
+    /// batches drawn before the timed ones.
+    #[arg(long, requires = "bench")]
+    reorder: bool,
+    /// With --reorder: the batches the reordering is built from (drawn
+    /// before the timed ones, from the same distribution).
+    #[arg(long, default_value_t = 64, requires = "reorder", value_parser = crate::cmd::positive_arg::<usize>)]
+    reorder_batches: usize,
+    /// With --bench: the GPU preset the forward is modelled on.
+    #[arg(long, default_value = "v100", requires = "bench")]
+    gpu: String,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -71,6 +102,27 @@ struct TableTt {
     flops_per_lookup_reused: u64,
     /// Bytes one lookup reads: the three core slices, or the dense row.
     bytes_per_lookup: u64,
+    /// With --bench (TT tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bench: Option<Bench>,
+}
+
+/// One TT table's forward, ms per batch: measured on this machine's CPU,
+/// and modelled on the GPU preset.
+#[derive(Serialize)]
+struct Bench {
+    batch: usize,
+    batches: usize,
+    reordered: bool,
+    lookups_per_prefix: f64,
+    cpu_reuse_ms: f64,
+    cpu_plain_ms: f64,
+    cpu_dense_ms: Option<f64>,
+    gpu_reuse_ms: f64,
+    gpu_plain_ms: f64,
+    gpu_dense_ms: f64,
+    gflops_reuse: f64,
+    gflops_plain: f64,
 }
 
 #[derive(Serialize)]
@@ -84,8 +136,9 @@ struct TtResults {
     compression: f64,
 }
 
-/// The tables' rows, the dimension and a description of where they came from.
-fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String)> {
+/// The tables' rows, the dimension, a description of where they came from,
+/// and each table's lookups (distribution and bag) for --bench.
+fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String, Vec<nmpsim_traces::TableSpec>)> {
     if let Some(m) = &a.model {
         let p = nmpsim_dlrm::presets::preset(
             m,
@@ -99,6 +152,7 @@ fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String)> {
             p.config.table_rows.clone(),
             p.config.dim,
             format!("model {}", p.name),
+            p.data.tables.clone(),
         ));
     }
     let dim = a.dim.unwrap_or(64);
@@ -108,6 +162,7 @@ fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String)> {
             spec.tables.iter().map(|t| t.rows).collect(),
             dim,
             format!("profile {name}"),
+            spec.tables.clone(),
         ));
     }
     if a.rows.is_empty() {
@@ -116,11 +171,21 @@ fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String)> {
     if let Some(i) = a.rows.iter().position(|&r| r == 0) {
         bail!("--rows: table {i} has 0 rows; expected at least 1");
     }
-    Ok((a.rows.clone(), dim, "--rows".into()))
+    let specs = a
+        .rows
+        .iter()
+        .map(|&rows| nmpsim_traces::TableSpec {
+            rows,
+            distribution: a.dist.clone(),
+            bag_size: nmpsim_traces::BagSize::Fixed { size: 1 },
+            weighted: false,
+        })
+        .collect();
+    Ok((a.rows.clone(), dim, "--rows".into(), specs))
 }
 
 pub fn run(a: TtArgs) -> Result<ExitCode> {
-    let (rows, dim, source) = tables(&a)?;
+    let (rows, dim, source, specs) = tables(&a)?;
     let mut out = Vec::with_capacity(rows.len());
     for (t, &r) in rows.iter().enumerate() {
         let dense = r * dim as u64 * 4;
@@ -140,6 +205,11 @@ pub fn run(a: TtArgs) -> Result<ExitCode> {
                 flops_per_lookup: s.row_flops(),
                 flops_per_lookup_reused: s.last_flops(),
                 bytes_per_lookup: (0..3).map(|k| s.slice_len(k) as u64 * 4).sum(),
+                bench: if a.bench {
+                    Some(bench(&a, t, &specs[t], s)?)
+                } else {
+                    None
+                },
             }
         } else {
             TableTt {
@@ -155,6 +225,7 @@ pub fn run(a: TtArgs) -> Result<ExitCode> {
                 flops_per_lookup: 0,
                 flops_per_lookup_reused: 0,
                 bytes_per_lookup: dim as u64 * 4,
+                bench: None,
             }
         };
         out.push(row);
@@ -187,6 +258,79 @@ pub fn run(a: TtArgs) -> Result<ExitCode> {
         outln!("{text}")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Times table `t`'s forward (`--bench`).
+fn bench(a: &TtArgs, t: usize, spec: &nmpsim_traces::TableSpec, s: TtShape) -> Result<Bench> {
+    use nmpsim_kernels::tt::{Reorder, TtTable};
+    let gpu = nmpsim_dlrm::gpu::GpuPreset::named(&a.gpu)?;
+    let dense_bytes = s.dense_bytes();
+    crate::cmd::memory::check_memory(
+        (s.bytes() + dense_bytes) as u128,
+        &format!(
+            "table {t}'s TT cores and its dense table ({} rows x {})",
+            s.rows, s.dim
+        ),
+        "--tt-threshold (fewer tables timed) or the table sizes",
+    )?;
+    let mut g = nmpsim_traces::Generator::new(nmpsim_traces::GenSpec {
+        tables: vec![spec.clone()],
+        batch_size: a.batch,
+        seed: 1,
+    })?;
+    let mut draw = |n: usize| -> Vec<nmpsim_traces::TableBatch> {
+        (0..n)
+            .map(|_| g.next_batch().tables.swap_remove(0))
+            .collect()
+    };
+    // (The bijection from batches before the timed ones: built from the
+    // timed batches themselves, it would put each batch's new rows together
+    // by construction.)
+    let profile = if a.reorder {
+        draw(a.reorder_batches)
+    } else {
+        Vec::new()
+    };
+    let mut batches = draw(a.batches);
+    if a.reorder {
+        let refs: Vec<_> = profile.iter().collect();
+        let r = Reorder::build(s.rows, &refs, 0.01)?;
+        batches = batches
+            .iter()
+            .map(|b| r.apply(b))
+            .collect::<Result<_, _>>()?;
+    }
+    let table = TtTable::seeded(s.rows, s.dim, s.ranks[1], 3)?;
+    let dense = nmpsim_kernels::EmbeddingTable::seeded(s.rows, s.dim, 3)?;
+    let b = nmpsim_kernels::tt::bench::bench_forward(
+        &table,
+        Some(&dense),
+        &batches,
+        nmpsim_kernels::Pooling::Sum,
+        a.reps,
+    )?;
+    let model = |c: &nmpsim_kernels::tt::TtCost| {
+        gpu.kernel_ns(
+            c.flops as f64,
+            c.traffic.total_bytes() as f64,
+            gpu.gemm_efficiency,
+        ) / 1e6
+    };
+    let lookups: usize = batches.iter().map(|b| b.num_lookups()).sum::<usize>() / batches.len();
+    Ok(Bench {
+        batch: a.batch,
+        batches: a.batches,
+        reordered: a.reorder,
+        lookups_per_prefix: lookups as f64 / b.reuse.prefixes.max(1) as f64,
+        cpu_reuse_ms: b.reuse_ns / 1e6,
+        cpu_plain_ms: b.plain_ns / 1e6,
+        cpu_dense_ms: b.dense_ns.map(|x| x / 1e6),
+        gpu_reuse_ms: model(&b.reuse),
+        gpu_plain_ms: model(&b.plain),
+        gpu_dense_ms: gpu.stream_ns(b.dense.map_or(0, |d| d.total_bytes()) as f64) / 1e6,
+        gflops_reuse: b.reuse.flops as f64 / b.reuse_ns,
+        gflops_plain: b.plain.flops as f64 / b.plain_ns,
+    })
 }
 
 fn mib(b: u64) -> String {
@@ -239,8 +383,43 @@ fn summary(r: &TtResults) -> String {
         ]);
     }
     let tt = r.tables.iter().filter(|x| x.kind == "tt").count();
+    let mut bench = String::new();
+    if r.tables.iter().any(|x| x.bench.is_some()) {
+        let mut b = nmpsim_traces::TextTable::new([
+            "table",
+            "lookups/prefix",
+            "cpu reuse",
+            "cpu plain",
+            "reuse speed-up",
+            "cpu dense",
+            "gpu reuse",
+            "gpu plain",
+            "gpu dense",
+            "GFLOP/s reuse",
+        ]);
+        for x in &r.tables {
+            let Some(m) = &x.bench else { continue };
+            b.row([
+                x.table.to_string(),
+                format!("{:.2}", m.lookups_per_prefix),
+                format!("{:.3} ms (meas)", m.cpu_reuse_ms),
+                format!("{:.3} ms (meas)", m.cpu_plain_ms),
+                format!("{:.2}x", m.cpu_plain_ms / m.cpu_reuse_ms),
+                m.cpu_dense_ms
+                    .map_or("-".into(), |d| format!("{d:.3} ms (meas)")),
+                format!("{:.3} ms (model)", m.gpu_reuse_ms),
+                format!("{:.3} ms (model)", m.gpu_plain_ms),
+                format!("{:.3} ms (model)", m.gpu_dense_ms),
+                format!("{:.2}", m.gflops_reuse),
+            ]);
+        }
+        bench = format!(
+            "\nforward per batch (median of the passes; meas: this machine's CPU, model: the GPU preset):\n{}",
+            b.render()
+        );
+    }
     format!(
-        "{}: {} tables, TT rank {}, tables over {} rows as TT ({tt} of them)\n{}\nembedding footprint: {} MiB dense, {} MiB with TT tables: {:.2}x smaller\n(FLOPs per lookup: a row from its cores; reused: from a prefix product already computed, the batch-level reuse's best case. A dense lookup reads its row and computes nothing.)",
+        "{}: {} tables, TT rank {}, tables over {} rows as TT ({tt} of them)\n{}\nembedding footprint: {} MiB dense, {} MiB with TT tables: {:.2}x smaller\n(FLOPs per lookup: a row from its cores; reused: from a prefix product already computed, the batch-level reuse's best case. A dense lookup reads its row and computes nothing.){bench}",
         r.source,
         r.tables.len(),
         r.rank,

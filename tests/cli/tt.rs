@@ -52,3 +52,39 @@ fn tt_refuses_what_it_cannot_shape() {
     let e = fails(&t.0, &words("tt --rows 2000000 --tt-rank 0"));
     assert!(e.contains("--tt-rank"), "{e}");
 }
+
+#[test]
+fn tt_bench_times_the_forward_with_and_without_reuse_and_labels_each_time() {
+    let t = TempDir::new("tt-bench");
+    let o = succeeds(
+        &t.0,
+        &words(
+            "tt --rows 100000 --dim 16 --tt-rank 8 --tt-threshold 1000 --bench --batch 256 \
+             --batches 2 --reps 1 --reorder --reorder-batches 4 --json",
+        ),
+    );
+    let v = stdout_json(&o);
+    let b = &v["results"]["tables"][0]["bench"];
+    for k in [
+        "cpu_reuse_ms",
+        "cpu_plain_ms",
+        "cpu_dense_ms",
+        "gpu_reuse_ms",
+        "gpu_plain_ms",
+    ] {
+        assert!(b[k].as_f64().unwrap() > 0.0, "{k}: {b}");
+    }
+    assert_eq!(b["reordered"], true);
+    assert!(b["lookups_per_prefix"].as_f64().unwrap() >= 1.0);
+    let o = succeeds(
+        &t.0,
+        &words(
+            "tt --rows 100000 --dim 16 --tt-rank 8 --tt-threshold 1000 --bench --batches 1 --reps 1",
+        ),
+    );
+    let s = text(&o);
+    assert!(s.contains("ms (meas)") && s.contains("ms (model)"), "{s}");
+    // --reorder without --bench is refused, not ignored.
+    let e = fails(&t.0, &words("tt --rows 100000 --reorder"));
+    assert!(e.contains("--bench"), "{e}");
+}

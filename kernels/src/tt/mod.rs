@@ -9,12 +9,15 @@
 //!   of the prefix products or without;
 //! - [`backward`]: the core gradients aggregated in advance per unique row,
 //!   the fused update, and the plain per-lookup backward;
+//! - [`bench`]: the forward's wall-clock times on this machine, with and
+//!   without reuse, beside the dense gather-reduce;
 //! - [`check`]: `kernels check`'s verdicts of these primitives against an
 //!   f64 reference;
 //! - [`reorder`]: the locality-based index reordering (hot rows first, then
 //!   co-occurrence groups), a bijection over row ids.
 
 pub mod backward;
+pub mod bench;
 pub mod check;
 pub mod forward;
 mod matmul;
