@@ -33,6 +33,10 @@ pub struct ElttOptions {
     pub threshold: u64,
     /// Batch-level reuse of the prefix products in the forward.
     pub reuse: bool,
+    /// Batches at the start of the input the locality-based reordering of
+    /// the TT tables' rows is built from (0: no reordering).
+    #[serde(default)]
+    pub reorder_batches: usize,
 }
 
 impl Default for ElttOptions {
@@ -41,6 +45,7 @@ impl Default for ElttOptions {
             rank: 128,
             threshold: 1_000_000,
             reuse: true,
+            reorder_batches: 0,
         }
     }
 }
@@ -327,6 +332,23 @@ impl EmbeddingStrategy for Eltt {
         &self.dense
     }
 
+    /// With a reordering, the input with the TT tables' rows renamed by
+    /// EL-Rec's bijection, built from its first batches.
+    fn input(
+        &self,
+        data: Box<dyn crate::trainer::DataSource>,
+    ) -> Result<Box<dyn crate::trainer::DataSource>, DlrmError> {
+        if self.options.reorder_batches == 0 || self.tt_shapes().is_empty() {
+            return Ok(data);
+        }
+        let tt: Vec<(usize, u64)> = self.tt_shapes().iter().map(|(t, s)| (*t, s.rows)).collect();
+        Ok(Box::new(Reordered::new(
+            data,
+            self.options.reorder_batches,
+            &tt,
+        )?))
+    }
+
     fn figures(&self) -> Vec<(String, f64)> {
         let (stored, dense) = self.bytes();
         let c = &self.counts;
@@ -375,12 +397,20 @@ impl EmbeddingStrategy for Eltt {
             (
                 "tt".into(),
                 format!(
-                    "--tt-rank {} --tt-threshold {} ({} of {} tables as TT{})",
+                    "--tt-rank {} --tt-threshold {} ({} of {} tables as TT{}{})",
                     self.options.rank,
                     self.options.threshold,
                     self.tt_shapes().len(),
                     self.tables.len(),
-                    if self.options.reuse { "" } else { ", no reuse" }
+                    if self.options.reuse { "" } else { ", no reuse" },
+                    if self.options.reorder_batches > 0 {
+                        format!(
+                            ", rows reordered from the first {} batches",
+                            self.options.reorder_batches
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             ),
             (
@@ -413,6 +443,87 @@ impl EmbeddingStrategy for Eltt {
                 ),
             ),
         ]
+    }
+}
+
+/// The training input with some tables' rows renamed by EL-Rec's
+/// locality-based reordering (`nmpsim_kernels::tt::Reorder`), built from
+/// the input's first batches, which are then trained as the others.
+struct Reordered {
+    inner: Box<dyn crate::trainer::DataSource>,
+    /// The batches read to build the bijections, with the input's epoch then.
+    head: std::collections::VecDeque<(Batch, u64)>,
+    maps: Vec<(usize, nmpsim_kernels::tt::Reorder)>,
+    epoch: u64,
+}
+
+impl Reordered {
+    fn new(
+        mut inner: Box<dyn crate::trainer::DataSource>,
+        batches: usize,
+        tables: &[(usize, u64)],
+    ) -> Result<Self, DlrmError> {
+        let mut head = std::collections::VecDeque::new();
+        while head.len() < batches {
+            match inner.next_batch() {
+                Some(b) => head.push_back((b?, inner.epoch())),
+                None => break,
+            }
+        }
+        let mut maps = Vec::with_capacity(tables.len());
+        for &(t, rows) in tables {
+            let refs: Vec<&TableBatch> = head.iter().filter_map(|(b, _)| b.tables.get(t)).collect();
+            let r = nmpsim_kernels::tt::Reorder::build(rows, &refs, 0.01)
+                .map_err(|e| DlrmError::Config(format!("eltt's reordering of table {t}: {e}")))?;
+            maps.push((t, r));
+        }
+        Ok(Reordered {
+            inner,
+            head,
+            maps,
+            epoch: 0,
+        })
+    }
+
+    fn rename(&self, mut b: Batch) -> Result<Batch, DlrmError> {
+        for (t, r) in &self.maps {
+            if let Some(tb) = b.tables.get(*t) {
+                let renamed = r.apply(tb).map_err(|e| e.in_table(*t))?;
+                b.tables[*t] = renamed;
+            }
+        }
+        Ok(b)
+    }
+}
+
+impl crate::trainer::DataSource for Reordered {
+    fn next_batch(&mut self) -> Option<Result<Batch, DlrmError>> {
+        let b = match self.head.pop_front() {
+            Some((b, e)) => {
+                self.epoch = e;
+                b
+            }
+            None => match self.inner.next_batch()? {
+                Ok(b) => {
+                    self.epoch = self.inner.epoch();
+                    b
+                }
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        Some(self.rename(b))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn after_step(&mut self, rec: &crate::trainer::IterRecord) -> bool {
+        self.inner.after_step(rec)
+    }
+
+    fn schedule_loss(&mut self, test_loss: Option<f64>) {
+        self.inner.schedule_loss(test_loss)
     }
 }
 

@@ -542,6 +542,7 @@ fn eltt_trains_dense_tables_as_baseline_and_tt_tables_with_or_without_reuse() {
             rank: 3,
             threshold: 20,
             reuse,
+            reorder_batches: 0,
         };
         let mut files = RecordFiles::create(&d.0).unwrap();
         let out = run::train_modes(&run, &mut files, &mut Silent, &mut data).unwrap();
@@ -564,6 +565,30 @@ fn eltt_trains_dense_tables_as_baseline_and_tt_tables_with_or_without_reuse() {
         }
     }
     assert_eq!(losses[0], losses[1], "reuse changed the numbers");
+
+    // Reordered rows: every batch trained (the first ones, read to build the
+    // bijection, too), and it still learns.
+    let d = Dir::new("eltt-reorder");
+    let mut run = run_of("eltt", cfg.clone());
+    run.eltt = nmpsim_dlrm::eltt::ElttOptions {
+        rank: 3,
+        threshold: 20,
+        reuse: true,
+        reorder_batches: 8,
+    };
+    let mut files = RecordFiles::create(&d.0).unwrap();
+    let out = run::train_modes(&run, &mut files, &mut Silent, &mut data).unwrap();
+    assert!(out.failure.is_none(), "{:?}", out.failure.map(|f| f.error));
+    let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+    assert_eq!(it.len(), 30);
+    let l: Vec<f64> = it.iter().map(|r| r[3].parse().unwrap()).collect();
+    assert!(l[l.len() - 1] < l[0], "no learning: {l:?}");
+    assert!(
+        out.summaries[0]
+            .notes
+            .iter()
+            .any(|n| n.1.contains("reordered from the first 8 batches"))
+    );
     assert!(times[0] < times[1], "reuse did not save time: {times:?}");
 
     // What eltt cannot do is an error naming it.
@@ -573,7 +598,7 @@ fn eltt_trains_dense_tables_as_baseline_and_tt_tables_with_or_without_reuse() {
         eltt: nmpsim_dlrm::eltt::ElttOptions {
             rank: 2,
             threshold: 20,
-            reuse: true,
+            ..Default::default()
         },
         ..nmpsim_dlrm::strategy::BuildCtx::new(&bad, GpuPreset::named("v100").unwrap(), None)
     };
@@ -591,7 +616,7 @@ fn eltt_trains_dense_tables_as_baseline_and_tt_tables_with_or_without_reuse() {
         eltt: nmpsim_dlrm::eltt::ElttOptions {
             rank: 2,
             threshold: 20,
-            reuse: true,
+            ..Default::default()
         },
         ..nmpsim_dlrm::strategy::BuildCtx::new(&c4, GpuPreset::named("v100").unwrap(), None)
     };

@@ -211,6 +211,10 @@ pub struct TrainArgs {
     /// EL-Rec without its batch-level reuse: every TT lookup computes its own prefix product.
     #[arg(long)]
     pub(crate) no_tt_reuse: bool,
+    /// EL-Rec's locality-based reordering of the TT tables' rows, built from the input's
+    /// first N batches (hot 1% first, then co-occurrence groups; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) tt_reorder: usize,
     /// Run directory (default runs/train-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -243,7 +247,12 @@ pub(crate) const CDLRM_FLAGS: [&str; 4] =
     ["--cache-sets", "--ways", "--lookahead", "--consistency"];
 
 /// Flags of eltt alone.
-pub(crate) const ELTT_FLAGS: [&str; 3] = ["--tt-rank", "--tt-threshold", "--no-tt-reuse"];
+pub(crate) const ELTT_FLAGS: [&str; 4] = [
+    "--tt-rank",
+    "--tt-threshold",
+    "--no-tt-reuse",
+    "--tt-reorder",
+];
 
 pub(crate) const NMP_FLAGS: [&str; 8] = [
     "--ranks",

@@ -311,6 +311,7 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
             rank: a.tt_rank,
             threshold: a.tt_threshold,
             reuse: !a.no_tt_reuse,
+            reorder_batches: a.tt_reorder,
         },
     })
 }
