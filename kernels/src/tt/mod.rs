@@ -9,7 +9,7 @@
 //!   of the prefix products or without;
 //! - [`backward`]: the core gradients aggregated in advance per unique row,
 //!   the fused update, and the plain per-lookup backward;
-//! - [`bench`]: the forward's wall-clock times on this machine, with and
+//! - [`bench`](mod@bench): the forward's wall-clock times on this machine, with and
 //!   without reuse, beside the dense gather-reduce;
 //! - [`check`]: `kernels check`'s verdicts of these primitives against an
 //!   f64 reference;
