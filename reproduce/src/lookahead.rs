@@ -183,47 +183,13 @@ pub(crate) fn analyse_cdlrm_window(inp: &Inputs) -> Result<Outcome, String> {
     })
 }
 
-/// Per seed: baseline-cpu's and cdlrm's last test, and cdlrm's stale
-/// installs.
-struct Seeded {
-    seed: String,
-    samples: u64,
-    base: (f64, f64),
-    cdlrm: (f64, f64),
-    stale: f64,
-}
-
 pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
-    let mut runs = Vec::new();
-    for r in inp.completed("cdlrm-accuracy")? {
-        let modes = mode_runs(r)?;
-        let test = |name: &str| -> Result<(f64, f64, u64), String> {
-            find(&modes, name)
-                .ok_or_else(|| format!("no {name} mode in a cdlrm-accuracy run"))?
-                .test
-                .ok_or_else(|| format!("{name} has no test in a cdlrm-accuracy run"))
-        };
-        let (bl, ba, n) = test("baseline-cpu")?;
-        let (cl, ca, _) = test("cdlrm")?;
-        let c = find(&modes, "cdlrm").expect("found above");
-        runs.push(Seeded {
-            seed: r.param("seed").to_string(),
-            samples: n,
-            base: (bl, ba),
-            cdlrm: (cl, ca),
-            stale: c.figures.get("stale_installs").copied().unwrap_or(0.0),
-        });
-    }
-    runs.sort_by(|a, b| a.seed.cmp(&b.seed));
+    let runs = seed_tests(inp, "cdlrm-accuracy", "cdlrm")?;
+    let stale_of = |r: &SeedTest| r.figures.get("stale_installs").copied().unwrap_or(0.0);
     let mut t = Table::new(&[
-        col("seed", Fmt::Plain, "seed", Fmt::Plain),
-        col("test_samples", Fmt::Plain, "test samples", Fmt::Plain),
-        col(
-            "baseline_cpu_accuracy",
-            Fmt::Fixed(6),
-            "baseline-cpu accuracy",
-            Fmt::Pct(3),
-        ),
+        SEED,
+        TEST_SAMPLES,
+        BASE_ACCURACY,
         col(
             "cdlrm_accuracy",
             Fmt::Fixed(6),
@@ -236,12 +202,7 @@ pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
             "difference",
             Fmt::Unit(3, " points"),
         ),
-        col(
-            "baseline_cpu_test_loss",
-            Fmt::Fixed(6),
-            "baseline-cpu test loss",
-            Fmt::Fixed(5),
-        ),
+        BASE_TEST_LOSS,
         col(
             "cdlrm_test_loss",
             Fmt::Fixed(6),
@@ -252,17 +213,17 @@ pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
     ]);
     let mut diffs = Vec::new();
     for r in &runs {
-        let d = 100.0 * (r.cdlrm.1 - r.base.1);
+        let d = 100.0 * (r.mode.1 - r.base.1);
         diffs.push(d);
         t.push(vec![
             r.seed.clone().into(),
             (r.samples as f64).into(),
             r.base.1.into(),
-            r.cdlrm.1.into(),
+            r.mode.1.into(),
             d.into(),
             r.base.0.into(),
-            r.cdlrm.0.into(),
-            r.stale.into(),
+            r.mode.0.into(),
+            stale_of(r).into(),
         ]);
     }
     let mut md = t.clone();
@@ -276,7 +237,7 @@ pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
         "",
         "rare (Sec. 5.3)",
     ]);
-    let stale: f64 = runs.iter().map(|r| r.stale).sum();
+    let stale: f64 = runs.iter().map(stale_of).sum();
     let abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
     let mut ours = diffs
         .iter()
@@ -290,7 +251,6 @@ pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
             "; no stale install: the asynchronous runs trained coherent's numbers, so the difference is 0 by construction",
         );
     }
-    let min_samples = runs.iter().map(|r| r.samples).min().unwrap_or(0);
     Ok(Outcome {
         csv: t.csv(),
         charts: Vec::new(),
@@ -307,13 +267,9 @@ pub(crate) fn analyse_cdlrm_accuracy(inp: &Inputs) -> Result<Outcome, String> {
                 quick_full(inp.size, 10, 100),
                 quick_full(inp.size, "2,000", "5,000"),
                 quick_full(inp.size, 8, 16),
-                runs.iter().map(|r| r.seed.as_str()).collect::<Vec<_>>().join(", "),
+                seeds_text(&runs),
             ),
-            format!(
-                "Accuracy is counted on {min_samples} test samples or more: one sample is {:.4} points, so the paper's 0.02 points is {:.1} samples here.",
-                100.0 / min_samples.max(1) as f64,
-                0.02 * min_samples as f64 / 100.0
-            ),
+            resolution_note(&runs, 0.02),
             "The cache is smaller than the paper's 50,000 sets so that rows are evicted and needed again within a window or two: each stale install is a row placed from a copy fetched before its write-back reached the host (the race of Sec. 5.3), and it loses the updates in between. In the coherent order (the default) cdlrm trains baseline-cpu's numbers exactly, which the tests check; this item tests the paper's order.".into(),
             "The paper trained the Criteo Kaggle dataset for 2 epochs to convergence (Table 1b); these runs train far fewer samples of a synthetic teacher, so the accuracies are not the paper's, only their difference is compared.".into(),
         ],

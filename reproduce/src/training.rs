@@ -479,3 +479,74 @@ pub(crate) fn analyse_fig13(inp: &Inputs) -> Result<Outcome, String> {
         notes: training_notes(inp),
     })
 }
+
+/// The columns every accuracy item's table starts with: the seed, the test
+/// samples, baseline-cpu's accuracy; and baseline-cpu's test loss.
+pub(crate) const SEED: Col = col("seed", Fmt::Plain, "seed", Fmt::Plain);
+pub(crate) const TEST_SAMPLES: Col = col("test_samples", Fmt::Plain, "test samples", Fmt::Plain);
+pub(crate) const BASE_ACCURACY: Col = col(
+    "baseline_cpu_accuracy",
+    Fmt::Fixed(6),
+    "baseline-cpu accuracy",
+    Fmt::Pct(3),
+);
+pub(crate) const BASE_TEST_LOSS: Col = col(
+    "baseline_cpu_test_loss",
+    Fmt::Fixed(6),
+    "baseline-cpu test loss",
+    Fmt::Fixed(5),
+);
+
+/// One seed's run of baseline-cpu and another mode: each one's last test
+/// (loss, accuracy as a fraction), its test samples, the mode's figures.
+pub(crate) struct SeedTest {
+    pub(crate) seed: String,
+    pub(crate) samples: u64,
+    pub(crate) base: (f64, f64),
+    pub(crate) mode: (f64, f64),
+    pub(crate) figures: BTreeMap<String, f64>,
+}
+
+/// The runs of `sweep` (one per seed, sorted by seed), each of baseline-cpu
+/// and `mode`.
+pub(crate) fn seed_tests(inp: &Inputs, sweep: &str, mode: &str) -> Result<Vec<SeedTest>, String> {
+    let mut out = Vec::new();
+    for r in inp.completed(sweep)? {
+        let modes = mode_runs(r)?;
+        let test = |name: &str| -> Result<(f64, f64, u64), String> {
+            find(&modes, name)
+                .ok_or_else(|| format!("no {name} mode in a {sweep} run"))?
+                .test
+                .ok_or_else(|| format!("{name} has no test in a {sweep} run"))
+        };
+        let (bl, ba, n) = test("baseline-cpu")?;
+        let (ml, ma, _) = test(mode)?;
+        out.push(SeedTest {
+            seed: r.param("seed").to_string(),
+            samples: n,
+            base: (bl, ba),
+            mode: (ml, ma),
+            figures: find(&modes, mode).expect("found above").figures.clone(),
+        });
+    }
+    out.sort_by(|a, b| a.seed.cmp(&b.seed));
+    Ok(out)
+}
+
+/// What one test sample is worth against a threshold of `points`.
+pub(crate) fn resolution_note(runs: &[SeedTest], points: f64) -> String {
+    let n = runs.iter().map(|r| r.samples).min().unwrap_or(0);
+    format!(
+        "Accuracy is counted on {n} test samples or more: one sample is {:.4} points, so the {points} points of the threshold is {:.1} samples here.",
+        100.0 / n.max(1) as f64,
+        points * n as f64 / 100.0
+    )
+}
+
+/// The seeds, joined for a note.
+pub(crate) fn seeds_text(runs: &[SeedTest]) -> String {
+    runs.iter()
+        .map(|r| r.seed.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

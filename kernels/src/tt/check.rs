@@ -15,7 +15,7 @@ use crate::{KernelError, Pooling};
 pub const CHECK_RANK: usize = 4;
 
 /// Row `row` in f64 from Eq. 1.
-fn row_f64(t: &TtTable, row: u32) -> Vec<f64> {
+pub(crate) fn row_f64(t: &TtTable, row: u32) -> Vec<f64> {
     let s = &t.shape;
     let [i1, i2, i3] = s.split(row);
     let [n1, n2, n3] = s.dim_factors;

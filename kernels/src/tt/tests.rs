@@ -47,31 +47,7 @@ fn close(a: &[f32], b: &[f32], tol: f32) -> Result<(), String> {
     Ok(())
 }
 
-/// A row from Eq. 1 in f64: `sum_{r1, r2} C1[i1, j1, r1] C2[r1, i2, j2, r2] C3[r2, i3, j3]`.
-fn row_f64(t: &TtTable, row: u32) -> Vec<f64> {
-    let s = &t.shape;
-    let [i1, i2, i3] = s.split(row);
-    let [n1, n2, n3] = s.dim_factors;
-    let r = s.ranks[1];
-    let (a, b, c) = (t.slice(0, i1), t.slice(1, i2), t.slice(2, i3));
-    let mut out = vec![0.0f64; s.dim];
-    for j1 in 0..n1 {
-        for j2 in 0..n2 {
-            for j3 in 0..n3 {
-                let mut acc = 0.0f64;
-                for r1 in 0..r {
-                    for r2 in 0..r {
-                        acc += a[j1 * r + r1] as f64
-                            * b[(r1 * n2 + j2) * r + r2] as f64
-                            * c[r2 * n3 + j3] as f64;
-                    }
-                }
-                out[(j1 * n2 + j2) * n3 + j3] = acc;
-            }
-        }
-    }
-    out
-}
+use check::row_f64;
 
 #[test]
 fn a_row_is_the_chain_of_its_core_slices_and_the_dense_table_holds_every_row() {
