@@ -14,6 +14,9 @@
 //!   batch as drawn. Throughput in FLOPs (criterion's `elem/s`), the
 //!   primitive's own count (`TtCost::flops`). The target: reuse at least 3x
 //!   faster than plain on the reordered batch.
+//! - `tt-backward/{aggregated,per-lookup}/{reordered,scattered}`: the core
+//!   gradients aggregated in advance per unique row (the FLOPs it counts)
+//!   against the plain backward's chain rule per lookup, on the same batches.
 //! - `gemm-peak`: `matrixmultiply`'s sgemm of 512 x 512 x 512 on every
 //!   thread at once (each its own product), in FLOPs: the GEMM crate's own
 //!   peak on this machine, which the TT forward's FLOP rate is read against.
@@ -22,7 +25,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nmpsim_kernels::Pooling;
-use nmpsim_kernels::tt::{Reorder, TtTable, tt_gather_reduce};
+use nmpsim_kernels::tt::{
+    Reorder, TtTable, tt_core_grads, tt_core_grads_per_lookup, tt_gather_reduce,
+};
 use nmpsim_traces::{BagSize, Batch, Distribution, GenSpec, Generator, TableSpec};
 use rayon::prelude::*;
 
@@ -64,6 +69,27 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| black_box(tt_gather_reduce(&table, batch, Pooling::Sum, reuse).unwrap()))
             });
         }
+    }
+    group.finish();
+
+    // The backward's core gradients: aggregated in advance (one chain rule
+    // per unique row and prefix) against the plain per-lookup one.
+    let grad: Vec<f32> = (0..BATCH * DIM)
+        .map(|i| ((i % 13) as f32 - 6.0) / 6.0)
+        .collect();
+    let mut group = c.benchmark_group("tt-backward");
+    group.sample_size(10);
+    for (name, batch) in [("reordered", &reordered), ("scattered", &drawn)] {
+        let (_, cost) = tt_core_grads(&table, batch, &grad, Pooling::Sum).unwrap();
+        group.throughput(Throughput::Elements(cost.flops));
+        group.bench_function(format!("aggregated/{name}"), |b| {
+            b.iter(|| black_box(tt_core_grads(&table, batch, &grad, Pooling::Sum).unwrap()))
+        });
+        group.bench_function(format!("per-lookup/{name}"), |b| {
+            b.iter(|| {
+                black_box(tt_core_grads_per_lookup(&table, batch, &grad, Pooling::Sum).unwrap())
+            })
+        });
     }
     group.finish();
 

@@ -5,14 +5,15 @@
 //! per distinct prefix; and the update fused into it: the touched core
 //! slices updated from the gradients as they are reduced, with no dense
 //! core-gradient buffer. [`tt_core_grads_per_lookup`] is the plain backward
-//! (TT-Rec's: the chain rule per lookup), for comparison.
+//! (TT-Rec's: the chain rule per lookup, its products through a GEMM
+//! library), for comparison.
 
 use nmpsim_traces::TableBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
 use super::forward::{TtCost, prefix_products};
-use super::matmul::gemm;
+use super::matmul::{gemm, mm_nt_acc, mm_tn};
 use super::shape::CORES;
 use super::table::TtTable;
 use crate::optimizer::update_row;
@@ -132,18 +133,18 @@ pub fn tt_core_grads(
                 let gu = &coal.grads[u * dim..(u + 1) * dim];
                 let c3 = table.slice(2, s.split(row)[2]);
                 // dP += G C3^T: (n1 n2 x n3)(n3 x R).
-                gemm(pr, n3, r2, gu, false, c3, true, 1.0, &mut d_p);
+                mm_nt_acc(pr, n3, r2, gu, c3, &mut d_p);
                 // dC3 = P^T G: (R x n1 n2)(n1 n2 x n3).
                 let mut dc = vec![0.0f32; r2 * n3];
-                gemm(r2, pr, n3, p, true, gu, false, 0.0, &mut dc);
+                mm_tn(r2, pr, n3, p, gu, &mut dc);
                 d_c.push((s.split(row)[2], dc));
             }
             let (a_s, b_s) = (table.slice(0, i1), table.slice(1, i2));
             // dA = dP' B^T: (n1 x n2 R)(n2 R x R1); dB = A^T dP': (R1 x n1)(n1 x n2 R).
             let mut da = vec![0.0f32; n1 * r1];
-            gemm(n1, n2 * r2, r1, &d_p, false, b_s, true, 0.0, &mut da);
+            mm_nt_acc(n1, n2 * r2, r1, &d_p, b_s, &mut da);
             let mut db = vec![0.0f32; r1 * n2 * r2];
-            gemm(r1, n1, n2 * r2, a_s, true, &d_p, false, 0.0, &mut db);
+            mm_tn(r1, n1, n2 * r2, a_s, &d_p, &mut db);
             ((i1, da), (i2, db), d_c)
         })
         .collect();

@@ -6,6 +6,55 @@
 //! single-threaded and deterministic: the primitives parallelise over
 //! prefixes and rows, so a product's bits never depend on the thread count.
 
+/// `x . y` in eight lanes (each summed in order, then the lanes in order,
+/// then the tail): a fixed order that vectorises.
+#[inline]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
+    let (xt, yt) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for l in 0..8 {
+            lanes[l] += a[l] * b[l];
+        }
+    }
+    let mut s = lanes.iter().sum::<f32>();
+    for (a, b) in xt.iter().zip(yt) {
+        s += a * b;
+    }
+    s
+}
+
+/// `c += a b^T`, `a` `m x k`, `b` stored `n x k`, `c` `m x n`, row-major: a
+/// dot product per output value, over `k` contiguous values of each.
+#[inline]
+pub(crate) fn mm_nt_acc(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    assert!(a.len() >= m * k && b.len() >= n * k && c.len() >= m * n);
+    for i in 0..m {
+        let ai = &a[i * k..(i + 1) * k];
+        for (r, o) in c[i * n..(i + 1) * n].iter_mut().enumerate() {
+            *o += dot(ai, &b[r * k..(r + 1) * k]);
+        }
+    }
+}
+
+/// `c = a^T b`, `a` stored `k x m`, `b` `k x n`, `c` `m x n`, row-major: per
+/// row of `a` and `b`, each of `a`'s values times `b`'s row into `c`.
+#[inline]
+pub(crate) fn mm_tn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    assert!(a.len() >= k * m && b.len() >= k * n && c.len() >= m * n);
+    c[..m * n].iter_mut().for_each(|x| *x = 0.0);
+    for i in 0..k {
+        let bi = &b[i * n..(i + 1) * n];
+        for (r, &x) in a[i * m..(i + 1) * m].iter().enumerate() {
+            c[r * n..(r + 1) * n]
+                .iter_mut()
+                .zip(bi)
+                .for_each(|(o, y)| *o += x * *y);
+        }
+    }
+}
+
 /// `c = beta c + a b`, `a` `m x k`, `b` `k x n`, `c` `m x n`, row-major.
 #[inline]
 pub(crate) fn mm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
@@ -77,6 +126,22 @@ mod tests {
         assert_eq!(c, [4.0, 5.0, 10.0, 11.0]);
         super::mm(2, 3, 2, &a, &b, 1.0, &mut c);
         assert_eq!(c, [8.0, 10.0, 20.0, 22.0]);
+    }
+
+    #[test]
+    fn the_transposed_loops_are_the_products() {
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        // a (2 x 3) times a^T: [[14, 32], [32, 77]], added to ones.
+        let mut c = [1.0; 4];
+        super::mm_nt_acc(2, 3, 2, &a, &a, &mut c);
+        assert_eq!(c, [15.0, 33.0, 33.0, 78.0]);
+        // a^T (3 x 2, a stored 2 x 3) times b (2 x 3... as 2 x 3).
+        let mut d = [9.0; 9];
+        super::mm_tn(3, 2, 3, &a, &b, &mut d);
+        let mut want = [0.0; 9];
+        gemm(3, 2, 3, &a, true, &b, false, 0.0, &mut want);
+        assert_eq!(d, want);
     }
 
     #[test]
