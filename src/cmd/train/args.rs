@@ -30,6 +30,8 @@ use serde::Serialize;
   nmpsim train --model rm1 --mode tcast --device cuda --iters 20
   nmpsim train --model criteo-kaggle --mode baseline-cpu,fae,scars --batch 1024 --iters 200 --hot-budget 16MiB
   nmpsim train --model criteo-kaggle --mode fae-nmp --iters 50 --fae-schedule fixed --fae-rate 10
+  nmpsim train --model rm1 --rows 100000 --batch 256 --mode baseline-cpu,cdlrm,cdlrm-nmp --lookahead 5 --iters 20
+  nmpsim train --model criteo-kaggle --mode baseline-cpu,eltt --tt-rank 64 --iters 200
 
 Times: every primitive of the modelled system is labelled measured (CPU
 kernels on this machine; with --device cuda also the dense path and casting,
