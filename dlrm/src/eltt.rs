@@ -80,6 +80,8 @@ pub struct Eltt {
     pooling: Pooling,
     options: ElttOptions,
     scratch: Scratch,
+    /// The dense tables' part of the batch between its forward and backward.
+    dense_batch: Option<Batch>,
     pub counts: ElttCounts,
 }
 
@@ -130,6 +132,7 @@ impl Eltt {
             pooling: m.pooling,
             options,
             scratch: Scratch::default(),
+            dense_batch: None,
             counts: ElttCounts::default(),
         })
     }
@@ -268,6 +271,7 @@ impl EmbeddingStrategy for Eltt {
             for (&t, o) in self.dense_ids.iter().zip(out) {
                 pooled[t] = o;
             }
+            self.dense_batch = Some(part);
         }
         Ok(pooled)
     }
@@ -305,7 +309,10 @@ impl EmbeddingStrategy for Eltt {
             );
         }
         if !self.dense_ids.is_empty() {
-            let part = self.dense_part(batch);
+            let part = match self.dense_batch.take() {
+                Some(p) => p,
+                None => self.dense_part(batch),
+            };
             let grads: Vec<Vec<f32>> = self.dense_ids.iter().map(|&t| dpooled[t].clone()).collect();
             gpu_step::backward(
                 &mut self.dense,

@@ -164,16 +164,10 @@ impl Breakdown {
     pub fn label(&self) -> String {
         self.sources
             .iter()
-            .map(|x| match x {
-                Source::Measured => "meas".to_string(),
-                Source::Simulated => "sim".to_string(),
-                Source::SimulatedProxy => match self.proxy_of_iterations {
-                    Some((a, b)) if a == b => format!("proxy(it {a})"),
-                    Some((a, b)) => format!("proxy(it {a}-{b})"),
-                    None => "proxy".to_string(),
-                },
-                Source::Modelled => "model".to_string(),
-                Source::Emulated => "emu".to_string(),
+            .map(|x| match (x, self.proxy_of_iterations) {
+                (Source::SimulatedProxy, Some((a, b))) if a == b => format!("proxy(it {a})"),
+                (Source::SimulatedProxy, Some((a, b))) => format!("proxy(it {a}-{b})"),
+                (x, _) => x.short().to_string(),
             })
             .collect::<Vec<_>>()
             .join("+")

@@ -30,6 +30,14 @@ pub enum Source {
 }
 
 impl Source {
+    pub const ALL: [Source; 5] = [
+        Source::Measured,
+        Source::Simulated,
+        Source::SimulatedProxy,
+        Source::Modelled,
+        Source::Emulated,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Measured => "measured",
@@ -38,6 +46,22 @@ impl Source {
             Source::Modelled => "modelled",
             Source::Emulated => "emulated",
         }
+    }
+
+    /// The reports' short label: `meas`, `sim`, `proxy`, `model`, `emu`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Source::Measured => "meas",
+            Source::Simulated => "sim",
+            Source::SimulatedProxy => "proxy",
+            Source::Modelled => "model",
+            Source::Emulated => "emu",
+        }
+    }
+
+    /// The source [`Source::as_str`] names.
+    pub fn named(name: &str) -> Option<Source> {
+        Source::ALL.into_iter().find(|s| s.as_str() == name)
     }
 }
 

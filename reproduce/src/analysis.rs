@@ -64,6 +64,22 @@ pub(crate) fn range(xs: &[f64]) -> String {
     }
 }
 
+/// A time in ms with where it came from, for a report's cell: `3.416 ms
+/// (meas+model)`; `sources` as a summary names them (`measured+modelled`).
+pub(crate) fn ms_cell(ms: f64, sources: &str) -> Val {
+    let s = sources
+        .split('+')
+        .filter(|x| !x.is_empty())
+        .map(|x| nmpsim_dlrm::Source::named(x).map_or(x, |s| s.short()))
+        .collect::<Vec<_>>()
+        .join("+");
+    if s.is_empty() {
+        format!("{ms:.3} ms").into()
+    } else {
+        format!("{ms:.3} ms ({s})").into()
+    }
+}
+
 pub(crate) fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         f64::NAN

@@ -4,33 +4,6 @@
 
 use crate::*;
 
-/// `measured+modelled` as the train command's tables write it: `meas+model`.
-fn short_sources(s: &str) -> String {
-    s.split('+')
-        .filter(|x| !x.is_empty())
-        .map(|x| match x {
-            "measured" => "meas",
-            "simulated" => "sim",
-            "simulated-proxy" => "proxy",
-            "modelled" => "model",
-            "emulated" => "emu",
-            other => other,
-        })
-        .collect::<Vec<_>>()
-        .join("+")
-}
-
-/// A time in ms with where it came from, for a report's cell: `3.416 ms
-/// (meas+model)`.
-fn ms_cell(ms: f64, sources: &str) -> Val {
-    let s = short_sources(sources);
-    if s.is_empty() {
-        format!("{ms:.3} ms").into()
-    } else {
-        format!("{ms:.3} ms ({s})").into()
-    }
-}
-
 /// One run: its cache sets, window, and cdlrm's figures.
 struct Point {
     sets: f64,

@@ -137,7 +137,6 @@ fn timed(inp: &Inputs) -> Result<Vec<Timed>, String> {
 
 pub(crate) fn analyse_elrec_reuse(inp: &Inputs) -> Result<Outcome, String> {
     let pts = timed(inp)?;
-    let ms = |x: f64, src: &str| -> Val { format!("{x:.3} ms ({src})").into() };
     let mut t = Table::new(&[
         col("table", Fmt::Plain, "table", Fmt::Plain),
         col("rows", Fmt::Plain, "rows", Fmt::Plain),
@@ -174,27 +173,20 @@ pub(crate) fn analyse_elrec_reuse(inp: &Inputs) -> Result<Outcome, String> {
             (if p.reordered { "yes" } else { "no" }).into(),
             p.per_prefix.into(),
             p.cpu.0.into(),
-            ms(p.cpu.0, "meas"),
+            ms_cell(p.cpu.0, "measured"),
             p.cpu.1.into(),
-            ms(p.cpu.1, "meas"),
+            ms_cell(p.cpu.1, "measured"),
             (p.cpu.0 / p.cpu.1).into(),
             p.cpu.2.into(),
-            ms(p.cpu.2, "meas"),
+            ms_cell(p.cpu.2, "measured"),
             p.gpu.0.into(),
-            ms(p.gpu.0, "model"),
+            ms_cell(p.gpu.0, "modelled"),
             p.gpu.1.into(),
-            ms(p.gpu.1, "model"),
+            ms_cell(p.gpu.1, "modelled"),
             p.gpu.2.into(),
-            ms(p.gpu.2, "model"),
+            ms_cell(p.gpu.2, "modelled"),
         ]);
     }
-    let mean = |v: &[f64]| -> f64 {
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
     let of = |re: bool| pts.iter().filter(|p| p.reordered == re).collect::<Vec<_>>();
     let (drawn, reord) = (of(false), of(true));
     let reuse: Vec<f64> = drawn.iter().map(|p| p.cpu.0 / p.cpu.1).collect();
@@ -231,17 +223,17 @@ pub(crate) fn analyse_elrec_reuse(inp: &Inputs) -> Result<Outcome, String> {
         checks: vec![
             check(
                 "elrec-reuse.reuse",
-                format!("{mr:.2}x (tables {:.2}-{:.2}x)", min(&reuse), max(&reuse)),
+                format!("{mr:.2}x (tables {})", range(&reuse)),
                 passes("elrec-reuse.reuse", &[mr]),
             ),
             check(
                 "elrec-reuse.reorder",
-                format!("{mo:.2}x (tables {:.2}-{:.2}x)", min(&reorder), max(&reorder)),
+                format!("{mo:.2}x (tables {})", range(&reorder)),
                 passes("elrec-reuse.reorder", &[mo]),
             ),
             check(
                 "elrec-reuse.total",
-                format!("{mt:.2}x (tables {:.2}-{:.2}x)", min(&total), max(&total)),
+                format!("{mt:.2}x (tables {})", range(&total)),
                 passes("elrec-reuse.total", &[mt]),
             ),
         ],
@@ -261,12 +253,4 @@ pub(crate) fn analyse_elrec_reuse(inp: &Inputs) -> Result<Outcome, String> {
             "The reordering is built from 64 batches drawn before the timed ones (EL-Rec builds it offline from the training data; a training batch on shuffled data is not one of the groups it formed): the hot 1% of rows first, then each batch's new rows together, a one-pass stand-in for the paper's community detection (docs/kernels.md).".into(),
         ],
     })
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }

@@ -2,9 +2,10 @@
 //! batch's gradient summed per unique row first (Tensor Casting's casted
 //! gather-reduce gives exactly that), then the chain rule (Eq. 6) once per
 //! unique row, its prefix product and the two first cores' gradients once
-//! per distinct prefix; and the update fused into it: the touched core
-//! slices updated from the gradients as they are reduced, with no dense
-//! core-gradient buffer. [`tt_core_grads_per_lookup`] is the plain backward
+//! per distinct prefix; and the update in the same call: the touched core
+//! slices updated from their sparse gradients once reduced, with no dense
+//! core-gradient buffer (its traffic counted as EL-Rec's fused kernel's:
+//! the gradients never written out and read back). [`tt_core_grads_per_lookup`] is the plain backward
 //! (TT-Rec's: the chain rule per lookup, its products through a GEMM
 //! library), for comparison.
 
