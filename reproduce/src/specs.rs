@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 17] = [
+const SPECS: [(&str, &str); 18] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
@@ -39,6 +39,7 @@ const SPECS: [(&str, &str); 17] = [
         include_str!("../specs/elrec-accuracy.toml"),
     ),
     ("elrec-reuse", include_str!("../specs/elrec-reuse.toml")),
+    ("elrec-table3", include_str!("../specs/elrec-table3.toml")),
 ];
 
 /// How each spec is run.
@@ -183,7 +184,11 @@ mod tests {
             for d in [&full, &quick] {
                 Spec::parse(&d.toml, name).unwrap_or_else(|e| panic!("{name}: {e}"));
             }
-            assert_ne!(full.toml, quick.toml, "{name}: quick changes nothing");
+            // (A spec as fast at the paper's sizes may change only its jobs.)
+            assert!(
+                full.toml != quick.toml || full.max_jobs != quick.max_jobs,
+                "{name}: quick changes nothing"
+            );
         }
         // Every table of reproduce.toml is a spec's.
         for (name, _) in settings.iter() {

@@ -532,6 +532,33 @@ pub static THRESHOLDS: &[Threshold] = &[
         kind: CheckKind::Finding,
     },
     Threshold {
+        id: "elrec-table3.avazu",
+        claim: "with the tables over 1M rows as TT tables of rank 128, Avazu's embedding footprint shrinks by about the paper's ratio",
+        paper: "6.22x: 87.6 MB against 0.55 GB (Table III)",
+        tolerance: PM10,
+        rule: within(6.22, 6.22),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "elrec-table3.kaggle",
+        claim: "with the tables over 1M rows as TT tables of rank 128, Criteo Kaggle's embedding footprint shrinks by about the paper's ratio",
+        paper: "7.29x: 258.2 MB against 1.9 GB (Table III)",
+        tolerance: PM10,
+        rule: within(7.29, 7.29),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "elrec-table3.terabyte",
+        claim: "with the tables over 1M rows as TT tables of rank 128, Criteo Terabyte's embedding footprint shrinks by about the paper's ratio",
+        paper: "74.19x: 797.9 MB against 59.2 GB (Table III)",
+        tolerance: PM10,
+        rule: within(74.19, 74.19),
+        unit: "x",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
         id: "cdlrm-vs-nmp.same-numbers",
         claim: "cdlrm-nmp trains cdlrm's numbers (the pool times the gathers and write-backs; the host tables compute them): the same test loss on every model",
         paper: "none: no paper ran cDLRM on an NMP pool; nmpsim's construction",
@@ -621,6 +648,9 @@ mod tests {
         close("elrec-reuse.reuse", 1.575, 1.925);
         close("elrec-reuse.reorder", 0.945, 1.155);
         close("elrec-reuse.total", 1.647, 2.013);
+        close("elrec-table3.avazu", 5.598, 6.842);
+        close("elrec-table3.kaggle", 6.561, 8.019);
+        close("elrec-table3.terabyte", 66.771, 81.609);
         assert_eq!(threshold("scars-growth.light").rule, Rule::Below(1.5));
         assert_eq!(threshold("scars-growth.zipf").rule, Rule::Below(2.0));
         assert_eq!(threshold("table1.600").rule, Rule::Above(600.0));
@@ -662,7 +692,7 @@ mod tests {
                 "cdlrm-vs-nmp.same-numbers"
             ]
         );
-        assert_eq!(THRESHOLDS.len(), 46);
+        assert_eq!(THRESHOLDS.len(), 49);
     }
 
     #[test]
