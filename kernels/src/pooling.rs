@@ -55,7 +55,7 @@ impl FromStr for Pooling {
 /// one function so that the expand + coalesce and casted paths multiply by the
 /// same f32 and stay bit-identical.
 #[inline]
-pub(crate) fn lookup_scale(pooling: Pooling, bag_len: u32, weight: Option<f32>) -> f32 {
+pub fn lookup_scale(pooling: Pooling, bag_len: u32, weight: Option<f32>) -> f32 {
     match pooling {
         Pooling::Sum => 1.0,
         Pooling::Mean => 1.0 / bag_len.max(1) as f32,

@@ -10,9 +10,11 @@
 //! offset  size  field
 //! 0       1     opcode (u8): 0xA1 gather-reduce, 0xA2 load-gradient,
 //!               0xA3 casted-gather-reduce, 0xA4 load-coalesced, 0xA5 scatter,
-//!               0xA6 gather
-//! 1       1     flags (u8): bit 0 = weights / scale present; other bits 0
-//! 2       1     kind (u8): pooling (gather-reduce), optimizer (scatter), else 0
+//!               0xA6 gather, 0xA7 tt-gather-reduce, 0xA8 tt-write
+//! 1       1     flags (u8): bit 0 = weights / scale present; bit 1 = reuse
+//!               (tt-gather-reduce); other bits 0
+//! 2       1     kind (u8): pooling (gather-reduce, tt-gather-reduce),
+//!               optimizer (scatter), else 0
 //! 3       1     reserved (u8) = 0
 //! 4       4     table (u32)
 //! 8       8     total_length (u64): header and body, in bytes
@@ -41,10 +43,14 @@ const OP_CASTED_GATHER_REDUCE: u8 = OPCODE_MAGIC | 3;
 const OP_LOAD_COALESCED: u8 = OPCODE_MAGIC | 4;
 const OP_SCATTER: u8 = OPCODE_MAGIC | 5;
 const OP_GATHER: u8 = OPCODE_MAGIC | 6;
+const OP_TT_GATHER_REDUCE: u8 = OPCODE_MAGIC | 7;
+const OP_TT_WRITE: u8 = OPCODE_MAGIC | 8;
 
 /// Flags bit 0: the optional `weights` (gather-reduce) or `scale`
 /// (casted-gather-reduce) array is present.
 const FLAG_OPTIONAL: u8 = 1;
+/// Flags bit 1: a tt-gather-reduce reuses its prefix products.
+const FLAG_REUSE: u8 = 2;
 
 const POOLING_SUM: u8 = 0;
 const POOLING_MEAN: u8 = 1;
@@ -66,6 +72,8 @@ fn opcode(instr: &Instruction) -> u8 {
         Instruction::LoadCoalesced { .. } => OP_LOAD_COALESCED,
         Instruction::Scatter { .. } => OP_SCATTER,
         Instruction::Gather { .. } => OP_GATHER,
+        Instruction::TtGatherReduce { .. } => OP_TT_GATHER_REDUCE,
+        Instruction::TtWrite { .. } => OP_TT_WRITE,
     }
 }
 
@@ -76,7 +84,9 @@ fn op_name(opcode: u8) -> &'static str {
         OP_CASTED_GATHER_REDUCE => "casted-gather-reduce",
         OP_LOAD_COALESCED => "load-coalesced",
         OP_SCATTER => "scatter",
-        _ => "gather",
+        OP_GATHER => "gather",
+        OP_TT_GATHER_REDUCE => "tt-gather-reduce",
+        _ => "tt-write",
     }
 }
 
@@ -156,9 +166,13 @@ fn write_into(instr: &Instruction, total: u64, out: &mut Vec<u8>) {
             (if scale.is_some() { FLAG_OPTIONAL } else { 0 }, 0)
         }
         Instruction::Scatter { optimizer, .. } => (0, optimizer_kind(optimizer)),
+        Instruction::TtGatherReduce { pooling, reuse, .. } => {
+            (if *reuse { FLAG_REUSE } else { 0 }, pooling_kind(*pooling))
+        }
         Instruction::LoadGradient { .. }
         | Instruction::LoadCoalesced { .. }
-        | Instruction::Gather { .. } => (0, 0),
+        | Instruction::Gather { .. }
+        | Instruction::TtWrite { .. } => (0, 0),
     };
     out.extend_from_slice(&[opcode(instr), flags, kind, 0]);
     out.extend_from_slice(&instr.table().to_le_bytes());
@@ -252,6 +266,22 @@ pub fn check_encodable(instr: &Instruction) -> Result<(), NmpError> {
         }
         Instruction::Scatter { .. } => {}
         Instruction::Gather { rows, .. } => fits("rows", rows.len())?,
+        Instruction::TtGatherReduce {
+            offsets, indices, ..
+        } => {
+            fits("offsets", offsets.len())?;
+            fits("indices", indices.len())?;
+        }
+        Instruction::TtWrite { slices, values, .. } => {
+            fits("slices", slices.len())?;
+            fits("values", values.len())?;
+            whole_rows(
+                "values",
+                values.len(),
+                "the count of `slices`",
+                slices.len(),
+            )?;
+        }
     }
     Ok(())
 }
@@ -319,6 +349,22 @@ fn body_fields<'a>(instr: &'a Instruction, mut each: impl FnMut(Field<'a>)) {
             }
         }
         Instruction::Gather { rows, .. } => each(Field::U32s(rows)),
+        Instruction::TtGatherReduce {
+            offsets, indices, ..
+        } => {
+            each(Field::U32s(offsets));
+            each(Field::U32s(indices));
+        }
+        Instruction::TtWrite {
+            core,
+            slices,
+            values,
+            ..
+        } => {
+            each(Field::Word(core.to_le_bytes()));
+            each(Field::U32s(slices));
+            each(Field::F32s(values));
+        }
     }
 }
 
@@ -375,12 +421,12 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
         decode_error(base + at, format!("header field {field}: {what}"))
     };
     let opcode = bytes[0];
-    if !(OP_GATHER_REDUCE..=OP_GATHER).contains(&opcode) {
+    if !(OP_GATHER_REDUCE..=OP_TT_WRITE).contains(&opcode) {
         return Err(header_error(
             0,
             "opcode",
             format!(
-                "unknown opcode {opcode:#04x} (expected {OP_GATHER_REDUCE:#04x} to {OP_GATHER:#04x})"
+                "unknown opcode {opcode:#04x} (expected {OP_GATHER_REDUCE:#04x} to {OP_TT_WRITE:#04x})"
             ),
         ));
     }
@@ -388,6 +434,7 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
     let flags = bytes[1];
     let allowed_flags = match opcode {
         OP_GATHER_REDUCE | OP_CASTED_GATHER_REDUCE => FLAG_OPTIONAL,
+        OP_TT_GATHER_REDUCE => FLAG_REUSE,
         _ => 0,
     };
     if flags & !allowed_flags != 0 {
@@ -399,7 +446,7 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
     }
     let optional = flags & FLAG_OPTIONAL != 0;
     let kind = bytes[2];
-    let pooling = if opcode == OP_GATHER_REDUCE {
+    let pooling = if opcode == OP_GATHER_REDUCE || opcode == OP_TT_GATHER_REDUCE {
         Some(match kind {
             POOLING_SUM => Pooling::Sum,
             POOLING_MEAN => Pooling::Mean,
@@ -426,7 +473,11 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
             ),
         ));
     }
-    if opcode != OP_GATHER_REDUCE && opcode != OP_SCATTER && kind != 0 {
+    if opcode != OP_GATHER_REDUCE
+        && opcode != OP_TT_GATHER_REDUCE
+        && opcode != OP_SCATTER
+        && kind != 0
+    {
         return Err(header_error(
             2,
             "kind",
@@ -513,6 +564,28 @@ fn decode_at(bytes: &[u8], base: usize) -> Result<(Instruction, usize), NmpError
         OP_GATHER => {
             let rows = r.u32s("rows")?;
             Instruction::Gather { table, rows }
+        }
+        OP_TT_GATHER_REDUCE => {
+            let offsets = r.u32s("offsets")?;
+            let indices = r.u32s("indices")?;
+            Instruction::TtGatherReduce {
+                table,
+                pooling: pooling.unwrap_or_default(),
+                reuse: flags & FLAG_REUSE != 0,
+                offsets,
+                indices,
+            }
+        }
+        OP_TT_WRITE => {
+            let core = r.u32("core")?;
+            let slices = r.u32s("slices")?;
+            let values = r.f32_rows("values", slices.len(), "slices")?;
+            Instruction::TtWrite {
+                table,
+                core,
+                slices,
+                values,
+            }
         }
         _ => {
             let lr = r.f32("lr")?;
@@ -669,14 +742,24 @@ impl Reader<'_> {
     /// Reads the f32 array `grads`, which must split into `rows` equal rows
     /// (`rows_field` names the count).
     fn grads(&mut self, rows: usize, rows_field: &str) -> Result<Vec<f32>, NmpError> {
+        self.f32_rows("grads", rows, rows_field)
+    }
+
+    /// An f32 array `field` of whole rows, `rows` of them.
+    fn f32_rows(
+        &mut self,
+        field: &'static str,
+        rows: usize,
+        rows_field: &str,
+    ) -> Result<Vec<f32>, NmpError> {
         let at = self.pos;
-        let grads = self.elements("grads", f32::from_le_bytes)?;
+        let grads = self.elements(field, f32::from_le_bytes)?;
         if splits_into_rows(grads.len(), rows) {
             return Ok(grads);
         }
         Err(self.error(
             at,
-            "grads",
+            field,
             format!(
                 "count {} is not a multiple of {rows_field} = {rows}",
                 grads.len()
@@ -794,13 +877,42 @@ mod tests {
             .prop_map(|(table, optimizer)| Instruction::Scatter { table, optimizer });
         let gather_rows =
             (any::<u32>(), u32s(8)).prop_map(|(table, rows)| Instruction::Gather { table, rows });
+        let tt_gather = (
+            any::<u32>(),
+            prop::sample::select(Pooling::ALL.to_vec()),
+            any::<bool>(),
+            u32s(6),
+            u32s(10),
+        )
+            .prop_map(|(table, pooling, reuse, offsets, indices)| {
+                Instruction::TtGatherReduce {
+                    table,
+                    pooling,
+                    reuse,
+                    offsets,
+                    indices,
+                }
+            });
+        let tt_write = (any::<u32>(), 0u32..3, u32s(4), 0usize..5)
+            .prop_flat_map(|(table, core, slices, len)| {
+                let n = slices.len() * len;
+                (Just((table, core, slices)), f32s(n))
+            })
+            .prop_map(|((table, core, slices), values)| Instruction::TtWrite {
+                table,
+                core,
+                slices,
+                values,
+            });
         prop_oneof![
             gather,
             load_gradient,
             casted,
             load_coalesced,
             scatter,
-            gather_rows
+            gather_rows,
+            tt_gather,
+            tt_write
         ]
     }
 
@@ -838,6 +950,12 @@ mod tests {
                 table: 4,
                 rows,
                 grads
+            }),
+            (u32s(3), any_f32s(7)).prop_map(|(slices, values)| Instruction::TtWrite {
+                table: 5,
+                core: 1,
+                slices,
+                values
             }),
         ]
     }
@@ -1175,7 +1293,7 @@ mod tests {
         bytes[0] = 0x07;
         assert_eq!(
             message(&bytes),
-            "instruction bytes at offset 0: header field opcode: unknown opcode 0x07 (expected 0xa1 to 0xa6)"
+            "instruction bytes at offset 0: header field opcode: unknown opcode 0x07 (expected 0xa1 to 0xa8)"
         );
 
         let mut bytes = good.clone();

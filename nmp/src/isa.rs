@@ -51,9 +51,42 @@ pub enum Instruction {
     /// row its `dim` values, then its state values (cDLRM's prefetch and
     /// victim fetch).
     Gather { table: u32, rows: Vec<u32> },
+    /// EL-Rec's TT lookup on a pool of TT tables ([`crate::tt::TtPool`],
+    /// each rank holding every core): output row `b` pools the rows of bag
+    /// `b` (CSR `offsets`, `indices`), each row computed from its three core
+    /// slices. A lookup runs on the rank its prefix `(i1, i2)` maps to; with
+    /// `reuse` a rank computes each of its prefix products once and keeps it
+    /// while its lookups use it (Algorithm 1's batch-level reuse), without it
+    /// every lookup computes its own. Each rank sends the partial sums of
+    /// the bags it touched, which the host adds.
+    TtGatherReduce {
+        table: u32,
+        pooling: Pooling,
+        reuse: bool,
+        offsets: Vec<u32>,
+        indices: Vec<u32>,
+    },
+    /// Host to pool: new values of slices `slices` of core `core` of a TT
+    /// table (`slices.len()` slices of the core's slice length, in order),
+    /// written to every rank's copy. The link carries them once.
+    TtWrite {
+        table: u32,
+        core: u32,
+        slices: Vec<u32>,
+        values: Vec<f32>,
+    },
 }
 
 impl Instruction {
+    /// Whether the instruction runs on a pool of TT tables
+    /// ([`crate::tt::TtPool`]) rather than one of rows ([`crate::Pool`]).
+    pub fn is_tt(&self) -> bool {
+        matches!(
+            self,
+            Instruction::TtGatherReduce { .. } | Instruction::TtWrite { .. }
+        )
+    }
+
     /// The mnemonic, as in error messages and reports.
     pub fn op(&self) -> &'static str {
         match self {
@@ -63,6 +96,8 @@ impl Instruction {
             Instruction::LoadCoalesced { .. } => "load-coalesced",
             Instruction::Scatter { .. } => "scatter",
             Instruction::Gather { .. } => "gather",
+            Instruction::TtGatherReduce { .. } => "tt-gather-reduce",
+            Instruction::TtWrite { .. } => "tt-write",
         }
     }
 
@@ -73,7 +108,9 @@ impl Instruction {
             | Instruction::CastedGatherReduce { table, .. }
             | Instruction::LoadCoalesced { table, .. }
             | Instruction::Scatter { table, .. }
-            | Instruction::Gather { table, .. } => *table,
+            | Instruction::Gather { table, .. }
+            | Instruction::TtGatherReduce { table, .. }
+            | Instruction::TtWrite { table, .. } => *table,
         }
     }
 }

@@ -11,6 +11,9 @@
 //! - [`timing`]: the timed pool ([`run_batch`]): each rank's requests through its
 //!   own DRAM engine, ranks in parallel, a vector ALU and a host link, reported
 //!   as a [`BatchReport`].
+//! - [`tt`]: a pool of TT tables ([`TtPool`], EL-Rec's Eff-TT), every rank
+//!   holding every core and computing TT lookups on its vector ALU, timed by
+//!   [`run_tt_batch`].
 //! - [`run`]: a whole run (batches under several placements, one primitive
 //!   and the phases that set it up, the analytic bytes, the kernels' check),
 //!   what `nmpsim nmp run` drives.
@@ -32,7 +35,9 @@ pub use pool::{
 };
 pub mod run;
 pub mod timing;
+pub mod tt;
 pub use timing::{
     BYTES_PER_REQUEST, BatchReport, CoreParams, EnergyParams, LinkParams, MIN_RATE, PoolEnergy,
-    PoolParams, RankReport, run_batch, run_batch_within,
+    PoolParams, RankReport, run_batch, run_batch_within, run_tt_batch,
 };
+pub use tt::TtPool;

@@ -12,6 +12,9 @@
 //!   table `t` on rank `(r + t) mod R`. A bag's rows spread over ranks; each
 //!   rank produces partial sums that the host adds.
 //! - [`Placement::TablePerRank`]: table `t` entirely on rank `t mod R`.
+//! - [`Placement::Replicated`]: every rank holds the whole table. Only the
+//!   TT tables of [`crate::tt::TtPool`] are placed so (their cores are
+//!   small); a [`Layout`] of rows refuses it.
 //!
 //! Besides the table rows each rank holds, at its table's slices: the optimizer
 //! state, a gradient buffer (the output gradient a `LoadGradient` brings) and a
@@ -34,9 +37,12 @@ pub enum Placement {
     VectorSliced,
     RowInterleaved,
     TablePerRank,
+    /// Every rank holds a copy (the TT cores of [`crate::tt::TtPool`]).
+    Replicated,
 }
 
 impl Placement {
+    /// The placements of rows (a [`Layout`]'s).
     pub const ALL: [Placement; 3] = [
         Placement::VectorSliced,
         Placement::RowInterleaved,
@@ -48,6 +54,7 @@ impl Placement {
             Placement::VectorSliced => "vector-sliced",
             Placement::RowInterleaved => "row-interleaved",
             Placement::TablePerRank => "table-per-rank",
+            Placement::Replicated => "replicated",
         }
     }
 
@@ -85,6 +92,7 @@ impl std::str::FromStr for Placement {
             "vector-sliced" | "sliced" | "tensordimm" => Ok(Placement::VectorSliced),
             "row-interleaved" | "interleaved" | "recnmp" => Ok(Placement::RowInterleaved),
             "table-per-rank" | "table" => Ok(Placement::TablePerRank),
+            "replicated" => Ok(Placement::Replicated),
             _ => Err(NmpError::param(
                 "placement",
                 format!(
@@ -205,6 +213,12 @@ impl Layout {
         params: LayoutParams,
     ) -> Result<Self, NmpError> {
         let r = params.ranks;
+        if placement == Placement::Replicated {
+            return Err(NmpError::param(
+                "placement",
+                "replicated places the TT tables of a TT pool (nmpsim_nmp::tt::TtPool); a pool of rows takes vector-sliced, row-interleaved or table-per-rank",
+            ));
+        }
         if r == 0 || r > MAX_RANKS {
             return Err(NmpError::param(
                 "ranks",
@@ -240,7 +254,7 @@ impl Layout {
             first_rank.push(match placement {
                 Placement::VectorSliced => (acc % r as u64) as u32,
                 Placement::RowInterleaved => (t as u64 % r as u64) as u32,
-                Placement::TablePerRank => (t as u64 % r as u64) as u32,
+                Placement::TablePerRank | Placement::Replicated => (t as u64 % r as u64) as u32,
             });
             acc += s.slices() as u64;
         }
@@ -273,7 +287,7 @@ impl Layout {
                         };
                         ((0..nsl).collect(), rows)
                     }
-                    Placement::TablePerRank => {
+                    Placement::TablePerRank | Placement::Replicated => {
                         if first_rank[t] == k {
                             ((0..nsl).collect(), s.rows)
                         } else {
@@ -365,7 +379,8 @@ impl Layout {
                 (((self.first_rank[t] as u64 + slice as u64) % r) as u32, row)
             }
             Placement::RowInterleaved => (((row + t as u64) % r) as u32, row / r),
-            Placement::TablePerRank => (self.first_rank[t], row),
+            // (A layout of rows is never replicated: `new` refuses it.)
+            Placement::TablePerRank | Placement::Replicated => (self.first_rank[t], row),
         }
     }
 

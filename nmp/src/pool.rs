@@ -30,6 +30,9 @@ pub struct RankWork {
     /// Bytes this rank sends to the host link (partial or final results,
     /// row-wise exchanges).
     pub link_out_bytes: u64,
+    /// Multiply-adds of a TT lookup's products (`crate::tt`): one per lane
+    /// and cycle, beside the slices above.
+    pub alu_macs: u64,
 }
 
 /// Checks an instruction against the layout (and, for scatter, the pool's
@@ -37,6 +40,12 @@ pub struct RankWork {
 pub fn validate(layout: &Layout, instr: &Instruction) -> Result<(), NmpError> {
     let op = instr.op();
     let t = instr.table();
+    if instr.is_tt() {
+        return Err(NmpError::Malformed {
+            op,
+            what: "a TT instruction runs on a pool of TT tables (nmpsim_nmp::tt::TtPool), not on one of embedding rows".into(),
+        });
+    }
     let Some(shape) = layout.tables.get(t as usize) else {
         return Err(NmpError::MissingTable {
             op,
@@ -248,6 +257,8 @@ pub fn validate(layout: &Layout, instr: &Instruction) -> Result<(), NmpError> {
                 )));
             }
         }
+        // (Refused above.)
+        Instruction::TtGatherReduce { .. } | Instruction::TtWrite { .. } => {}
     }
     Ok(())
 }
@@ -483,6 +494,8 @@ fn work_into<S: RequestSink>(
                 }
             }
         }
+        // (No work on a pool of rows: `validate` refuses them.)
+        Instruction::TtGatherReduce { .. } | Instruction::TtWrite { .. } => {}
     }
     w
 }
@@ -1063,6 +1076,8 @@ impl Pool {
                 }
                 Ok(Some(out))
             }
+            // (`validate` refused them above.)
+            Instruction::TtGatherReduce { .. } | Instruction::TtWrite { .. } => Ok(None),
         }
     }
 

@@ -30,6 +30,7 @@ use crate::encoding::encoded_len;
 use crate::isa::Instruction;
 use crate::placement::{Placement, SLICE_BYTES, SLICE_VALUES};
 use crate::pool::{Pool, RankWork};
+use crate::tt::TtPool;
 
 /// The NMP core of one rank.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -272,10 +273,38 @@ pub struct BatchReport {
     /// Slowest rank over the mean rank time (1 = balanced).
     pub load_imbalance: f64,
     pub energy: PoolEnergy,
+    /// Ranks whose vector ALU took longer than their DRAM and their output
+    /// drain: compute-bound ranks (TT lookups can be; gathers never are at
+    /// the default ALU).
+    #[serde(default)]
+    pub alu_bound_ranks: u32,
     pub per_rank: Vec<RankReport>,
     pub dram_requests: u64,
     pub wall_s: f64,
     pub sim_requests_per_s: f64,
+}
+
+impl BatchReport {
+    /// What bounds the batch's compute time: the slowest rank's ALU
+    /// (`compute`), its DRAM (`memory`) or the link draining its results
+    /// (`link`); `idle` when no rank worked.
+    pub fn bound(&self) -> &'static str {
+        let Some(r) = self
+            .per_rank
+            .iter()
+            .filter(|r| r.time_ns > 0.0)
+            .max_by(|a, b| a.time_ns.total_cmp(&b.time_ns))
+        else {
+            return "idle";
+        };
+        if r.alu_time_ns > r.dram_time_ns.max(r.output_stall_ns) {
+            "compute"
+        } else if r.output_stall_ns > r.dram_time_ns {
+            "link"
+        } else {
+            "memory"
+        }
+    }
 }
 
 /// Executes a batch of instructions: checks the whole batch, computes each
@@ -332,17 +361,77 @@ pub fn run_batch_within(
             ));
         }
     }
+    let mut ops = Vec::with_capacity(batch.len());
     for instr in batch {
         let works = pool.work(instr)?;
         pool.execute(instr)?;
         link_in_bytes += encoded_len(instr);
-        for (acc, w) in per_rank.iter_mut().zip(works) {
-            acc.requests.extend(w.requests);
-            acc.alu_slices += w.alu_slices;
-            acc.alu_values += w.alu_values;
-            acc.link_out_bytes += w.link_out_bytes;
-        }
+        add_works(&mut per_rank, works);
+        ops.push(instr.op().to_string());
     }
+    let placement = pool.layout().placement;
+    time_works(per_rank, link_in_bytes, ops, placement, params, started)
+}
+
+/// Adds one instruction's rank works to the batch's.
+fn add_works(per_rank: &mut [RankWork], works: Vec<RankWork>) {
+    for (acc, w) in per_rank.iter_mut().zip(works) {
+        acc.requests.extend(w.requests);
+        acc.alu_slices += w.alu_slices;
+        acc.alu_values += w.alu_values;
+        acc.alu_macs += w.alu_macs;
+        acc.link_out_bytes += w.link_out_bytes;
+    }
+}
+
+/// Executes a batch of TT instructions on a pool of TT tables
+/// ([`crate::tt`]) and times it as [`run_batch`] times a batch of rows:
+/// each rank's requests through its DRAM engine, its multiply-adds on its
+/// ALU, its partial sums over the link. The whole batch is checked first.
+pub fn run_tt_batch(
+    pool: &mut TtPool,
+    batch: &[Instruction],
+    params: &PoolParams,
+) -> Result<BatchReport, NmpError> {
+    if batch.is_empty() {
+        return Err(NmpError::param("batch", "needs at least one instruction"));
+    }
+    params.validate()?;
+    for instr in batch {
+        pool.validate(instr)?;
+    }
+    let started = Instant::now();
+    let ranks = pool.ranks() as usize;
+    let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
+    let mut link_in_bytes = 0u64;
+    let mut ops = Vec::with_capacity(batch.len());
+    for instr in batch {
+        let works = pool.work(instr)?;
+        pool.execute(instr)?;
+        link_in_bytes += encoded_len(instr);
+        add_works(&mut per_rank, works);
+        ops.push(instr.op().to_string());
+    }
+    time_works(
+        per_rank,
+        link_in_bytes,
+        ops,
+        Placement::Replicated,
+        params,
+        started,
+    )
+}
+
+/// Times the ranks' work of a batch (module docs).
+fn time_works(
+    per_rank: Vec<RankWork>,
+    link_in_bytes: u64,
+    ops: Vec<String>,
+    placement: Placement,
+    params: &PoolParams,
+    started: Instant,
+) -> Result<BatchReport, NmpError> {
+    let ranks = per_rank.len();
     let cfg = &params.dram;
     let window = params
         .core
@@ -375,11 +464,14 @@ pub fn run_batch_within(
     let lanes_cycles = (SLICE_VALUES as f64 / params.core.alu_lanes as f64).ceil();
     let mut reports = Vec::with_capacity(ranks);
     for (k, (w, s)) in per_rank.iter().zip(&sims).enumerate() {
-        let alu_ns = w.alu_slices as f64 * lanes_cycles / ghz;
+        // (A multiply-add per lane and cycle for the TT products.)
+        let mac_cycles = w.alu_macs.div_ceil(u64::from(params.core.alu_lanes)) as f64;
+        let alu_ns = (w.alu_slices as f64 * lanes_cycles + mac_cycles) / ghz;
         let dram_ns = s.as_ref().map_or(0.0, |s| s.sim_time_ns);
         // (A rank that only sends results, the zero sums of empty bags say,
         // still waits for its output buffer to drain: it is busy too.)
-        let busy = !w.requests.is_empty() || w.alu_slices > 0 || w.link_out_bytes > 0;
+        let busy =
+            !w.requests.is_empty() || w.alu_slices > 0 || w.alu_macs > 0 || w.link_out_bytes > 0;
         // Back-pressure: results beyond the output buffer must leave over the
         // link before the core can finish.
         let drain_ns = w.link_out_bytes.saturating_sub(out_cap) as f64 / share_gbps;
@@ -471,17 +563,22 @@ pub fn run_batch_within(
     // One add per element the ALU processes; every byte of a request passes
     // the input buffer (reads) or leaves the core (writes), and every result
     // byte the output buffer.
-    let values: u64 = per_rank.iter().map(|w| w.alu_values).sum();
+    // (A multiply-add is two operations.)
+    let values: u64 = per_rank.iter().map(|w| w.alu_values + 2 * w.alu_macs).sum();
     let e = &params.energy;
     let alu_pj = values as f64 * e.alu_pj_per_flop;
     let buffer_pj = (rd + wr + link_out_bytes) as f64 * e.buffer_pj_per_byte;
     let link_pj = (link_in_bytes + link_out_bytes) as f64 * 8.0 * e.link_pj_per_bit;
     let wall_s = started.elapsed().as_secs_f64();
+    let alu_bound_ranks = reports
+        .iter()
+        .filter(|r| r.time_ns > 0.0 && r.alu_time_ns > r.dram_time_ns.max(r.output_stall_ns))
+        .count() as u32;
     Ok(BatchReport {
-        ops: batch.iter().map(|i| i.op().to_string()).collect(),
+        ops,
         engine: params.engine,
         preset: cfg.name.clone(),
-        placement: pool.layout().placement,
+        placement,
         ranks: ranks as u32,
         active_ranks: active as u32,
         time_ns,
@@ -526,6 +623,7 @@ pub fn run_batch_within(
             link_pj,
             total_pj: dram_pj + alu_pj + buffer_pj + link_pj,
         },
+        alu_bound_ranks,
         per_rank: reports,
         dram_requests: requests,
         wall_s,
