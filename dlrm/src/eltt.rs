@@ -10,11 +10,23 @@
 //! their FLOPs and bytes, the slower of the two at the preset's GEMM
 //! efficiency; the dense ones on their bytes), the indices over the host
 //! link modelled. The numbers are the kernels crate's, computed here.
+//!
+//! `eltt-nmp` ([`Eltt::on_pool`]) runs the TT tables' lookups on the NMP
+//! pool instead: every rank holds a copy of the cores, each lookup runs on
+//! the rank its prefix maps to and its products on that core's vector ALU
+//! (`nmpsim_nmp::tt`), simulated on the DRAM engines (or their proxy), and
+//! the partial sums cross the pool link to the GPU. The backward stays on the
+//! GPU, which keeps the cores' master copy and their optimizer state; the
+//! core slices it updated are then written to every rank's copy
+//! (`tt-write`). The numbers are `eltt`'s, bit for bit: the pool times, the
+//! kernels compute (the pool's own lookups are tested to equal them).
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use nmpsim_kernels::tt::{TtCost, TtState, TtTable, tt_backward_update, tt_gather_reduce};
 use nmpsim_kernels::{EmbeddingTable, OptimizerState, Pooling};
+use nmpsim_nmp::Instruction;
 use nmpsim_traces::{Batch, TableBatch};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +34,7 @@ use crate::DlrmError;
 use crate::embedding::{EmbeddingStrategy, StepCtx};
 use crate::gpu::GpuPreset;
 use crate::hot::gpu_step::{self, Scratch};
+use crate::pooltime::{PoolTime, PoolTimer};
 use crate::timeline::{MAIN, Resource, Source, Stage};
 
 /// EL-Rec's choices for a run.
@@ -68,6 +81,49 @@ pub struct ElttCounts {
     pub backward_flops: u64,
 }
 
+/// `eltt-nmp`'s pool and what it did.
+struct OnPool {
+    timer: Arc<Mutex<PoolTimer>>,
+    /// The model's table of each of the pool's TT tables.
+    tt_ids: Vec<usize>,
+    counts: PoolCounts,
+}
+
+/// The pool's share of an `eltt-nmp` run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolCounts {
+    /// Forwards on the pool, and of them those whose slowest rank's ALU
+    /// bounded them (simulated, or a proxy of mostly such batches).
+    pub forwards: u64,
+    pub compute_bound: u64,
+    /// Forwards timed with no simulation (a fixed bandwidth).
+    pub unbounded: u64,
+    pub forward_ns: f64,
+    pub write_ns: f64,
+    /// Partial sums sent to the GPU, and core slices written back.
+    pub out_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// FNV-1a over the lookups: which batch a timing was for.
+fn fingerprint<'a>(tbs: impl Iterator<Item = &'a TableBatch>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |x: u64| {
+        h ^= x;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    for tb in tbs {
+        eat(tb.indices.len() as u64);
+        tb.indices.iter().for_each(|&i| eat(i as u64));
+    }
+    h
+}
+
+/// Bytes of an encoded u32 or f32 array of `n` elements.
+fn array_bytes(n: usize) -> u64 {
+    4 + 4 * n as u64
+}
+
 /// EL-Rec as an embedding strategy.
 pub struct Eltt {
     tables: Vec<Table>,
@@ -83,6 +139,8 @@ pub struct Eltt {
     /// The dense tables' part of the batch between its forward and backward.
     dense_batch: Option<Batch>,
     pub counts: ElttCounts,
+    /// `eltt-nmp`: the TT lookups on the NMP pool.
+    pool: Option<OnPool>,
 }
 
 fn ns_since(t: Instant) -> f64 {
@@ -134,7 +192,227 @@ impl Eltt {
             scratch: Scratch::default(),
             dense_batch: None,
             counts: ElttCounts::default(),
+            pool: None,
         })
+    }
+
+    /// `eltt-nmp`: the TT tables' lookups on the NMP pool `timer` times,
+    /// every rank a copy of their cores after the rows it holds.
+    pub fn on_pool(mut self, timer: Arc<Mutex<PoolTimer>>) -> Result<Self, DlrmError> {
+        let shapes = self.tt_shapes();
+        if !shapes.is_empty() {
+            let s: Vec<_> = shapes.iter().map(|(_, s)| *s).collect();
+            lock(&timer)?.set_tt_tables(&s)?;
+        }
+        self.pool = Some(OnPool {
+            timer,
+            tt_ids: shapes.iter().map(|(t, _)| *t).collect(),
+            counts: PoolCounts::default(),
+        });
+        Ok(self)
+    }
+
+    /// The pool's counts, for `eltt-nmp`.
+    pub fn pool_counts(&self) -> Option<&PoolCounts> {
+        self.pool.as_ref().map(|p| &p.counts)
+    }
+
+    /// The TT forward on the pool: the instructions in, the ranks' lookups,
+    /// the partial sums out to the GPU.
+    fn pool_forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<(), DlrmError> {
+        let (pooling, reuse) = (self.pooling, self.options.reuse);
+        let p = self.pool.as_mut().expect("eltt-nmp");
+        let tbs: Vec<&TableBatch> = p.tt_ids.iter().map(|&t| &batch.tables[t]).collect();
+        let in_bytes: u64 = tbs
+            .iter()
+            .map(|tb| {
+                nmpsim_nmp::HEADER_BYTES as u64
+                    + array_bytes(tb.offsets.len())
+                    + array_bytes(tb.indices.len())
+            })
+            .sum();
+        let fp = fingerprint(tbs.iter().copied());
+        let instrs = || {
+            tbs.iter()
+                .enumerate()
+                .map(|(k, tb)| Instruction::TtGatherReduce {
+                    table: k as u32,
+                    pooling,
+                    reuse,
+                    offsets: tb.offsets.clone(),
+                    indices: tb.indices.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut timer = lock(&p.timer)?;
+        // (The pool's DRAM bytes: the proxy's measure and the bandwidth
+        // reported; the kernels' traffic counts the GPU's reuse buffer too.)
+        let (out_bytes, read_bytes): (u64, u64) = {
+            let pool = timer
+                .tt_pool()
+                .ok_or_else(|| DlrmError::Config("eltt-nmp: the pool holds no TT tables".into()))?;
+            tbs.iter()
+                .enumerate()
+                .map(|(k, tb)| {
+                    (
+                        pool.gather_reduce_link_out_bytes(k, &tb.offsets, &tb.indices),
+                        pool.gather_reduce_read_bytes(k, reuse, &tb.indices),
+                    )
+                })
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let pt = timer.time_tt("tt-gather-reduce", ctx.iteration, fp, read_bytes, instrs)?;
+        let (in_ns, setup_out) = (timer.setup.link_ns(in_bytes), timer.setup.clone());
+        drop(timer);
+        let tail = pt
+            .link_out_tail_bytes
+            .map_or(out_bytes, |b| b.min(out_bytes));
+        ctx.timeline.push(
+            "transfer",
+            "tt-gather-reduce instructions to pool",
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::PoolLink,
+            Source::Modelled,
+            in_ns,
+            in_bytes,
+        );
+        ctx.timeline.push(
+            "tt-gather-reduce",
+            format!(
+                "nmp ({}: each lookup on its prefix's rank, {}, products on the vector ALUs)",
+                bound_text(&pt),
+                if reuse {
+                    "a prefix product once per rank"
+                } else {
+                    "every lookup's products"
+                }
+            ),
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::Nmp,
+            pt.source,
+            pt.time_ns,
+            read_bytes,
+        );
+        ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
+        ctx.timeline.push(
+            "transfer",
+            "tt partial sums to gpu",
+            Stage::ForwardEmbedding,
+            MAIN,
+            Resource::PoolLink,
+            Source::Modelled,
+            setup_out.link_ns(tail),
+            tail,
+        );
+        let c = &mut p.counts;
+        c.forwards += 1;
+        match pt.compute_bound {
+            Some(true) => c.compute_bound += 1,
+            Some(false) => {}
+            None => c.unbounded += 1,
+        }
+        c.forward_ns += pt.time_ns;
+        c.out_bytes += out_bytes;
+        Ok(())
+    }
+
+    /// After the GPU's backward: the core slices it updated, written to
+    /// every rank's copy.
+    fn pool_write(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<(), DlrmError> {
+        let p = self.pool.as_mut().expect("eltt-nmp");
+        // Per TT table of the pool and core, the slices the batch touched.
+        let mut touched: Vec<(usize, [Vec<u32>; 3])> = Vec::with_capacity(p.tt_ids.len());
+        for &t in &p.tt_ids {
+            let Table::Tt(x) = &self.tables[t] else {
+                unreachable!("tt_ids are TT tables")
+            };
+            let s = x.0.shape;
+            let mut sl: [Vec<u32>; 3] = Default::default();
+            for &r in &batch.tables[t].indices {
+                let ix = s.split(r);
+                for k in 0..3 {
+                    sl[k].push(ix[k]);
+                }
+            }
+            for v in &mut sl {
+                v.sort_unstable();
+                v.dedup();
+            }
+            touched.push((t, sl));
+        }
+        let tables = &self.tables;
+        let core = |t: usize| match &tables[t] {
+            Table::Tt(x) => &x.0,
+            Table::Dense(..) => unreachable!("tt_ids are TT tables"),
+        };
+        let mut timer = lock(&p.timer)?;
+        let (mut bytes, mut in_bytes) = (0u64, 0u64);
+        {
+            let pool = timer
+                .tt_pool()
+                .ok_or_else(|| DlrmError::Config("eltt-nmp: the pool holds no TT tables".into()))?;
+            for (j, (t, sl)) in touched.iter().enumerate() {
+                for (k, v) in sl.iter().enumerate() {
+                    let n = v.len() * core(*t).shape.slice_len(k);
+                    // (Every rank's copy written: the pool's DRAM bytes.)
+                    bytes += pool.write_bytes(j, k, v.len());
+                    in_bytes +=
+                        nmpsim_nmp::HEADER_BYTES as u64 + 4 + array_bytes(v.len()) + array_bytes(n);
+                }
+            }
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let fp = fingerprint(p.tt_ids.iter().map(|&t| &batch.tables[t]));
+        let instrs = || {
+            let mut out = Vec::new();
+            for (j, (t, sl)) in touched.iter().enumerate() {
+                let tt = core(*t);
+                for (k, v) in sl.iter().enumerate() {
+                    let mut values = Vec::with_capacity(v.len() * tt.shape.slice_len(k));
+                    for &i in v {
+                        values.extend_from_slice(tt.slice(k, i));
+                    }
+                    out.push(Instruction::TtWrite {
+                        table: j as u32,
+                        core: k as u32,
+                        slices: v.clone(),
+                        values,
+                    });
+                }
+            }
+            out
+        };
+        let pt = timer.time_tt("tt-write", ctx.iteration, fp, bytes, instrs)?;
+        let in_ns = timer.setup.link_ns(in_bytes);
+        drop(timer);
+        ctx.timeline.push(
+            "transfer",
+            "tt-write: updated core slices to pool",
+            Stage::BackwardEmbedding,
+            MAIN,
+            Resource::PoolLink,
+            Source::Modelled,
+            in_ns,
+            in_bytes,
+        );
+        ctx.timeline.push(
+            "tt-write",
+            "nmp (the updated core slices written to every rank's copy)",
+            Stage::BackwardEmbedding,
+            MAIN,
+            Resource::Nmp,
+            pt.source,
+            pt.time_ns,
+            bytes,
+        );
+        ctx.timeline.set_last_energy(pt.energy_pj.unwrap_or(0.0));
+        p.counts.write_ns += pt.time_ns;
+        p.counts.write_bytes += bytes;
+        Ok(())
     }
 
     /// The TT tables' shapes, by table.
@@ -213,17 +491,30 @@ impl Eltt {
 
 impl EmbeddingStrategy for Eltt {
     fn name(&self) -> String {
-        "eltt".into()
+        if self.pool.is_some() {
+            "eltt-nmp".into()
+        } else {
+            "eltt".into()
+        }
     }
 
     fn placement(&self) -> Vec<(String, String)> {
-        crate::embedding::places(&[
-            ("tt-gather-reduce", "gpu"),
+        let mut p = vec![
+            (
+                "tt-gather-reduce",
+                if self.pool.is_some() { "nmp" } else { "gpu" },
+            ),
             ("tt-backward", "gpu"),
+        ];
+        if self.pool.is_some() {
+            p.push(("tt-write", "nmp"));
+        }
+        p.extend([
             ("gather-reduce", "gpu"),
             ("expand-coalesce", "gpu"),
             ("scatter", "gpu"),
-        ])
+        ]);
+        crate::embedding::places(&p)
     }
 
     fn forward(&mut self, batch: &Batch, ctx: &mut StepCtx) -> Result<Vec<Vec<f32>>, DlrmError> {
@@ -243,20 +534,24 @@ impl EmbeddingStrategy for Eltt {
                 .filter(|(x, _)| matches!(x, Table::Tt(..)))
                 .map(|(_, tb)| tb.num_lookups() as u64)
                 .sum::<u64>();
-            ctx.timeline.push(
-                "tt-gather-reduce",
-                if self.options.reuse {
-                    "gpu (prefix products once per batch, then a product per lookup)"
-                } else {
-                    "gpu (every lookup's products, no reuse)"
-                },
-                Stage::ForwardEmbedding,
-                MAIN,
-                Resource::Gpu,
-                Source::Modelled,
-                self.tt_ns(&cost),
-                cost.traffic.total_bytes(),
-            );
+            if self.pool.is_some() {
+                self.pool_forward(batch, ctx)?;
+            } else {
+                ctx.timeline.push(
+                    "tt-gather-reduce",
+                    if self.options.reuse {
+                        "gpu (prefix products once per batch, then a product per lookup)"
+                    } else {
+                        "gpu (every lookup's products, no reuse)"
+                    },
+                    Stage::ForwardEmbedding,
+                    MAIN,
+                    Resource::Gpu,
+                    Source::Modelled,
+                    self.tt_ns(&cost),
+                    cost.traffic.total_bytes(),
+                );
+            }
         }
         if !self.dense_ids.is_empty() {
             let part = self.dense_part(batch);
@@ -307,6 +602,9 @@ impl EmbeddingStrategy for Eltt {
                 self.tt_ns(&cost),
                 cost.traffic.total_bytes(),
             );
+            if self.pool.is_some() {
+                self.pool_write(batch, ctx)?;
+            }
         }
         if !self.dense_ids.is_empty() {
             let part = match self.dense_batch.take() {
@@ -360,7 +658,25 @@ impl EmbeddingStrategy for Eltt {
         let (stored, dense) = self.bytes();
         let c = &self.counts;
         let b = c.batches.max(1) as f64;
-        vec![
+        let mut pool = Vec::new();
+        if let Some(p) = &self.pool {
+            let q = &p.counts;
+            let f = q.forwards.max(1) as f64;
+            pool = vec![
+                ("tt_pool_forward_ms".into(), q.forward_ns / f / 1e6),
+                ("tt_pool_write_ms".into(), q.write_ns / f / 1e6),
+                (
+                    "tt_pool_compute_bound_share".into(),
+                    q.compute_bound as f64 / (q.forwards - q.unbounded).max(1) as f64,
+                ),
+                (
+                    "tt_pool_partial_sum_mb".into(),
+                    q.out_bytes as f64 / f / 1e6,
+                ),
+                ("tt_pool_write_mb".into(), q.write_bytes as f64 / f / 1e6),
+            ];
+        }
+        let mut v: Vec<(String, f64)> = vec![
             ("tt_tables".into(), self.tt_shapes().len() as f64),
             ("embedding_bytes".into(), stored as f64),
             ("dense_embedding_bytes".into(), dense as f64),
@@ -377,10 +693,49 @@ impl EmbeddingStrategy for Eltt {
                 "tt_backward_gflop_per_batch".into(),
                 c.backward_flops as f64 / b / 1e9,
             ),
-        ]
+        ];
+        v.extend(pool);
+        v
     }
 
     fn notes(&self) -> Vec<(String, String)> {
+        let mut v = self.tt_notes();
+        if let Some(p) = &self.pool {
+            let q = &p.counts;
+            let f = q.forwards.max(1) as f64;
+            let (alu, ranks) = lock(&p.timer)
+                .map(|t| {
+                    (
+                        format!("{} lanes at {} GHz", t.setup.alu_lanes, t.setup.alu_ghz),
+                        t.setup.ranks,
+                    )
+                })
+                .unwrap_or_default();
+            v.push((
+                "tt lookups on the pool".into(),
+                format!(
+                    "every rank a copy of the cores; {} of {} forwards compute-bound (the slowest rank's vector ALU, {alu}, outlasted its DRAM){}; {:.3} ms a forward on the pool, {:.3} MB of partial sums to the GPU; {:.3} ms to write the updated core slices into the {} ranks' copies ({:.3} MB in all)",
+                    q.compute_bound,
+                    q.forwards - q.unbounded,
+                    if q.unbounded > 0 {
+                        format!(", {} timed at a fixed bandwidth", q.unbounded)
+                    } else {
+                        String::new()
+                    },
+                    q.forward_ns / f / 1e6,
+                    q.out_bytes as f64 / f / 1e6,
+                    q.write_ns / f / 1e6,
+                    ranks,
+                    q.write_bytes as f64 / f / 1e6,
+                ),
+            ));
+        }
+        v
+    }
+}
+
+impl Eltt {
+    fn tt_notes(&self) -> Vec<(String, String)> {
         let (stored, dense) = self.bytes();
         let c = &self.counts;
         let b = c.batches.max(1) as f64;
@@ -534,6 +889,23 @@ impl crate::trainer::DataSource for Reordered {
     }
 }
 
+/// What bounded a pool timing, in words.
+fn bound_text(pt: &PoolTime) -> &'static str {
+    match (pt.compute_bound, pt.source) {
+        (None, _) => "bound not simulated: a fixed bandwidth",
+        (Some(true), Source::SimulatedProxy) => "compute-bound in the simulated batches",
+        (Some(false), Source::SimulatedProxy) => "memory-bound in the simulated batches",
+        (Some(true), _) => "compute-bound: the vector ALU is the limit",
+        (Some(false), _) => "memory-bound",
+    }
+}
+
+fn lock(timer: &Mutex<PoolTimer>) -> Result<std::sync::MutexGuard<'_, PoolTimer>, DlrmError> {
+    timer.lock().map_err(|_| {
+        DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
+    })
+}
+
 /// The factory of `eltt`.
 pub(crate) fn build(
     ctx: &crate::strategy::BuildCtx,
@@ -543,4 +915,16 @@ pub(crate) fn build(
         ctx.eltt,
         ctx.env.gpu.clone(),
     )?))
+}
+
+/// The factory of `eltt-nmp`.
+pub(crate) fn build_nmp(
+    ctx: &crate::strategy::BuildCtx,
+) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
+    let timer = ctx.env.pool.clone().ok_or_else(|| {
+        DlrmError::Config("eltt-nmp needs the run's NMP pool, and none was set up".into())
+    })?;
+    Ok(Box::new(
+        Eltt::new(ctx.config, ctx.eltt, ctx.env.gpu.clone())?.on_pool(timer)?,
+    ))
 }

@@ -108,6 +108,20 @@ pub struct NmpSetup {
     pub sim_batches: SimBatches,
     /// Skip simulation: every NMP primitive runs at this effective bandwidth.
     pub fixed_bandwidth_gbps: Option<f64>,
+    /// f32 lanes of each core's vector ALU (`nmpsim_nmp::CoreParams`).
+    #[serde(default = "default_alu_lanes")]
+    pub alu_lanes: u32,
+    /// The ALU's clock, GHz.
+    #[serde(default = "default_alu_ghz")]
+    pub alu_ghz: f64,
+}
+
+fn default_alu_lanes() -> u32 {
+    CoreParams::default().alu_lanes
+}
+
+fn default_alu_ghz() -> f64 {
+    CoreParams::default().alu_clock_ghz
 }
 
 impl Default for NmpSetup {
@@ -126,6 +140,8 @@ impl Default for NmpSetup {
             link_latency_us: 1.0,
             sim_batches: SimBatches::All,
             fixed_bandwidth_gbps: None,
+            alu_lanes: default_alu_lanes(),
+            alu_ghz: default_alu_ghz(),
         }
     }
 }
@@ -138,6 +154,15 @@ impl NmpSetup {
         }
         if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
             return bad("NMP link bandwidth must be a positive number of GB/s");
+        }
+        if self.alu_lanes == 0 {
+            return bad("--alu-lanes 0: each NMP core's vector ALU needs at least 1 lane");
+        }
+        if !(self.alu_ghz >= nmpsim_nmp::MIN_RATE && self.alu_ghz.is_finite()) {
+            return bad(&format!(
+                "--alu-ghz {}: the NMP cores' ALU clock must be a positive number of GHz",
+                self.alu_ghz
+            ));
         }
         match self.fixed_bandwidth_gbps {
             Some(b) if !(b > 0.0 && b.is_finite()) => {
@@ -185,6 +210,11 @@ pub struct PoolTime {
     /// proxy, the simulated batches' energy per byte times this batch's
     /// bytes. `None` for a fixed bandwidth, which models no energy.
     pub energy_pj: Option<f64>,
+    /// Whether the slowest rank's vector ALU bounded the batch rather than
+    /// its DRAM or its link (`nmpsim_nmp::BatchReport::bound`); for a proxy,
+    /// whether most simulated batches were so bound. `None` for a fixed
+    /// bandwidth.
+    pub compute_bound: Option<bool>,
 }
 
 /// The calibration of one primitive: bytes and simulated time summed over
@@ -202,6 +232,9 @@ pub struct Calibration {
     /// The pool's energy over the simulated batches, pJ.
     #[serde(default)]
     pub energy_pj: f64,
+    /// Simulated batches whose slowest rank's ALU bounded them.
+    #[serde(default)]
+    pub alu_bound_batches: u64,
 }
 
 impl Calibration {
@@ -216,8 +249,9 @@ impl Calibration {
 }
 
 /// What a simulated batch gave: primitive bytes, compute ns, DRAM bytes,
-/// the link-out tail bytes and the pool's energy (pJ).
-type Simulated = (u64, f64, u64, u64, f64);
+/// the link-out tail bytes, the pool's energy (pJ), and whether its ALU
+/// bounded it.
+type Simulated = (u64, f64, u64, u64, f64, bool);
 
 /// Times NMP primitives for one model on one pool.
 pub struct PoolTimer {
@@ -233,6 +267,9 @@ pub struct PoolTimer {
     cache: HashMap<(String, u64, u64), Simulated>,
     /// Host seconds spent simulating.
     pub sim_wall_s: f64,
+    /// The TT tables in the same ranks, after the rows
+    /// ([`PoolTimer::set_tt_tables`]).
+    tt: Option<nmpsim_nmp::TtPool>,
 }
 
 impl PoolTimer {
@@ -268,7 +305,11 @@ impl PoolTimer {
         let params = PoolParams {
             engine: setup.engine,
             dram,
-            core: CoreParams::default(),
+            core: CoreParams {
+                alu_lanes: setup.alu_lanes,
+                alu_clock_ghz: setup.alu_ghz,
+                ..CoreParams::default()
+            },
             link: LinkParams {
                 bandwidth_gbps: setup.link_gbps,
                 ..LinkParams::default()
@@ -286,7 +327,58 @@ impl PoolTimer {
             timed: Default::default(),
             cache: HashMap::new(),
             sim_wall_s: 0.0,
+            tt: None,
         })
+    }
+
+    /// Puts TT tables of `shapes` in the pool, every rank a copy of their
+    /// cores after the rows it holds (`eltt-nmp`'s tables). Setting the
+    /// same shapes again keeps the pool; other shapes replace it.
+    pub fn set_tt_tables(
+        &mut self,
+        shapes: &[nmpsim_kernels::tt::TtShape],
+    ) -> Result<(), DlrmError> {
+        if self.tt.as_ref().is_some_and(|p| p.shapes() == shapes) {
+            return Ok(());
+        }
+        let start = self
+            .pool
+            .layout()
+            .used_bytes
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        self.tt = Some(nmpsim_nmp::TtPool::new(
+            self.setup.ranks,
+            self.params.dram.capacity_bytes(),
+            start,
+            shapes,
+        )?);
+        Ok(())
+    }
+
+    /// The TT tables' pool, once set.
+    pub fn tt_pool(&self) -> Option<&nmpsim_nmp::TtPool> {
+        self.tt.as_ref()
+    }
+
+    /// [`PoolTimer::time`] for TT instructions, on the TT tables
+    /// ([`PoolTimer::set_tt_tables`]).
+    pub fn time_tt(
+        &mut self,
+        primitive: &str,
+        iteration: u64,
+        fingerprint: u64,
+        bytes: u64,
+        instrs: impl FnOnce() -> Vec<Instruction>,
+    ) -> Result<PoolTime, DlrmError> {
+        if self.tt.is_none() {
+            return Err(DlrmError::Config(format!(
+                "`{primitive}`: the NMP pool holds no TT tables"
+            )));
+        }
+        self.time_on(true, primitive, iteration, fingerprint, bytes, instrs)
     }
 
     /// Starts a run (one mode's training) on this timer: forgets which
@@ -320,6 +412,18 @@ impl PoolTimer {
         bytes: u64,
         instrs: impl FnOnce() -> Vec<Instruction>,
     ) -> Result<PoolTime, DlrmError> {
+        self.time_on(false, primitive, iteration, fingerprint, bytes, instrs)
+    }
+
+    fn time_on(
+        &mut self,
+        tt: bool,
+        primitive: &str,
+        iteration: u64,
+        fingerprint: u64,
+        bytes: u64,
+        instrs: impl FnOnce() -> Vec<Instruction>,
+    ) -> Result<PoolTime, DlrmError> {
         if !self.timed.contains(primitive) {
             self.timed.insert(primitive.to_string());
         }
@@ -329,15 +433,19 @@ impl PoolTimer {
                 source: Source::Modelled,
                 link_out_tail_bytes: None,
                 energy_pj: None,
+                compute_bound: None,
             });
         }
         if self.setup.sim_batches.simulates(iteration) {
             let key = (primitive.to_string(), iteration, fingerprint);
-            let (b, ns, dram, tail, pj) = match self.cache.get(&key) {
+            let (b, ns, dram, tail, pj, alu) = match self.cache.get(&key) {
                 Some(&v) => v,
                 None => {
                     let started = Instant::now();
-                    let report = run_batch(&mut self.pool, &instrs(), &self.params)?;
+                    let report = match (tt, self.tt.as_mut()) {
+                        (true, Some(p)) => nmpsim_nmp::run_tt_batch(p, &instrs(), &self.params)?,
+                        _ => run_batch(&mut self.pool, &instrs(), &self.params)?,
+                    };
                     let el = started.elapsed();
                     self.sim_wall_s += el.as_secs_f64();
                     SIM_WALL_NS.fetch_add(el.as_nanos() as u64, Ordering::Relaxed);
@@ -347,6 +455,7 @@ impl PoolTimer {
                         report.dram_read_bytes + report.dram_write_bytes,
                         report.link_out_tail_bytes,
                         report.energy.total_pj,
+                        report.bound() == "compute",
                     );
                     self.cache.insert(key, v);
                     v
@@ -359,11 +468,13 @@ impl PoolTimer {
             c.dram_bytes += dram;
             c.link_out_tail_bytes += tail;
             c.energy_pj += pj;
+            c.alu_bound_batches += u64::from(alu);
             return Ok(PoolTime {
                 time_ns: ns,
                 source: Source::Simulated,
                 link_out_tail_bytes: Some(tail),
                 energy_pj: Some(pj),
+                compute_bound: Some(alu),
             });
         }
         let cal = self.calibration.get(primitive);
@@ -378,11 +489,13 @@ impl PoolTimer {
         // (The simulated batches' mean tail: at most a buffer per rank.)
         let tail = cal.map_or(0, |c| c.link_out_tail_bytes / c.batches.max(1));
         let pj_per_byte = cal.map_or(0.0, |c| c.energy_pj / c.bytes.max(1) as f64);
+        let alu = cal.is_some_and(|c| 2 * c.alu_bound_batches > c.batches);
         Ok(PoolTime {
             time_ns: bytes as f64 / bw,
             source: Source::SimulatedProxy,
             link_out_tail_bytes: Some(tail),
             energy_pj: Some(pj_per_byte * bytes as f64),
+            compute_bound: Some(alu),
         })
     }
 }

@@ -224,6 +224,14 @@ pub static REGISTRY: &[StrategyEntry] = &[
         uses_hot: false,
         build: crate::eltt::build,
     },
+    StrategyEntry {
+        name: "eltt-nmp",
+        family: "elrec",
+        about: "EL-Rec's TT tables with their lookups on the NMP pool: every rank a copy of the cores, the products on its vector ALU; the backward on the GPU, the updated core slices written back",
+        uses_nmp: true,
+        uses_hot: false,
+        build: crate::eltt::build_nmp,
+    },
 ];
 
 /// Every registered strategy, in report order.

@@ -486,6 +486,112 @@ fn cdlrm_coherent_trains_baseline_cpus_numbers_and_async_counts_stale_rows() {
     }
 }
 
+/// eltt-nmp trains eltt's numbers (every loss, SGD and Adagrad), with its
+/// TT lookups and the write-back of the updated core slices simulated on
+/// the pool, and says what bounded the pool: with one ALU lane its products
+/// do.
+#[test]
+fn eltt_nmp_trains_eltts_numbers_with_the_tt_lookups_on_the_pool() {
+    for optimizer in [
+        nmpsim_kernels::OptimizerKind::Sgd,
+        nmpsim_kernels::OptimizerKind::Adagrad,
+    ] {
+        let mut bounds = Vec::new();
+        for lanes in [16, 1] {
+            let (mut data, mut cfg) = tiny8(32);
+            cfg.iters = 8;
+            cfg.embedding_optimizer = optimizer.with_lr(0.1);
+            let shapes: Vec<(u64, usize)> = cfg
+                .model
+                .table_rows
+                .iter()
+                .map(|&r| (r, cfg.model.dim))
+                .collect();
+            let pool = nmpsim_dlrm::pooltime::PoolTimer::new(
+                nmpsim_dlrm::pooltime::NmpSetup {
+                    ranks: 4,
+                    alu_lanes: lanes,
+                    sim_batches: nmpsim_dlrm::pooltime::SimBatches::First(3),
+                    ..Default::default()
+                },
+                &shapes,
+                cfg.batch,
+                64,
+                &cfg.embedding_optimizer,
+            )
+            .unwrap();
+            let d = Dir::new("eltt-nmp");
+            let mut run = run_of("eltt,eltt-nmp", cfg);
+            run.pool = Some(std::sync::Arc::new(std::sync::Mutex::new(pool)));
+            run.eltt = nmpsim_dlrm::eltt::ElttOptions {
+                rank: 3,
+                threshold: 20,
+                reuse: true,
+                reorder_batches: 0,
+            };
+            let mut files = RecordFiles::create(&d.0).unwrap();
+            let out = run::train_modes(&run, &mut files, &mut Silent, &mut data).unwrap();
+            assert!(out.failure.is_none(), "{:?}", out.failure.map(|f| f.error));
+            let it = csv_rows(&d.0.join(run::ITERATIONS_CSV));
+            let loss = |mode: &str| -> Vec<String> {
+                it.iter()
+                    .filter(|r| &r[0] == mode)
+                    .map(|r| r[3].to_string())
+                    .collect()
+            };
+            assert_eq!(loss("eltt").len(), 8);
+            assert_eq!(loss("eltt"), loss("eltt-nmp"), "{optimizer:?}");
+            let (e, n) = (&out.summaries[0], &out.summaries[1]);
+            assert_eq!(n.mode, "eltt-nmp");
+            assert_eq!(
+                e.final_eval.as_ref().map(|x| x.loss),
+                n.final_eval.as_ref().map(|x| x.loss)
+            );
+            let tl = csv_rows(&d.0.join(run::TIMELINE_CSV));
+            for p in ["tt-gather-reduce", "tt-write"] {
+                for src in ["simulated", "simulated-proxy"] {
+                    assert!(
+                        tl.iter().any(|r| &r[0] == "eltt-nmp"
+                            && &r[4] == p
+                            && &r[6] == "nmp"
+                            && &r[7] == src),
+                        "no {src} {p} on the pool"
+                    );
+                }
+            }
+            // The backward stays on the GPU, modelled; no TT lookup there.
+            assert!(
+                tl.iter()
+                    .any(|r| &r[0] == "eltt-nmp" && &r[4] == "tt-backward" && &r[6] == "gpu")
+            );
+            assert!(
+                !tl.iter()
+                    .any(|r| &r[0] == "eltt-nmp" && &r[4] == "tt-gather-reduce" && &r[6] == "gpu")
+            );
+            let f = &n.figures;
+            assert!(
+                f["tt_pool_forward_ms"] > 0.0 && f["tt_pool_write_mb"] > 0.0,
+                "{f:?}"
+            );
+            assert!(!e.figures.contains_key("tt_pool_forward_ms"));
+            bounds.push(f["tt_pool_compute_bound_share"]);
+            let note = &n
+                .notes
+                .iter()
+                .find(|x| x.0 == "tt lookups on the pool")
+                .unwrap()
+                .1;
+            assert!(
+                note.contains(&format!("{lanes} lanes at 1.6 GHz")),
+                "{note}"
+            );
+        }
+        // Rank 3 at dim 8: a lookup's products are a few multiply-adds per
+        // byte, so one lane bounds every forward and sixteen none.
+        assert_eq!(bounds, vec![0.0, 1.0], "{optimizer:?}");
+    }
+}
+
 /// The tiny model at dim 8 (a TT split, 2 x 2 x 2) on its planted teacher.
 fn tiny8(batch: usize) -> (Synthetic, TrainConfig) {
     let p = preset(

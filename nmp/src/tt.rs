@@ -167,6 +167,50 @@ impl TtPool {
         (self.shapes[t].prefix(row) % self.ranks as u64) as u32
     }
 
+    /// Bytes every rank together sends for a tt-gather-reduce of `indices`
+    /// (CSR `offsets`) on table `t`: one partial sum of `dim` values and its
+    /// bag id per rank and bag it touched (what the ranks' [`RankWork`]
+    /// `link_out_bytes` add up to).
+    pub fn gather_reduce_link_out_bytes(&self, t: usize, offsets: &[u32], indices: &[u32]) -> u64 {
+        let s = &self.shapes[t];
+        let bags = offsets.len().saturating_sub(1) as u64;
+        let mut pairs: Vec<u64> = Vec::with_capacity(indices.len());
+        for (b, w) in offsets.windows(2).enumerate() {
+            for &r in &indices[w[0] as usize..w[1] as usize] {
+                pairs.push(self.rank_of(t, r) as u64 * bags + b as u64);
+            }
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs.len() as u64 * (s.dim as u64 * 4 + BAG_ID_BYTES)
+    }
+
+    /// Bytes all ranks together read for a tt-gather-reduce of `indices` on
+    /// table `t` (64 B lines of core slices, what its requests add up to):
+    /// with reuse each distinct prefix's two slices once (every prefix is on
+    /// one rank), without it every lookup's; every lookup's last slice.
+    pub fn gather_reduce_read_bytes(&self, t: usize, reuse: bool, indices: &[u32]) -> u64 {
+        let s = &self.shapes[t];
+        let lines = |k: usize| (s.slice_len(k) as u64 * 4).div_ceil(SLICE_BYTES) * SLICE_BYTES;
+        let n = indices.len() as u64;
+        let products = if reuse {
+            let mut p: Vec<u64> = indices.iter().map(|&r| s.prefix(r)).collect();
+            p.sort_unstable();
+            p.dedup();
+            p.len() as u64
+        } else {
+            n
+        };
+        products * (lines(0) + lines(1)) + n * lines(2)
+    }
+
+    /// Bytes all ranks together write for a tt-write of `slices` slices
+    /// of core `k` of table `t`: every rank's copy.
+    pub fn write_bytes(&self, t: usize, k: usize, slices: usize) -> u64 {
+        let per = (self.shapes[t].slice_len(k) as u64 * 4).div_ceil(SLICE_BYTES) * SLICE_BYTES;
+        self.ranks as u64 * slices as u64 * per
+    }
+
     /// Checks an instruction against the tables.
     pub fn validate(&self, instr: &Instruction) -> Result<(), NmpError> {
         let op = instr.op();

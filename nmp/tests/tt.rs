@@ -125,6 +125,7 @@ fn requests_and_multiply_adds_follow_the_formulas() {
         let w = p.work(&lookup(&tb, Pooling::Sum, reuse)).unwrap();
         let reqs: u64 = w.iter().map(|w| w.requests.len() as u64).sum();
         assert_eq!(reqs, products * (lines(0) + lines(1)) + n * lines(2));
+        assert_eq!(p.gather_reduce_read_bytes(0, reuse, &tb.indices), 64 * reqs);
         let macs: u64 = w.iter().map(|w| w.alu_macs).sum();
         assert_eq!(
             macs,
@@ -152,6 +153,11 @@ fn requests_and_multiply_adds_follow_the_formulas() {
             "rank {k}"
         );
     }
+    let all: u64 = w.iter().map(|w| w.link_out_bytes).sum();
+    assert_eq!(
+        p.gather_reduce_link_out_bytes(0, &tb.offsets, &tb.indices),
+        all
+    );
 }
 
 #[test]
@@ -170,6 +176,7 @@ fn a_write_changes_every_copy_and_the_lookups_after_it() {
     };
     let w = p.work(&write).unwrap();
     let lines = (n as u64 * 4).div_ceil(64);
+    assert_eq!(p.write_bytes(0, 1, 2), 4 * 2 * lines * 64);
     for wk in &w {
         assert_eq!(wk.requests.len() as u64, 2 * lines);
         assert!(wk.requests.iter().all(|op| op.access.is_write()));

@@ -780,6 +780,7 @@ mod tests {
             mean_busy_fraction: 1.0,
             load_imbalance: imbalance,
             energy: Default::default(),
+            alu_bound_ranks: 0,
             per_rank: Vec::new(),
             dram_requests: 0,
             wall_s: 0.0,

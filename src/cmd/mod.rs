@@ -196,6 +196,12 @@ pub struct PoolArgs {
     /// Bandwidth of the link between the host and the pool, GB/s.
     #[arg(long, default_value_t = 25.0)]
     pub link_gbps: f64,
+    /// f32 lanes of each NMP core's vector ALU (one add or multiply-add per lane and cycle).
+    #[arg(long, default_value_t = 16, value_parser = crate::cmd::positive_arg::<u32>)]
+    pub alu_lanes: u32,
+    /// Clock of each NMP core's vector ALU, GHz.
+    #[arg(long, default_value_t = 1.6)]
+    pub alu_ghz: f64,
 }
 
 /// `--ranks`: 1 to 65536 NMP ranks.

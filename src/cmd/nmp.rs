@@ -260,6 +260,8 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
         dram: dram.clone(),
         core: CoreParams {
             request_queue: a.queue,
+            alu_lanes: a.pool.alu_lanes,
+            alu_clock_ghz: a.pool.alu_ghz,
             ..core
         },
         link: LinkParams {

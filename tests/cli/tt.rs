@@ -88,3 +88,55 @@ fn tt_bench_times_the_forward_with_and_without_reuse_and_labels_each_time() {
     let e = fails(&t.0, &words("tt --rows 100000 --reorder"));
     assert!(e.contains("--bench"), "{e}");
 }
+
+#[test]
+fn train_elrec_runs_eltt_and_eltt_nmp_on_the_same_numbers_and_says_what_bound_the_pool() {
+    let t = TempDir::new("train-elrec");
+    let o = succeeds(
+        &t.0,
+        &words(
+            "train --model tiny --dim 8 --mode elrec --iters 6 --batch 16 --tt-rank 3 \
+             --tt-threshold 20 --ranks 4 --alu-lanes 1 --sim-batches 2 --print-freq 6 --out run",
+        ),
+    );
+    let s = text(&o);
+    let testing = |mode: &str| {
+        s.lines()
+            .find(|l| l.starts_with(&format!("[{mode}] Testing at - 6/6")))
+            .unwrap_or_else(|| panic!("no test line of {mode} in\n{s}"))
+            .split_once(", loss ")
+            .unwrap()
+            .1
+            .to_string()
+    };
+    assert_eq!(testing("eltt"), testing("eltt-nmp"), "{s}");
+    let log = read(&t.0.join("run/train.log"));
+    assert!(
+        log.contains("eltt-nmp: tt lookups on the pool: every rank a copy of the cores; 6 of 6 forwards compute-bound (the slowest rank's vector ALU, 1 lanes at 1.6 GHz"),
+        "{log}"
+    );
+    let tl = read(&t.0.join("run/timeline.csv"));
+    for (p, src) in [
+        ("tt-gather-reduce", ",simulated,"),
+        ("tt-gather-reduce", ",simulated-proxy,"),
+        ("tt-write", ",simulated,"),
+    ] {
+        assert!(
+            tl.lines().any(|l| l.starts_with("eltt-nmp,")
+                && l.contains(&format!(",{p},"))
+                && l.contains(src)),
+            "no {src} {p} in\n{tl}"
+        );
+    }
+    assert!(
+        tl.lines().any(|l| l.starts_with("eltt-nmp,")
+            && l.contains("compute-bound: the vector ALU is the limit")),
+        "{tl}"
+    );
+    // A bad ALU is refused by its flag.
+    let e = fails(
+        &t.0,
+        &words("train --model tiny --mode eltt-nmp --alu-lanes 0"),
+    );
+    assert!(e.contains("--alu-lanes"), "{e}");
+}

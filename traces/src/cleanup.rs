@@ -76,6 +76,21 @@ pub fn make<T>(path: &Path, what: Leftover, make: impl FnOnce() -> T) -> (T, Reg
     (made, Registered(id))
 }
 
+/// Removes directory `path` and what is in it, again while it is still
+/// there: an engine still running (the process is ending under it) may
+/// create a file in it after `remove_dir_all` has listed it, and then the
+/// directory cannot go; the next attempt takes the new file. Up to 50
+/// attempts 2 ms apart.
+fn remove_dir_settled(path: &Path) {
+    for _ in 0..50 {
+        let _ = fs::remove_dir_all(path);
+        if fs::symlink_metadata(path).is_err() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Removes everything registered, for a process about to end: the registry
 /// stays locked, so nothing registered later is left unremoved unnoticed (a
 /// thread registering from now on waits for the end). Returns how many
@@ -84,9 +99,7 @@ pub fn remove_all() -> usize {
     let live = live();
     for (_, path, what) in live.iter() {
         match what {
-            Leftover::Dir => {
-                let _ = fs::remove_dir_all(path);
-            }
+            Leftover::Dir => remove_dir_settled(path),
             Leftover::CommandTraces => {
                 if let Ok(rd) = fs::read_dir(path) {
                     for e in rd.flatten() {
@@ -105,4 +118,38 @@ pub fn remove_all() -> usize {
     // Never unlocked (see above).
     std::mem::forget(live);
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer still making files in the directory while it is removed:
+    /// the directory goes all the same once the writer stops.
+    #[test]
+    fn a_directory_written_into_while_it_is_removed_still_goes() {
+        let dir = std::env::temp_dir().join(format!("nmpsim-cleanup-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let d = dir.clone();
+        // A tight loop of new files for 10 ms: one removal pass alone would
+        // almost surely meet a file made after it listed the directory.
+        let writer = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let mut i = 0u64;
+            while started.elapsed() < std::time::Duration::from_millis(10) {
+                let _ = fs::write(d.join(format!("f{i}")), b"x");
+                i += 1;
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        remove_dir_settled(&dir);
+        writer.join().unwrap();
+        // (Once gone the directory stays gone: a file cannot be written
+        // into a directory that is not there.)
+        assert!(
+            fs::symlink_metadata(&dir).is_err(),
+            "{} is left",
+            dir.display()
+        );
+    }
 }

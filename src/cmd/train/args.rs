@@ -32,6 +32,7 @@ use serde::Serialize;
   nmpsim train --model criteo-kaggle --mode fae-nmp --iters 50 --fae-schedule fixed --fae-rate 10
   nmpsim train --model rm1 --rows 100000 --batch 256 --mode baseline-cpu,cdlrm,cdlrm-nmp --lookahead 5 --iters 20
   nmpsim train --model criteo-kaggle --mode baseline-cpu,eltt --tt-rank 64 --iters 200
+  nmpsim train --model criteo-kaggle --mode eltt,eltt-nmp --iters 6 --sim-batches 2 --alu-lanes 4
 
 Times: every primitive of the modelled system is labelled measured (CPU
 kernels on this machine; with --device cuda also the dense path and casting,
@@ -256,13 +257,15 @@ pub(crate) const ELTT_FLAGS: [&str; 4] = [
     "--tt-reorder",
 ];
 
-pub(crate) const NMP_FLAGS: [&str; 8] = [
+pub(crate) const NMP_FLAGS: [&str; 10] = [
     "--ranks",
     "--preset",
     "--placement",
     "--mapping",
     "--engine",
     "--link-gbps",
+    "--alu-lanes",
+    "--alu-ghz",
     "--sim-batches",
     "--nmp-bandwidth",
 ];

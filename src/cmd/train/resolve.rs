@@ -237,6 +237,8 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
         link_latency_us: 1.0,
         sim_batches: a.sim_batches,
         fixed_bandwidth_gbps: a.nmp_bandwidth,
+        alu_lanes: a.pool.alu_lanes,
+        alu_ghz: a.pool.alu_ghz,
     };
     // The same checks as `NmpSetup::validate`, naming the flags.
     // (`--ranks 0` is refused as the flag is read: `ranks_arg`.)
