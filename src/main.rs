@@ -35,6 +35,9 @@ enum Command {
     Kernels(cmd::kernels::KernelsCommand),
     /// What this machine offers the GPU paths: CUDA libraries, device 0, the CUDA sources compiled.
     Gpu(cmd::gpu::GpuArgs),
+    /// Modelled host CPUs: presets, host files, the model's time of a CPU primitive.
+    #[command(subcommand)]
+    Host(cmd::host::HostCommand),
     /// DDR4 DRAM engines (DRAMsim3, Ramulator, native): streams, address and embedding traces.
     Dram(cmd::dram::DramCommand),
     /// The NMP pool: embedding primitives on per-rank NMP cores over simulated DDR4 ranks.
@@ -134,6 +137,7 @@ fn main() -> std::process::ExitCode {
         Command::Trace(c) => cmd::trace::run(c),
         Command::Kernels(c) => cmd::kernels::run(c),
         Command::Gpu(a) => cmd::gpu::run(a),
+        Command::Host(c) => cmd::host::run(c),
         Command::Dram(c) => cmd::dram::run(c),
         Command::Nmp(c) => cmd::nmp::run(c),
         Command::Scars(c) => cmd::scars::run(c),

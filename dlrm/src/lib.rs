@@ -27,6 +27,7 @@ pub mod embedding;
 pub mod emulate;
 pub mod error;
 pub mod gpu;
+pub mod host;
 pub mod hot;
 pub mod interaction;
 pub mod loss;

@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod dram;
 pub mod gpu;
+pub mod host;
 pub mod kernels;
 mod memory;
 pub mod nmp;

@@ -10,6 +10,7 @@ mod demo;
 mod dram;
 mod gpu;
 mod help;
+mod host;
 mod kernels;
 mod kernels_cuda;
 mod nmp;
