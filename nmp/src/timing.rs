@@ -361,16 +361,32 @@ pub fn run_batch_within(
             ));
         }
     }
-    let mut ops = Vec::with_capacity(batch.len());
-    for instr in batch {
-        let works = pool.work(instr)?;
-        pool.execute(instr)?;
-        link_in_bytes += encoded_len(instr);
-        add_works(&mut per_rank, works);
-        ops.push(instr.op().to_string());
-    }
+    let ops = run_each(batch, &mut per_rank, &mut link_in_bytes, |i| {
+        let works = pool.work(i)?;
+        pool.execute(i)?;
+        Ok(works)
+    })?;
     let placement = pool.layout().placement;
     time_works(per_rank, link_in_bytes, ops, placement, params, started)
+}
+
+/// Runs each instruction of `batch` (`run` returns its rank works), adding
+/// the works to `per_rank` and the encoded bytes to `link_in_bytes`;
+/// returns the mnemonics.
+fn run_each(
+    batch: &[Instruction],
+    per_rank: &mut [RankWork],
+    link_in_bytes: &mut u64,
+    mut run: impl FnMut(&Instruction) -> Result<Vec<RankWork>, NmpError>,
+) -> Result<Vec<String>, NmpError> {
+    let mut ops = Vec::with_capacity(batch.len());
+    for instr in batch {
+        let works = run(instr)?;
+        *link_in_bytes += encoded_len(instr);
+        add_works(per_rank, works);
+        ops.push(instr.op().to_string());
+    }
+    Ok(ops)
 }
 
 /// Adds one instruction's rank works to the batch's.
@@ -404,14 +420,11 @@ pub fn run_tt_batch(
     let ranks = pool.ranks() as usize;
     let mut per_rank: Vec<RankWork> = vec![RankWork::default(); ranks];
     let mut link_in_bytes = 0u64;
-    let mut ops = Vec::with_capacity(batch.len());
-    for instr in batch {
-        let works = pool.work(instr)?;
-        pool.execute(instr)?;
-        link_in_bytes += encoded_len(instr);
-        add_works(&mut per_rank, works);
-        ops.push(instr.op().to_string());
-    }
+    let ops = run_each(batch, &mut per_rank, &mut link_in_bytes, |i| {
+        let works = pool.work(i)?;
+        pool.execute(i)?;
+        Ok(works)
+    })?;
     time_works(
         per_rank,
         link_in_bytes,
