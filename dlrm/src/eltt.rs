@@ -34,7 +34,7 @@ use crate::DlrmError;
 use crate::embedding::{EmbeddingStrategy, StepCtx};
 use crate::gpu::GpuPreset;
 use crate::hot::gpu_step::{self, Scratch};
-use crate::pooltime::{PoolTime, PoolTimer};
+use crate::pooltime::{PoolTime, PoolTimer, array_bytes, fingerprint, lock};
 use crate::timeline::{MAIN, Resource, Source, Stage};
 
 /// EL-Rec's choices for a run.
@@ -103,25 +103,6 @@ pub struct PoolCounts {
     /// Partial sums sent to the GPU, and core slices written back.
     pub out_bytes: u64,
     pub write_bytes: u64,
-}
-
-/// FNV-1a over the lookups: which batch a timing was for.
-fn fingerprint<'a>(tbs: impl Iterator<Item = &'a TableBatch>) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |x: u64| {
-        h ^= x;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    for tb in tbs {
-        eat(tb.indices.len() as u64);
-        tb.indices.iter().for_each(|&i| eat(i as u64));
-    }
-    h
-}
-
-/// Bytes of an encoded u32 or f32 array of `n` elements.
-fn array_bytes(n: usize) -> u64 {
-    4 + 4 * n as u64
 }
 
 /// EL-Rec as an embedding strategy.
@@ -231,7 +212,7 @@ impl Eltt {
                     + array_bytes(tb.indices.len())
             })
             .sum();
-        let fp = fingerprint(tbs.iter().copied());
+        let fp = fingerprint(tbs.iter().map(|tb| &tb.indices[..]));
         let instrs = || {
             tbs.iter()
                 .enumerate()
@@ -261,12 +242,12 @@ impl Eltt {
                 })
                 .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
         };
-        let pt = timer.time_tt("tt-gather-reduce", ctx.iteration, fp, read_bytes, instrs)?;
-        let (in_ns, setup_out) = (timer.setup.link_ns(in_bytes), timer.setup.clone());
-        drop(timer);
+        let pt = timer.time("tt-gather-reduce", ctx.iteration, fp, read_bytes, instrs)?;
         let tail = pt
             .link_out_tail_bytes
             .map_or(out_bytes, |b| b.min(out_bytes));
+        let (in_ns, out_ns) = (timer.setup.link_ns(in_bytes), timer.setup.link_ns(tail));
+        drop(timer);
         ctx.timeline.push(
             "transfer",
             "tt-gather-reduce instructions to pool",
@@ -303,7 +284,7 @@ impl Eltt {
             MAIN,
             Resource::PoolLink,
             Source::Modelled,
-            setup_out.link_ns(tail),
+            out_ns,
             tail,
         );
         let c = &mut p.counts;
@@ -366,7 +347,7 @@ impl Eltt {
         if bytes == 0 {
             return Ok(());
         }
-        let fp = fingerprint(p.tt_ids.iter().map(|&t| &batch.tables[t]));
+        let fp = fingerprint(p.tt_ids.iter().map(|&t| &batch.tables[t].indices[..]));
         let instrs = || {
             let mut out = Vec::new();
             for (j, (t, sl)) in touched.iter().enumerate() {
@@ -386,7 +367,7 @@ impl Eltt {
             }
             out
         };
-        let pt = timer.time_tt("tt-write", ctx.iteration, fp, bytes, instrs)?;
+        let pt = timer.time("tt-write", ctx.iteration, fp, bytes, instrs)?;
         let in_ns = timer.setup.link_ns(in_bytes);
         drop(timer);
         ctx.timeline.push(
@@ -898,12 +879,6 @@ fn bound_text(pt: &PoolTime) -> &'static str {
         (Some(true), _) => "compute-bound: the vector ALU is the limit",
         (Some(false), _) => "memory-bound",
     }
-}
-
-fn lock(timer: &Mutex<PoolTimer>) -> Result<std::sync::MutexGuard<'_, PoolTimer>, DlrmError> {
-    timer.lock().map_err(|_| {
-        DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-    })
 }
 
 /// The factory of `eltt`.

@@ -496,10 +496,7 @@ impl SystemModes {
     /// Runs `f` on the shared pool timer.
     fn with_pool<R>(&self, f: impl FnOnce(&mut PoolTimer) -> R) -> Result<R, DlrmError> {
         let pool = self.env.pool.as_ref().expect("checked in new");
-        let mut p = pool.lock().map_err(|_| {
-            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-        })?;
-        Ok(f(&mut p))
+        Ok(f(&mut *crate::pooltime::lock(pool)?))
     }
 
     /// Times `primitive` on the shared pool timer.

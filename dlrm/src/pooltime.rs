@@ -184,6 +184,37 @@ impl NmpSetup {
     }
 }
 
+/// The run's shared pool timer, or an error if an earlier failure poisoned
+/// it.
+pub fn lock(
+    timer: &std::sync::Mutex<PoolTimer>,
+) -> Result<std::sync::MutexGuard<'_, PoolTimer>, DlrmError> {
+    timer.lock().map_err(|_| {
+        DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
+    })
+}
+
+/// FNV-1a over lists of ids: which rows or lookups a timing was for (the
+/// pool timer's cache key, with the primitive and the iteration).
+pub fn fingerprint<'a>(lists: impl IntoIterator<Item = &'a [u32]>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |x: u64| {
+        h ^= x;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    for l in lists {
+        eat(l.len() as u64);
+        l.iter().for_each(|&x| eat(x as u64));
+    }
+    h
+}
+
+/// Bytes of an encoded u32 or f32 array of `n` elements (its count and its
+/// elements, `docs/nmp-isa.md`).
+pub fn array_bytes(n: usize) -> u64 {
+    4 + 4 * n as u64
+}
+
 static SIM_WALL_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Host seconds spent in cycle-level NMP simulation by this process so far
@@ -363,24 +394,6 @@ impl PoolTimer {
         self.tt.as_ref()
     }
 
-    /// [`PoolTimer::time`] for TT instructions, on the TT tables
-    /// ([`PoolTimer::set_tt_tables`]).
-    pub fn time_tt(
-        &mut self,
-        primitive: &str,
-        iteration: u64,
-        fingerprint: u64,
-        bytes: u64,
-        instrs: impl FnOnce() -> Vec<Instruction>,
-    ) -> Result<PoolTime, DlrmError> {
-        if self.tt.is_none() {
-            return Err(DlrmError::Config(format!(
-                "`{primitive}`: the NMP pool holds no TT tables"
-            )));
-        }
-        self.time_on(true, primitive, iteration, fingerprint, bytes, instrs)
-    }
-
     /// Starts a run (one mode's training) on this timer: forgets which
     /// primitives were timed (the calibration and the cache stay).
     pub fn begin_run(&mut self) {
@@ -412,18 +425,6 @@ impl PoolTimer {
         bytes: u64,
         instrs: impl FnOnce() -> Vec<Instruction>,
     ) -> Result<PoolTime, DlrmError> {
-        self.time_on(false, primitive, iteration, fingerprint, bytes, instrs)
-    }
-
-    fn time_on(
-        &mut self,
-        tt: bool,
-        primitive: &str,
-        iteration: u64,
-        fingerprint: u64,
-        bytes: u64,
-        instrs: impl FnOnce() -> Vec<Instruction>,
-    ) -> Result<PoolTime, DlrmError> {
         if !self.timed.contains(primitive) {
             self.timed.insert(primitive.to_string());
         }
@@ -442,9 +443,18 @@ impl PoolTimer {
                 Some(&v) => v,
                 None => {
                     let started = Instant::now();
-                    let report = match (tt, self.tt.as_mut()) {
-                        (true, Some(p)) => nmpsim_nmp::run_tt_batch(p, &instrs(), &self.params)?,
-                        _ => run_batch(&mut self.pool, &instrs(), &self.params)?,
+                    // (TT instructions go to the TT tables, every other to
+                    // the rows; each pool refuses the other's.)
+                    let batch = instrs();
+                    let report = if batch.first().is_some_and(Instruction::is_tt) {
+                        let p = self.tt.as_mut().ok_or_else(|| {
+                            DlrmError::Config(format!(
+                                "`{primitive}`: the NMP pool holds no TT tables"
+                            ))
+                        })?;
+                        nmpsim_nmp::run_tt_batch(p, &batch, &self.params)?
+                    } else {
+                        run_batch(&mut self.pool, &batch, &self.params)?
                     };
                     let el = started.elapsed();
                     self.sim_wall_s += el.as_secs_f64();

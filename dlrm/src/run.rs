@@ -295,11 +295,7 @@ impl TrainRun {
     }
 }
 
-fn lock(p: &Mutex<PoolTimer>) -> Result<std::sync::MutexGuard<'_, PoolTimer>, DlrmError> {
-    p.lock().map_err(|_| {
-        DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-    })
-}
+use crate::pooltime::lock;
 
 /// A strategy that failed: its error, and the error of writing the summary
 /// after it, if that failed too.

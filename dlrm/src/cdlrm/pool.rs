@@ -18,7 +18,7 @@ use nmpsim_kernels::traffic::scatter_traffic;
 use nmpsim_nmp::Instruction;
 
 use crate::DlrmError;
-use crate::pooltime::PoolTimer;
+use crate::pooltime::{PoolTimer, array_bytes, fingerprint};
 use crate::timeline::{Resource, Source};
 
 /// One piece of pool-side work, before it is put on a lane.
@@ -40,26 +40,6 @@ pub struct PoolSide {
     state_per_row: Vec<usize>,
 }
 
-/// FNV-1a over the rows: which rows a timing was for (the pool timer's
-/// cache key, with the primitive and the iteration).
-fn fingerprint(rows: &[Vec<u32>]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |x: u64| {
-        h ^= x;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    for r in rows {
-        eat(r.len() as u64);
-        r.iter().for_each(|&x| eat(x as u64));
-    }
-    h
-}
-
-/// Bytes of an encoded u32 or f32 array of `n` elements.
-fn array_bytes(n: usize) -> u64 {
-    4 + 4 * n as u64
-}
-
 impl PoolSide {
     pub fn new(timer: Arc<Mutex<PoolTimer>>, dims: Vec<usize>, state_per_row: Vec<usize>) -> Self {
         PoolSide {
@@ -70,10 +50,7 @@ impl PoolSide {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut PoolTimer) -> R) -> Result<R, DlrmError> {
-        let mut p = self.timer.lock().map_err(|_| {
-            DlrmError::Config("the NMP pool timer was poisoned by an earlier failure".into())
-        })?;
-        Ok(f(&mut p))
+        Ok(f(&mut *crate::pooltime::lock(&self.timer)?))
     }
 
     fn link(&self, what: String, bytes: u64) -> Result<Work, DlrmError> {
@@ -122,7 +99,7 @@ impl PoolSide {
                 })
                 .collect::<Vec<_>>()
         };
-        let fp = fingerprint(rows);
+        let fp = fingerprint(rows.iter().map(Vec::as_slice));
         let pt = self.with(|p| p.time(primitive, iteration, fp, bytes, instrs))??;
         // The rows drain over the link while the pool reads them; what the
         // ranks still hold follows (all of it for a fixed-bandwidth pool).
@@ -207,7 +184,7 @@ impl PoolSide {
             }
             v
         };
-        let fp = fingerprint(&rows);
+        let fp = fingerprint(rows.iter().map(Vec::as_slice));
         let pt = self.with(|p| p.time(primitive, iteration, fp, bytes, instrs))??;
         Ok(vec![
             self.link(format!("{primitive}: rows {from} to pool"), in_bytes)?,
