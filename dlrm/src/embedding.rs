@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::DlrmError;
 use crate::gpu::GpuPreset;
+use crate::host::{CpuPrimitive, TableShape};
 use crate::pooltime::{PoolTime, PoolTimer};
 use crate::timeline::{MAIN, OVERLAP, Resource, Source, Stage, StepTimeline};
 
@@ -255,6 +256,39 @@ pub struct TimingEnv {
     /// The NMP pool's timer; required by the NMP modes, shared between modes
     /// that run on identical data.
     pub pool: Option<Arc<Mutex<PoolTimer>>>,
+    /// The modelled host CPU (`--host`): the CPU primitives' times come
+    /// from its model (`Source::ModelledHost`) instead of this machine's
+    /// clock.
+    pub host: Option<Arc<crate::host::HostConfig>>,
+}
+
+impl TimingEnv {
+    /// Where a CPU primitive's time comes from, its time and the timeline's
+    /// detail: the modelled host's time of `primitive` over `shapes` (one a
+    /// table, each with its share of the cache; `state` optimizer values a
+    /// row) when the run models one, else `measured_ns`, measured.
+    pub fn cpu_time<'a>(
+        &self,
+        primitive: crate::host::CpuPrimitive,
+        shapes: impl IntoIterator<Item = crate::host::TableShape<'a>>,
+        state: usize,
+        measured_ns: f64,
+    ) -> (Source, f64, String) {
+        match &self.host {
+            Some(h) => {
+                // The tables share the cache: each has its share of it (a
+                // table's hot rows stay in it while the others run).
+                let shapes: Vec<_> = shapes.into_iter().collect();
+                let llc = h.llc_bytes() / shapes.len().max(1) as u64;
+                let ns = shapes
+                    .into_iter()
+                    .map(|s| h.primitive_time_ns(primitive, &s.work(primitive, state, llc)))
+                    .sum();
+                (Source::ModelledHost, ns, format!("cpu (host {})", h.name))
+            }
+            None => (Source::Measured, measured_ns, "cpu".into()),
+        }
+    }
 }
 
 /// Tensor Casting's system modes as an embedding strategy.
@@ -693,14 +727,25 @@ impl EmbeddingStrategy for SystemModes {
                 &pt,
             );
         } else {
+            let (primitive, pooling) = if casting {
+                (CpuPrimitive::CastedGatherReduce, self.pooling)
+            } else {
+                (CpuPrimitive::ExpandCoalesce, self.pooling)
+            };
+            let shapes = batch
+                .tables
+                .iter()
+                .zip(&self.coalesced)
+                .map(|(tb, c)| TableShape::of(tb, dim, pooling, c.rows.len()));
+            let (source, ns, detail) = self.env.cpu_time(primitive, shapes, 0, coal_ns);
             ctx.timeline.push(
                 coal_name,
-                "cpu",
+                &detail,
                 Stage::BackwardEmbedding,
                 MAIN,
                 Resource::Cpu,
-                Source::Measured,
-                coal_ns,
+                source,
+                ns,
                 coal_bytes,
             );
         }
@@ -808,14 +853,23 @@ impl EmbeddingStrategy for SystemModes {
                 );
             }
         } else {
+            let state = ctx.optimizer.state_values_per_row(dim);
+            let shapes = batch
+                .tables
+                .iter()
+                .zip(&self.coalesced)
+                .map(|(tb, c)| TableShape::of(tb, dim, self.pooling, c.rows.len()));
+            let (source, ns, detail) =
+                self.env
+                    .cpu_time(CpuPrimitive::Scatter, shapes, state, scatter_ns);
             ctx.timeline.push(
                 "scatter",
-                "cpu",
+                &detail,
                 Stage::BackwardEmbedding,
                 MAIN,
                 Resource::Cpu,
-                Source::Measured,
-                scatter_ns,
+                source,
+                ns,
                 scatter_bytes,
             );
         }
@@ -1024,14 +1078,24 @@ impl SystemModes {
                 );
             }
             _ => {
+                let pooling = self.pooling;
+                let (source, ns, detail) = self.env.cpu_time(
+                    CpuPrimitive::GatherReduce,
+                    batch
+                        .tables
+                        .iter()
+                        .map(|tb| TableShape::of(tb, dim, pooling, 0)),
+                    0,
+                    gather_ns,
+                );
                 ctx.timeline.push(
                     "gather-reduce",
-                    "cpu",
+                    &detail,
                     Stage::ForwardEmbedding,
                     MAIN,
                     Resource::Cpu,
-                    Source::Measured,
-                    gather_ns,
+                    source,
+                    ns,
                     gather_bytes,
                 );
                 ctx.timeline.push(

@@ -28,6 +28,7 @@ pub mod emulate;
 pub mod error;
 pub mod gpu;
 pub mod host;
+pub mod hostcal;
 pub mod hot;
 pub mod interaction;
 pub mod loss;

@@ -84,6 +84,12 @@ pub fn report_text(h: &ReportHeader, modes: &[ModeSummary], run_dir: &Path) -> S
         o,
         "(meas: measured on this machine; sim: NMP pool simulated cycle by cycle; proxy(it A-B): the bandwidth simulated in iterations A to B applied to\n this batch's bytes; model: modelled; emu: GPU emulation of the pool; hidden: time overlapped with other work, subtracted, so a row adds up to its iteration)"
     );
+    if let Some(h) = modes.iter().find_map(|m| m.host.as_deref()) {
+        let _ = writeln!(
+            o,
+            "(model(host {h}): a CPU primitive's time on the modelled host {h} (--host, docs/host.md), not this machine's)"
+        );
+    }
     // (A column of times, and one of where each came from, per primitive.)
     let mut header = vec!["mode".to_string()];
     let mut left = vec![0];

@@ -249,6 +249,9 @@ pub struct TrainRun {
     pub cdlrm: crate::cdlrm::CdlrmOptions,
     /// EL-Rec's TT rank and threshold.
     pub eltt: crate::eltt::ElttOptions,
+    /// The modelled host CPU (`--host`): the CPU primitives' times then come
+    /// from its model, the same on every machine.
+    pub host: Option<Arc<crate::host::HostConfig>>,
 }
 
 impl TrainRun {
@@ -263,6 +266,7 @@ impl TrainRun {
             hot: crate::hot::HotOptions::default(),
             cdlrm: crate::cdlrm::CdlrmOptions::default(),
             eltt: crate::eltt::ElttOptions::default(),
+            host: None,
         }
     }
 
@@ -452,6 +456,7 @@ pub fn train_modes<D: Driver>(
         ctx.hot = hot.clone().filter(|_| mode.uses_hot);
         ctx.cdlrm = run.cdlrm;
         ctx.eltt = run.eltt;
+        ctx.env.host = run.host.clone();
         let mut tr = driver.trainer(mode, &ctx)?;
         let mut source = tr.embedding.input(source)?;
         let placement = tr.embedding.placement();
@@ -486,6 +491,14 @@ pub fn train_modes<D: Driver>(
             calib,
             run.sim_batches()?,
         );
+        if let Some(h) = &run.host {
+            summary.host = Some(h.name.clone());
+            for b in &mut summary.breakdown_ms {
+                if b.sources.contains(&Source::ModelledHost) {
+                    b.host = Some(h.name.clone());
+                }
+            }
+        }
         summary.notes = tr.embedding.notes();
         summary.figures = tr.embedding.figures().into_iter().collect();
         for (k, v) in &summary.notes {

@@ -62,7 +62,11 @@ impl<'a> BuildCtx<'a> {
     ) -> Self {
         BuildCtx {
             config,
-            env: TimingEnv { gpu, pool },
+            env: TimingEnv {
+                gpu,
+                pool,
+                host: None,
+            },
             #[cfg(feature = "cuda")]
             device: None,
             #[cfg(feature = "cuda")]

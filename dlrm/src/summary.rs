@@ -133,6 +133,10 @@ pub struct ModeSummary {
     /// are in `breakdown_ms` (source `emulated`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub emulated_raw_ms_per_iteration: Vec<(String, f64)>,
+    /// The modelled host whose model gives the CPU primitives' times
+    /// (`--host`): its name; `None` where they are measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The strategy's own figures (FAE's and SCARS's hot set, their
     /// mini-batches and copies): name, value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -156,17 +160,23 @@ pub struct Breakdown {
     /// last, 0-based) whose simulated bandwidth the proxy applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_of_iterations: Option<(u64, u64)>,
+    /// Where `sources` holds `modelled-host`: the host the model describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Breakdown {
     /// The table's label of where the time came from: `meas`, `sim`,
-    /// `proxy(it 0-1)`, ... joined by `+`.
+    /// `proxy(it 0-1)`, `model(host dgx1)`, ... joined by `+`.
     pub fn label(&self) -> String {
         self.sources
             .iter()
             .map(|x| match (x, self.proxy_of_iterations) {
                 (Source::SimulatedProxy, Some((a, b))) if a == b => format!("proxy(it {a})"),
                 (Source::SimulatedProxy, Some((a, b))) => format!("proxy(it {a}-{b})"),
+                (Source::ModelledHost, _) if self.host.is_some() => {
+                    format!("model(host {})", self.host.as_deref().unwrap_or_default())
+                }
                 (x, _) => x.short().to_string(),
             })
             .collect::<Vec<_>>()
@@ -305,6 +315,7 @@ pub fn summarize(
                 ms_per_iteration: t / n / 1e6,
                 sources: s.clone(),
                 proxy_of_iterations: None,
+                host: None,
             })
             .collect(),
         stages_ms: agg.stages.iter().map(|(s, t)| (*s, t / n / 1e6)).collect(),
@@ -322,6 +333,7 @@ pub fn summarize(
                     .map(|p| (p.to_string(), t / n / 1e6))
             })
             .collect(),
+        host: None,
         notes: Vec::new(),
         figures: BTreeMap::new(),
     }

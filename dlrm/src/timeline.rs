@@ -27,15 +27,19 @@ pub enum Source {
     /// GPU emulation of the NMP pool: the primitive's real CUDA kernels on
     /// the pool stream, held to the simulated pool time (`emulate`).
     Emulated,
+    /// A CPU primitive's time on a modelled host (`--host`, `host`): the
+    /// same on every machine. Reports name the host beside it.
+    ModelledHost,
 }
 
 impl Source {
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 6] = [
         Source::Measured,
         Source::Simulated,
         Source::SimulatedProxy,
         Source::Modelled,
         Source::Emulated,
+        Source::ModelledHost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,10 +49,12 @@ impl Source {
             Source::SimulatedProxy => "simulated-proxy",
             Source::Modelled => "modelled",
             Source::Emulated => "emulated",
+            Source::ModelledHost => "modelled-host",
         }
     }
 
-    /// The reports' short label: `meas`, `sim`, `proxy`, `model`, `emu`.
+    /// The reports' short label: `meas`, `sim`, `proxy`, `model`, `emu`,
+    /// `model(host)` (a report that knows the host names it there).
     pub fn short(self) -> &'static str {
         match self {
             Source::Measured => "meas",
@@ -56,6 +62,7 @@ impl Source {
             Source::SimulatedProxy => "proxy",
             Source::Modelled => "model",
             Source::Emulated => "emu",
+            Source::ModelledHost => "model(host)",
         }
     }
 

@@ -180,6 +180,7 @@ fn modes_on_the_gpu_match_the_cpu() {
                 pool: Some(Arc::new(Mutex::new(
                     PoolTimer::new(setup, &shapes, batch_size, 4096, &optimizer).unwrap(),
                 ))),
+                host: None,
             }
         };
         let new = || {

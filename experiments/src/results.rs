@@ -102,14 +102,23 @@ fn flatten_into(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
 
 /// Columns that measure this machine and this moment (the run's wall clock
 /// and the simulator's own speed) rather than the modelled system: `wall_s`,
-/// `wall_*`, `*_wall_s`, and `sim_*_per_s`. Two executions of one sweep
-/// differ in these and agree elsewhere, for deterministic commands.
+/// `wall_*`, `*_wall_s`, `sim_*_per_s`, and a training run's wall-clock
+/// figures (`samples_per_second`, `dense_gflops`, the `host_share` of its
+/// wall time, an emulation's `emulated_raw_ms_per_iteration`). Two
+/// executions of one sweep differ in these and agree elsewhere, for
+/// deterministic commands (`train --host`: every time modelled or
+/// simulated).
 pub fn is_timing_column(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     last == "wall_s"
         || last.starts_with("wall_")
         || last.ends_with("_wall_s")
         || (last.starts_with("sim_") && last.ends_with("_per_s"))
+        || last == "samples_per_second"
+        || last == "dense_gflops"
+        || name
+            .split('.')
+            .any(|s| s == "host_share" || s == "emulated_raw_ms_per_iteration")
 }
 
 /// Orders dotted names segment by segment, numeric segments by value.
@@ -538,7 +547,21 @@ mod tests {
         ] {
             assert!(is_timing_column(t), "{t}");
         }
-        for t in ["bandwidth_gbps", "runs.0.cycles", "sim_time_ns", "status"] {
+        for t in [
+            "modes.0.samples_per_second",
+            "modes.1.dense_gflops",
+            "modes.0.host_share.2.1",
+        ] {
+            assert!(is_timing_column(t), "{t}");
+        }
+        for t in [
+            "bandwidth_gbps",
+            "runs.0.cycles",
+            "sim_time_ns",
+            "status",
+            "modes.0.modelled_samples_per_second",
+            "modes.0.modelled_ms_per_iteration",
+        ] {
             assert!(!is_timing_column(t), "{t}");
         }
     }

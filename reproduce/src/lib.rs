@@ -506,6 +506,15 @@ fn sweeps_fae(s: Size) -> Vec<SweepDef> {
 
 /// The sweep with `engine = "<engine>"` added to its `[base]` when its command
 /// simulates DRAM (`nmp run`, `train`); other sweeps are returned unchanged.
+/// `def` with its training runs on the modelled host `host` (`train
+/// --host`); `None` when `def` trains nothing.
+pub fn with_host(mut def: SweepDef, host: &str) -> Option<SweepDef> {
+    let toml =
+        specs::with_host(&def.toml, host).unwrap_or_else(|e| panic!("sweep {}: {e}", def.name))?;
+    def.toml = toml;
+    Some(def)
+}
+
 pub fn with_engine(mut def: SweepDef, engine: &str) -> SweepDef {
     def.toml =
         specs::with_engine(&def.toml, engine).unwrap_or_else(|e| panic!("sweep {}: {e}", def.name));
@@ -865,6 +874,7 @@ mod tests {
                 ms_per_iteration: *ms,
                 sources: vec![nmpsim_dlrm::Source::Measured],
                 proxy_of_iterations: None,
+                host: None,
             })
             .collect();
         m.placement = plc

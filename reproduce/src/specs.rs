@@ -134,6 +134,22 @@ fn override_keys(doc: &mut DocumentMut, section: &str, overrides: &Item) -> Resu
     Ok(())
 }
 
+/// The spec with `host = "<host>"` in its `[base]` when its command is
+/// `train` (its CPU primitives then modelled on that host); `None` for
+/// other specs.
+pub(crate) fn with_host(toml: &str, host: &str) -> Result<Option<String>, String> {
+    let mut doc: DocumentMut = toml.parse().map_err(|e| format!("{e}"))?;
+    if doc.get("command").and_then(Item::as_str) != Some("train") {
+        return Ok(None);
+    }
+    let base = doc
+        .get_mut("base")
+        .and_then(Item::as_table_mut)
+        .ok_or("the spec has no [base] table")?;
+    base.insert("host", value(host));
+    Ok(Some(doc.to_string()))
+}
+
 /// The spec with `engine = "<engine>"` in its `[base]` when its command
 /// simulates DRAM (`nmp run`, `train`); other specs are returned unchanged.
 pub(crate) fn with_engine(toml: &str, engine: &str) -> Result<String, String> {

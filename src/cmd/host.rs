@@ -31,6 +31,45 @@ pub enum HostCommand {
         nmpsim host estimate spr-2s --lookups 163840 --bags 2048 --unique 120000 --channels 4\n  \
         nmpsim host estimate dgx1 --lookups 163840 --bags 2048 --llc-hit 0.3 --cores 8 --json")]
     Estimate(EstimateArgs),
+    /// Measures every CPU primitive on this machine over a grid (RM1-RM4's
+    /// lookups per bag, batches 256-4096, uniform and Zipf rows), fits the
+    /// model's efficiencies, latency and call cost, reports the model's error
+    /// on batch sizes held out of the fit, and installs the fitted host as
+    /// `this` (runs/this-host.toml).
+    #[command(after_help = "Examples:\n  \
+        nmpsim host calibrate                        # about a minute at the default sizes\n  \
+        nmpsim host calibrate --quick                # smaller table and fewer batches\n  \
+        nmpsim host calibrate --out runs/cal --json\n  \
+        nmpsim train --model rm1 --rows 100000 --mode tcast --iters 20 --host this")]
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Rows of the measured table (RM1-RM4's 1M).
+    #[arg(long, value_parser = crate::cmd::positive_arg::<u64>)]
+    rows: Option<u64>,
+    /// Values a row.
+    #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
+    dim: usize,
+    /// Batches measured per point, their median taken (--quick 3).
+    #[arg(long, value_parser = crate::cmd::positive_arg::<usize>)]
+    reps: Option<usize>,
+    /// Fewer batches per point and a smaller bandwidth pass: seconds.
+    #[arg(long)]
+    quick: bool,
+    /// Leave runs/this-host.toml (the host `this`) as it is.
+    #[arg(long)]
+    no_install: bool,
+    /// Run directory (default runs/host-calibrate-<time>-<pid>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -88,12 +127,217 @@ pub struct EstimateArgs {
     json: bool,
 }
 
+/// The host `--host NAME|FILE` names, with `--host-cores` (all sockets
+/// together), `--host-channels` (a socket) and `--host-ddr-mts` in place of
+/// its own; `None` without `--host`.
+pub fn resolve(
+    name: Option<&str>,
+    cores: Option<u32>,
+    channels: Option<u32>,
+    ddr_mts: Option<u32>,
+) -> Result<Option<HostConfig>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let mut h =
+        HostConfig::named_or_file(name).map_err(|e| anyhow::anyhow!("--host {name}: {e}"))?;
+    if let Some(c) = cores {
+        if c % h.sockets != 0 {
+            anyhow::bail!(
+                "--host-cores {c}: host {} has {} sockets; expected a multiple of them",
+                h.name,
+                h.sockets
+            );
+        }
+        h.cores_per_socket = c / h.sockets;
+    }
+    if let Some(c) = channels {
+        h.channels_per_socket = c;
+    }
+    if let Some(m) = ddr_mts {
+        h.ddr_mts = m;
+    }
+    // A preset's efficiencies follow its cores, clock and peak: scaled again
+    // from the reference for the ones given here.
+    if HostConfig::NAMES.contains(&h.name.as_str()) && !name.ends_with(".toml") {
+        h = h.scaled_from(
+            &HostConfig::reference(),
+            nmpsim_dlrm::host::REFERENCE_CALIBRATION_DIR,
+        );
+    }
+    Ok(Some(h))
+}
+
 pub fn run(c: HostCommand) -> Result<ExitCode> {
     match c {
         HostCommand::Presets(a) => presets(a),
         HostCommand::Show(a) => show(a),
         HostCommand::Estimate(a) => estimate(a),
+        HostCommand::Calibrate(a) => calibrate(a),
     }
+}
+
+fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
+    use nmpsim_dlrm::hostcal::{self, CalibrationOptions};
+    let d = CalibrationOptions::default();
+    let o = CalibrationOptions {
+        rows: a.rows.unwrap_or(d.rows),
+        dim: a.dim,
+        reps: a.reps.unwrap_or(if a.quick { 3 } else { d.reps }),
+        peak_bytes: if a.quick { 256 << 20 } else { d.peak_bytes },
+        ..d
+    };
+    let rd = rundir::RunDir::create(a.out.as_deref(), "host calibrate")?;
+    rd.remove_earlier(&["calibration.csv", "errors.csv", "host.toml"])?;
+    rd.write_config("host calibrate", &o)?;
+    let quiet = a.quiet || a.json;
+    let pb = rundir::progress(0, "calibrate", quiet);
+    let c = hostcal::calibrate(&o, &mut |done, total| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+    })?;
+    pb.finish_and_clear();
+    let rows: Vec<Vec<String>> = c
+        .points
+        .iter()
+        .map(|p| {
+            vec![
+                p.point.primitive.as_str().to_string(),
+                p.point.lookups_per_bag.to_string(),
+                p.point.batch.to_string(),
+                p.point.distribution.clone(),
+                if p.point.held_out { "held-out" } else { "fit" }.to_string(),
+                format!("{:.4}", p.point.measured_ns / 1e6),
+                format!("{:.4}", p.model_ns / 1e6),
+                format!("{:.4}", p.error),
+            ]
+        })
+        .collect();
+    rd.write_csv(
+        "calibration.csv",
+        &[
+            "primitive",
+            "lookups_per_bag",
+            "batch",
+            "distribution",
+            "set",
+            "measured_ms",
+            "model_ms",
+            "error",
+        ],
+        &rows,
+    )?;
+    let erows: Vec<Vec<String>> = c
+        .errors
+        .iter()
+        .map(|e| {
+            vec![
+                e.primitive.as_str().to_string(),
+                format!("{:.4}", e.fit_mean_abs_error),
+                format!("{:.4}", e.held_out_mean_abs_error),
+                format!("{:.4}", e.held_out_max_abs_error),
+                e.held_out_points.to_string(),
+            ]
+        })
+        .collect();
+    rd.write_csv(
+        "errors.csv",
+        &[
+            "primitive",
+            "fit_mean_abs_error",
+            "held_out_mean_abs_error",
+            "held_out_max_abs_error",
+            "held_out_points",
+        ],
+        &erows,
+    )?;
+    let toml = c.host.to_toml();
+    rd.write_file("host.toml", toml.as_bytes())?;
+    let installed = if a.no_install {
+        None
+    } else {
+        let path = HostConfig::this_path();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+        rundir::write_atomic(&path, toml.as_bytes())?;
+        Some(path.display().to_string())
+    };
+    let mut text = String::new();
+    use std::fmt::Write as _;
+    let h = &c.host;
+    let _ = writeln!(text, "host `this`: {}", h.description);
+    let _ = writeln!(
+        text,
+        "fitted: efficiencies stream {:.3}, random {:.3}, sort {:.3}; latency {:.2} ns ({} fills a core); {:.1} us a kernel call, {:.1} ns a core an output row",
+        h.efficiency.stream,
+        h.efficiency.random,
+        h.efficiency.sort,
+        h.memory_latency_ns,
+        h.misses_per_core,
+        h.call_overhead_us,
+        h.item_ns
+    );
+    let _ = writeln!(
+        text,
+        "points: {} ({} of them held out: batches {:?}); measured in {:.1} s, fitted in {:.1} s\n",
+        c.points.len(),
+        c.points.iter().filter(|p| p.point.held_out).count(),
+        o.held_out_batches,
+        c.measure_wall_s,
+        c.fit_wall_s
+    );
+    let mut t = nmpsim_traces::TextTable::new([
+        "primitive",
+        "fit mean |err|",
+        "held-out mean |err|",
+        "held-out max |err|",
+        "within 15%",
+    ])
+    .left(&[0]);
+    for e in &c.errors {
+        t.row([
+            e.primitive.as_str().to_string(),
+            format!("{:.1}%", e.fit_mean_abs_error * 100.0),
+            format!("{:.1}%", e.held_out_mean_abs_error * 100.0),
+            format!("{:.1}%", e.held_out_max_abs_error * 100.0),
+            if e.held_out_max_abs_error <= 0.15 {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+        ]);
+    }
+    let _ = write!(text, "{}", t.render());
+    let _ = writeln!(
+        text,
+        "\n(error: model over measured, less 1; per point in calibration.csv)"
+    );
+    match &installed {
+        Some(p) => {
+            let _ = writeln!(text, "installed as host `this`: {p}");
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "not installed (--no-install); the host file is host.toml"
+            );
+        }
+    }
+    #[derive(Serialize)]
+    struct Out<'a> {
+        calibration: &'a hostcal::Calibration,
+        installed: Option<String>,
+    }
+    let out = Out {
+        calibration: &c,
+        installed,
+    };
+    rd.write_results("host calibrate", &out)?;
+    rd.finish_and_print("host calibrate", &out, &text, a.json)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Serialize)]
@@ -106,17 +350,24 @@ struct PresetLine {
 }
 
 fn presets(a: JsonArg) -> Result<ExitCode> {
-    let lines: Vec<PresetLine> = HostConfig::NAMES
+    // The presets, the calibrated machine they scale from, and this machine
+    // once `nmpsim host calibrate` has fitted it.
+    let mut hosts: Vec<HostConfig> = HostConfig::NAMES
         .iter()
-        .map(|n| {
-            let h = HostConfig::preset(n).expect("a preset");
-            PresetLine {
-                name: h.name.clone(),
-                cores: h.cores(),
-                peak_gbps: h.peak_gbps(),
-                llc_mib: h.sockets as f64 * h.llc_mib_per_socket,
-                description: h.description.clone(),
-            }
+        .map(|n| HostConfig::preset(n))
+        .collect::<Result<_, _>>()?;
+    hosts.push(HostConfig::reference());
+    if HostConfig::this_path().is_file() {
+        hosts.push(HostConfig::this()?);
+    }
+    let lines: Vec<PresetLine> = hosts
+        .into_iter()
+        .map(|h| PresetLine {
+            name: h.name.clone(),
+            cores: h.cores(),
+            peak_gbps: h.peak_gbps(),
+            llc_mib: h.sockets as f64 * h.llc_mib_per_socket,
+            description: h.description.clone(),
         })
         .collect();
     if a.json {
@@ -124,7 +375,7 @@ fn presets(a: JsonArg) -> Result<ExitCode> {
     } else {
         for l in &lines {
             outln!(
-                "{:<8} {:>4} cores  {:>6.1} GB/s peak  {:>5.0} MiB LLC  {}",
+                "{:<9} {:>4} cores  {:>6.1} GB/s peak  {:>6.1} MiB LLC  {}",
                 l.name,
                 l.cores,
                 l.peak_gbps,
@@ -160,12 +411,20 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
             h.misses_per_core
         )?;
         outln!(
-            "  efficiencies: stream {}, random {}, sort {} ({})",
+            "  efficiencies: stream {:.4}, random {:.4}, sort {:.4}; factors on the memory time: expand-coalesce {:.4}, casted-gather-reduce {:.4}, scatter {:.4}",
             h.efficiency.stream,
             h.efficiency.random,
             h.efficiency.sort,
-            h.calibration
+            h.factor.expand_coalesce,
+            h.factor.casted_gather_reduce,
+            h.factor.scatter
         )?;
+        outln!(
+            "  {} us a kernel call, {} ns a core an output row",
+            h.call_overhead_us,
+            h.item_ns
+        )?;
+        outln!("  ({})", h.calibration)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -184,13 +443,7 @@ fn estimate(a: EstimateArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&a.llc_hit) {
         anyhow::bail!("--llc-hit {}: expected a share in [0, 1]", a.llc_hit);
     }
-    let mut h = HostConfig::named_or_file(&a.host)?;
-    if let Some(c) = a.channels {
-        h.channels_per_socket = c;
-    }
-    if let Some(m) = a.ddr_mts {
-        h.ddr_mts = m;
-    }
+    let h = resolve(Some(&a.host), None, a.channels, a.ddr_mts)?.expect("a host was named");
     let cores = a.cores.unwrap_or(h.cores());
     if cores > h.cores() {
         anyhow::bail!("--cores {cores}: host {} has {}", h.name, h.cores());

@@ -58,6 +58,8 @@ pub struct Scars {
     stale: bool,
     plan: Arc<HotPlan>,
     gpu: GpuPreset,
+    /// The modelled host (`--host`) that times the CPU's work.
+    host: Option<Arc<crate::host::HostConfig>>,
     pooling: Pooling,
     feed: InputPlan,
     step: Step,
@@ -95,12 +97,19 @@ impl Scars {
             feed: InputPlan::new(plan.clone(), schedule, config),
             plan,
             gpu,
+            host: None,
             pooling: m.pooling,
             step: Step::None,
             scratch: Scratch::default(),
             slot,
             counts: ScarsCounts::default(),
         })
+    }
+
+    /// The CPU's work timed by the modelled host `host` (`--host`).
+    pub fn with_host(mut self, host: Option<Arc<crate::host::HostConfig>>) -> Self {
+        self.host = host;
+        self
     }
 
     /// The device's cache.
@@ -200,14 +209,41 @@ impl EmbeddingStrategy for Scars {
         let dim = self.tables[0].dim as u64;
         let unique: u64 = w.unique.iter().map(|u| u.len() as u64).sum();
         let row_bytes = sent * dim * 4;
+        let (source, ns, detail) = match &self.host {
+            Some(h) => {
+                let mut work = crate::host::PrimitiveWork::default();
+                for (tb, u) in batch.tables.iter().zip(&w.unique) {
+                    work = work
+                        + crate::host::unique_rows_work(
+                            tb.indices.len(),
+                            tb.num_rows,
+                            u.len(),
+                            0,
+                            dim as usize,
+                        );
+                }
+                // The uncached rows, read at random from the host tables.
+                work.random_lines += sent * (dim * 4).div_ceil(crate::host::LINE_BYTES);
+                (
+                    Source::ModelledHost,
+                    h.time_ns(&work),
+                    format!("cpu (host {}: unique rows, uncached ones gathered)", h.name),
+                )
+            }
+            None => (
+                Source::Measured,
+                coalesce_ns,
+                "cpu (unique rows, uncached ones gathered)".to_string(),
+            ),
+        };
         ctx.timeline.push(
             "coalesce",
-            "cpu (unique rows, uncached ones gathered)",
+            &detail,
             Stage::ForwardEmbedding,
             MAIN,
             Resource::Cpu,
-            Source::Measured,
-            coalesce_ns,
+            source,
+            ns,
             // (Each lookup's index read, the sort's pass, the rows copied.)
             8 * gpu_step::index_bytes(batch) + 2 * row_bytes,
         );
@@ -362,13 +398,34 @@ impl EmbeddingStrategy for Scars {
                 }
                 let ns = ns_since(t0);
                 ctx.host.add("scatter", ns);
+                let state = optimizer.state_values_per_row(dim);
+                let shapes = host.iter().map(|c| crate::host::TableShape {
+                    indices: &[],
+                    bags: 0,
+                    dim,
+                    weighted: false,
+                    scaled: false,
+                    num_rows: 0,
+                    unique: c.rows.len(),
+                });
+                let env = crate::embedding::TimingEnv {
+                    gpu: self.gpu.clone(),
+                    pool: None,
+                    host: self.host.clone(),
+                };
+                let (source, ns, _) =
+                    env.cpu_time(crate::host::CpuPrimitive::Scatter, shapes, state, ns);
+                let detail = match &self.host {
+                    Some(h) => format!("cpu (host {}: uncached rows)", h.name),
+                    None => "cpu (uncached rows)".into(),
+                };
                 ctx.timeline.push(
                     "scatter",
-                    "cpu (uncached rows)",
+                    &detail,
                     Stage::BackwardEmbedding,
                     MAIN,
                     Resource::Cpu,
-                    Source::Measured,
+                    source,
                     ns,
                     hbytes,
                 );
@@ -429,10 +486,8 @@ pub(crate) fn build(
         DlrmError::Config("mode scars needs the run's access profile (none was made)".into())
     })?;
     let plan = hot.plan(super::PlanKind::Scars, c)?;
-    Ok(Box::new(Scars::new(
-        c,
-        plan,
-        ctx.env.gpu.clone(),
-        hot.options.scars_schedule,
-    )?))
+    Ok(Box::new(
+        Scars::new(c, plan, ctx.env.gpu.clone(), hot.options.scars_schedule)?
+            .with_host(ctx.env.host.clone()),
+    ))
 }

@@ -234,6 +234,7 @@ fn env(pool: Option<Arc<Mutex<PoolTimer>>>) -> TimingEnv {
     TimingEnv {
         gpu: GpuPreset::named("v100").unwrap(),
         pool,
+        host: None,
     }
 }
 

@@ -68,6 +68,7 @@ pub(super) fn write_item(
     it: &Item,
     size: Size,
     engine: Option<&str>,
+    host: Option<&str>,
     o: &Outcome,
 ) -> Result<ItemSummary> {
     let dir = out.join(it.id);
@@ -86,7 +87,11 @@ pub(super) fn write_item(
             }
         }
     }
-    let md = markdown(it, size, engine, o, &files);
+    let mut md = markdown(it, size, engine, o, &files);
+    if let Some(h) = host {
+        // (The command line the report names, with the flag.)
+        md = md.replacen("`.\n\n", &format!(" --host {h}`.\n\n"), 1);
+    }
     let md_path = dir.join(format!("{}.md", it.id));
     write_atomic(&md_path, md.as_bytes())?;
     files.push(format!("{}.md", it.id));
@@ -204,4 +209,70 @@ pub(super) fn write_report(out: &Path) -> Result<PathBuf> {
     let p = out.join("REPORT.md");
     write_atomic(&p, s.as_bytes())?;
     Ok(p)
+}
+
+/// One outcome of an item's measured runs (`measured`) and of its runs on
+/// the modelled host `tag` (`host`): the host's table after the measured
+/// one, its checks after the measured ones (their ids and claims naming the
+/// host), its charts beside (`host-<tag>-...`), and the CSV's rows of both,
+/// a first column `cpu_times` telling them apart.
+pub(super) fn with_host_outcome(
+    mut measured: Outcome,
+    host: Outcome,
+    tag: &str,
+) -> Result<Outcome> {
+    let label = format!("host {tag}");
+    let tag_csv = |csv: &str, value: &str, header: bool| -> String {
+        let mut s = String::new();
+        for (i, line) in csv.lines().enumerate() {
+            if i == 0 {
+                if header {
+                    s.push_str("cpu_times,");
+                    s.push_str(line);
+                    s.push('\n');
+                }
+                continue;
+            }
+            s.push_str(value);
+            s.push(',');
+            s.push_str(line);
+            s.push('\n');
+        }
+        s
+    };
+    let same_header = measured.csv.lines().next() == host.csv.lines().next();
+    measured.csv = if same_header {
+        format!(
+            "{}{}",
+            tag_csv(&measured.csv, "measured", true),
+            tag_csv(&host.csv, &format!("\"{label}\""), false)
+        )
+    } else {
+        // (Not expected: one analysis, two sets of runs.)
+        anyhow::bail!("the item's table has other columns on host {tag}")
+    };
+    for (suffix, mut chart) in host.charts {
+        chart.title = format!("{} ({label}: CPU times modelled)", chart.title);
+        measured
+            .charts
+            .push((format!("host-{tag}-{suffix}"), chart));
+    }
+    measured.table_md = format!(
+        "{}\n\n**With the CPU primitives on the modelled host `{tag}`** (`train --host {tag}`: every CPU primitive's time from the host's model, labelled modelled-host, the same on every machine; docs/host.md). The paper's values as above:\n\n{}",
+        measured.table_md, host.table_md
+    );
+    for mut c in host.checks {
+        c.id = format!("{}@host-{tag}", c.id);
+        c.claim = format!("{} [{label}]", c.claim);
+        measured.checks.push(c);
+    }
+    measured.notes.push(format!(
+        "With `--host {tag}` the item is run twice: as measured on this machine (the first table and checks), and with every CPU primitive on the modelled host `{tag}` (the second table, the checks marked [{label}], the rows of the CSV whose `cpu_times` is `{label}`). The thresholds are the same."
+    ));
+    for n in host.notes {
+        if !measured.notes.contains(&n) {
+            measured.notes.push(format!("[{label}] {n}"));
+        }
+    }
+    Ok(measured)
 }

@@ -33,6 +33,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim reproduce all                   # every item, quick sizes -> runs/reproduce-quick/
   nmpsim reproduce all --full --engine native   # the paper's sizes: ~55 min, >10 GB of memory
   nmpsim reproduce --list
+  nmpsim reproduce fig4 fig12 fig13 --host dgx1   # also with the paper's host modelled
 
 Each item writes <OUT>/<item>/<item>.csv, <item>-*.svg/.png and <item>.md (the
 paper's value beside ours, qualitative checks, and where every number comes
@@ -61,6 +62,11 @@ pub struct ReproduceArgs {
     /// (dramsim3, ramulator, native) [default: each command's own, dramsim3].
     #[arg(long, value_name = "ENGINE")]
     engine: Option<String>,
+    /// Also run every training item with its CPU primitives on this modelled host (a preset
+    /// of `nmpsim host presets`, or a host file): the item's report gets a second table and
+    /// its checks again, labelled with the host, beside the measured ones and the paper's.
+    #[arg(long, value_name = "NAME|FILE")]
+    host: Option<String>,
     /// Runs at once [default: CPUs; runs whose CPU times are measured (training) or that need much memory (--full's kernels traffic), always one at a time].
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -207,6 +213,26 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
         None => None,
     }
     .map(|e| e.name().to_string());
+    // (Checked before anything runs; its name tags the sweeps and checks.)
+    let host = match &a.host {
+        Some(h) => {
+            let cfg = nmpsim_dlrm::host::HostConfig::named_or_file(h)
+                .map_err(|e| anyhow::anyhow!("--host {h}: {e}"))?;
+            let tag: String = cfg
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            Some((h.clone(), tag))
+        }
+        None => None,
+    };
     let out = a
         .out
         .clone()
@@ -229,7 +255,26 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             eprintln!("== {} ({})", it.title, it.id);
         }
         let mut sweeps = BTreeMap::new();
+        let mut host_sweeps = BTreeMap::new();
+        let mut defs: Vec<(reproduce::SweepDef, bool)> = Vec::new();
         for def in (it.sweeps)(size) {
+            if let Some((h, _)) = &host
+                && let Some(hd) = reproduce::with_host(def.clone(), h)
+            {
+                defs.push((
+                    reproduce::SweepDef {
+                        name: def.name,
+                        toml: hd.toml,
+                        max_jobs: hd.max_jobs,
+                    },
+                    true,
+                ));
+            }
+            defs.push((def, false));
+        }
+        // (The measured runs first, as without --host.)
+        defs.sort_by_key(|(_, on_host)| *on_host);
+        for (def, on_host) in defs {
             let def = match &engine {
                 Some(e) => reproduce::with_engine(def, e),
                 None => def,
@@ -238,6 +283,10 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             let dir_name = match &engine {
                 Some(e) if def.toml.contains("engine = ") => format!("{}-{e}", def.name),
                 _ => def.name.to_string(),
+            };
+            let dir_name = match (&host, on_host) {
+                (Some((_, tag)), true) => format!("{dir_name}-host-{tag}"),
+                _ => dir_name,
             };
             let dir = out.join("sweeps").join(&dir_name);
             let spec_path = out.join("sweeps").join(format!("{dir_name}.toml"));
@@ -253,12 +302,16 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             }
             let runs = load_sweep(&dir, &def.toml, &spec_path.display().to_string())
                 .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
-            sweeps.insert(def.name.to_string(), runs);
+            if on_host {
+                host_sweeps.insert(def.name.to_string(), runs);
+            } else {
+                sweeps.insert(def.name.to_string(), runs);
+            }
         }
         // Runs that did not complete leave their rows out of the item's
         // table and plots: the item says so, and is not complete.
         let mut missing: Vec<String> = Vec::new();
-        for (name, runs) in &sweeps {
+        for (name, runs) in sweeps.iter().chain(&host_sweeps) {
             for r in runs.iter().filter(|r| !r.completed) {
                 missing.push(format!("`{name}` run {}: {}", r.index, r.error));
             }
@@ -269,7 +322,25 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             engine: engine.clone(),
             sweeps,
         };
-        let s = match (it.analyse)(&inputs) {
+        // With --host, the training items are analysed again on the host's
+        // runs, and the two outcomes go in one report.
+        let analysed = match (&host, host_sweeps.is_empty()) {
+            (Some((_, tag)), false) => {
+                let on_host = Inputs {
+                    size,
+                    power: power.clone(),
+                    engine: engine.clone(),
+                    sweeps: std::mem::take(&mut host_sweeps),
+                };
+                match ((it.analyse)(&inputs), (it.analyse)(&on_host)) {
+                    (Ok(m), Ok(h)) => Ok(files::with_host_outcome(m, h, tag)?),
+                    (Err(e), _) => Err(e),
+                    (_, Err(e)) => Err(format!("on host {tag}: {e}")),
+                }
+            }
+            _ => (it.analyse)(&inputs),
+        };
+        let s = match analysed {
             Ok(mut o) => {
                 if !missing.is_empty() {
                     o.notes.insert(
@@ -281,7 +352,11 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                         ),
                     );
                 }
-                let mut s = write_item(&out, it, size, engine.as_deref(), &o)?;
+                let on_host = host
+                    .as_ref()
+                    .filter(|_| o.checks.iter().any(|c| c.id.contains("@host-")))
+                    .map(|(h, _)| h.as_str());
+                let mut s = write_item(&out, it, size, engine.as_deref(), on_host, &o)?;
                 if !missing.is_empty() {
                     s.status = "incomplete".into();
                     s.error = Some(format!("{} run(s) did not complete", missing.len()));

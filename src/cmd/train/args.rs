@@ -33,6 +33,8 @@ use serde::Serialize;
   nmpsim train --model rm1 --rows 100000 --batch 256 --mode baseline-cpu,cdlrm,cdlrm-nmp --lookahead 5 --iters 20
   nmpsim train --model criteo-kaggle --mode baseline-cpu,eltt --tt-rank 64 --iters 200
   nmpsim train --model criteo-kaggle --mode eltt,eltt-nmp --iters 6 --sim-batches 2 --alu-lanes 4
+  nmpsim train --model rm1 --rows 100000 --mode tcast --iters 20 --host dgx1   # CPU times modelled
+  nmpsim train --model rm1 --rows 100000 --mode tcast --iters 20 --host dgx1 --host-channels 8
 
 Times: every primitive of the modelled system is labelled measured (CPU
 kernels on this machine; with --device cuda also the dense path and casting,
@@ -41,8 +43,9 @@ cycle by cycle on the DRAM engine in every iteration; with --sim-batches N only
 the first N, later ones labelled proxy: their bandwidth applied to the batch's
 bytes), emulated (with --device cuda: the NMP pool's primitives and link as
 CUDA kernels on a stream of their own, held to the simulated time), or
-modelled (the GPU by roofline from --gpu, the links by bandwidth). `ms/it` in
-the log lines is this machine's wall clock.")]
+modelled (the GPU by roofline from --gpu, the links by bandwidth), or, with
+--host, modelled-host (the CPU primitives by the host's model, docs/host.md).
+`ms/it` in the log lines is this machine's wall clock.")]
 pub struct TrainArgs {
     /// Model preset: tiny, rm1, rm2, rm3, rm4, criteo-kaggle.
     #[arg(long, default_value = "tiny")]
@@ -218,6 +221,20 @@ pub struct TrainArgs {
     /// first N batches (hot 1% first, then co-occurrence groups; 0: none).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub(crate) tt_reorder: usize,
+    /// A modelled host CPU (a preset of `nmpsim host presets`, or a host file .toml):
+    /// the CPU primitives' times then come from its model, labelled modelled-host, the
+    /// same on every machine; without it they are measured on this machine.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub(crate) host: Option<String>,
+    /// The modelled host's cores, all sockets together, in place of its own (with --host).
+    #[arg(long, value_name = "N", requires = "host", value_parser = crate::cmd::positive_arg::<u32>)]
+    pub(crate) host_cores: Option<u32>,
+    /// The modelled host's DDR channels a socket, in place of its own (with --host).
+    #[arg(long, value_name = "N", requires = "host", value_parser = crate::cmd::positive_arg::<u32>)]
+    pub(crate) host_channels: Option<u32>,
+    /// The modelled host's DDR transfer rate, MT/s, in place of its own (with --host).
+    #[arg(long, value_name = "MTS", requires = "host", value_parser = crate::cmd::positive_arg::<u32>)]
+    pub(crate) host_ddr_mts: Option<u32>,
     /// Run directory (default runs/train-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,

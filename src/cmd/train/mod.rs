@@ -248,6 +248,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         hot: r.hot.clone(),
         cdlrm: r.cdlrm,
         eltt: r.eltt,
+        host: r.host.clone().map(Arc::new),
     };
     let mut driver = Driver {
         a: &a,

@@ -44,6 +44,8 @@ pub(crate) struct Resolved {
     pub(crate) cdlrm: nmpsim_dlrm::cdlrm::CdlrmOptions,
     /// eltt's TT rank, threshold and reuse.
     pub(crate) eltt: nmpsim_dlrm::eltt::ElttOptions,
+    /// The modelled host (`--host`), its overrides applied.
+    pub(crate) host: Option<nmpsim_dlrm::host::HostConfig>,
 }
 
 /// Refuses `--data` and `--test-data` naming one pipe or device (the same
@@ -315,6 +317,12 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
             reuse: !a.no_tt_reuse,
             reorder_batches: a.tt_reorder,
         },
+        host: crate::cmd::host::resolve(
+            a.host.as_deref(),
+            a.host_cores,
+            a.host_channels,
+            a.host_ddr_mts,
+        )?,
     })
 }
 
