@@ -92,7 +92,7 @@ fn training_on_a_modelled_host_is_labelled_and_the_same_in_every_run() {
     write(
         d,
         "s.toml",
-        "command = \"train\"\n[base]\nmodel = \"rm1\"\nrows = 20000\nbatch = 128\niters = 3\nprint-freq = 0\ntest-batches = 1\nmode = \"tcast,fae,scars,eltt\"\nhot-budget = \"1MiB\"\ncache-mb = 1\nhost = \"dgx1\"\n[axes]\nhost-channels = [2, 8]\n",
+        "command = \"train\"\n[base]\nmodel = \"rm1\"\nrows = 20000\nbatch = 128\niters = 3\nprint-freq = 0\ntest-batches = 1\nmode = \"tcast,fae,scars,eltt,cdlrm\"\nhot-budget = \"1MiB\"\ncache-mb = 1\ncache-sets = 101\nways = 2\nlookahead = 2\nhost = \"dgx1\"\n[axes]\nhost-channels = [2, 8]\n",
     );
     ok(d, &words("sweep s.toml --out a --quiet --jobs 1"));
     ok(d, &words("sweep s.toml --out b --quiet --jobs 1"));
@@ -116,7 +116,7 @@ fn training_on_a_modelled_host_is_labelled_and_the_same_in_every_run() {
     let o = succeeds(
         d,
         &words(
-            "train --model rm1 --rows 20000 --batch 128 --iters 2 --mode baseline-cpu,tcast-cpu --host dgx1 --out r",
+            "train --model rm1 --rows 20000 --batch 128 --iters 4 --mode baseline-cpu,tcast-cpu,cdlrm --cache-sets 101 --ways 2 --lookahead 2 --host dgx1 --out r",
         ),
     );
     let s = text(&o);
@@ -129,6 +129,14 @@ fn training_on_a_modelled_host_is_labelled_and_the_same_in_every_run() {
     );
     for line in tl.lines().filter(|l| l.contains(",cpu,")) {
         assert!(!line.contains(",measured,"), "{line}");
+    }
+    // cDLRM's CPU work too: the prefetcher, the look-ups, the write-backs.
+    for what in ["prefetch", "caching", "write-back"] {
+        assert!(
+            tl.lines()
+                .any(|l| l.contains("cdlrm") && l.contains(what) && l.contains("host dgx1")),
+            "{what}: {tl}"
+        );
     }
     let v = read_json(&d.join("r/results.json"));
     let m = &v["results"]["modes"][0];

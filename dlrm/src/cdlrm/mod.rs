@@ -13,6 +13,7 @@
 //!   paper's asynchronous order, with every count the reports need.
 
 pub mod cache;
+pub mod hostwork;
 mod lookahead;
 pub mod pool;
 pub mod strategy;

@@ -4,7 +4,8 @@
 //! trained on the GPU from the cache and its conflict victims.
 //!
 //! Times: the prefetcher's work and the caching step's occupancy look-ups
-//! are measured on this machine's CPU; for `cdlrm-nmp` the prefetcher's
+//! are measured on this machine's CPU (or, with `--host`, the modelled
+//! host's, [`super::hostwork`]); for `cdlrm-nmp` the prefetcher's
 //! gathers, the coherent re-reads, the victims' fetches and every
 //! write-back are the pool's (simulated, [`super::pool`]). The transfers
 //! are modelled from the links' bandwidths and the GPU's work from the GPU
@@ -22,6 +23,7 @@ use std::time::Instant;
 use nmpsim_kernels::{EmbeddingTable, OptimizerState, Pooling};
 use nmpsim_traces::Batch;
 
+use super::hostwork::{HostWork, TableInfo};
 use super::lookahead::{Ahead, LookAhead, SharedAhead};
 use super::pool::{PoolSide, Work};
 use super::window::{CachedTables, CdlrmOptions, Consistency, Working};
@@ -100,6 +102,8 @@ pub struct Cdlrm {
     batches: u64,
     /// `cdlrm-nmp`: the host tables' side of the pool.
     pool: Option<PoolSide>,
+    /// `--host`: the CPU's work timed by the modelled host.
+    host: Option<HostWork>,
     /// The next window's prefetch: its work, placed when its window starts.
     pending: Vec<Work>,
     /// Time the pending prefetch has had beside training so far, ns.
@@ -132,6 +136,7 @@ impl Cdlrm {
             started: false,
             batches: 0,
             pool: None,
+            host: None,
             pending: Vec::new(),
             elapsed_ns: 0.0,
             last_caching_ns: 0.0,
@@ -151,6 +156,42 @@ impl Cdlrm {
         self.pool = Some(PoolSide::new(timer, dims, per_row));
         self.cached.track_write_backs();
         self
+    }
+
+    /// The CPU's work timed by the modelled host `host` (`--host`), not
+    /// measured.
+    pub fn with_host(mut self, host: Option<Arc<crate::host::HostConfig>>) -> Self {
+        self.host = host.map(|host| HostWork {
+            host,
+            tables: (0..self.cached.host.len())
+                .map(|t| {
+                    let g = self.cached.geometry(t);
+                    TableInfo {
+                        num_rows: self.cached.host[t].rows,
+                        dim: self.cached.host[t].dim,
+                        state_values: self.cached.host_state[t].values_per_row,
+                        ways: g.ways,
+                        sets: g.sets,
+                    }
+                })
+                .collect(),
+        });
+        self
+    }
+
+    /// Where a CPU part's time comes from, its time and its detail: the
+    /// modelled host's `modelled` time when the run models one, else
+    /// `measured_ns`.
+    fn cpu_time(
+        &self,
+        detail: &str,
+        measured_ns: f64,
+        modelled: impl FnOnce(&HostWork) -> f64,
+    ) -> (Source, f64, String) {
+        match &self.host {
+            Some(h) => (Source::ModelledHost, modelled(h), h.detail(detail)),
+            None => (Source::Measured, measured_ns, format!("cpu ({detail})")),
+        }
     }
 
     /// The caches and the host tables.
@@ -197,25 +238,36 @@ impl Cdlrm {
             .enumerate()
             .map(|(t, r)| r.len() as u64 * self.row_bytes(t))
             .sum();
+        let counts: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let (source, ns, detail) =
+            self.cpu_time("the window's unique rows found", unique_ns, |h| {
+                h.find_unique_ns(window, &counts)
+            });
         let mut work = vec![Work {
             primitive: "prefetch",
-            detail: "cpu (the window's unique rows found)".into(),
+            detail,
             resource: Resource::Cpu,
-            source: Source::Measured,
-            ns: unique_ns,
+            source,
+            ns,
             bytes: index_bytes,
             energy_pj: 0.0,
         }];
         match &self.pool {
-            None => work.push(Work {
-                primitive: "prefetch",
-                detail: "cpu (their rows gathered from the host tables)".into(),
-                resource: Resource::Cpu,
-                source: Source::Measured,
-                ns: gather_ns,
-                bytes: row_bytes,
-                energy_pj: 0.0,
-            }),
+            None => {
+                let (source, ns, detail) =
+                    self.cpu_time("their rows gathered from the host tables", gather_ns, |h| {
+                        h.copy_ns(&counts)
+                    });
+                work.push(Work {
+                    primitive: "prefetch",
+                    detail,
+                    resource: Resource::Cpu,
+                    source,
+                    ns,
+                    bytes: row_bytes,
+                    energy_pj: 0.0,
+                })
+            }
             Some(p) => work.extend(p.gather("prefetch", rows, iteration, "host")?),
         }
         Ok(work)
@@ -301,9 +353,14 @@ impl Cdlrm {
             .cached
             .begin_window(next.as_ref().map(|n| &n.batches[..]))?;
         let (mut installed, mut evicted) = (0u64, 0u64);
+        // Per table: the window's rows looked up, installed, written back.
+        let (mut looked_up, mut placed, mut written) = (vec![], vec![], vec![]);
         for (t, (a, b)) in self.cached.counts.iter().zip(&before).enumerate() {
             installed += (a.installed - b.installed) * self.row_bytes(t);
             evicted += (a.evictions - b.evictions) * self.row_bytes(t);
+            looked_up.push((a.window_rows - b.window_rows) as usize);
+            placed.push((a.installed - b.installed) as usize);
+            written.push((a.written_back - b.written_back) as usize);
         }
         let coherent = self.coherent();
         ctx.host.add("caching (occupancy tables)", w.plan_ns);
@@ -312,45 +369,47 @@ impl Cdlrm {
             w.apply_ns,
         );
         ctx.host.add("write-back", w.write_back_ns);
-        let cpu = |primitive: &'static str, detail: &str, ns: f64, bytes: u64| Work {
-            primitive,
-            detail: detail.into(),
-            resource: Resource::Cpu,
-            source: Source::Measured,
-            ns,
-            bytes,
-            energy_pj: 0.0,
-        };
+        let cpu =
+            |primitive: &'static str, (source, ns, detail): (Source, f64, String), bytes| Work {
+                primitive,
+                detail,
+                resource: Resource::Cpu,
+                source,
+                ns,
+                bytes,
+                energy_pj: 0.0,
+            };
         let stage = Stage::ForwardEmbedding;
-        let mut on_path = w.plan_ns;
-        push(
-            ctx,
-            stage,
-            MAIN,
-            &cpu(
-                "caching",
-                "cpu (occupancy tables: look-ups, ways chosen)",
-                w.plan_ns,
-                0,
-            ),
+        let plan = cpu(
+            "caching",
+            self.cpu_time("occupancy tables: look-ups, ways chosen", w.plan_ns, |h| {
+                h.look_up_ns(&looked_up)
+            }),
+            0,
         );
+        let mut on_path = plan.ns;
+        push(ctx, stage, MAIN, &plan);
         // The write-backs drained in this step, and the rows read again.
         let (write_back, reread) = match &self.pool {
             None => (
                 vec![cpu(
                     "write-back",
-                    if coherent {
-                        "cpu (queue drained before the install)"
-                    } else {
-                        "cpu (the eviction process)"
-                    },
-                    w.write_back_ns,
+                    self.cpu_time(
+                        if coherent {
+                            "queue drained before the install"
+                        } else {
+                            "the eviction process"
+                        },
+                        w.write_back_ns,
+                        |h| h.write_back_ns(&written),
+                    ),
                     0,
                 )],
                 vec![cpu(
                     "caching",
-                    "cpu (the installed rows re-read: coherent)",
-                    w.reread_ns,
+                    self.cpu_time("the installed rows re-read: coherent", w.reread_ns, |h| {
+                        if coherent { h.copy_ns(&placed) } else { 0.0 }
+                    }),
                     installed,
                 )],
             ),
@@ -574,7 +633,7 @@ impl EmbeddingStrategy for Cdlrm {
             "gpu (cache and victim table)",
             ctx,
         )?;
-        let before: u64 = self.cached.counts.iter().map(|c| c.written_back).sum();
+        let before: Vec<u64> = self.cached.counts.iter().map(|c| c.written_back).collect();
         let mut drain_ns = 0.0;
         for (t, ((mut w, table), state)) in working.into_iter().zip(tables).zip(states).enumerate()
         {
@@ -582,13 +641,20 @@ impl EmbeddingStrategy for Cdlrm {
             w.state = state;
             drain_ns += self.cached.finish(t, w);
         }
+        let drained: Vec<usize> = self
+            .cached
+            .counts
+            .iter()
+            .zip(&before)
+            .map(|(c, b)| (c.written_back - b) as usize)
+            .collect();
         let back = (self
             .cached
             .counts
             .iter()
             .map(|c| c.written_back)
             .sum::<u64>()
-            - before)
+            - before.iter().sum::<u64>())
             * self.row_bytes(0);
         // Coherent: the next batch may read the victims again, from where
         // they are written; in the paper's order the eviction process
@@ -613,14 +679,19 @@ impl EmbeddingStrategy for Cdlrm {
                     back,
                 );
                 ctx.host.add("write-back", drain_ns);
+                let (source, ns, detail) = self.cpu_time(
+                    "conflict victims written to the host tables",
+                    drain_ns,
+                    |h| h.write_back_ns(&drained),
+                );
                 ctx.timeline.push(
                     "write-back",
-                    "cpu (conflict victims written to the host tables)",
+                    detail,
                     Stage::BackwardEmbedding,
                     lane,
                     Resource::Cpu,
-                    Source::Measured,
-                    drain_ns,
+                    source,
+                    ns,
                     back,
                 );
             }
@@ -817,11 +888,9 @@ pub(crate) fn build(
     ctx: &crate::strategy::BuildCtx,
 ) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
     ctx.config.validate()?;
-    Ok(Box::new(Cdlrm::new(
-        ctx.config,
-        ctx.cdlrm,
-        ctx.env.gpu.clone(),
-    )?))
+    Ok(Box::new(
+        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?.with_host(ctx.env.host.clone()),
+    ))
 }
 
 /// The factory of `cdlrm-nmp`: `cdlrm` with its host tables in the pool.
@@ -833,6 +902,8 @@ pub(crate) fn build_nmp(
         DlrmError::Config("cdlrm-nmp needs the run's NMP pool, and none was set up".into())
     })?;
     Ok(Box::new(
-        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?.on_pool(timer),
+        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?
+            .on_pool(timer)
+            .with_host(ctx.env.host.clone()),
     ))
 }
