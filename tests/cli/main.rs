@@ -19,6 +19,7 @@ mod peer;
 mod plot;
 mod reproduce;
 mod scars;
+mod slurm;
 mod snapshots;
 mod sweep;
 mod trace;

@@ -158,7 +158,13 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     // A missing shard is reported (exit 1) and a different sweep refused.
     let o = nmpsim(d, &words("sweep merge partial shard-1 shard-2"));
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("2 runs are in no shard directory"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("error: the merge is incomplete: 2 runs of 6 are in no shard directory")
+            && err.contains("shard 3/3: runs 2, 5 (none of the DIRs is this shard's")
+            && err.contains("Re-run shard 3/3"),
+        "{err}"
+    );
     write(d, "other.toml", SIX_RUNS.replace("20000", "2000"));
     ok(
         d,
@@ -195,7 +201,7 @@ fn interrupted_resumed_and_sharded_sweeps_give_the_same_results() {
     let o = nmpsim(d, &words("sweep merge partial-c shard-1 shard-3c"));
     let err = exited(&o, 1);
     let name = corrupt.strip_prefix(d).unwrap().display().to_string();
-    assert!(err.contains("1 runs are in no shard directory"), "{err}");
+    assert!(err.contains("1 run of 6 is in no shard directory"), "{err}");
     assert!(
         err.contains(&format!("{name}: unreadable")),
         "{name}: {err}"
@@ -227,6 +233,7 @@ fn spec_error(name: &str, spec: &str, line: usize, key: &str, what: &str) {
     let err = fails(d, &["sweep", &file, "--out", "out"]);
     let place = format!("{file}:{line}: key '{key}'");
     assert!(err.contains(&place), "expected `{place}` in: {err}");
+    assert_eq!(err.matches(&place).count(), 1, "said once: {err}");
     assert!(err.contains(what), "expected `{what}` in: {err}");
     assert!(!d.join("out").exists(), "nothing may run or be written");
 }
@@ -1028,9 +1035,13 @@ fn a_grid_beyond_the_run_limit_is_refused_before_expanding() {
     assert!(!t.0.join("o").exists());
 }
 
-/// The Slurm helper submits the array and the merge job (through a stand-in
-/// `sbatch`), every time: its dry-run check reads the whole plan rather than
-/// closing the pipe on nmpsim, which would end it with SIGPIPE.
+/// The Slurm helper's submission side, through stand-ins for `sbatch` and
+/// `sinfo` (the jobs themselves are tested on a real cluster, in `slurm.rs`):
+/// it submits the array and the merge job every time (its dry-run check reads
+/// the whole plan rather than closing the pipe on nmpsim, which would end it
+/// with SIGPIPE); a refused submission leaves no `OUT/logs` behind; a task
+/// asking for more CPUs than the partition's nodes have is refused before
+/// anything is queued.
 #[test]
 fn the_slurm_script_submits_its_jobs() {
     use std::os::unix::fs::PermissionsExt;
@@ -1066,6 +1077,86 @@ fn the_slurm_script_submits_its_jobs() {
             "{o:?}"
         );
     }
+    let submit = |bin: &Path, out: &str, env: &[(&str, &str)]| {
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d)
+            .arg(&script)
+            .arg(&spec)
+            .arg("5")
+            .arg(out)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("NMPSIM", env!("CARGO_BIN_EXE_nmpsim"));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("run the script")
+    };
+    // A refused submission: nothing made under OUT.
+    let refuses = d.join("refuses");
+    std::fs::create_dir(&refuses).unwrap();
+    let stand_in = |dir: &Path, name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    stand_in(
+        &refuses,
+        "sbatch",
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\nexit 1\n",
+    );
+    let o = submit(&refuses, "refused", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("Invalid account")
+            && err.contains(
+                "sbatch refused the array job (its message above); nothing was submitted"
+            ),
+        "{o:?}"
+    );
+    assert!(
+        !d.join("refused").exists(),
+        "a refused submission left OUT behind"
+    );
+    // Nodes of 2 CPUs (8 in partition `big`): the default 4 per task is
+    // refused, `--partition=big` or 2 per task accepted.
+    stand_in(
+        &bin,
+        "sinfo",
+        "#!/bin/sh\ncase \"$*\" in *'-p big'*) echo 8 ;; *) printf '2\\n1\\n' ;; esac\n",
+    );
+    let o = submit(&bin, "too-big", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains(
+                "CPUS_PER_TASK=4, but the largest node in any partition has 2 CPUs (sinfo)"
+            )
+            && err.contains("set CPUS_PER_TASK=2 or less"),
+        "{o:?}"
+    );
+    assert!(!d.join("too-big").exists());
+    for env in [
+        &[("SBATCH_ARGS", "--time=1:00 --partition=big")][..],
+        &[("SBATCH_ARGS", "-p big")][..],
+        &[("CPUS_PER_TASK", "2")][..],
+    ] {
+        let o = submit(&bin, "fits", env);
+        assert!(o.status.success(), "{env:?}: {o:?}");
+    }
+    let o = submit(&bin, "fits", &[("SBATCH_ARGS", "--partition=small")]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("the largest node in partition 'small' has 2 CPUs"),
+        "{o:?}"
+    );
     let o = std::process::Command::new("bash")
         .arg(&script)
         .arg("--help")
@@ -1073,7 +1164,10 @@ fn the_slurm_script_submits_its_jobs() {
         .expect("run the script");
     let help = String::from_utf8_lossy(&o.stdout);
     assert!(
-        help.contains("SBATCH_ARGS") && !help.contains("set -euo"),
+        help.contains("SBATCH_ARGS")
+            && help.contains("shard-%a.job%A.log")
+            && help.contains("not meant to be run by hand")
+            && !help.contains("set -euo"),
         "{help}"
     );
 }

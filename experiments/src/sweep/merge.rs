@@ -27,8 +27,35 @@ pub struct MergeSummary {
     pub merged: usize,
     /// The runs in no shard directory.
     pub missing: Vec<usize>,
+    /// The shards of the sweep, when the DIRs are shards `i/N` of one `N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<usize>,
+    /// With `shards`: the missing runs by the shard that owns them, and
+    /// whether that shard is among the DIRs.
+    pub missing_by_shard: Vec<MissingShard>,
     pub failed: usize,
+    /// The failed runs: their directory names and the first line of their
+    /// error.
+    pub failed_runs: Vec<FailedRun>,
     pub results_csv: String,
+}
+
+/// The runs of one shard that no DIR holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissingShard {
+    /// `i/N`.
+    pub shard: String,
+    pub runs: Vec<usize>,
+    /// Whether the shard's directory is among the DIRs (then those of its
+    /// runs did not finish there), or not at all.
+    pub merged_dir: bool,
+}
+
+/// A failed run of the merged sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedRun {
+    pub run: String,
+    pub error: String,
 }
 
 /// How a merge ended.
@@ -207,10 +234,42 @@ pub fn merge(
         }
     }
     let results = write_results(out, &spec, rows.iter())?;
-    let failed = rows
+    let failed_runs: Vec<FailedRun> = rows
         .iter()
         .filter(|r| r.status == Status::Failed.as_str())
-        .count();
+        .map(|r| FailedRun {
+            run: r.run.clone(),
+            error: r.error.lines().next().unwrap_or("").to_string(),
+        })
+        .collect();
+    // The DIRs' shards: when all are shards of one count, each missing run's
+    // owner is known (`Shard::selects`).
+    let parsed: Vec<Option<Shard>> = infos.iter().map(|i| i.shard.parse().ok()).collect();
+    let shards = match parsed.first() {
+        Some(Some(first))
+            if first.count > 1
+                && parsed
+                    .iter()
+                    .all(|s| s.map(|s| s.count) == Some(first.count)) =>
+        {
+            Some(first.count)
+        }
+        _ => None,
+    };
+    let mut missing_by_shard: Vec<MissingShard> = Vec::new();
+    if let Some(n) = shards {
+        for i in 1..=n {
+            let sh = Shard { index: i, count: n };
+            let runs: Vec<usize> = missing.iter().copied().filter(|&r| sh.selects(r)).collect();
+            if !runs.is_empty() {
+                missing_by_shard.push(MissingShard {
+                    shard: sh.to_string(),
+                    runs,
+                    merged_dir: parsed.contains(&Some(sh)),
+                });
+            }
+        }
+    }
     Ok(MergeOutcome {
         summary: MergeSummary {
             sweep_dir: out.display().to_string(),
@@ -218,7 +277,10 @@ pub fn merge(
             runs: total,
             merged: rows.len(),
             missing,
-            failed,
+            shards,
+            missing_by_shard,
+            failed: failed_runs.len(),
+            failed_runs,
             results_csv: results.display().to_string(),
         },
         results,

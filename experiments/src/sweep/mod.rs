@@ -69,7 +69,7 @@ impl Launcher for Program {
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// The spec, or the runs it expands to, are rejected: nothing ran.
-    #[error("{0}")]
+    #[error(transparent)]
     Spec(#[from] SpecErrors),
     /// A file or directory of the sweep could not be read or written.
     #[error("{context}")]

@@ -267,6 +267,60 @@ fn plot_results(
     Ok(crate::cmd::plot::draw(csv, x, ys, group, &opts, None, size)?.0)
 }
 
+/// Runs `runs` (0-based) as the run numbers a user reads, at most 20.
+fn run_list(runs: &[usize]) -> String {
+    let shown: Vec<String> = runs.iter().take(20).map(|i| i.to_string()).collect();
+    format!(
+        "{}{}",
+        shown.join(", "),
+        if runs.len() > 20 { ", ..." } else { "" }
+    )
+}
+
+/// What `sweep merge` says when runs are missing: how many, which, the
+/// shards that own them and what to do.
+fn missing_message(s: &sweep::merge::MergeSummary) -> String {
+    let n = s.missing.len();
+    let mut m = format!(
+        "error: the merge is incomplete: {} of {} {} in no shard directory, and results.csv lacks {}",
+        crate::cmd::plural(n, "run", "runs"),
+        s.runs,
+        if n == 1 { "is" } else { "are" },
+        if n == 1 { "it" } else { "them" }
+    );
+    if s.missing_by_shard.is_empty() {
+        m.push_str(&format!(
+            " ({} {})",
+            if n == 1 { "run" } else { "runs" },
+            run_list(&s.missing)
+        ));
+        m.push_str(".\n  Run the sweep (or its missing shards) again into a DIR and merge again.");
+        return m;
+    }
+    m.push(':');
+    let mut to_run = Vec::new();
+    for g in &s.missing_by_shard {
+        m.push_str(&format!(
+            "\n  shard {}: {} {} ({})",
+            g.shard,
+            if g.runs.len() == 1 { "run" } else { "runs" },
+            run_list(&g.runs),
+            if g.merged_dir {
+                "its directory is merged, and these did not finish in it"
+            } else {
+                "none of the DIRs is this shard's: it never ran, or its directory was not given"
+            }
+        ));
+        to_run.push(g.shard.clone());
+    }
+    m.push_str(&format!(
+        "\n  Re-run {} {} (`nmpsim sweep SPEC --shard I/N --out DIR` resumes a shard's DIR; for experiments/slurm/sweep-array.sh, submit the same command again) and merge again.",
+        if to_run.len() == 1 { "shard" } else { "shards" },
+        to_run.join(", ")
+    ));
+    m
+}
+
 fn merge(m: MergeArgs) -> Result<ExitCode> {
     let out_shown = m.out.display().to_string();
     let outcome = sweep::merge(&m.out, &m.dirs, &mut || {
@@ -290,16 +344,22 @@ fn merge(m: MergeArgs) -> Result<ExitCode> {
         s.failed,
         outcome.results.display()
     );
-    if !s.missing.is_empty() {
-        let shown: Vec<String> = s.missing.iter().take(20).map(|i| i.to_string()).collect();
+    if !s.failed_runs.is_empty() {
         eprintln!(
-            "warning: {} runs are in no shard directory (runs {}{}); results.csv lacks them",
-            s.missing.len(),
-            shown.join(", "),
-            if s.missing.len() > 20 { ", ..." } else { "" }
+            "{} failed (status `failed`, the error in results.csv):",
+            crate::cmd::plural(s.failed_runs.len(), "run", "runs")
         );
+        for f in s.failed_runs.iter().take(20) {
+            eprintln!("  {}: {}", f.run, f.error);
+        }
+        if s.failed_runs.len() > 20 {
+            eprintln!("  ... and {} more", s.failed_runs.len() - 20);
+        }
+    }
+    if !s.missing.is_empty() {
+        eprintln!("{}", missing_message(s));
         for u in &outcome.unusable {
-            eprintln!("warning: {u}");
+            eprintln!("  {u}");
         }
     }
     if m.json {
