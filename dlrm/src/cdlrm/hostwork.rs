@@ -97,10 +97,7 @@ impl HostWork {
 
     /// Copying `rows[t]` rows of each table `t` out of the host tables, ns.
     pub fn copy_ns(&self, rows: &[usize]) -> f64 {
-        rows.iter()
-            .enumerate()
-            .map(|(t, &r)| self.host.time_ns(&self.copy_work(t, r)))
-            .sum()
+        per_table(rows, |t, r| self.host.time_ns(&self.copy_work(t, r)))
     }
 
     /// The work of `rows` occupancy look-ups in table `t`'s tags.
@@ -125,10 +122,7 @@ impl HostWork {
 
     /// The occupancy tables' look-ups of `rows[t]` rows of each table, ns.
     pub fn look_up_ns(&self, rows: &[usize]) -> f64 {
-        rows.iter()
-            .enumerate()
-            .map(|(t, &r)| self.host.time_ns(&self.look_up_work(t, r)))
-            .sum()
+        per_table(rows, |t, r| self.host.time_ns(&self.look_up_work(t, r)))
     }
 
     /// The work of writing `rows` rows of table `t` with their state back.
@@ -141,14 +135,16 @@ impl HostWork {
 
     /// Writing `rows[t]` rows of each table `t` back, ns.
     pub fn write_back_ns(&self, rows: &[usize]) -> f64 {
-        rows.iter()
-            .enumerate()
-            .map(|(t, &r)| {
-                self.host
-                    .primitive_time_ns(CpuPrimitive::Scatter, &self.write_back_work(t, r))
-            })
-            .sum()
+        per_table(rows, |t, r| {
+            self.host
+                .primitive_time_ns(CpuPrimitive::Scatter, &self.write_back_work(t, r))
+        })
     }
+}
+
+/// `time(t, rows[t])` summed over the tables `t`.
+fn per_table(rows: &[usize], time: impl Fn(usize, usize) -> f64) -> f64 {
+    rows.iter().enumerate().map(|(t, &r)| time(t, r)).sum()
 }
 
 #[cfg(test)]
