@@ -1047,36 +1047,16 @@ fn the_slurm_script_submits_its_jobs() {
     use std::os::unix::fs::PermissionsExt;
     let t = TempDir::new("slurm");
     let d = &t.0;
-    let bin = d.join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    let sbatch = bin.join("sbatch");
-    std::fs::write(&sbatch, "#!/bin/sh\necho 42\n").unwrap();
-    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/slurm/sweep-array.sh");
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/specs/nmp-native-100.toml");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    for _ in 0..5 {
-        let o = std::process::Command::new("bash")
-            .current_dir(d)
-            .arg(&script)
-            .arg(&spec)
-            .arg("5")
-            .arg("out")
-            .env("PATH", &path)
-            .env("NMPSIM", env!("CARGO_BIN_EXE_nmpsim"))
-            .output()
-            .expect("run the script");
-        let said = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success()
-                && said.contains("submitted array job 42 (5 shards) and merge job 42"),
-            "{o:?}"
-        );
-    }
+    // An executable `dir/name` running `body`.
+    let stand_in = |dir: &Path, name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // The script on SPEC with 5 shards into `out`, the stand-ins in `bin`
+    // first on PATH.
     let submit = |bin: &Path, out: &str, env: &[(&str, &str)]| {
         let mut c = std::process::Command::new("bash");
         c.current_dir(d)
@@ -1098,14 +1078,21 @@ fn the_slurm_script_submits_its_jobs() {
         }
         c.output().expect("run the script")
     };
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    stand_in(&bin, "sbatch", "#!/bin/sh\necho 42\n");
+    for _ in 0..5 {
+        let o = submit(&bin, "out", &[]);
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success()
+                && said.contains("submitted array job 42 (5 shards) and merge job 42"),
+            "{o:?}"
+        );
+    }
     // A refused submission: nothing made under OUT.
     let refuses = d.join("refuses");
     std::fs::create_dir(&refuses).unwrap();
-    let stand_in = |dir: &Path, name: &str, body: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
     stand_in(
         &refuses,
         "sbatch",
