@@ -95,6 +95,15 @@ impl<'de> Deserialize<'de> for SimBatches {
 pub struct NmpSetup {
     pub ranks: u32,
     pub preset: String,
+    /// A DRAM configuration file applied over `preset` (`--dram-config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_config: Option<std::path::PathBuf>,
+    /// Timing overrides, `NAME=CYCLES` (`--timing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timing: Vec<String>,
+    /// Organisation overrides, `FIELD=VALUE` (`--org`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub org: Vec<String>,
     /// Address mapping fields (`ro-ra-ba-bg-co`); the preset's default if unset.
     pub mapping: Option<String>,
     pub placement: Placement,
@@ -133,6 +142,9 @@ impl Default for NmpSetup {
         NmpSetup {
             ranks: 32,
             preset: "DDR4-3200-x8".into(),
+            dram_config: None,
+            timing: Vec::new(),
+            org: Vec::new(),
             mapping: Some("ro-ra-ba-bg-co".into()),
             placement: Placement::RowInterleaved,
             engine: EngineKind::Native,
@@ -147,6 +159,20 @@ impl Default for NmpSetup {
 }
 
 impl NmpSetup {
+    /// Each rank's DRAM: the preset, the file, the overrides, the mapping.
+    pub fn dram(&self) -> Result<DramConfig, DlrmError> {
+        let mut dram = DramConfig::resolve(
+            &self.preset,
+            self.dram_config.as_deref(),
+            &self.timing,
+            &self.org,
+        )?;
+        if let Some(m) = &self.mapping {
+            dram.mapping = AddressMapping::parse(m)?;
+        }
+        Ok(dram)
+    }
+
     pub fn validate(&self) -> Result<(), DlrmError> {
         let bad = |s: &str| Err(DlrmError::Config(s.to_string()));
         if self.ranks == 0 {
@@ -155,6 +181,8 @@ impl NmpSetup {
         if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
             return bad("NMP link bandwidth must be a positive number of GB/s");
         }
+        // The DRAM configuration reads (a file, overrides) before any run.
+        self.dram()?;
         if self.alu_lanes == 0 {
             return bad("--alu-lanes 0: each NMP core's vector ALU needs at least 1 lane");
         }
@@ -314,10 +342,7 @@ impl PoolTimer {
         optimizer: &Optimizer,
     ) -> Result<Self, DlrmError> {
         setup.validate()?;
-        let mut dram = DramConfig::preset(&setup.preset)?;
-        if let Some(m) = &setup.mapping {
-            dram.mapping = AddressMapping::parse(m)?;
-        }
+        let dram = setup.dram()?;
         let shapes: Vec<TableShape> = tables
             .iter()
             .map(|&(rows, dim)| TableShape { rows, dim })

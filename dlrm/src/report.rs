@@ -36,7 +36,9 @@ pub fn report_text(h: &ReportHeader, modes: &[ModeSummary], run_dir: &Path) -> S
         format!(
             ", NMP {} x {} {} ({})",
             nmp.ranks,
-            nmp.preset,
+            nmp.dram()
+                .map(|d| d.name)
+                .unwrap_or_else(|_| nmp.preset.clone()),
             nmp.placement,
             match nmp.fixed_bandwidth_gbps {
                 Some(b) => format!("fixed {b} GB/s, modelled"),

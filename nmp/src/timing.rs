@@ -121,7 +121,7 @@ impl Default for EnergyParams {
 pub const MIN_RATE: f64 = 1e-6;
 
 /// Everything the timed pool needs besides the layout.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PoolParams {
     pub engine: EngineKind,
     pub dram: DramConfig,

@@ -1,69 +1,79 @@
-//! DDR4 configurations: one Rust description from which every engine's own
+//! DRAM configurations: one Rust description from which every engine's own
 //! configuration is generated.
 //!
-//! Timings are JEDEC values (JESD79-4 speed bins DDR4-2400R, 16-16-16, and
-//! DDR4-3200AA, 22-22-22) in clock cycles; currents are Micron 8 Gb DDR4 datasheet
-//! values (the same ones DRAMsim3 ships). Where an engine cannot take our timings
-//! (Ramulator 1 has built-in tables), [`DramConfig::ramulator_timing_differences`]
-//! lists what it uses instead.
+//! A configuration names its [standard] (today DDR4) and a
+//! preset of it, and holds the preset's organisation, timing (in clock
+//! cycles, from the standard's JEDEC tables), power (datasheet currents) and
+//! any overrides ([`DramConfig::from_toml`], [`DramConfig::apply_overrides`]).
+//! Where an engine cannot take our timings (Ramulator 1 has built-in tables),
+//! [`DramConfig::ramulator_timing_differences`] lists what it uses instead.
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 use crate::SimError;
 use crate::request::BURST_BYTES;
+use crate::standard::{self, ConstraintSpec, Rule, Standard};
 
-/// Speed grade.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Speed {
-    #[serde(rename = "DDR4-2400")]
-    Ddr4_2400,
-    #[serde(rename = "DDR4-3200")]
-    Ddr4_3200,
-}
-
-impl Speed {
-    pub fn name(self) -> &'static str {
-        match self {
-            Speed::Ddr4_2400 => "DDR4-2400",
-            Speed::Ddr4_3200 => "DDR4-3200",
-        }
-    }
-    /// Mega-transfers per second.
-    pub fn mts(self) -> u32 {
-        match self {
-            Speed::Ddr4_2400 => 2400,
-            Speed::Ddr4_3200 => 3200,
-        }
-    }
-}
-
-/// Timing parameters in clock cycles (tCK in ns).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Timing parameters in clock cycles, by the standard's names (`CL`,
+/// `tRCD`, ...), in the standard's order, and the clock period `tCK` in ns.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Timing {
     pub tck_ns: f64,
-    pub cl: u32,
-    pub cwl: u32,
-    pub trcd: u32,
-    pub trp: u32,
-    pub tras: u32,
-    pub trc: u32,
-    pub trtp: u32,
-    pub twr: u32,
-    pub twtr_s: u32,
-    pub twtr_l: u32,
-    pub tccd_s: u32,
-    pub tccd_l: u32,
-    pub trrd_s: u32,
-    pub trrd_l: u32,
-    pub tfaw: u32,
-    pub trfc: u32,
-    pub trefi: u32,
-    pub trtrs: u32,
-    pub tcke: u32,
-    pub tckesr: u32,
-    pub txs: u32,
-    pub txp: u32,
+    values: Vec<(String, u32)>,
+}
+
+impl Timing {
+    pub fn new(tck_ns: f64, values: Vec<(String, u32)>) -> Self {
+        Timing { tck_ns, values }
+    }
+
+    /// A timing by name, in cycles.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.values.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// Sets a timing the table has; the error lists the names it has.
+    pub fn set(&mut self, name: &str, cycles: u32) -> Result<(), String> {
+        if let Some(v) = self.values.iter_mut().find(|(n, _)| n == name) {
+            v.1 = cycles;
+            return Ok(());
+        }
+        let names: Vec<&str> = self.values.iter().map(|(n, _)| n.as_str()).collect();
+        Err(format!(
+            "unknown timing `{name}`; expected tCK (ns) or one of {}",
+            names.join(", ")
+        ))
+    }
+
+    /// Every timing, in the standard's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.values.iter().map(|(n, v)| (n.as_str(), *v))
+    }
+}
+
+impl std::ops::Index<&str> for Timing {
+    type Output = u32;
+    fn index(&self, name: &str) -> &u32 {
+        match self.values.iter().find(|(n, _)| n == name) {
+            Some((_, v)) => v,
+            None => panic!("the timing table has no `{name}`"),
+        }
+    }
+}
+
+impl Serialize for Timing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.values.len() + 1))?;
+        // Lower-case keys (`tck_ns`, `cl`, `trcd`, `trrd_s`), as run
+        // directories have always had them.
+        m.serialize_entry("tck_ns", &self.tck_ns)?;
+        for (n, v) in &self.values {
+            m.serialize_entry(&n.to_lowercase(), v)?;
+        }
+        m.end()
+    }
 }
 
 /// Currents in mA per device, supply in V.
@@ -248,12 +258,17 @@ impl AddressMapping {
     }
 }
 
-/// A complete DDR4 configuration: one channel holding `ranks` ranks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A complete DRAM configuration: one channel holding `ranks` ranks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DramConfig {
-    /// Preset name, e.g. `DDR4-3200-x8` or `DDR4-2400-x8-2R`.
+    /// Preset name, e.g. `DDR4-3200-x8` or `DDR4-2400-x8-2R`; with
+    /// overrides, the preset's name and what was changed.
     pub name: String,
-    pub speed: Speed,
+    /// The standard's name ([`crate::standard::by_name`]).
+    pub standard: String,
+    /// The speed bin, e.g. `DDR4-3200` (`custom` for a configuration
+    /// written out in full).
+    pub speed: String,
     pub ranks: u32,
     pub org: Organisation,
     pub timing: Timing,
@@ -263,151 +278,76 @@ pub struct DramConfig {
     pub transaction_queue: u32,
     /// Per-bank command queue depth (DRAMsim3 `cmd_queue_size`).
     pub command_queue: u32,
+    /// Constraints added to the standard's by a configuration file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<ConstraintSpec>,
 }
 
-/// Names of all presets.
+/// Names of all presets, of every standard.
 pub fn preset_names() -> Vec<String> {
-    let mut v = Vec::new();
-    for speed in ["DDR4-2400", "DDR4-3200"] {
-        for w in ["x4", "x8", "x16"] {
-            for r in ["", "-2R", "-4R"] {
-                v.push(format!("{speed}-{w}{r}"));
-            }
-        }
-    }
-    v
-}
-
-fn jedec_timing(speed: Speed, width: u32) -> Timing {
-    // Each field: [DDR4-2400, DDR4-3200]; where the page size matters, each
-    // of those is [x4, x8, x16] (page size 512 B, 1 KB, 2 KB).
-    let wi = match width {
-        4 => 0,
-        8 => 1,
-        _ => 2,
-    };
-    let si = match speed {
-        Speed::Ddr4_2400 => 0,
-        Speed::Ddr4_3200 => 1,
-    };
-    Timing {
-        tck_ns: [1.0 / 1.2, 0.625][si],
-        cl: [16, 22][si],
-        cwl: [12, 16][si],
-        trcd: [16, 22][si],
-        trp: [16, 22][si],
-        tras: [39, 52][si],
-        trc: [55, 74][si],
-        trtp: [9, 12][si],
-        twr: [18, 24][si],
-        twtr_s: [3, 4][si],
-        twtr_l: [9, 12][si],
-        tccd_s: [4, 4][si],
-        tccd_l: [6, 8][si],
-        trrd_s: [[4, 4, 7], [4, 4, 9]][si][wi],
-        trrd_l: [[6, 6, 8], [8, 8, 11]][si][wi],
-        tfaw: [[16, 26, 36], [16, 34, 48]][si][wi],
-        trfc: [420, 560][si],
-        trefi: [9360, 12480][si],
-        trtrs: [2, 2][si],
-        tcke: [6, 8][si],
-        tckesr: [7, 9][si],
-        txs: [432, 576][si],
-        txp: [8, 10][si],
-    }
-}
-
-fn datasheet_power(speed: Speed, width: u32) -> Power {
-    // (IDD0, IDD2P, IDD2N, IDD3P, IDD3N, IDD4R, IDD4W, IDD5B, IDD6) in mA.
-    let v: [f64; 9] = match (speed, width) {
-        (Speed::Ddr4_2400, 4) => [43.0, 25.0, 34.0, 32.0, 38.0, 110.0, 103.0, 250.0, 30.0],
-        (Speed::Ddr4_2400, 8) => [48.0, 25.0, 34.0, 37.0, 43.0, 135.0, 123.0, 250.0, 30.0],
-        (Speed::Ddr4_2400, _) => [80.0, 25.0, 34.0, 41.0, 47.0, 243.0, 228.0, 280.0, 30.0],
-        (Speed::Ddr4_3200, 4) => [52.0, 25.0, 37.0, 38.0, 47.0, 143.0, 130.0, 250.0, 30.0],
-        (Speed::Ddr4_3200, 8) => [57.0, 25.0, 37.0, 43.0, 52.0, 168.0, 150.0, 250.0, 30.0],
-        (Speed::Ddr4_3200, _) => [95.0, 25.0, 37.0, 47.0, 56.0, 302.0, 278.0, 280.0, 30.0],
-    };
-    Power {
-        vdd_v: 1.2,
-        idd0_ma: v[0],
-        idd2p_ma: v[1],
-        idd2n_ma: v[2],
-        idd3p_ma: v[3],
-        idd3n_ma: v[4],
-        idd4r_ma: v[5],
-        idd4w_ma: v[6],
-        idd5b_ma: v[7],
-        idd6_ma: v[8],
-    }
+    standard::all()
+        .into_iter()
+        .flat_map(|s| (s.preset_names)())
+        .collect()
 }
 
 impl DramConfig {
-    /// Looks a preset up by name (case-insensitive): `DDR4-{2400,3200}-{x4,x8,x16}`
-    /// with an optional `-2R` / `-4R` suffix for multi-rank channels (default one
-    /// rank: the NMP rank).
+    /// Looks a preset up by name (case-insensitive), in every standard:
+    /// `DDR4-{2400,3200}-{x4,x8,x16}` with an optional `-2R` / `-4R` suffix
+    /// for multi-rank channels (default one rank: the NMP rank).
     pub fn preset(name: &str) -> Result<Self, SimError> {
-        let unknown = || SimError::UnknownPreset {
-            name: name.to_string(),
-            valid: preset_names().join(", "),
-        };
         let up = name.trim().to_ascii_uppercase();
-        let parts: Vec<&str> = up.split('-').collect();
-        if parts.len() < 3 || parts.len() > 4 || parts[0] != "DDR4" {
-            return Err(unknown());
+        standard::all()
+            .into_iter()
+            .find_map(|s| (s.preset)(&up))
+            .ok_or_else(|| SimError::UnknownPreset {
+                name: name.to_string(),
+                valid: preset_names().join(", "),
+            })
+    }
+
+    /// The configuration's standard.
+    pub fn standard(&self) -> &'static Standard {
+        standard::by_name(&self.standard)
+            .unwrap_or_else(|| panic!("no DRAM standard `{}`", self.standard))
+    }
+
+    /// The standard's constraints and the configuration's own, evaluated
+    /// with its timing.
+    pub fn rules(&self) -> Vec<Rule> {
+        self.rules_with(&self.timing)
+    }
+
+    /// [`rules`](Self::rules) evaluated with another timing table (e.g.
+    /// [`ramulator_timing`](Self::ramulator_timing)).
+    pub fn rules_with(&self, timing: &Timing) -> Vec<Rule> {
+        let s = self.standard();
+        let mut c = s.constraints();
+        for (i, spec) in self.constraints.iter().enumerate() {
+            c.push(
+                s.constraint(spec, &format!("constraint {}", i + 1))
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
         }
-        let speed = match parts[1] {
-            "2400" => Speed::Ddr4_2400,
-            "3200" => Speed::Ddr4_3200,
-            _ => return Err(unknown()),
-        };
-        let width = match parts[2] {
-            "X4" => 4,
-            "X8" => 8,
-            "X16" => 16,
-            _ => return Err(unknown()),
-        };
-        let ranks = match parts.get(3) {
-            None | Some(&"1R") => 1,
-            Some(&"2R") => 2,
-            Some(&"4R") => 4,
-            _ => return Err(unknown()),
-        };
-        let (bankgroups, rows) = match width {
-            4 => (4, 1u64 << 17),
-            8 => (4, 1 << 16),
-            _ => (2, 1 << 16),
-        };
-        let org = Organisation {
-            density_gbit: 8,
-            device_width: width,
-            bankgroups,
-            banks_per_group: 4,
-            rows,
-            columns: 1024,
-            bus_width: 64,
-            burst_length: 8,
-        };
-        let canonical = format!(
-            "{}-x{}{}",
-            speed.name(),
-            width,
-            if ranks > 1 {
-                format!("-{ranks}R")
+        c.iter()
+            .map(|c| c.evaluate(timing, self.org.burst_length))
+            .collect()
+    }
+
+    /// The longest gap allowed between two refreshes of a rank, in cycles.
+    pub fn refresh_gap(&self) -> u64 {
+        let s = self.standard();
+        let e = standard::Expr::parse(s.refresh_gap, &s.latency_names())
+            .unwrap_or_else(|e| panic!("{}: refresh gap {e}", s.name));
+        let bl = self.org.burst_length as i64;
+        e.eval(&|n| {
+            if n == "BL" {
+                bl
             } else {
-                String::new()
+                self.timing.get(n).map(i64::from).unwrap_or(0)
             }
-        );
-        Ok(DramConfig {
-            name: canonical,
-            speed,
-            ranks,
-            timing: jedec_timing(speed, width),
-            power: datasheet_power(speed, width),
-            org,
-            mapping: AddressMapping::default_ddr4(),
-            transaction_queue: 32,
-            command_queue: 8,
         })
+        .max(0) as u64
     }
 
     /// Bytes addressable in the channel.
@@ -440,10 +380,10 @@ impl DramConfig {
     /// [`Self::activation_bound_gbps`] of one rank alone.
     pub fn rank_activation_bound_gbps(&self) -> f64 {
         let t = &self.timing;
-        let acts_per_cycle = (4.0 / t.tfaw as f64)
-            .min(1.0 / t.trrd_s as f64)
-            .min(self.org.banks() as f64 / t.trc as f64);
-        let refresh_share = 1.0 - t.trfc as f64 / t.trefi as f64;
+        let acts_per_cycle = (4.0 / t["tFAW"] as f64)
+            .min(1.0 / t["tRRD_S"] as f64)
+            .min(self.org.banks() as f64 / t["tRC"] as f64);
+        let refresh_share = 1.0 - t["tRFC"] as f64 / t["tREFI"] as f64;
         acts_per_cycle * BURST_BYTES as f64 / t.tck_ns * refresh_share
     }
 
@@ -513,6 +453,7 @@ impl DramConfig {
         let t = &self.timing;
         let p = &self.power;
         let o = &self.org;
+        let f = self.standard().dramsim3;
         let mapping: String = self
             .mapping
             .msb_to_lsb
@@ -525,28 +466,22 @@ impl DramConfig {
         let channel_mb = self.capacity_bytes() >> 20;
         let mut s = String::new();
         let _ = writeln!(s, "; generated by nmpsim from preset {}", self.name);
-        let _ = writeln!(s, "[dram_structure]\nprotocol = DDR4");
+        let _ = writeln!(s, "[dram_structure]\nprotocol = {}", f.protocol);
         let _ = writeln!(
             s,
             "bankgroups = {}\nbanks_per_group = {}\nrows = {}\ncolumns = {}\ndevice_width = {}\nBL = {}",
             o.bankgroups, o.banks_per_group, o.rows, o.columns, o.device_width, o.burst_length
         );
-        let _ = writeln!(s, "\n[timing]\ntCK = {}\nAL = 0", t.tck_ns);
-        let _ = writeln!(
-            s,
-            "CL = {}\nCWL = {}\ntRCD = {}\ntRP = {}\ntRAS = {}\ntRFC = {}\ntREFI = {}\ntRPRE = 1\ntWPRE = 1",
-            t.cl, t.cwl, t.trcd, t.trp, t.tras, t.trfc, t.trefi
-        );
-        let _ = writeln!(
-            s,
-            "tRRD_S = {}\ntRRD_L = {}\ntWTR_S = {}\ntWTR_L = {}\ntFAW = {}\ntWR = {}\ntRTP = {}\ntCCD_S = {}\ntCCD_L = {}",
-            t.trrd_s, t.trrd_l, t.twtr_s, t.twtr_l, t.tfaw, t.twr, t.trtp, t.tccd_s, t.tccd_l
-        );
-        let _ = writeln!(
-            s,
-            "tCKE = {}\ntCKESR = {}\ntXS = {}\ntXP = {}\ntRTRS = {}",
-            t.tcke, t.tckesr, t.txs, t.txp, t.trtrs
-        );
+        let _ = writeln!(s, "\n[timing]");
+        for key in f.timing_keys {
+            if key.contains('=') {
+                let _ = writeln!(s, "{key}");
+            } else if *key == "tCK" {
+                let _ = writeln!(s, "tCK = {}", t.tck_ns);
+            } else {
+                let _ = writeln!(s, "{key} = {}", t[*key]);
+            }
+        }
         let _ = writeln!(
             s,
             "\n[power]\nVDD = {}\nIDD0 = {}\nIDD2P = {}\nIDD2N = {}\nIDD3P = {}\nIDD3N = {}\nIDD4W = {}\nIDD4R = {}\nIDD5AB = {}\nIDD6x = {}",
@@ -573,77 +508,52 @@ impl DramConfig {
         s
     }
 
-    /// Ramulator's name for the speed grade.
-    pub fn ramulator_speed(&self) -> &'static str {
-        match self.speed {
-            Speed::Ddr4_2400 => "DDR4_2400R",
-            Speed::Ddr4_3200 => "DDR4_3200",
-        }
-    }
-
     /// The Ramulator configuration. Ramulator takes organisation and speed by
     /// name and uses its built-in timing table; see
     /// [`ramulator_timing_differences`](Self::ramulator_timing_differences).
-    pub fn ramulator_cfg(&self, cmd_trace_prefix: &str) -> String {
-        format!(
-            "# generated by nmpsim from preset {}\nstandard = DDR4\nchannels = 1\nranks = {}\nspeed = {}\norg = DDR4_{}Gb_x{}\naddr_mapping = RoBaRaCoCh\nrecord_cmd_trace = on\nprint_cmd_trace = off\ncmd_trace_prefix = {}\n",
-            self.name,
-            self.ranks,
-            self.ramulator_speed(),
-            self.org.density_gbit,
-            self.org.device_width,
-            cmd_trace_prefix
-        )
+    pub fn ramulator_cfg(&self, cmd_trace_prefix: &str) -> Result<String, SimError> {
+        let lines =
+            (self.standard().ramulator_lines)(self).map_err(|e| SimError::param("engine", e))?;
+        Ok(format!(
+            "# generated by nmpsim from preset {}\n{lines}record_cmd_trace = on\nprint_cmd_trace = off\ncmd_trace_prefix = {}\n",
+            self.name, cmd_trace_prefix
+        ))
     }
 
-    /// The timing Ramulator 1 actually uses for this preset (its built-in
-    /// table, as shipped in the `ramulator_wrapper` crate).
+    /// The timing Ramulator 1 actually uses for this configuration (its
+    /// built-in table for the speed bin, as shipped in the
+    /// `ramulator_wrapper` crate; overrides do not reach it). Without a
+    /// speed bin Ramulator knows, the configuration's own.
     pub fn ramulator_timing(&self) -> Timing {
-        let mut t = self.timing.clone();
-        if self.speed == Speed::Ddr4_3200 {
-            // Ramulator 1's DDR4_3200 row: nCCDL 10, nRAS 56, nRC 78, nCKESR 8.
-            t.tccd_l = 10;
-            t.tras = 56;
-            t.trc = 78;
-            t.tckesr = 8;
-        }
-        t
+        (self.standard().ramulator_timing)(self).unwrap_or_else(|| self.timing.clone())
+    }
+
+    /// Ramulator 1's name for the speed bin (`DDR4_3200`), if it has one.
+    pub fn ramulator_speed(&self) -> Option<&'static str> {
+        (self.standard().ramulator_speed)(self)
     }
 
     /// (parameter, ours, Ramulator's) for every timing on which Ramulator's
-    /// built-in table departs from the JEDEC values of this preset.
-    pub fn ramulator_timing_differences(&self) -> Vec<(&'static str, u32, u32)> {
+    /// built-in table departs from this configuration's.
+    pub fn ramulator_timing_differences(&self) -> Vec<(String, u32, u32)> {
         timing_differences(&self.timing, &self.ramulator_timing())
     }
 }
 
-/// (parameter, a, b) for every timing parameter where `a` and `b` differ.
-pub fn timing_differences(a: &Timing, b: &Timing) -> Vec<(&'static str, u32, u32)> {
-    let pairs: [(&'static str, u32, u32); 22] = [
-        ("CL", a.cl, b.cl),
-        ("CWL", a.cwl, b.cwl),
-        ("tRCD", a.trcd, b.trcd),
-        ("tRP", a.trp, b.trp),
-        ("tRAS", a.tras, b.tras),
-        ("tRC", a.trc, b.trc),
-        ("tRTP", a.trtp, b.trtp),
-        ("tWR", a.twr, b.twr),
-        ("tWTR_S", a.twtr_s, b.twtr_s),
-        ("tWTR_L", a.twtr_l, b.twtr_l),
-        ("tCCD_S", a.tccd_s, b.tccd_s),
-        ("tCCD_L", a.tccd_l, b.tccd_l),
-        ("tRRD_S", a.trrd_s, b.trrd_s),
-        ("tRRD_L", a.trrd_l, b.trrd_l),
-        ("tFAW", a.tfaw, b.tfaw),
-        ("tRFC", a.trfc, b.trfc),
-        ("tREFI", a.trefi, b.trefi),
-        ("tRTRS", a.trtrs, b.trtrs),
-        ("tCKE", a.tcke, b.tcke),
-        ("tCKESR", a.tckesr, b.tckesr),
-        ("tXS", a.txs, b.txs),
-        ("tXP", a.txp, b.txp),
-    ];
-    pairs.into_iter().filter(|(_, x, y)| x != y).collect()
+/// (parameter, a, b) for every timing parameter where `a` and `b` differ
+/// (a parameter only one of them has counts as 0 in the other).
+pub fn timing_differences(a: &Timing, b: &Timing) -> Vec<(String, u32, u32)> {
+    let mut out: Vec<(String, u32, u32)> = a
+        .iter()
+        .map(|(n, x)| (n.to_string(), x, b.get(n).unwrap_or(0)))
+        .filter(|(_, x, y)| x != y)
+        .collect();
+    for (n, y) in b.iter() {
+        if a.get(n).is_none() {
+            out.push((n.to_string(), 0, y));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -774,7 +684,7 @@ mod tests {
         let d = DramConfig::preset("DDR4-3200-x8")
             .unwrap()
             .ramulator_timing_differences();
-        assert!(d.contains(&("tCCD_L", 8, 10)), "{d:?}");
-        assert!(d.contains(&("tRAS", 52, 56)), "{d:?}");
+        assert!(d.contains(&("tCCD_L".to_string(), 8, 10)), "{d:?}");
+        assert!(d.contains(&("tRAS".to_string(), 52, 56)), "{d:?}");
     }
 }

@@ -88,14 +88,14 @@ impl EventEnergy {
         let p = &c.power;
         let t = &c.timing;
         let k = p.vdd_v * c.org.devices_per_rank() as f64 * t.tck_ns;
-        let act =
-            p.idd0_ma * t.trc as f64 - (p.idd3n_ma * t.tras as f64 + p.idd2n_ma * t.trp as f64);
+        let act = p.idd0_ma * t["tRC"] as f64
+            - (p.idd3n_ma * t["tRAS"] as f64 + p.idd2n_ma * t["tRP"] as f64);
         let bl2 = c.burst_cycles() as f64;
         EventEnergy {
             activate_pj: k * act,
             read_burst_pj: k * (p.idd4r_ma - p.idd3n_ma) * bl2,
             write_burst_pj: k * (p.idd4w_ma - p.idd3n_ma) * bl2,
-            refresh_pj: k * (p.idd5b_ma - p.idd3n_ma) * t.trfc as f64,
+            refresh_pj: k * (p.idd5b_ma - p.idd3n_ma) * t["tRFC"] as f64,
             active_standby_per_cycle_pj: k * p.idd3n_ma,
             precharge_standby_per_cycle_pj: k * p.idd2n_ma,
             self_refresh_per_cycle_pj: k * p.idd6_ma,

@@ -1,11 +1,13 @@
-//! An independent checker of DDR4 command streams: it replays a command log
-//! (what a memory controller put on the command bus, cycle by cycle) and
-//! reports every JEDEC command-to-command constraint the log breaks.
+//! An independent checker of DRAM command streams: it replays a command
+//! log (what a memory controller put on the command bus, cycle by cycle) and
+//! reports every command-to-command constraint of the standard the log
+//! breaks.
 //!
 //! It knows nothing of any engine's scheduler: only the bank state machine
 //! (a read or write needs an open bank, an activate a closed one, a refresh
-//! all banks closed) and the timing rules between commands, taken from a
-//! [`Timing`] table:
+//! all banks closed) and the standard's constraint table
+//! ([`crate::standard`]), evaluated with the configuration's timing
+//! ([`DramConfig::rules`]). For DDR4 ([`crate::standard::ddr4::CONSTRAINTS`]):
 //!
 //! | rule | between |
 //! |---|---|
@@ -13,16 +15,27 @@
 //! | tRAS | ACT → PRE, same bank |
 //! | tRC | ACT → ACT, same bank |
 //! | tRP | PRE → ACT, same bank; PRE (any bank) → REF |
-//! | tRRD_L / tRRD_S | ACT → ACT, other bank of the same / another bank group |
+//! | tRRD_L / tRRD_S | ACT → ACT, same bank group / rank |
 //! | tFAW | at most four ACTs per rank in any tFAW window |
-//! | tCCD_L / tCCD_S | RD → RD and WR → WR, same / other bank group |
-//! | tRTP | RD → PRE, same bank (RDA: its own precharge) |
-//! | tWR | end of write data → PRE, same bank (CWL + BL/2 + tWR) |
-//! | tWTR_L / tWTR_S | end of write data → RD, same / other bank group (CWL + BL/2 + tWTR) |
-//! | RD→WR | RD → WR anywhere in the rank: CL + BL/2 + 2 − CWL |
-//! | tRTRS | a data burst (RD: CL after the command, WR: CWL) of one rank → the next burst of another: tRTRS between them |
+//! | tCCD_L / tCCD_S | RD/WR → RD and WR → WR, same bank group / rank |
+//! | BL/2 | RD → RD and WR → WR anywhere: one burst on the bus at a time |
+//! | tRTP | RD → PRE, same bank |
+//! | tWR | WR → PRE, same bank: CWL + BL/2 + tWR (end of write data + tWR) |
+//! | tWTR_L / tWTR_S | WR → RD, same bank group / rank: CWL + BL/2 + tWTR |
+//! | RD→WR | RD → WR in the rank: CL + BL/2 + 2 − CWL |
+//! | tRTRS | a data burst of one rank → the next burst of another: tRTRS between them |
 //! | tRFC | REF → any command of the rank |
 //! | tREFI | at most 9 × tREFI between refreshes of a rank (8 may be postponed) |
+//!
+//! A rule at a level binds commands to the same node of that level (the
+//! same bank, bank group, rank, or anywhere in the channel); a `sibling` rule
+//! binds commands to another node (another rank). Auto-precharge commands
+//! (RDA, WRA) are RD and WR in the table's rows, and their precharge takes
+//! effect at the first cycle a PRE to the bank would be legal; PREA and
+//! auto-precharges count as a PRE of every bank they close; a PRE of a
+//! closed bank does nothing and is only checked by the rank's rules. Where
+//! the organisation has one bank group, the bank-group rules are left out
+//! (the `_S` timings apply, DRAMsim3's convention).
 //!
 //! Bank numbers are flat within a rank: `bankgroup * banks_per_group + bank`.
 //! Rules are only checked against earlier commands of the log, so a log may
@@ -33,8 +46,9 @@ use std::path::Path;
 
 use crate::config::{DramConfig, Timing};
 use crate::error::SimError;
+use crate::standard::{Level, Rule};
 
-/// A DDR4 command as it appears in a command log.
+/// A DRAM command as it appears in a command log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Act,
@@ -81,7 +95,26 @@ impl Command {
     fn needs_bank(self) -> bool {
         !matches!(self, Command::PreA | Command::Ref)
     }
+
+    /// Every command, in the order of [`Command::index`].
+    pub const ALL: [Command; 8] = [
+        Command::Act,
+        Command::Pre,
+        Command::PreA,
+        Command::Rd,
+        Command::Wr,
+        Command::Rda,
+        Command::Wra,
+        Command::Ref,
+    ];
+
+    /// Position in [`Command::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
+
+const COMMANDS: usize = Command::ALL.len();
 
 /// One command of a log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,18 +132,21 @@ pub struct CommandRecord {
 pub struct Violation {
     pub index: usize,
     pub cycle: u64,
-    pub rule: &'static str,
+    pub rule: String,
     pub detail: String,
+    /// The earlier command and this one, for a timing rule.
+    pub between: Option<(Command, Command)>,
 }
 
 impl Violation {
     /// Whether this is tRTRS broken between two write bursts of different
     /// ranks: the one rule Ramulator's DDR4 model and DRAMsim3 both break.
     pub fn is_write_to_write_rank_switch(&self) -> bool {
-        // The detail is written by `data_bus_rule`.
         self.rule == "tRTRS"
-            && self.detail.starts_with("WR data")
-            && self.detail.contains("'s WR data")
+            && matches!(
+                self.between,
+                Some((Command::Wr | Command::Wra, Command::Wr | Command::Wra))
+            )
     }
 }
 
@@ -124,65 +160,53 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The rank organisation and timing a log is checked against.
+/// The organisation and rules a log is checked against.
 #[derive(Clone, Debug)]
 pub struct Checker {
+    /// The timing the rules were evaluated with.
     pub timing: Timing,
     pub ranks: u32,
     pub bankgroups: u32,
     pub banks_per_group: u32,
-    /// Data burst on the bus, in cycles (BL/2: 4 for BL8).
-    pub burst_cycles: u32,
+    /// The standard's rules, evaluated with `timing`.
+    pub rules: Vec<Rule>,
+    /// The longest gap between refreshes of a rank, in cycles.
+    pub refresh_gap: u64,
 }
 
-/// "Never happened" for the last-time registers.
-const NEVER: Option<u64> = None;
-
-#[derive(Clone, Default)]
-struct BankState {
-    open: bool,
-    act: Option<u64>,
-    /// When the bank's last precharge took effect (PRE, PREA, or the
-    /// implicit one of RDA / WRA).
-    pre: Option<u64>,
-    rd: Option<u64>,
-    /// End of the last write's data burst (WR cycle + CWL + BL/2).
-    wr_end: Option<u64>,
-}
-
-#[derive(Clone, Default)]
-struct RankState {
-    banks: Vec<BankState>,
-    /// Last ACT / RD / WR (data end) per bank group.
-    group_act: Vec<Option<u64>>,
-    group_rd: Vec<Option<u64>>,
-    group_wr: Vec<Option<u64>>,
-    group_wr_end: Vec<Option<u64>>,
-    rank_act: Option<u64>,
-    rank_rd: Option<u64>,
-    rank_wr: Option<u64>,
-    rank_wr_end: Option<u64>,
-    /// The last four ACTs of the rank.
-    faw: VecDeque<u64>,
-    refresh: Option<u64>,
+/// One rule as the replay applies it to a following command.
+#[derive(Clone, Copy, Debug)]
+struct Check {
+    /// Index in [`Checker::rules`].
+    rule: usize,
+    level: Level,
+    sibling: bool,
+    preceding: Command,
+    gap: u64,
+    /// Index of the ring of the last `window` preceding commands, for a
+    /// rule with a window above 1.
+    ring: Option<usize>,
 }
 
 impl Checker {
-    /// The checker for `config`'s organisation with its own JEDEC timing.
+    /// The checker for `config`'s organisation with its own timing.
     pub fn for_config(config: &DramConfig) -> Self {
         Checker::with_timing(config, config.timing.clone())
     }
 
-    /// The checker for `config`'s organisation with another timing table
-    /// (e.g. [`DramConfig::ramulator_timing`], to check Ramulator against
-    /// the table it was built with).
+    /// The checker for `config`'s organisation and rules with another
+    /// timing table (e.g. [`DramConfig::ramulator_timing`], to check
+    /// Ramulator against the table it was built with).
     pub fn with_timing(config: &DramConfig, timing: Timing) -> Self {
+        let mut at = config.clone();
+        at.timing = timing.clone();
         Checker {
+            rules: config.rules_with(&timing),
+            refresh_gap: at.refresh_gap(),
             timing,
             ranks: config.ranks,
             bankgroups: config.org.bankgroups,
             banks_per_group: config.org.banks_per_group,
-            burst_cycles: config.burst_cycles(),
         }
     }
 
@@ -205,25 +229,51 @@ impl Checker {
     /// order, then [`Replay::end`]. The violations are those of
     /// [`check`](Self::check) on the whole log.
     pub fn replay(&self) -> Replay {
-        let banks = self.banks() as usize;
-        let groups = self.bankgroups as usize;
+        let one_group = self.bankgroups == 1;
+        let mut checks: Vec<Vec<Check>> = vec![Vec::new(); COMMANDS];
+        let mut rings: Vec<(Level, Command, u32)> = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            if one_group && r.level == Level::BankGroup {
+                continue;
+            }
+            for &p in &r.preceding {
+                let ring = (r.window > 1).then(|| {
+                    let key = (r.level, p, r.window);
+                    rings.iter().position(|k| *k == key).unwrap_or_else(|| {
+                        rings.push(key);
+                        rings.len() - 1
+                    })
+                });
+                for &f in &r.following {
+                    checks[f.index()].push(Check {
+                        rule: i,
+                        level: r.level,
+                        sibling: r.sibling,
+                        preceding: p,
+                        gap: r.cycles,
+                        ring,
+                    });
+                }
+            }
+        }
+        let nodes = self.node_count();
         Replay {
             checker: self.clone(),
-            ranks: (0..self.ranks)
-                .map(|_| RankState {
-                    banks: vec![BankState::default(); banks],
-                    group_act: vec![NEVER; groups],
-                    group_rd: vec![NEVER; groups],
-                    group_wr: vec![NEVER; groups],
-                    group_wr_end: vec![NEVER; groups],
-                    ..RankState::default()
-                })
-                .collect(),
-            bus: vec![None; self.ranks as usize],
+            checks,
+            ring_keys: rings.clone(),
+            rings: vec![VecDeque::new(); rings.len() * nodes],
+            last: vec![[None; COMMANDS]; nodes],
+            open: vec![false; (self.ranks * self.banks()) as usize],
+            refresh: vec![None; self.ranks as usize],
             prev_cycle: 0,
             commands: 0,
             last_cycle: None,
         }
+    }
+
+    fn node_count(&self) -> usize {
+        let r = self.ranks as usize;
+        1 + r + r * self.bankgroups as usize + r * self.banks() as usize
     }
 }
 
@@ -231,13 +281,31 @@ impl Checker {
 #[derive(Clone)]
 pub struct Replay {
     checker: Checker,
-    ranks: Vec<RankState>,
-    /// End of the last data burst of each rank on the shared bus.
-    bus: Vec<Option<(u64, Command)>>,
+    /// The checks each following command is subject to, by command index.
+    checks: Vec<Vec<Check>>,
+    /// (level, command, window) of each ring, and the rings: the last
+    /// `window` times of the command at each node, ring-major.
+    ring_keys: Vec<(Level, Command, u32)>,
+    rings: Vec<VecDeque<u64>>,
+    /// The latest time of each command at each node (channel, ranks, bank
+    /// groups, banks).
+    last: Vec<[Option<u64>; COMMANDS]>,
+    /// Whether each bank (rank-major) is open.
+    open: Vec<bool>,
+    /// The last refresh of each rank.
+    refresh: Vec<Option<u64>>,
     prev_cycle: u64,
     /// Commands fed so far.
     commands: usize,
     last_cycle: Option<u64>,
+}
+
+/// Where a command goes: its rank, bank group and flat bank.
+#[derive(Clone, Copy)]
+struct Place {
+    rank: usize,
+    group: usize,
+    bank: usize,
 }
 
 impl Replay {
@@ -260,31 +328,144 @@ impl Replay {
         let Some(last) = self.last_cycle else {
             return;
         };
-        let limit = 9 * self.checker.timing.trefi as u64;
-        for (rank, r) in self.ranks.iter().enumerate() {
-            let since = r.refresh.unwrap_or(0);
+        let limit = self.checker.refresh_gap;
+        for (rank, r) in self.refresh.iter().enumerate() {
+            let since = r.unwrap_or(0);
             if last > since + limit {
                 out.push(Violation {
                     index: self.commands,
                     cycle: last,
-                    rule: "tREFI",
+                    rule: "tREFI".into(),
                     detail: format!(
                         "rank {rank} not refreshed for {} cycles; at most {limit}",
                         last - since
                     ),
+                    between: None,
                 });
             }
         }
+    }
+
+    /// The node of `level` that `at` is in.
+    fn node(&self, level: Level, at: Place) -> usize {
+        let c = &self.checker;
+        let r = c.ranks as usize;
+        match level {
+            Level::Channel => 0,
+            Level::Rank => 1 + at.rank,
+            Level::BankGroup => 1 + r + at.rank * c.bankgroups as usize + at.group,
+            Level::Bank => {
+                1 + r + r * c.bankgroups as usize + at.rank * c.banks() as usize + at.bank
+            }
+        }
+    }
+
+    /// The place of flat bank `bank` of `rank`.
+    fn place(&self, rank: usize, bank: usize) -> Place {
+        Place {
+            rank,
+            group: bank / self.checker.banks_per_group as usize,
+            bank,
+        }
+    }
+
+    /// Checks `command` at `at` against the rules of the levels in `levels`.
+    fn apply_checks(&self, command: Command, at: Place, levels: &[Level], cx: &mut Ctx) {
+        for ch in &self.checks[command.index()] {
+            if !levels.contains(&ch.level) {
+                continue;
+            }
+            let nodes: Vec<(usize, Option<usize>)> = if ch.sibling {
+                (0..self.checker.ranks as usize)
+                    .filter(|&o| o != at.rank)
+                    .map(|o| (self.node(ch.level, Place { rank: o, ..at }), Some(o)))
+                    .collect()
+            } else {
+                vec![(self.node(ch.level, at), None)]
+            };
+            for (node, other) in nodes {
+                let after = match ch.ring {
+                    None => self.last[node][ch.preceding.index()],
+                    Some(k) => {
+                        let ring = &self.rings[k * self.last.len() + node];
+                        (ring.len() == self.ring_keys[k].2 as usize)
+                            .then(|| ring.front().copied())
+                            .flatten()
+                    }
+                };
+                let Some(a) = after else {
+                    continue;
+                };
+                if cx.now < a + ch.gap {
+                    let rule = &self.checker.rules[ch.rule];
+                    let place = match (ch.level, other) {
+                        (_, Some(o)) => format!("in rank {o}"),
+                        (Level::Bank, _) => "to the bank".into(),
+                        (Level::BankGroup, _) => "in the bank group".into(),
+                        (Level::Rank, _) => "in the rank".into(),
+                        (Level::Channel, _) => "in the channel".into(),
+                    };
+                    let which = match ch.ring {
+                        Some(k) => {
+                            format!("the {}th-last {}", self.ring_keys[k].2, ch.preceding.name())
+                        }
+                        None => ch.preceding.name().to_string(),
+                    };
+                    cx.out.push(Violation {
+                        index: cx.index,
+                        cycle: cx.now,
+                        rule: rule.rule.clone(),
+                        detail: format!(
+                            "{} {} cycles after {which} {place} at cycle {a}; needs {}",
+                            command.name(),
+                            cx.now as i64 - a as i64,
+                            ch.gap
+                        ),
+                        between: Some((ch.preceding, command)),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records `command` at `at` at time `t`, at the levels from `from` up.
+    fn record(&mut self, command: Command, at: Place, t: u64, from: Level) {
+        let nodes = self.last.len();
+        for level in Level::ALL {
+            if level > from {
+                continue;
+            }
+            let node = self.node(level, at);
+            let slot = &mut self.last[node][command.index()];
+            *slot = Some(slot.map_or(t, |x| x.max(t)));
+            for (k, key) in self.ring_keys.iter().enumerate() {
+                if key.0 == level && key.1 == command {
+                    let ring = &mut self.rings[k * nodes + node];
+                    if ring.len() == key.2 as usize {
+                        ring.pop_front();
+                    }
+                    ring.push_back(t);
+                }
+            }
+        }
+    }
+
+    /// The first cycle from `now` at which a PRE to the bank at `at` keeps
+    /// every bank-level rule: when an auto-precharge takes effect.
+    fn earliest_precharge(&self, at: Place, now: u64) -> u64 {
+        let node = self.node(Level::Bank, at);
+        self.checks[Command::Pre.index()]
+            .iter()
+            .filter(|c| c.level == Level::Bank && c.ring.is_none())
+            .filter_map(|c| self.last[node][c.preceding.index()].map(|a| a + c.gap))
+            .fold(now, u64::max)
     }
 
     fn one(&mut self, rec: &CommandRecord, out: &mut Vec<Violation>) {
         let index = self.commands;
         self.commands += 1;
         self.last_cycle = Some(rec.cycle);
-        let t = &self.checker.timing;
         let banks = self.checker.banks() as usize;
-        let bl = self.checker.burst_cycles as u64;
-        let (cl, cwl) = (t.cl as u64, t.cwl as u64);
         let now = rec.cycle;
         let mut cx = Ctx { index, now, out };
         let prev_cycle = self.prev_cycle;
@@ -309,134 +490,77 @@ impl Replay {
             );
             return;
         }
-        let r = &mut self.ranks[rec.rank as usize];
-        let rank_idx = rec.rank as usize;
-        let bank = rec.bank as usize;
-        let group = bank / self.checker.banks_per_group as usize;
-        cx.need("tRFC", r.refresh, t.trfc as u64, "REF");
+        let rank = rec.rank as usize;
+        let bank = if rec.command.needs_bank() {
+            rec.bank as usize
+        } else {
+            0
+        };
+        let at = self.place(rank, bank);
+        let flat = rank * banks + bank;
+        let above_bank = [Level::Channel, Level::Rank];
         match rec.command {
             Command::Act => {
-                let b = &r.banks[bank];
-                if b.open {
+                if self.open[flat] {
                     cx.fail("state", format!("ACT to bank {bank}, which is open"));
                 }
-                cx.need("tRP", b.pre, t.trp as u64, "its precharge");
-                cx.need("tRC", b.act, t.trc as u64, "ACT to the same bank");
-                cx.need(
-                    "tRRD_L",
-                    r.group_act[group],
-                    t.trrd_l as u64,
-                    "ACT in the same bank group",
-                );
-                cx.need("tRRD_S", r.rank_act, t.trrd_s as u64, "ACT in the rank");
-                if r.faw.len() == 4 {
-                    cx.need(
-                        "tFAW",
-                        r.faw.front().copied(),
-                        t.tfaw as u64,
-                        "the 4th-last ACT",
+                self.apply_checks(Command::Act, at, &Level::ALL, &mut cx);
+                self.record(Command::Act, at, now, Level::Bank);
+                self.open[flat] = true;
+            }
+            Command::Rd | Command::Rda | Command::Wr | Command::Wra => {
+                if !self.open[flat] {
+                    cx.fail(
+                        "state",
+                        format!("{} to bank {bank}, which is closed", rec.command.name()),
                     );
                 }
-                let b = &mut r.banks[bank];
-                b.open = true;
-                b.act = Some(now);
-                r.group_act[group] = Some(now);
-                r.rank_act = Some(now);
-                if r.faw.len() == 4 {
-                    r.faw.pop_front();
-                }
-                r.faw.push_back(now);
-            }
-            Command::Rd | Command::Rda => {
-                column_opens(&r.banks[bank], bank, rec.command, t, &mut cx);
-                cx.ccd(r.group_rd[group], r.rank_rd, t, RD_BEFORE);
-                cx.ccd(r.group_wr[group], r.rank_wr, t, WR_BEFORE);
-                cx.need(
-                    "tWTR_L",
-                    r.group_wr_end[group],
-                    t.twtr_l as u64,
-                    "the end of write data in the same bank group",
-                );
-                cx.need(
-                    "tWTR_S",
-                    r.rank_wr_end,
-                    t.twtr_s as u64,
-                    "the end of write data in the rank",
-                );
-                data_bus_rule(
-                    &self.bus,
-                    rank_idx,
-                    now + cl,
-                    t.trtrs as u64,
-                    rec.command,
-                    &mut cx,
-                );
-                let b = &mut r.banks[bank];
-                b.rd = Some(now);
-                r.group_rd[group] = Some(now);
-                r.rank_rd = Some(now);
-                self.bus[rank_idx] = Some((now + cl + bl, rec.command));
-                if rec.command == Command::Rda {
-                    // The precharge starts once tRAS and tRTP allow it.
-                    let at = (now + t.trtp as u64).max(b.act.unwrap_or(0) + t.tras as u64);
-                    b.open = false;
-                    b.pre = Some(at);
-                }
-            }
-            Command::Wr | Command::Wra => {
-                column_opens(&r.banks[bank], bank, rec.command, t, &mut cx);
-                cx.ccd(r.group_wr[group], r.rank_wr, t, WR_BEFORE);
-                // RD -> WR: read data must clear the bus before write data.
-                let rd_to_wr = (cl + bl + 2).saturating_sub(cwl);
-                cx.need("RD→WR", r.rank_rd, rd_to_wr, "RD in the rank");
-                data_bus_rule(
-                    &self.bus,
-                    rank_idx,
-                    now + cwl,
-                    t.trtrs as u64,
-                    rec.command,
-                    &mut cx,
-                );
-                let end = now + cwl + bl;
-                let b = &mut r.banks[bank];
-                b.wr_end = Some(end);
-                r.group_wr[group] = Some(now);
-                r.rank_wr = Some(now);
-                r.group_wr_end[group] = Some(end);
-                r.rank_wr_end = Some(end);
-                self.bus[rank_idx] = Some((end, rec.command));
-                if rec.command == Command::Wra {
-                    let at = (end + t.twr as u64).max(b.act.unwrap_or(0) + t.tras as u64);
-                    b.open = false;
-                    b.pre = Some(at);
+                self.apply_checks(rec.command, at, &Level::ALL, &mut cx);
+                self.record(rec.command, at, now, Level::Bank);
+                if matches!(rec.command, Command::Rda | Command::Wra) {
+                    let t = self.earliest_precharge(at, now);
+                    self.record(Command::Pre, at, t, Level::Bank);
+                    self.open[flat] = false;
                 }
             }
             Command::Pre => {
-                precharge_rules(&r.banks[bank], t, &mut cx);
-                let b = &mut r.banks[bank];
-                if b.open {
-                    b.open = false;
-                    b.pre = Some(now);
+                if self.open[flat] {
+                    self.apply_checks(Command::Pre, at, &Level::ALL, &mut cx);
+                    self.record(Command::Pre, at, now, Level::Bank);
+                    self.open[flat] = false;
+                } else {
+                    self.apply_checks(Command::Pre, at, &above_bank, &mut cx);
                 }
             }
             Command::PreA => {
-                for b in r.banks.iter_mut() {
-                    precharge_rules(b, t, &mut cx);
-                    if b.open {
-                        b.open = false;
-                        b.pre = Some(now);
+                for b in 0..banks {
+                    if self.open[rank * banks + b] {
+                        let p = self.place(rank, b);
+                        self.apply_checks(
+                            Command::Pre,
+                            p,
+                            &[Level::Bank, Level::BankGroup],
+                            &mut cx,
+                        );
                     }
                 }
+                self.apply_checks(Command::PreA, at, &above_bank, &mut cx);
+                for b in 0..banks {
+                    if self.open[rank * banks + b] {
+                        let p = self.place(rank, b);
+                        self.record(Command::Pre, p, now, Level::Bank);
+                        self.open[rank * banks + b] = false;
+                    }
+                }
+                self.record(Command::PreA, at, now, Level::Rank);
             }
             Command::Ref => {
-                if let Some(open) = r.banks.iter().position(|b| b.open) {
+                if let Some(open) = (0..banks).find(|&b| self.open[rank * banks + b]) {
                     cx.fail("state", format!("REF while bank {open} is open"));
                 }
-                for b in &r.banks {
-                    cx.need("tRP", b.pre, t.trp as u64, "a precharge in the rank");
-                }
-                let limit = 9 * t.trefi as u64;
-                let since = r.refresh.unwrap_or(0);
+                self.apply_checks(Command::Ref, at, &above_bank, &mut cx);
+                let limit = self.checker.refresh_gap;
+                let since = self.refresh[rank].unwrap_or(0);
                 if now > since + limit {
                     cx.fail(
                         "tREFI",
@@ -446,7 +570,8 @@ impl Replay {
                         ),
                     );
                 }
-                r.refresh = Some(now);
+                self.refresh[rank] = Some(now);
+                self.record(Command::Ref, at, now, Level::Rank);
             }
         }
     }
@@ -464,91 +589,11 @@ impl Ctx<'_> {
         self.out.push(Violation {
             index: self.index,
             cycle: self.now,
-            rule,
+            rule: rule.into(),
             detail,
+            between: None,
         });
     }
-
-    /// tCCD_L and tCCD_S after the last RD or WR in the bank group (`group`,
-    /// named `what.0`) and in the rank (`rank`, named `what.1`).
-    fn ccd(&mut self, group: Option<u64>, rank: Option<u64>, t: &Timing, what: (&str, &str)) {
-        self.need("tCCD_L", group, t.tccd_l as u64, what.0);
-        self.need("tCCD_S", rank, t.tccd_s as u64, what.1);
-    }
-
-    /// `rule` holds if `now >= after + gap` (or `after` never happened).
-    fn need(&mut self, rule: &'static str, after: Option<u64>, gap: u64, what: &str) {
-        if let Some(a) = after
-            && self.now < a + gap
-        {
-            let now = self.now;
-            self.fail(
-                rule,
-                format!(
-                    "{} cycles after {what} at cycle {a}; needs {gap}",
-                    now as i64 - a as i64
-                ),
-            );
-        }
-    }
-}
-
-/// A burst of `rank` starting at `start` must leave `trtrs` cycles after the
-/// last burst of every other rank.
-fn data_bus_rule(
-    bus: &[Option<(u64, Command)>],
-    rank: usize,
-    start: u64,
-    trtrs: u64,
-    this: Command,
-    cx: &mut Ctx,
-) {
-    for (o, last) in bus.iter().enumerate() {
-        if let Some((e, prev)) = *last
-            && o != rank
-            && start < e + trtrs
-        {
-            cx.fail(
-                "tRTRS",
-                format!(
-                    "{} data at cycle {start}, {} cycles after rank {o}'s {} data ended at {e}; needs {trtrs}",
-                    this.name(),
-                    start as i64 - e as i64,
-                    prev.name()
-                ),
-            );
-        }
-    }
-}
-
-/// The earlier RDs and WRs [`Ctx::ccd`] names.
-const RD_BEFORE: (&str, &str) = ("RD in the same bank group", "RD in the rank");
-const WR_BEFORE: (&str, &str) = ("WR in the same bank group", "WR in the rank");
-
-/// A RD's or WR's rules on its bank: open, and tRCD after its ACT.
-fn column_opens(b: &BankState, bank: usize, command: Command, t: &Timing, cx: &mut Ctx) {
-    if !b.open {
-        cx.fail(
-            "state",
-            format!("{} to bank {bank}, which is closed", command.name()),
-        );
-    }
-    cx.need("tRCD", b.act, t.trcd as u64, "ACT to the bank");
-}
-
-/// The rules a precharge of bank `b` must respect (only if it is open).
-fn precharge_rules(b: &BankState, t: &Timing, cx: &mut Ctx) {
-    if !b.open {
-        return;
-    }
-    cx.need("tRAS", b.act, t.tras as u64, "ACT to the bank");
-    cx.need("tRTP", b.rd, t.trtp as u64, "RD to the bank");
-    cx.need(
-        "tWR",
-        b.wr_end,
-        t.twr as u64,
-        "the end of write data to the bank",
-    );
 }
 
 /// Reads Ramulator's per-rank command traces (`clk,CMD[,bank]` lines) from
@@ -614,34 +659,34 @@ mod tests {
         let act0 = 10;
         v.push(rec(act0, Command::Act, 0));
         // Other bank group, tRRD_S later; same group tRRD_L after the first.
-        v.push(rec(act0 + t.trrd_s as u64, Command::Act, bpg));
-        let act2 = act0 + (t.trrd_l.max(2 * t.trrd_s)) as u64;
+        v.push(rec(act0 + t["tRRD_S"] as u64, Command::Act, bpg));
+        let act2 = act0 + (t["tRRD_L"].max(2 * t["tRRD_S"])) as u64;
         v.push(rec(act2, Command::Act, 1));
-        let rd0 = act0 + t.trcd as u64;
+        let rd0 = act0 + t["tRCD"] as u64;
         v.push(rec(rd0, Command::Rd, 0));
-        v.push(rec(rd0 + t.tccd_l as u64, Command::Rd, 0));
-        let rd2 =
-            (rd0 + t.tccd_l as u64 + t.tccd_s as u64).max(act0 + t.trrd_s as u64 + t.trcd as u64);
+        v.push(rec(rd0 + t["tCCD_L"] as u64, Command::Rd, 0));
+        let rd2 = (rd0 + t["tCCD_L"] as u64 + t["tCCD_S"] as u64)
+            .max(act0 + t["tRRD_S"] as u64 + t["tRCD"] as u64);
         v.push(rec(rd2, Command::Rd, bpg));
-        let wr = rd2 + (t.cl as u64 + 4 + 2).saturating_sub(t.cwl as u64);
-        let wr = wr.max(act2 + t.trcd as u64);
+        let wr = rd2 + (t["CL"] as u64 + 4 + 2).saturating_sub(t["CWL"] as u64);
+        let wr = wr.max(act2 + t["tRCD"] as u64);
         v.push(rec(wr, Command::Wr, 1));
-        let wr_end = wr + t.cwl as u64 + 4;
-        let rd3 = (wr_end + t.twtr_s as u64).max(wr + t.tccd_s as u64);
+        let wr_end = wr + t["CWL"] as u64 + 4;
+        let rd3 = (wr_end + t["tWTR_S"] as u64).max(wr + t["tCCD_S"] as u64);
         v.push(rec(rd3, Command::Rd, bpg));
-        let pre0 = (act0 + t.tras as u64)
-            .max(rd0 + t.tccd_l as u64 + t.trtp as u64)
+        let pre0 = (act0 + t["tRAS"] as u64)
+            .max(rd0 + t["tCCD_L"] as u64 + t["tRTP"] as u64)
             .max(rd3);
         v.push(rec(pre0, Command::Pre, 0));
-        let pre1 = (wr_end + t.twr as u64).max(pre0);
+        let pre1 = (wr_end + t["tWR"] as u64).max(pre0);
         v.push(rec(pre1, Command::Pre, 1));
         let prea = pre1
-            .max(rd3 + t.trtp as u64)
-            .max(act0 + t.trrd_s as u64 + t.tras as u64);
+            .max(rd3 + t["tRTP"] as u64)
+            .max(act0 + t["tRRD_S"] as u64 + t["tRAS"] as u64);
         v.push(rec(prea, Command::PreA, 0));
-        let refc = prea + t.trp as u64;
+        let refc = prea + t["tRP"] as u64;
         v.push(rec(refc, Command::Ref, 0));
-        let act3 = (refc + t.trfc as u64).max(act0 + t.trc as u64);
+        let act3 = (refc + t["tRFC"] as u64).max(act0 + t["tRC"] as u64);
         v.push(rec(act3, Command::Act, 0));
         v
     }
@@ -693,7 +738,7 @@ mod tests {
             log[i].cycle -= 1;
         }
         let last = log.last().unwrap().cycle;
-        log.push(rec(last + 10 * c.timing.trefi as u64, Command::Act, 0));
+        log.push(rec(last + 10 * c.timing["tREFI"] as u64, Command::Act, 0));
         let whole = c.check(&log);
         assert!(whole.len() >= 4, "{whole:#?}");
         assert!(
@@ -724,7 +769,7 @@ mod tests {
         assert_eq!(v[0].rule, "state");
         let v = c.check(&[
             rec(0, Command::Act, 3),
-            rec(t.trc as u64 + 5, Command::Act, 3),
+            rec(t["tRC"] as u64 + 5, Command::Act, 3),
         ]);
         assert!(v.iter().any(|x| x.rule == "state"), "{v:?}");
         // Five ACTs to different bank groups, tRRD_S apart: the fifth breaks tFAW
@@ -732,7 +777,7 @@ mod tests {
         let acts: Vec<_> = (0..5)
             .map(|i| {
                 rec(
-                    i * t.trrd_s as u64,
+                    i * t["tRRD_S"] as u64,
                     Command::Act,
                     (i as u32 % 4) * c.banks_per_group + i as u32 / 4,
                 )
@@ -740,12 +785,12 @@ mod tests {
             .collect();
         let v = c.check(&acts);
         assert_eq!(
-            4 * t.trrd_s < t.tfaw,
+            4 * t["tRRD_S"] < t["tFAW"],
             v.iter().any(|x| x.rule == "tFAW" && x.index == 4),
             "{v:?}"
         );
         // No refresh for ten tREFI.
-        let long = 10 * t.trefi as u64;
+        let long = 10 * t["tREFI"] as u64;
         let v = c.check(&[rec(0, Command::Act, 0), rec(long, Command::Pre, 0)]);
         assert!(v.iter().any(|x| x.rule == "tREFI"), "{v:?}");
         // REF with a bank open.

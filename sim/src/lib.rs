@@ -12,6 +12,7 @@
 //! is [`run`].
 
 pub mod config;
+pub mod config_file;
 pub mod dramsim3;
 pub mod energy;
 pub mod engine;
@@ -23,9 +24,10 @@ pub mod request;
 pub mod run;
 pub mod runner;
 pub mod source;
+pub mod standard;
 pub mod timing;
 
-pub use config::{AddressMapping, Coord, DramConfig, Speed, preset_names};
+pub use config::{AddressMapping, Coord, DramConfig, Timing, preset_names};
 pub use energy::{CommandCounts, Energy, EventEnergy};
 pub use engine::{DramEngine, EngineKind, EngineReport, create_engine, on_fresh_thread};
 pub use error::SimError;

@@ -291,7 +291,7 @@ impl RamulatorEngine {
         };
         let prefix = format!("{prefix_dir}/ramulator-");
         let cfg_path = work_dir.join("ramulator.cfg");
-        std::fs::write(&cfg_path, config.ramulator_cfg(&prefix))
+        std::fs::write(&cfg_path, config.ramulator_cfg(&prefix)?)
             .map_err(|e| SimError::io(&cfg_path, e))?;
         let stats_path = work_dir.join("ramulator.stats");
         let traces: Vec<RankTrace> = (0..config.ranks)

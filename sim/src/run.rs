@@ -193,7 +193,7 @@ pub fn run_engine(
             Ok((
                 stats,
                 Some(CommandCheck {
-                    timing: "the preset's JEDEC table",
+                    timing: "the configuration's JEDEC table",
                     commands: replay.commands(),
                     violations: v,
                 }),

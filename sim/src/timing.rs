@@ -1,9 +1,11 @@
 //! Command-to-command delays in cycles ([`TimingTable`]), derived once from a
-//! preset's [`Timing`](crate::config::Timing): the constraints every engine of
-//! this crate reads (the native engine schedules by them; the DRAMsim3
-//! wrapper takes its read latency from them).
+//! configuration's rules (its standard's constraint table evaluated with its
+//! timing, [`crate::standard`]): the delays the native engine schedules by
+//! (the DRAMsim3 wrapper takes its read latency from them).
 
 use crate::config::DramConfig;
+use crate::jedec::Command;
+use crate::standard::{self, Scope};
 
 /// Command-to-command delays in cycles, derived once from a preset.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,42 +44,51 @@ pub struct TimingTable {
 }
 
 impl TimingTable {
+    /// The delays of `config`'s rules ([`DramConfig::rules`]): for each
+    /// pair of commands and each place the second goes (same bank, bank
+    /// group, rank, another rank), the largest latency of the rules that
+    /// bind it ([`standard::delay`]). One departure follows DRAMsim3's
+    /// controller, which the engine models: within a rank, a WRITE after a
+    /// READ also waits the rank-switch turnaround (the larger of the same-
+    /// and other-rank READ-to-WRITE rules).
     pub fn of(config: &DramConfig) -> Self {
-        let t = &config.timing;
-        let bl = config.burst_cycles() as i64;
-        let (cl, cwl) = (t.cl as i64, t.cwl as i64);
-        // The checker's read-to-write turnaround uses a 2-cycle gap; never less.
-        let rtrs = t.trtrs.max(2) as i64;
-        let read_delay = cl + bl;
-        let write_delay = cwl + bl;
+        let rules = config.rules();
         let one_group = config.org.bankgroups == 1;
-        let pick = |l: u32, s: u32| if one_group { s } else { l } as i64;
-        let c = |x: i64| x.max(0) as u64;
+        let d = |p: Command, f: Command, s: Scope| standard::delay(&rules, p, f, s, one_group);
+        use Command::{Act, Pre, Rd, Ref, Wr};
+        use Scope::{OtherRank, SameBank, SameGroup, SameRank};
+        let bl = config.burst_cycles() as u64;
+        let rd_to_wr = d(Rd, Wr, SameRank).max(d(Rd, Wr, OtherRank));
         TimingTable {
-            read_delay: c(read_delay),
-            burst: c(bl),
-            rd_to_rd_l: c(bl.max(pick(t.tccd_l, t.tccd_s))),
-            rd_to_rd_s: c(bl.max(t.tccd_s as i64)),
-            rd_to_rd_o: c(bl + rtrs),
-            rd_to_wr: c(cl + bl - cwl + rtrs),
-            rd_to_wr_o: c(read_delay + bl + rtrs - write_delay),
-            rd_to_pre: c(t.trtp as i64),
-            wr_to_rd_l: c(write_delay + pick(t.twtr_l, t.twtr_s)),
-            wr_to_rd_s: c(write_delay + t.twtr_s as i64),
-            wr_to_rd_o: c(write_delay + bl + rtrs - read_delay),
-            wr_to_wr_l: c(bl.max(pick(t.tccd_l, t.tccd_s))),
-            wr_to_wr_s: c(bl.max(t.tccd_s as i64)),
-            wr_to_wr_o: c(bl + rtrs),
-            wr_to_pre: c(cwl + bl + t.twr as i64),
-            pre_to_act: c(t.trp as i64),
-            act_to_act: c(t.trc as i64),
-            act_to_act_l: c(pick(t.trrd_l, t.trrd_s)),
-            act_to_act_s: c(t.trrd_s as i64),
-            act_to_pre: c(t.tras as i64),
-            act_to_rw: c(t.trcd as i64),
-            faw: c(t.tfaw as i64),
-            ref_to_act: c(t.trfc as i64),
-            refi: c(t.trefi as i64),
+            read_delay: config.timing["CL"] as u64 + bl,
+            burst: bl,
+            rd_to_rd_l: d(Rd, Rd, SameGroup),
+            rd_to_rd_s: d(Rd, Rd, SameRank),
+            rd_to_rd_o: d(Rd, Rd, OtherRank),
+            rd_to_wr,
+            rd_to_wr_o: d(Rd, Wr, OtherRank),
+            rd_to_pre: d(Rd, Pre, SameBank),
+            wr_to_rd_l: d(Wr, Rd, SameGroup),
+            wr_to_rd_s: d(Wr, Rd, SameRank),
+            wr_to_rd_o: d(Wr, Rd, OtherRank),
+            wr_to_wr_l: d(Wr, Wr, SameGroup),
+            wr_to_wr_s: d(Wr, Wr, SameRank),
+            wr_to_wr_o: d(Wr, Wr, OtherRank),
+            wr_to_pre: d(Wr, Pre, SameBank),
+            pre_to_act: d(Pre, Act, SameBank),
+            act_to_act: d(Act, Act, SameBank),
+            act_to_act_l: d(Act, Act, SameGroup),
+            act_to_act_s: d(Act, Act, SameRank),
+            act_to_pre: d(Act, Pre, SameBank),
+            act_to_rw: d(Act, Rd, SameBank).max(d(Act, Wr, SameBank)),
+            faw: rules
+                .iter()
+                .filter(|r| r.window == 4 && r.binds(Act, Act, SameRank, one_group))
+                .map(|r| r.cycles)
+                .max()
+                .unwrap_or(0),
+            ref_to_act: d(Ref, Act, SameRank),
+            refi: config.timing["tREFI"] as u64,
         }
     }
 }

@@ -70,13 +70,13 @@ fn sequential_reads_reach_90_percent_of_peak_on_dramsim3() {
 fn activation_bound_gbps(cfg: &DramConfig) -> f64 {
     let t = &cfg.timing;
     let per_cycle = [
-        4.0 / t.tfaw as f64,
-        1.0 / t.trrd_s as f64,
-        cfg.org.banks() as f64 / t.trc as f64,
+        4.0 / t["tFAW"] as f64,
+        1.0 / t["tRRD_S"] as f64,
+        cfg.org.banks() as f64 / t["tRC"] as f64,
     ]
     .into_iter()
     .fold(f64::INFINITY, f64::min);
-    per_cycle * 64.0 / t.tck_ns * (1.0 - t.trfc as f64 / t.trefi as f64)
+    per_cycle * 64.0 / t.tck_ns * (1.0 - t["tRFC"] as f64 / t["tREFI"] as f64)
 }
 
 #[test]
@@ -182,7 +182,7 @@ fn energy_of_a_hand_countable_stream() {
         let s = run_ops(engine, &cfg, hand_countable_stream(&cfg, n)).unwrap();
         // The run is shorter than tREFI, so no refresh.
         assert!(
-            s.cycles < cfg.timing.trefi as u64,
+            s.cycles < cfg.timing["tREFI"] as u64,
             "{engine}: {} cycles",
             s.cycles
         );
@@ -200,7 +200,7 @@ fn energy_of_a_hand_countable_stream() {
         let e_act = k * (p.idd0_ma * 74.0 - (p.idd3n_ma * 52.0 + p.idd2n_ma * 22.0));
         let e_rd = k * (p.idd4r_ma - p.idd3n_ma) * 4.0;
         // Every new row waits tRP with the bank closed; otherwise a row is open.
-        let precharged = n as f64 * t.trp as f64;
+        let precharged = n as f64 * t["tRP"] as f64;
         let active = s.cycles as f64 - precharged;
         let background = k * (p.idd3n_ma * active + p.idd2n_ma * precharged);
         let hand = (1 + n) as f64 * e_act + (2 * n) as f64 * e_rd + background;

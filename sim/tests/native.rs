@@ -835,7 +835,7 @@ fn hand_countable_stream_counts() {
     // Between the first ACT and the last PRE... the rank is idle only for tRP
     // after each PRE, and before the first ACT.
     let first_act = log[0].cycle;
-    let closed = n * cfg.timing.trp as u64 + first_act;
+    let closed = n * cfg.timing["tRP"] as u64 + first_act;
     let cycles = c.active_rank_cycles + c.precharged_rank_cycles;
     assert_eq!(c.precharged_rank_cycles, closed);
     assert!(cycles > closed);

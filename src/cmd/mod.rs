@@ -52,6 +52,43 @@ pub fn preset_arg(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The DRAM flags shared by `dram`, `nmp run` and `train`: a preset, a
+/// configuration file and per-field overrides, applied in that order
+/// (`nmpsim_sim::DramConfig::resolve`). Each is a sweep key: `timing =
+/// ["tRCD=22", "tRCD=24"]` sweeps one timing, `"tRCD=24,tRP=24"` sets two.
+#[derive(clap::Args, Debug, Clone, serde::Serialize)]
+pub struct DramArgs {
+    /// DRAM preset (see `nmpsim dram presets`).
+    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = preset_arg)]
+    pub preset: String,
+    /// DRAM configuration file (TOML; docs/dram.md): `preset = ...` plus
+    /// overrides, or `standard = "DDR4"` with every field. A file without a
+    /// preset starts from --preset.
+    #[arg(long, value_name = "FILE")]
+    pub dram_config: Option<std::path::PathBuf>,
+    /// Override timing parameters, in cycles (tCK in ns): NAME=VALUE, several
+    /// comma-separated or the flag repeated; e.g. --timing tRCD=24,tRP=24.
+    #[arg(long = "timing", value_name = "NAME=VALUE")]
+    pub timing: Vec<String>,
+    /// Override organisation fields: rows, columns, bankgroups,
+    /// banks_per_group, density_gbit, device_width, bus_width, burst_length;
+    /// e.g. --org rows=32768.
+    #[arg(long = "org", value_name = "FIELD=VALUE")]
+    pub org: Vec<String>,
+}
+
+impl DramArgs {
+    /// The configuration the flags give.
+    pub fn config(&self) -> Result<nmpsim_sim::DramConfig, nmpsim_sim::SimError> {
+        nmpsim_sim::DramConfig::resolve(
+            &self.preset,
+            self.dram_config.as_deref(),
+            &self.timing,
+            &self.org,
+        )
+    }
+}
+
 /// An f32 flag: a finite number past f32's range (`1e300`) is refused as
 /// such, rather than read as infinity and reported as `inf`, and so is a
 /// non-zero one that would round to 0 (`1e-50`). NaN, infinity and negative
@@ -180,9 +217,10 @@ pub struct PoolArgs {
     /// Number of NMP ranks (1 to 65536).
     #[arg(long, default_value_t = 32, value_parser = ranks_arg)]
     pub ranks: u32,
-    /// DDR4 preset of each rank (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_parser = preset_arg)]
-    pub preset: String,
+    /// The DRAM of each rank: --preset (default DDR4-3200-x8, a single-rank
+    /// one), --dram-config, --timing, --org.
+    #[command(flatten)]
+    pub dram: DramArgs,
     /// vector-sliced, row-interleaved, table-per-rank, or all.
     #[arg(long, default_value = "vector-sliced")]
     pub placement: String,

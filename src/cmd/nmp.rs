@@ -12,7 +12,6 @@ use nmpsim_nmp::run::{PoolRun, Primitive, check_bytes, layouts_bytes, layouts_fo
 use nmpsim_nmp::{
     CoreParams, EnergyParams, LinkParams, Placement, PoolParams, TableShape, placement::SLICE_BYTES,
 };
-use nmpsim_sim::DramConfig;
 use nmpsim_traces::{Batch, Distribution, GenSpec, Generator, ProfileOverrides, TraceReader};
 use serde::Serialize;
 
@@ -223,16 +222,26 @@ fn run_pool(a: RunArgs) -> Result<ExitCode> {
     }
     crate::cmd::check_link_gbps(a.pool.link_gbps)?;
     let engine = a.pool.engine;
-    let mut dram = DramConfig::preset(&a.pool.preset)?;
+    let mut dram = a.pool.dram.config()?;
     if dram.ranks != 1 {
+        let (from, fix) = match &a.pool.dram.dram_config {
+            Some(f) => (
+                format!("--dram-config {}", f.display()),
+                "a file with `ranks = 1` (or none)".to_string(),
+            ),
+            None => (
+                format!("--preset {}", a.pool.dram.preset),
+                a.pool
+                    .dram
+                    .preset
+                    .trim_end_matches(|c: char| c != '-')
+                    .trim_end_matches('-')
+                    .to_string(),
+            ),
+        };
         bail!(
-            "--preset {}: a channel of {} ranks; each NMP core sits on one DDR4 rank, so the pool's ranks (--ranks) take a single-rank preset, e.g. {}",
-            a.pool.preset,
-            dram.ranks,
-            a.pool
-                .preset
-                .trim_end_matches(|c: char| c != '-')
-                .trim_end_matches('-')
+            "{from}: a channel of {} ranks; each NMP core sits on one DDR4 rank, so the pool's ranks (--ranks) take a single-rank configuration, e.g. {fix}",
+            dram.ranks
         );
     }
     if let Some(m) = &a.pool.mapping {

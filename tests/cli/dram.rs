@@ -154,7 +154,9 @@ fn check_timing_replays_the_engines_commands() {
     let listed = read(&d.join("r/jedec-ramulator.txt"));
     assert_eq!(listed.lines().count() as u64, n);
     assert!(
-        listed.lines().all(|l| l.contains(": tRTRS (WR data")),
+        listed
+            .lines()
+            .all(|l| l.contains(": tRTRS (WR ") && l.contains(" cycles after WR in rank ")),
         "{listed}"
     );
     // The traces were read and removed (not asked to keep them).

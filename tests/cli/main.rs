@@ -8,6 +8,7 @@ mod common;
 
 mod demo;
 mod dram;
+mod dram_config;
 mod gpu;
 mod help;
 mod host;

@@ -100,7 +100,7 @@ pub(super) struct BenchRow {
 
 pub(super) fn bench(b: BenchArgs) -> Result<ExitCode> {
     let engines = engines_of(&b.engines, "--engines")?;
-    let cfg = DramConfig::preset(&b.preset)?;
+    let cfg = b.dram.config()?;
     // Bad sizes fail before the run directory exists.
     for kind in BENCH_STREAMS {
         synthetic(&StreamSpec::new(kind, b.requests), cfg.capacity_bytes()).map_err(flag_error)?;

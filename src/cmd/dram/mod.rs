@@ -33,6 +33,8 @@ const EXAMPLES: &str = "Examples:
   nmpsim dram --engine native,ramulator --preset DDR4-3200-x8-2R --write-fraction 0.3 --check-timing
   nmpsim dram presets
   nmpsim dram config --engine ramulator --preset DDR4-3200-x8
+  nmpsim dram --engine all --timing tRCD=24,tRP=24 --stream random --check-timing
+  nmpsim dram --dram-config my-ddr4.toml --stream random   # a preset plus overrides (docs/dram.md)
   nmpsim dram bench --requests 1000000";
 
 /// `nmpsim dram`: runs a simulation, or one of the subcommands.
@@ -56,16 +58,15 @@ enum DramSub {
     },
     /// Print the configuration file generated for an engine.
     #[command(
-        after_help = "Examples:\n  nmpsim dram config --engine dramsim3 --preset DDR4-2400-x16 > ddr4.ini\n  nmpsim dram config --engine ramulator --preset DDR4-3200-x8-2R\n  nmpsim dram config --engine native   # the JEDEC timing table in cycles"
+        after_help = "Examples:\n  nmpsim dram config --engine dramsim3 --preset DDR4-2400-x16 > ddr4.ini\n  nmpsim dram config --engine ramulator --preset DDR4-3200-x8-2R\n  nmpsim dram config --engine native   # the JEDEC timing table in cycles\n  nmpsim dram config --engine native --timing tRCD=24,tRP=24\n  nmpsim dram config --dram-config my-ddr4.toml"
     )]
     Config {
         /// Engine: dramsim3 (its .ini), ramulator (its config) or native (the
         /// timing table it derives).
         #[arg(long, default_value = "dramsim3", value_name = "ENGINE", value_parser = crate::cmd::engine_arg)]
         engine: EngineKind,
-        /// DDR4 preset (see `nmpsim dram presets`).
-        #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
-        preset: String,
+        #[command(flatten)]
+        dram: crate::cmd::DramArgs,
     },
     /// Engine speed: simulated requests and cycles per second on random and sequential reads.
     #[command(
@@ -79,9 +80,8 @@ struct RunArgs {
     /// Engine: dramsim3, ramulator, native, a comma-separated list naming each engine once, both (the two references) or all (runs each and compares).
     #[arg(long, default_value = "dramsim3", value_name = "ENGINE")]
     engine: String,
-    /// DDR4 preset (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
-    preset: String,
+    #[command(flatten)]
+    dram: crate::cmd::DramArgs,
     /// Address mapping override, most significant field first (e.g. ro-ra-ba-co-bg).
     #[arg(long, value_name = "FIELDS")]
     mapping: Option<String>,
@@ -136,7 +136,7 @@ struct RunArgs {
     keep_command_traces: bool,
     /// Replay each engine's commands through the independent JEDEC checker
     /// (docs/dram.md) and report every timing rule they break: native's
-    /// command log against the preset's table, Ramulator's command traces
+    /// command log against the configuration's table, Ramulator's command traces
     /// against the table Ramulator was built with. DRAMsim3 exposes no
     /// command log and is not checked. Native's commands are checked as they
     /// issue, so any run length will do; Ramulator's traces are read whole
@@ -152,9 +152,8 @@ struct BenchArgs {
     /// Requests per run.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     requests: u64,
-    /// DDR4 preset (see `nmpsim dram presets`).
-    #[arg(long, default_value = "DDR4-3200-x8", value_name = "PRESET", value_parser = crate::cmd::preset_arg)]
-    preset: String,
+    #[command(flatten)]
+    dram: crate::cmd::DramArgs,
     /// Engines to measure (comma-separated, each once).
     #[arg(long, default_value = "native,dramsim3,ramulator", value_name = "LIST")]
     engines: String,
@@ -171,18 +170,18 @@ struct BenchArgs {
 pub fn run(c: DramCommand) -> Result<ExitCode> {
     match c.sub {
         Some(DramSub::Presets { json }) => presets(json),
-        Some(DramSub::Config { engine, preset }) => {
-            let cfg = DramConfig::preset(&preset)?;
+        Some(DramSub::Config { engine, dram }) => {
+            let cfg = dram.config()?;
             match engine {
                 EngineKind::Dramsim3 => out!("{}", cfg.dramsim3_ini("dramsim3"))?,
                 EngineKind::Native => out!("{}", nmpsim_sim::native::describe(&cfg))?,
                 EngineKind::Ramulator => {
-                    out!("{}", cfg.ramulator_cfg("<run dir>/ramulator-"))?;
+                    out!("{}", cfg.ramulator_cfg("<run dir>/ramulator-")?)?;
                     let d = cfg.ramulator_timing_differences();
                     if !d.is_empty() {
                         outln!(
                             "# Ramulator's built-in {} timing departs from JEDEC:",
-                            cfg.ramulator_speed()
+                            cfg.ramulator_speed().unwrap_or("?")
                         )?;
                         for (p, ours, theirs) in d {
                             outln!("#   {p}: JEDEC {ours} cycles, Ramulator {theirs}")?;
@@ -236,7 +235,7 @@ struct PresetRow {
     peak_bandwidth_gbps: f64,
     activation_bound_gbps: f64,
     row_bytes: u64,
-    ramulator_speed: &'static str,
+    ramulator_speed: Option<&'static str>,
     ramulator_timing_differences: Vec<String>,
 }
 

@@ -67,12 +67,12 @@ pub(super) struct RunConfig<'a> {
     pub(super) source: &'a RequestSource,
     pub(super) options: &'a RunOptions,
     pub(super) event_energy_pj: EventEnergy,
-    pub(super) ramulator_timing_differences: Vec<(&'static str, u32, u32)>,
+    pub(super) ramulator_timing_differences: Vec<(String, u32, u32)>,
 }
 
 pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
     let engines = engines_of(&a.engine, "--engine")?;
-    let mut cfg = DramConfig::preset(&a.preset)?;
+    let mut cfg = a.dram.config()?;
     if let Some(m) = &a.mapping {
         cfg.mapping = AddressMapping::parse(m)?;
     }
@@ -100,6 +100,23 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
             "note: --keep-command-traces keeps Ramulator's command traces, and --engine {} does not run Ramulator",
             a.engine
         );
+    }
+    if engines.contains(&EngineKind::Ramulator)
+        && !a.output.quiet
+        && (a.dram.dram_config.is_some() || !a.dram.timing.is_empty())
+    {
+        // Ramulator 1 takes a speed bin by name and its built-in table.
+        let d = cfg.ramulator_timing_differences();
+        if !d.is_empty() {
+            eprintln!(
+                "note: Ramulator runs its built-in {} timing, which the configuration's timing does not reach: {}",
+                cfg.ramulator_speed().unwrap_or("DDR4"),
+                d.iter()
+                    .map(|(p, ours, theirs)| format!("{p} {ours} (Ramulator {theirs})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     let source = source_of(&a)?;
     if let RequestSource::AddressTrace { path } = &source {

@@ -274,9 +274,12 @@ pub(crate) const ELTT_FLAGS: [&str; 4] = [
     "--tt-reorder",
 ];
 
-pub(crate) const NMP_FLAGS: [&str; 10] = [
+pub(crate) const NMP_FLAGS: [&str; 13] = [
     "--ranks",
     "--preset",
+    "--dram-config",
+    "--timing",
+    "--org",
     "--placement",
     "--mapping",
     "--engine",

@@ -231,7 +231,10 @@ pub(crate) fn resolve(a: &TrainArgs) -> Result<Resolved> {
     train.validate()?;
     let nmp = NmpSetup {
         ranks: a.pool.ranks,
-        preset: a.pool.preset.clone(),
+        preset: a.pool.dram.preset.clone(),
+        dram_config: a.pool.dram.dram_config.clone(),
+        timing: a.pool.dram.timing.clone(),
+        org: a.pool.dram.org.clone(),
         mapping: a.pool.mapping.clone(),
         placement: a.pool.placement.parse::<Placement>()?,
         engine: a.pool.engine,
