@@ -217,3 +217,58 @@ fn the_pool_and_training_take_the_flags() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--timing sets up the NMP pool"), "{err}");
 }
+
+#[test]
+fn the_standard_lists_its_table_evaluated_for_the_configuration() {
+    let t = TempDir::new("dramcfg-standard");
+    let d = &t.0;
+    let text = ok(d, &words("dram standard --timing tRP=30"));
+    assert!(text.starts_with("DDR4 (JESD79-4"), "{text}");
+    assert!(
+        text.contains("evaluated for DDR4-3200-x8 [tRP=30]"),
+        "{text}"
+    );
+    assert!(text.contains("derived: tRC = tRAS + tRP"), "{text}");
+    assert!(text.contains("9 * tREFI = 112320 cycles"), "{text}");
+    write(
+        d,
+        "plus.toml",
+        "[[constraint]]\nrule = \"tX\"\nlevel = \"bank\"\npreceding = \"RD RDA\"\nfollowing = \"PRE\"\nlatency = \"tRTP + 40\"\n",
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        d,
+        &words(
+            "dram standard --preset DDR4-2400-x8 --timing tRP=20 --dram-config plus.toml --json",
+        ),
+    ))
+    .unwrap();
+    assert_eq!(v["standard"], "DDR4");
+    let rule = |name: &str| {
+        v["constraints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["rule"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {v}"))
+            .clone()
+    };
+    // DDR4-2400: tRAS 39, so tRC = 39 + 20; tRTP 9.
+    assert_eq!(rule("tRC")["cycles"], 59);
+    assert_eq!(rule("tRP")["cycles"], 20);
+    assert_eq!(rule("tFAW")["window"], 4);
+    let x = rule("tX");
+    assert_eq!(
+        (x["cycles"].as_u64(), x["added"].as_bool()),
+        (Some(49), Some(true))
+    );
+    assert_eq!(x["latency"], "tRTP + 40");
+    assert_eq!(rule("tRCD")["added"], false);
+    let trc = v["timings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "tRC")
+        .unwrap()
+        .clone();
+    assert_eq!(trc["cycles"], 59);
+}

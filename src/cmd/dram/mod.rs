@@ -56,6 +56,18 @@ enum DramSub {
         #[arg(long)]
         json: bool,
     },
+    /// The DRAM standard of a configuration, as data: its commands, timings and
+    /// constraint table, each rule's latency in cycles for the configuration.
+    #[command(
+        after_help = "Examples:\n  nmpsim dram standard\n  nmpsim dram standard --preset DDR4-2400-x16 --timing tRP=20   # tRC follows\n  nmpsim dram standard --dram-config my-ddr4.toml --json"
+    )]
+    Standard {
+        #[command(flatten)]
+        dram: crate::cmd::DramArgs,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the configuration file generated for an engine.
     #[command(
         after_help = "Examples:\n  nmpsim dram config --engine dramsim3 --preset DDR4-2400-x16 > ddr4.ini\n  nmpsim dram config --engine ramulator --preset DDR4-3200-x8-2R\n  nmpsim dram config --engine native   # the JEDEC timing table in cycles\n  nmpsim dram config --engine native --timing tRCD=24,tRP=24\n  nmpsim dram config --dram-config my-ddr4.toml"
@@ -170,6 +182,7 @@ struct BenchArgs {
 pub fn run(c: DramCommand) -> Result<ExitCode> {
     match c.sub {
         Some(DramSub::Presets { json }) => presets(json),
+        Some(DramSub::Standard { dram, json }) => standard(&dram, json),
         Some(DramSub::Config { engine, dram }) => {
             let cfg = dram.config()?;
             match engine {
@@ -237,6 +250,161 @@ struct PresetRow {
     row_bytes: u64,
     ramulator_speed: Option<&'static str>,
     ramulator_timing_differences: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct StandardListing {
+    standard: &'static str,
+    source: &'static str,
+    configuration: String,
+    commands: Vec<&'static str>,
+    timings: Vec<TimingRow>,
+    derived: Vec<String>,
+    constraints: Vec<ConstraintListing>,
+    refresh_gap: String,
+    presets: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct TimingRow {
+    name: &'static str,
+    meaning: &'static str,
+    cycles: u32,
+}
+
+#[derive(Serialize)]
+struct ConstraintListing {
+    rule: String,
+    level: &'static str,
+    sibling: bool,
+    window: u32,
+    preceding: Vec<&'static str>,
+    following: Vec<&'static str>,
+    latency: String,
+    cycles: u64,
+    /// Added by the configuration, not the standard's own.
+    added: bool,
+}
+
+/// `dram standard`: the configuration's standard and its evaluated rules.
+fn standard(dram: &crate::cmd::DramArgs, json: bool) -> Result<ExitCode> {
+    let cfg = dram.config()?;
+    let s = cfg.standard();
+    let own = s.constraints().len();
+    let mut latencies: Vec<String> = s
+        .constraints()
+        .iter()
+        .map(|c| c.latency.to_string())
+        .collect();
+    latencies.extend(cfg.constraints.iter().map(|c| c.latency.clone()));
+    let names = |v: &[nmpsim_sim::jedec::Command]| v.iter().map(|c| c.name()).collect::<Vec<_>>();
+    let listing = StandardListing {
+        standard: s.name,
+        source: s.source,
+        configuration: cfg.name.clone(),
+        commands: s.commands.iter().map(|c| c.name()).collect(),
+        timings: s
+            .timings
+            .iter()
+            .map(|t| TimingRow {
+                name: t.name,
+                meaning: t.meaning,
+                cycles: cfg.timing[t.name],
+            })
+            .collect(),
+        derived: s
+            .derived
+            .iter()
+            .map(|(n, e)| format!("{n} = {e}"))
+            .collect(),
+        constraints: cfg
+            .rules()
+            .iter()
+            .zip(latencies)
+            .enumerate()
+            .map(|(i, (r, latency))| ConstraintListing {
+                rule: r.rule.clone(),
+                level: r.level.name(),
+                sibling: r.sibling,
+                window: r.window,
+                preceding: names(&r.preceding),
+                following: names(&r.following),
+                latency,
+                cycles: r.cycles,
+                added: i >= own,
+            })
+            .collect(),
+        refresh_gap: format!("{} = {} cycles", s.refresh_gap, cfg.refresh_gap()),
+        presets: (s.preset_names)(),
+    };
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&listing)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{} ({}), evaluated for {} (tCK {} ns)",
+        listing.standard,
+        listing.source,
+        listing.configuration,
+        cfg.timing.tck_ns
+    )?;
+    outln!("commands: {}", listing.commands.join(" "))?;
+    let mut t = nmpsim_traces::TextTable::new(["timing", "cycles", "meaning"]).left(&[0, 2]);
+    for r in &listing.timings {
+        t.row([
+            r.name.to_string(),
+            r.cycles.to_string(),
+            r.meaning.to_string(),
+        ]);
+    }
+    outln!("\n{}", t.render().trim_end())?;
+    if !listing.derived.is_empty() {
+        outln!("derived: {}", listing.derived.join(", "))?;
+    }
+    let mut t = nmpsim_traces::TextTable::new([
+        "rule",
+        "level",
+        "preceding",
+        "following",
+        "latency",
+        "cycles",
+    ])
+    .left(&[0, 1, 2, 3, 4]);
+    for c in &listing.constraints {
+        let mut level = c.level.to_string();
+        if c.sibling {
+            level += " (another)";
+        }
+        let mut preceding = c.preceding.join(" ");
+        if c.window > 1 {
+            preceding = format!("{preceding} ({}th last)", c.window);
+        }
+        let mut rule = c.rule.clone();
+        if c.added {
+            rule += " +";
+        }
+        t.row([
+            rule,
+            level,
+            preceding,
+            c.following.join(" "),
+            c.latency.clone(),
+            c.cycles.to_string(),
+        ]);
+    }
+    outln!(
+        "\nconstraints: after PRECEDING at a node of LEVEL, FOLLOWING at the same node (another, for `(another)`) waits LATENCY\n{}",
+        t.render().trim_end()
+    )?;
+    if listing.constraints.iter().any(|c| c.added) {
+        outln!("(+ added by the configuration)")?;
+    }
+    outln!(
+        "refresh: at most {} between refreshes of a rank",
+        listing.refresh_gap
+    )?;
+    outln!("presets: {}", listing.presets.join(", "))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn presets(json: bool) -> Result<ExitCode> {
