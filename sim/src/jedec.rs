@@ -116,6 +116,9 @@ impl Command {
 
 const COMMANDS: usize = Command::ALL.len();
 
+/// The time of a command that has not been issued yet.
+const NEVER: u64 = u64::MAX;
+
 /// One command of a log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommandRecord {
@@ -262,7 +265,14 @@ impl Checker {
             checks,
             ring_keys: rings.clone(),
             rings: vec![VecDeque::new(); rings.len() * nodes],
-            last: vec![[None; COMMANDS]; nodes],
+            last: vec![[NEVER; COMMANDS]; nodes],
+            rings_of: (0..COMMANDS)
+                .map(|c| {
+                    (0..rings.len())
+                        .filter(|&k| rings[k].1.index() == c)
+                        .collect()
+                })
+                .collect(),
             open: vec![false; (self.ranks * self.banks()) as usize],
             refresh: vec![None; self.ranks as usize],
             prev_cycle: 0,
@@ -288,8 +298,10 @@ pub struct Replay {
     ring_keys: Vec<(Level, Command, u32)>,
     rings: Vec<VecDeque<u64>>,
     /// The latest time of each command at each node (channel, ranks, bank
-    /// groups, banks).
-    last: Vec<[Option<u64>; COMMANDS]>,
+    /// groups, banks); [`NEVER`] before the first.
+    last: Vec<[u64; COMMANDS]>,
+    /// The rings each command enters, by command index.
+    rings_of: Vec<Vec<usize>>,
     /// Whether each bank (rank-major) is open.
     open: Vec<bool>,
     /// The last refresh of each rank.
@@ -348,16 +360,19 @@ impl Replay {
 
     /// The node of `level` that `at` is in.
     fn node(&self, level: Level, at: Place) -> usize {
+        self.nodes(at)[level as usize]
+    }
+
+    /// The nodes `at` is in, by level (channel, rank, bank group, bank).
+    fn nodes(&self, at: Place) -> [usize; 4] {
         let c = &self.checker;
         let r = c.ranks as usize;
-        match level {
-            Level::Channel => 0,
-            Level::Rank => 1 + at.rank,
-            Level::BankGroup => 1 + r + at.rank * c.bankgroups as usize + at.group,
-            Level::Bank => {
-                1 + r + r * c.bankgroups as usize + at.rank * c.banks() as usize + at.bank
-            }
-        }
+        [
+            0,
+            1 + at.rank,
+            1 + r + at.rank * c.bankgroups as usize + at.group,
+            1 + r + r * c.bankgroups as usize + at.rank * c.banks() as usize + at.bank,
+        ]
     }
 
     /// The place of flat bank `bank` of `rank`.
@@ -369,79 +384,92 @@ impl Replay {
         }
     }
 
-    /// Checks `command` at `at` against the rules of the levels in `levels`.
-    fn apply_checks(&self, command: Command, at: Place, levels: &[Level], cx: &mut Ctx) {
-        for ch in &self.checks[command.index()] {
-            if !levels.contains(&ch.level) {
-                continue;
-            }
-            let nodes: Vec<(usize, Option<usize>)> = if ch.sibling {
-                (0..self.checker.ranks as usize)
-                    .filter(|&o| o != at.rank)
-                    .map(|o| (self.node(ch.level, Place { rank: o, ..at }), Some(o)))
-                    .collect()
-            } else {
-                vec![(self.node(ch.level, at), None)]
-            };
-            for (node, other) in nodes {
-                let after = match ch.ring {
-                    None => self.last[node][ch.preceding.index()],
-                    Some(k) => {
-                        let ring = &self.rings[k * self.last.len() + node];
-                        (ring.len() == self.ring_keys[k].2 as usize)
-                            .then(|| ring.front().copied())
-                            .flatten()
-                    }
-                };
-                let Some(a) = after else {
-                    continue;
-                };
-                if cx.now < a + ch.gap {
-                    let rule = &self.checker.rules[ch.rule];
-                    let place = match (ch.level, other) {
-                        (_, Some(o)) => format!("in rank {o}"),
-                        (Level::Bank, _) => "to the bank".into(),
-                        (Level::BankGroup, _) => "in the bank group".into(),
-                        (Level::Rank, _) => "in the rank".into(),
-                        (Level::Channel, _) => "in the channel".into(),
-                    };
-                    let which = match ch.ring {
-                        Some(k) => {
-                            format!("the {}th-last {}", self.ring_keys[k].2, ch.preceding.name())
-                        }
-                        None => ch.preceding.name().to_string(),
-                    };
-                    cx.out.push(Violation {
-                        index: cx.index,
-                        cycle: cx.now,
-                        rule: rule.rule.clone(),
-                        detail: format!(
-                            "{} {} cycles after {which} {place} at cycle {a}; needs {}",
-                            command.name(),
-                            cx.now as i64 - a as i64,
-                            ch.gap
-                        ),
-                        between: Some((ch.preceding, command)),
-                    });
+    /// The time a check counts from at `node`: the last preceding command,
+    /// or for a window the N-th last (none until there are N).
+    fn after(&self, ch: &Check, node: usize) -> Option<u64> {
+        match ch.ring {
+            None => Some(self.last[node][ch.preceding.index()]).filter(|&a| a != NEVER),
+            Some(k) => {
+                let ring = &self.rings[k * self.last.len() + node];
+                if ring.len() == self.ring_keys[k].2 as usize {
+                    ring.front().copied()
+                } else {
+                    None
                 }
             }
         }
     }
 
+    /// Checks `command` at `at` against the rules of the levels in `levels`
+    /// (a mask of `1 << level`).
+    fn apply_checks(&self, command: Command, at: Place, levels: u8, cx: &mut Ctx) {
+        let here = self.nodes(at);
+        for ch in &self.checks[command.index()] {
+            if levels & (1 << ch.level as u8) == 0 {
+                continue;
+            }
+            if ch.sibling {
+                for o in (0..self.checker.ranks as usize).filter(|&o| o != at.rank) {
+                    let node = self.node(ch.level, Place { rank: o, ..at });
+                    if let Some(a) = self.after(ch, node) {
+                        if cx.now < a + ch.gap {
+                            self.violation(ch, command, a, Some(o), cx);
+                        }
+                    }
+                }
+            } else if let Some(a) = self.after(ch, here[ch.level as usize]) {
+                if cx.now < a + ch.gap {
+                    self.violation(ch, command, a, None, cx);
+                }
+            }
+        }
+    }
+
+    /// Reports `command` breaking `ch`, `a` being the time it counts from
+    /// (in rank `other` for a sibling rule).
+    fn violation(&self, ch: &Check, command: Command, a: u64, other: Option<usize>, cx: &mut Ctx) {
+        let rule = &self.checker.rules[ch.rule];
+        let place = match (ch.level, other) {
+            (_, Some(o)) => format!("in rank {o}"),
+            (Level::Bank, _) => "to the bank".into(),
+            (Level::BankGroup, _) => "in the bank group".into(),
+            (Level::Rank, _) => "in the rank".into(),
+            (Level::Channel, _) => "in the channel".into(),
+        };
+        let which = match ch.ring {
+            Some(k) => format!("the {}th-last {}", self.ring_keys[k].2, ch.preceding.name()),
+            None => ch.preceding.name().to_string(),
+        };
+        cx.out.push(Violation {
+            index: cx.index,
+            cycle: cx.now,
+            rule: rule.rule.clone(),
+            detail: format!(
+                "{} {} cycles after {which} {place} at cycle {a}; needs {}",
+                command.name(),
+                cx.now as i64 - a as i64,
+                ch.gap
+            ),
+            between: Some((ch.preceding, command)),
+        });
+    }
+
     /// Records `command` at `at` at time `t`, at the levels from `from` up.
     fn record(&mut self, command: Command, at: Place, t: u64, from: Level) {
         let nodes = self.last.len();
+        let here = self.nodes(at);
         for level in Level::ALL {
             if level > from {
                 continue;
             }
-            let node = self.node(level, at);
+            let node = here[level as usize];
             let slot = &mut self.last[node][command.index()];
-            *slot = Some(slot.map_or(t, |x| x.max(t)));
-            for (k, key) in self.ring_keys.iter().enumerate() {
-                if key.0 == level && key.1 == command {
+            *slot = if *slot == NEVER { t } else { (*slot).max(t) };
+            for &k in &self.rings_of[command.index()] {
+                let (ring_level, _, window) = self.ring_keys[k];
+                if ring_level == level {
                     let ring = &mut self.rings[k * nodes + node];
-                    if ring.len() == key.2 as usize {
+                    if ring.len() == window as usize {
                         ring.pop_front();
                     }
                     ring.push_back(t);
@@ -457,7 +485,7 @@ impl Replay {
         self.checks[Command::Pre.index()]
             .iter()
             .filter(|c| c.level == Level::Bank && c.ring.is_none())
-            .filter_map(|c| self.last[node][c.preceding.index()].map(|a| a + c.gap))
+            .filter_map(|c| self.after(c, node).map(|a| a + c.gap))
             .fold(now, u64::max)
     }
 
@@ -498,13 +526,15 @@ impl Replay {
         };
         let at = self.place(rank, bank);
         let flat = rank * banks + bank;
-        let above_bank = [Level::Channel, Level::Rank];
+        // Level masks: every level, and the channel and rank only.
+        const ALL_LEVELS: u8 = 0b1111;
+        let above_bank: u8 = (1 << Level::Channel as u8) | (1 << Level::Rank as u8);
         match rec.command {
             Command::Act => {
                 if self.open[flat] {
                     cx.fail("state", format!("ACT to bank {bank}, which is open"));
                 }
-                self.apply_checks(Command::Act, at, &Level::ALL, &mut cx);
+                self.apply_checks(Command::Act, at, ALL_LEVELS, &mut cx);
                 self.record(Command::Act, at, now, Level::Bank);
                 self.open[flat] = true;
             }
@@ -515,7 +545,7 @@ impl Replay {
                         format!("{} to bank {bank}, which is closed", rec.command.name()),
                     );
                 }
-                self.apply_checks(rec.command, at, &Level::ALL, &mut cx);
+                self.apply_checks(rec.command, at, ALL_LEVELS, &mut cx);
                 self.record(rec.command, at, now, Level::Bank);
                 if matches!(rec.command, Command::Rda | Command::Wra) {
                     let t = self.earliest_precharge(at, now);
@@ -525,11 +555,11 @@ impl Replay {
             }
             Command::Pre => {
                 if self.open[flat] {
-                    self.apply_checks(Command::Pre, at, &Level::ALL, &mut cx);
+                    self.apply_checks(Command::Pre, at, ALL_LEVELS, &mut cx);
                     self.record(Command::Pre, at, now, Level::Bank);
                     self.open[flat] = false;
                 } else {
-                    self.apply_checks(Command::Pre, at, &above_bank, &mut cx);
+                    self.apply_checks(Command::Pre, at, above_bank, &mut cx);
                 }
             }
             Command::PreA => {
@@ -539,12 +569,12 @@ impl Replay {
                         self.apply_checks(
                             Command::Pre,
                             p,
-                            &[Level::Bank, Level::BankGroup],
+                            (1 << Level::Bank as u8) | (1 << Level::BankGroup as u8),
                             &mut cx,
                         );
                     }
                 }
-                self.apply_checks(Command::PreA, at, &above_bank, &mut cx);
+                self.apply_checks(Command::PreA, at, above_bank, &mut cx);
                 for b in 0..banks {
                     if self.open[rank * banks + b] {
                         let p = self.place(rank, b);
@@ -558,7 +588,7 @@ impl Replay {
                 if let Some(open) = (0..banks).find(|&b| self.open[rank * banks + b]) {
                     cx.fail("state", format!("REF while bank {open} is open"));
                 }
-                self.apply_checks(Command::Ref, at, &above_bank, &mut cx);
+                self.apply_checks(Command::Ref, at, above_bank, &mut cx);
                 let limit = self.checker.refresh_gap;
                 let since = self.refresh[rank].unwrap_or(0);
                 if now > since + limit {
