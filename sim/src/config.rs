@@ -46,6 +46,15 @@ impl Timing {
         ))
     }
 
+    /// `e` evaluated with these timings and burst length `bl` (a name the
+    /// table lacks counts as 0).
+    pub fn eval(&self, e: &standard::Expr, bl: u32) -> i64 {
+        e.eval(&|n| match n {
+            "BL" => bl as i64,
+            _ => self.get(n).map(i64::from).unwrap_or(0),
+        })
+    }
+
     /// Every timing, in the standard's order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
         self.values.iter().map(|(n, v)| (n.as_str(), *v))
@@ -336,18 +345,23 @@ impl DramConfig {
 
     /// The longest gap allowed between two refreshes of a rank, in cycles.
     pub fn refresh_gap(&self) -> u64 {
+        self.refresh_gap_with(&self.timing)
+    }
+
+    /// [`refresh_gap`](Self::refresh_gap) with another timing table.
+    pub fn refresh_gap_with(&self, timing: &Timing) -> u64 {
+        let gap = self.standard().refresh_gap;
+        timing
+            .eval(&self.expr("refresh gap", gap), self.org.burst_length)
+            .max(0) as u64
+    }
+
+    /// One of the standard's own expressions (`what`: its refresh gap, a
+    /// derived timing), parsed.
+    pub(crate) fn expr(&self, what: &str, text: &str) -> standard::Expr {
         let s = self.standard();
-        let e = standard::Expr::parse(s.refresh_gap, &s.latency_names())
-            .unwrap_or_else(|e| panic!("{}: refresh gap {e}", s.name));
-        let bl = self.org.burst_length as i64;
-        e.eval(&|n| {
-            if n == "BL" {
-                bl
-            } else {
-                self.timing.get(n).map(i64::from).unwrap_or(0)
-            }
-        })
-        .max(0) as u64
+        standard::Expr::parse(text, &s.latency_names())
+            .unwrap_or_else(|e| panic!("{}: {what} {e}", s.name))
     }
 
     /// Bytes addressable in the channel.

@@ -541,15 +541,10 @@ impl DramConfig {
 
     /// The value of a derived timing (`Standard::derived`) from the others.
     fn derived_value(&self, expr: &str) -> u32 {
-        let s = self.standard();
-        let e = crate::standard::Expr::parse(expr, &s.latency_names())
-            .unwrap_or_else(|e| panic!("{}: derived timing {e}", s.name));
-        let bl = self.org.burst_length as i64;
-        let v = e.eval(&|n| match n {
-            "BL" => bl,
-            _ => self.timing.get(n).map(i64::from).unwrap_or(0),
-        });
-        v.clamp(0, u32::MAX as i64) as u32
+        let e = self.expr("derived timing", expr);
+        self.timing
+            .eval(&e, self.org.burst_length)
+            .clamp(0, u32::MAX as i64) as u32
     }
 
     /// Sets every derived timing not in `given` from the others.

@@ -201,11 +201,9 @@ impl Checker {
     /// timing table (e.g. [`DramConfig::ramulator_timing`], to check
     /// Ramulator against the table it was built with).
     pub fn with_timing(config: &DramConfig, timing: Timing) -> Self {
-        let mut at = config.clone();
-        at.timing = timing.clone();
         Checker {
             rules: config.rules_with(&timing),
-            refresh_gap: at.refresh_gap(),
+            refresh_gap: config.refresh_gap_with(&timing),
             timing,
             ranks: config.ranks,
             bankgroups: config.org.bankgroups,

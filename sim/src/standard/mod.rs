@@ -352,19 +352,12 @@ impl ConstraintRow {
 impl Constraint {
     /// Evaluated with `timing` and burst length `bl`.
     pub fn evaluate(&self, timing: &Timing, bl: u32) -> Rule {
-        let v = |n: &str| {
-            if n == "BL" {
-                bl as i64
-            } else {
-                timing.get(n).map(i64::from).unwrap_or(0)
-            }
-        };
         Rule {
             rule: self.rule.clone(),
             level: self.level,
             preceding: self.preceding.clone(),
             following: self.following.clone(),
-            cycles: self.latency.eval(&v).max(0) as u64,
+            cycles: timing.eval(&self.latency, bl).max(0) as u64,
             window: self.window,
             sibling: self.sibling,
         }
