@@ -20,6 +20,7 @@
 //! value, duplicate keys, zip lengths); whether a key is a flag of the command
 //! and whether its values parse is [`crate::schema`]'s job.
 
+use nmpsim_traces::line_at;
 use toml_edit::{Document, Item, TableLike, Value};
 
 use crate::error::{SpecError, SpecErrors};
@@ -129,16 +130,6 @@ pub struct Spec {
     pub zips: Vec<Zip>,
     /// `[repeat] seeds`, swept as `--seed`.
     pub seeds: Option<Entry>,
-}
-
-/// 1-based line of a byte offset.
-fn line_at(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
 }
 
 struct Ctx<'a> {

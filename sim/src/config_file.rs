@@ -90,12 +90,7 @@ struct Src<'a> {
 impl Src<'_> {
     fn line(&self, item: Option<&Item>) -> u64 {
         item.and_then(Item::span)
-            .map(|s| {
-                self.text[..s.start.min(self.text.len())]
-                    .matches('\n')
-                    .count() as u64
-                    + 1
-            })
+            .map(|s| nmpsim_traces::line_at(self.text, s.start) as u64)
             .unwrap_or(1)
     }
 
@@ -233,7 +228,7 @@ impl DramConfig {
         let doc = Document::parse(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1)
+                .map(|s| nmpsim_traces::line_at(text, s.start) as u64)
                 .unwrap_or(1);
             SimError::parse(path, line, format!("not TOML: {}", e.message()))
         })?;
@@ -259,7 +254,7 @@ impl DramConfig {
                     )
                 })?;
                 // The standard's first preset supplies the shape; every
-                // field must then be given ([`Self::check_full`]).
+                // field must then be given (`missing` below).
                 let first = (st.preset_names)()[0].clone();
                 let mut c = DramConfig::preset(&first).expect("a standard's presets resolve");
                 c.speed = "custom".into();

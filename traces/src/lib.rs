@@ -39,3 +39,14 @@ pub use profiles::{ProfileInfo, ProfileOverrides, list_profiles, profile};
 pub use rng::Rng;
 pub use stats::{StatsBuilder, TableStats, TraceStats, expected_unique_rows};
 pub use text_table::TextTable;
+
+/// The 1-based line of byte `offset` in `text`: where a parser's span (a
+/// TOML file's key, say) points, for an error that names the line.
+pub fn line_at(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
