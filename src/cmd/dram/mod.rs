@@ -290,13 +290,13 @@ struct ConstraintListing {
 fn standard(dram: &crate::cmd::DramArgs, json: bool) -> Result<ExitCode> {
     let cfg = dram.config()?;
     let s = cfg.standard();
-    let own = s.constraints().len();
-    let mut latencies: Vec<String> = s
-        .constraints()
+    // The rules are the standard's rows, then the configuration's.
+    let own = s.constraints.len();
+    let latencies = s
+        .constraints
         .iter()
-        .map(|c| c.latency.to_string())
-        .collect();
-    latencies.extend(cfg.constraints.iter().map(|c| c.latency.clone()));
+        .map(|r| r.latency.to_string())
+        .chain(cfg.constraints.iter().map(|c| c.latency.clone()));
     let names = |v: &[nmpsim_sim::jedec::Command]| v.iter().map(|c| c.name()).collect::<Vec<_>>();
     let listing = StandardListing {
         standard: s.name,
