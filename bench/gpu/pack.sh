@@ -13,10 +13,11 @@ mkdir -p "$out"
 cargo build --release --locked --bin nmpsim >&2
 strip -o "$out/nmpsim" target/release/nmpsim
 # The GPU test executables (they skip without a GPU; NMPSIM_REQUIRE_GPU=1 makes
-# them fail instead).
+# them fail instead), and nmpsim-dlrm's unit tests, of which session.sh runs
+# the GPU ones (`cuda_tests`: the strategies' primitives on CUDA).
 cargo test --release --locked --no-run --message-format=json \
     -p nmpsim-kernels --features cuda --test cuda \
-    -p nmpsim-dlrm --test cuda_dense --test emulate 2>/dev/null \
+    -p nmpsim-dlrm --lib --test cuda_dense --test emulate 2>/dev/null \
     | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -24,10 +25,15 @@ for line in sys.stdin:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["target"]["name"], m["executable"])
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kind, name = m["target"]["kind"], m["target"]["name"]
+    if kind == ["test"]:
+        print("test-" + name, m["executable"])
+    elif kind == ["lib"] and name == "nmpsim_dlrm":
+        print("test-lib-" + name, m["executable"])
 ' | while read -r name exe; do
-    strip -o "$out/test-$name" "$exe"
+    strip -o "$out/$name" "$exe"
 done
 cp bench/gpu/embeddingbag_vs_torch.py "$out/"
 ls -la "$out" >&2

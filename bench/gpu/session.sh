@@ -8,8 +8,9 @@
 #   bench/gpu/session.sh .gpu [quick|perf|full]
 #
 # `quick`: the GPU tests and `kernels check` (equivalence); `perf`: the
-# kernel bench, the PyTorch comparison and the training runs; `full` (the
-# default): both, about 3 minutes on an H100, inside one device call.
+# kernel bench, the PyTorch comparison and the training runs (the
+# strategies' too); `strategies`: the GPU tests and the strategies' training
+# runs alone; `full` (the default): all of it, inside one device call.
 set -uo pipefail
 dir=${1:-.gpu}
 mode=${2:-full}
@@ -58,19 +59,34 @@ step gpu-info 60 "$bin" gpu
 if [ "$mode" != perf ]; then
     for t in "$dir"/test-*; do
         [ -x "$t" ] || continue
-        step "$(basename "$t")" 240 "$t" --nocapture --test-threads 1
+        # (Of a crate's unit tests, the GPU ones.)
+        filter=()
+        case "$(basename "$t")" in test-lib-*) filter=(cuda_tests) ;; esac
+        step "$(basename "$t")" 240 "$t" "${filter[@]}" --nocapture --test-threads 1
     done
+fi
+if [ "$mode" = full ] || [ "$mode" = quick ]; then
     step check-sum 120 "$bin" kernels check --backend all
     step check-mean 120 "$bin" kernels check --backend all --pooling mean --dist uniform
     step check-weighted 120 "$bin" kernels check --backend all --pooling weighted-sum
 fi
-if [ "$mode" != quick ]; then
+if [ "$mode" = full ] || [ "$mode" = perf ]; then
     step bench-kernels 120 "$bin" kernels bench --backend cuda --json
     step bench-vs-torch 120 python3 "$dir/embeddingbag_vs_torch.py" --nmpsim "$bin"
     step train-kaggle 150 "$bin" train --model criteo-kaggle --device cuda --batch 2048 \
         --iters 50 --mode baseline-cpu --out "$logs/train-kaggle"
     step train-rm1-all 180 "$bin" train --model rm1 --device cuda --mode all --batch 2048 \
         --iters 12 --sim-batches 1 --engine native --out "$logs/train-rm1"
+fi
+if [ "$mode" != quick ]; then
+    # The strategies' GPU-placed primitives measured on CUDA, and the same
+    # run with them modelled, beside it (docs/strategies.md).
+    for device in cuda cpu; do
+        step "train-strategies-$device" 150 "$bin" train --model criteo-kaggle --device "$device" \
+            --mode fae,scars,cdlrm,eltt --batch 2048 --iters 12 --out "$logs/train-strategies-$device"
+    done
+    step train-fae-nmp 120 "$bin" train --model rm1 --device cuda --mode fae-nmp --batch 2048 \
+        --iters 12 --sim-batches 1 --engine native --out "$logs/train-fae-nmp"
 fi
 printf '%s\n' "--- summary" "${summary[@]}" | tee -a "$logs/session.log"
 if [ -n "${OUT:-}" ]; then

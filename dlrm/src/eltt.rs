@@ -540,6 +540,7 @@ impl EmbeddingStrategy for Eltt {
                 &self.dense,
                 &part,
                 self.pooling,
+                &mut self.scratch,
                 &self.gpu,
                 "gpu (dense tables)",
                 ctx,
@@ -711,6 +712,7 @@ impl EmbeddingStrategy for Eltt {
                 ),
             ));
         }
+        v.extend(self.scratch.notes());
         v
     }
 }
@@ -885,11 +887,9 @@ fn bound_text(pt: &PoolTime) -> &'static str {
 pub(crate) fn build(
     ctx: &crate::strategy::BuildCtx,
 ) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
-    Ok(Box::new(Eltt::new(
-        ctx.config,
-        ctx.eltt,
-        ctx.env.gpu.clone(),
-    )?))
+    let mut s = Eltt::new(ctx.config, ctx.eltt, ctx.env.gpu.clone())?;
+    s.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(s))
 }
 
 /// The factory of `eltt-nmp`.
@@ -899,7 +899,7 @@ pub(crate) fn build_nmp(
     let timer = ctx.env.pool.clone().ok_or_else(|| {
         DlrmError::Config("eltt-nmp needs the run's NMP pool, and none was set up".into())
     })?;
-    Ok(Box::new(
-        Eltt::new(ctx.config, ctx.eltt, ctx.env.gpu.clone())?.on_pool(timer)?,
-    ))
+    let mut s = Eltt::new(ctx.config, ctx.eltt, ctx.env.gpu.clone())?.on_pool(timer)?;
+    s.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(s))
 }

@@ -511,10 +511,36 @@ impl SystemModes {
         self.tables[0].dim
     }
 
-    /// The host's tables and their optimizer state, for strategies that
-    /// keep copies of some rows elsewhere (FAE's hot rows).
-    pub(crate) fn host_parts_mut(&mut self) -> (&mut [EmbeddingTable], &mut [OptimizerState]) {
-        (&mut self.tables, &mut self.states)
+    /// The host's tables and their optimizer state, current (copied back
+    /// from the pool's emulation first, when it is on), for strategies that
+    /// keep copies of some rows elsewhere (FAE's hot rows). A caller that
+    /// changes them calls [`Self::host_changed`] next.
+    pub(crate) fn host_parts_mut(
+        &mut self,
+    ) -> Result<(&mut [EmbeddingTable], &mut [OptimizerState]), DlrmError> {
+        self.sync()?;
+        Ok((&mut self.tables, &mut self.states))
+    }
+
+    /// The host's tables were changed through [`Self::host_parts_mut`]: the
+    /// pool's emulation (when on) gets them again.
+    pub(crate) fn host_changed(&mut self) -> Result<(), DlrmError> {
+        #[cfg(feature = "cuda")]
+        if let Some(em) = &mut self.emulation {
+            let Emulation { emu, tables, .. } = em;
+            let e = lock_pool(emu)?;
+            for (t, ((dt, table), state)) in tables
+                .iter_mut()
+                .zip(&self.tables)
+                .zip(&self.states)
+                .enumerate()
+            {
+                e.backend()
+                    .refresh_table(dt, table, state)
+                    .map_err(|err| err.in_table(t))?;
+            }
+        }
+        Ok(())
     }
 
     /// The optimizer state of the host's tables.

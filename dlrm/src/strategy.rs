@@ -132,8 +132,19 @@ fn tcast(ctx: &BuildCtx, mode: SystemMode) -> Result<Box<dyn EmbeddingStrategy>,
         ctx.config.seed,
         ctx.env.clone(),
     )?;
+    Ok(Box::new(on_gpu(s, ctx)?))
+}
+
+/// `s` with its casting on the run's real GPU and its NMP-placed
+/// primitives on the pool's GPU emulation, where the run has them (as is
+/// without the `cuda` feature).
+pub(crate) fn on_gpu(
+    s: SystemModes,
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))] ctx: &BuildCtx,
+) -> Result<SystemModes, DlrmError> {
     #[cfg(feature = "cuda")]
     let s = {
+        let mode = s.mode;
         let mut s = match &ctx.device {
             Some(d) => s.with_gpu_casting(d.clone())?,
             None => s,
@@ -143,7 +154,7 @@ fn tcast(ctx: &BuildCtx, mode: SystemMode) -> Result<Box<dyn EmbeddingStrategy>,
         }
         s
     };
-    Ok(Box::new(s))
+    Ok(s)
 }
 
 /// Every strategy, in report order (the baseline first).

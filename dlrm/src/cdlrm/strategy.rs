@@ -592,6 +592,7 @@ impl EmbeddingStrategy for Cdlrm {
             &tables,
             &rb,
             self.pooling,
+            &mut self.scratch,
             &self.gpu,
             "gpu (cache and victim table)",
             ctx,
@@ -784,7 +785,7 @@ impl EmbeddingStrategy for Cdlrm {
         let o = &self.cached.options;
         let c = self.totals();
         let per_window = self.times.caching_ns / self.times.windows.max(1) as f64;
-        vec![
+        let mut v = vec![
             (
                 "cache".into(),
                 format!(
@@ -879,7 +880,9 @@ impl EmbeddingStrategy for Cdlrm {
                     self.times.stall_ns / 1e6
                 ),
             ),
-        ]
+        ];
+        v.extend(self.scratch.notes());
+        v
     }
 }
 
@@ -888,9 +891,10 @@ pub(crate) fn build(
     ctx: &crate::strategy::BuildCtx,
 ) -> Result<Box<dyn EmbeddingStrategy>, DlrmError> {
     ctx.config.validate()?;
-    Ok(Box::new(
-        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?.with_host(ctx.env.host.clone()),
-    ))
+    let mut s =
+        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?.with_host(ctx.env.host.clone());
+    s.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(s))
 }
 
 /// The factory of `cdlrm-nmp`: `cdlrm` with its host tables in the pool.
@@ -901,9 +905,9 @@ pub(crate) fn build_nmp(
     let timer = ctx.env.pool.clone().ok_or_else(|| {
         DlrmError::Config("cdlrm-nmp needs the run's NMP pool, and none was set up".into())
     })?;
-    Ok(Box::new(
-        Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?
-            .on_pool(timer)
-            .with_host(ctx.env.host.clone()),
-    ))
+    let mut s = Cdlrm::new(ctx.config, ctx.cdlrm, ctx.env.gpu.clone())?
+        .on_pool(timer)
+        .with_host(ctx.env.host.clone());
+    s.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(s))
 }

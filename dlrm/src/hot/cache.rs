@@ -192,6 +192,7 @@ impl EmbeddingStrategy for Scars {
                 &self.cache.tables,
                 &rb,
                 self.pooling,
+                &mut self.scratch,
                 &self.gpu,
                 "gpu (cache)",
                 ctx,
@@ -262,6 +263,7 @@ impl EmbeddingStrategy for Scars {
             &working,
             &w.batch,
             self.pooling,
+            &mut self.scratch,
             &self.gpu,
             "gpu (cache and sent rows)",
             ctx,
@@ -350,27 +352,16 @@ impl EmbeddingStrategy for Scars {
                     cached.push(cc);
                     host.push(hc);
                 }
-                let mut cbytes = 0u64;
-                for (t, c) in cached.iter().enumerate() {
-                    cbytes += scatter_update(
-                        &mut self.cache.tables[t],
-                        &mut self.cache.states[t],
-                        c,
-                        &optimizer,
-                    )
-                    .map_err(|e| e.in_table(t))?
-                    .total_bytes();
-                }
-                ctx.timeline.push(
-                    "scatter",
+                gpu_step::scatter(
+                    &mut self.cache.tables,
+                    &mut self.cache.states,
+                    &cached,
+                    &optimizer,
+                    self.scratch.device(),
+                    &self.gpu,
                     "gpu (cached rows)",
-                    Stage::BackwardEmbedding,
-                    MAIN,
-                    Resource::Gpu,
-                    Source::Modelled,
-                    self.gpu.stream_ns(cbytes as f64),
-                    cbytes,
-                );
+                    ctx,
+                )?;
                 if cached.iter().any(|c| !c.rows.is_empty()) {
                     self.stale = true;
                 }
@@ -463,7 +454,7 @@ impl EmbeddingStrategy for Scars {
 
     fn notes(&self) -> Vec<(String, String)> {
         let c = &self.counts;
-        super::fae::notes(
+        let mut v = super::fae::notes(
             &self.plan,
             &self.feed.stats,
             &[
@@ -472,7 +463,9 @@ impl EmbeddingStrategy for Scars {
                 ("unique rows of normal steps", c.unique_rows.to_string()),
                 ("uncached rows sent", c.rows_sent.to_string()),
             ],
-        )
+        );
+        v.extend(self.scratch.notes());
+        v
     }
 }
 
@@ -486,8 +479,8 @@ pub(crate) fn build(
         DlrmError::Config("mode scars needs the run's access profile (none was made)".into())
     })?;
     let plan = hot.plan(super::PlanKind::Scars, c)?;
-    Ok(Box::new(
-        Scars::new(c, plan, ctx.env.gpu.clone(), hot.options.scars_schedule)?
-            .with_host(ctx.env.host.clone()),
-    ))
+    let mut s = Scars::new(c, plan, ctx.env.gpu.clone(), hot.options.scars_schedule)?
+        .with_host(ctx.env.host.clone());
+    s.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(s))
 }

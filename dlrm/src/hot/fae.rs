@@ -113,11 +113,12 @@ impl Fae {
     /// Copies the hot rows to the side that trains next, timing the copy.
     fn sync_to(&mut self, to_gpu: bool, ctx: &mut StepCtx) -> Result<(), DlrmError> {
         let bytes = self.replica.bytes();
-        let (tables, states) = self.cold.host_parts_mut();
+        let (tables, states) = self.cold.host_parts_mut()?;
         if to_gpu {
             self.replica.load(tables, states);
         } else {
             self.replica.store(tables, states);
+            self.cold.host_changed()?;
         }
         let host = if self.on_pool() { "pool" } else { "host" };
         let what = if to_gpu {
@@ -177,6 +178,7 @@ impl EmbeddingStrategy for Fae {
                 &self.replica.tables,
                 &rb,
                 self.pooling,
+                &mut self.scratch,
                 &self.gpu,
                 "gpu (hot rows)",
                 ctx,
@@ -245,8 +247,9 @@ impl EmbeddingStrategy for Fae {
     fn sync(&mut self) -> Result<(), DlrmError> {
         // (For evaluation and the end of the run: not a step's transfer.)
         if self.current == Current::Replica {
-            let (tables, states) = self.cold.host_parts_mut();
+            let (tables, states) = self.cold.host_parts_mut()?;
             self.replica.store(tables, states);
+            self.cold.host_changed()?;
             self.current = Current::Both;
         }
         self.cold.sync()
@@ -257,7 +260,7 @@ impl EmbeddingStrategy for Fae {
     }
 
     fn notes(&self) -> Vec<(String, String)> {
-        notes(
+        let mut v = notes(
             &self.plan,
             &self.feed.stats,
             &[
@@ -269,7 +272,9 @@ impl EmbeddingStrategy for Fae {
                     format!("{:.3}", self.counts.sync_bytes as f64 / 1e6),
                 ),
             ],
-        )
+        );
+        v.extend(self.scratch.notes());
+        v
     }
 }
 
@@ -338,21 +343,26 @@ pub(crate) fn build(
     })?;
     let plan = hot.plan(super::PlanKind::Fae, c)?;
     let m = &c.model;
-    let cold = SystemModes::new(
-        cold_mode,
-        &m.table_rows,
-        m.dim,
-        m.pooling,
-        &c.embedding_optimizer,
-        c.seed,
-        ctx.env.clone(),
+    let cold = crate::strategy::on_gpu(
+        SystemModes::new(
+            cold_mode,
+            &m.table_rows,
+            m.dim,
+            m.pooling,
+            &c.embedding_optimizer,
+            c.seed,
+            ctx.env.clone(),
+        )?,
+        ctx,
     )?;
-    Ok(Box::new(Fae::new(
+    let mut f = Fae::new(
         name,
         cold,
         plan,
         ctx.env.gpu.clone(),
         hot.options.schedule,
         c,
-    )?))
+    )?;
+    f.scratch = Scratch::for_run(ctx)?;
+    Ok(Box::new(f))
 }

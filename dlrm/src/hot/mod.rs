@@ -25,6 +25,8 @@
 
 pub mod cache;
 pub mod fae;
+#[cfg(feature = "cuda")]
+mod gpu_cuda;
 pub(crate) mod gpu_step;
 pub mod input;
 pub mod replica;
@@ -381,5 +383,7 @@ fn mib(b: u64) -> String {
     format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
+#[cfg(all(test, feature = "cuda"))]
+mod cuda_tests;
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,7 @@ fn spec() -> GenSpec {
     }
 }
 
-fn config(iters: u64, optimizer: Optimizer) -> TrainConfig {
+pub(super) fn config(iters: u64, optimizer: Optimizer) -> TrainConfig {
     let s = spec();
     let model = DlrmConfig {
         bottom: vec![4, 8, 8],
@@ -62,7 +62,7 @@ fn teacher(seed: u64, batch: usize) -> TeacherData {
     TeacherData::new(s, 4, 7).unwrap()
 }
 
-fn options(schedule: Schedule) -> HotOptions {
+pub(super) fn options(schedule: Schedule) -> HotOptions {
     HotOptions {
         // (Under the rows the profiled samples touch: some samples are cold.)
         budget_bytes: 48 << 10,
@@ -72,13 +72,13 @@ fn options(schedule: Schedule) -> HotOptions {
     }
 }
 
-fn context(c: &TrainConfig, o: HotOptions) -> Arc<HotContext> {
+pub(super) fn context(c: &TrainConfig, o: HotOptions) -> Arc<HotContext> {
     let mut d = teacher(1, c.batch);
     let samples = c.iters * c.batch as u64;
     Arc::new(HotContext::profile(&mut d, &c.model.table_rows, samples, o).unwrap())
 }
 
-fn adagrad() -> Optimizer {
+pub(super) fn adagrad() -> Optimizer {
     Optimizer::Adagrad {
         lr: 0.1,
         eps: 1e-8,
@@ -136,7 +136,7 @@ fn the_split_is_a_partition_and_hot_batches_touch_hot_rows_only() {
 }
 
 /// A mini-batch sequence with hot and cold mini-batches (FAE's split).
-fn split_sequence(c: &TrainConfig, h: &HotContext) -> Vec<Batch> {
+pub(super) fn split_sequence(c: &TrainConfig, h: &HotContext) -> Vec<Batch> {
     let plan = HotPlan::fae(h, c).unwrap();
     let mut input = HotColdInput::new(
         Box::new(teacher(1, c.batch)),
@@ -171,7 +171,7 @@ fn train(
     (tr, notes)
 }
 
-fn note<'a>(notes: &'a [(String, String)], k: &str) -> &'a str {
+pub(super) fn note<'a>(notes: &'a [(String, String)], k: &str) -> &'a str {
     &notes
         .iter()
         .find(|(n, _)| n == k)
@@ -179,7 +179,7 @@ fn note<'a>(notes: &'a [(String, String)], k: &str) -> &'a str {
         .1
 }
 
-fn same_bits(a: &[EmbeddingTable], b: &[EmbeddingTable]) -> bool {
+pub(super) fn same_bits(a: &[EmbeddingTable], b: &[EmbeddingTable]) -> bool {
     a.iter().zip(b).all(|(x, y)| {
         x.data
             .iter()

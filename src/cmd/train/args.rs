@@ -136,8 +136,11 @@ pub struct TrainArgs {
     pub(crate) gpu: String,
     /// Where the GPU side runs: cpu (the dense path on this CPU, its GPU time
     /// modelled from --gpu) or cuda (CUDA device 0 of this machine: the dense
-    /// path and casting run and are timed there, and the NMP modes' pool is
-    /// emulated there; fails before training without one).
+    /// path and casting run and are timed there; so are the GPU-placed
+    /// embedding primitives of fae, scars, cdlrm and eltt, checked against
+    /// the CPU's numbers, which the run keeps; and the NMP modes' pool is
+    /// emulated there, fae-nmp's cold mini-batches too; fails before
+    /// training without one).
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     pub(crate) device: String,
     #[command(flatten)]

@@ -215,6 +215,7 @@ macro_rules! launch {
 
 // The submodules come after `launch!`, which they use (a `macro_rules!`
 // macro is in scope only below its definition).
+mod backward;
 mod cast;
 mod coalesce;
 mod gather;

@@ -32,6 +32,29 @@ impl DeviceTable {
     pub(crate) fn data(&self) -> &CudaSlice<f32> {
         &self.data
     }
+
+    /// Whether `table` and `state` have this device table's shape.
+    fn check_shape(
+        &self,
+        table: &EmbeddingTable,
+        state: &OptimizerState,
+    ) -> Result<(), KernelError> {
+        if table.rows != self.rows || table.dim != self.dim {
+            return Err(KernelError::shape(
+                "table",
+                format!("{} x {}", table.rows, table.dim),
+                format!("the device table's {} x {}", self.rows, self.dim),
+            ));
+        }
+        if state.values_per_row != self.state_per_row || state.rows != self.rows {
+            return Err(KernelError::shape(
+                "state",
+                format!("{} rows x {}", state.rows, state.values_per_row),
+                format!("{} rows x {}", self.rows, self.state_per_row),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for DeviceTable {
@@ -71,6 +94,30 @@ impl CudaBackend {
         })
     }
 
+    /// Copies `table` and `state` into `dt`, which must have their shape
+    /// (no allocation: the device copy of a table that changed on the host).
+    pub fn refresh_table(
+        &self,
+        dt: &mut DeviceTable,
+        table: &EmbeddingTable,
+        state: &OptimizerState,
+    ) -> Result<(), KernelError> {
+        dt.check_shape(table, state)?;
+        if !table.data.is_empty() {
+            self.stream
+                .memcpy_htod(&table.data, &mut dt.data)
+                .map_err(crate::cuda::driver_err("copying a table to the device"))?;
+        }
+        if !state.values.is_empty() {
+            self.stream
+                .memcpy_htod(&state.values, &mut dt.state)
+                .map_err(crate::cuda::driver_err(
+                    "copying a table's state to the device",
+                ))?;
+        }
+        self.sync()
+    }
+
     /// A device table (SGD, no optimizer state) over values already on the
     /// device (`rows x dim`), for the bench.
     pub(crate) fn device_table(
@@ -96,20 +143,7 @@ impl CudaBackend {
         table: &mut EmbeddingTable,
         state: &mut OptimizerState,
     ) -> Result<(), KernelError> {
-        if table.rows != dt.rows || table.dim != dt.dim {
-            return Err(KernelError::shape(
-                "table",
-                format!("{} x {}", table.rows, table.dim),
-                format!("the device table's {} x {}", dt.rows, dt.dim),
-            ));
-        }
-        if state.values_per_row != dt.state_per_row || state.rows != dt.rows {
-            return Err(KernelError::shape(
-                "state",
-                format!("{} rows x {}", state.rows, state.values_per_row),
-                format!("{} rows x {}", dt.rows, dt.state_per_row),
-            ));
-        }
+        dt.check_shape(table, state)?;
         self.download_into(&dt.data, &mut table.data)?;
         if dt.state_per_row > 0 {
             self.download_into(&dt.state, &mut state.values)?;

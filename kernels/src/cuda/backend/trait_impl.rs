@@ -2,17 +2,12 @@
 //! the CPU function of the same name checks it; the inputs are copied to
 //! the device, the kernels run, and the results are copied back.
 
-use cudarc::driver::{CudaFunction, PushKernelArg};
 use nmpsim_traces::TableBatch;
 
-use super::{
-    CudaBackend, K_COALESCE_LONG_SCALAR, K_COALESCE_LONG_VEC4, K_COALESCE_SCALAR, K_COALESCE_VEC4,
-    K_EXPAND_SCALAR, K_EXPAND_VEC4, SEG_CHUNK, grid, lanes_for, pooling_mode, source, vec_dim,
-};
+use super::CudaBackend;
 use crate::backend::Backend;
 use crate::cast::Casted;
 use crate::coalesce::{CoalesceTraffic, Coalesced, check_expanded};
-use crate::cuda::driver_err;
 use crate::error::{KernelError, check_batch};
 use crate::gather::{Expanded, check_expand_inputs, check_gather_inputs, check_pooling};
 use crate::optimizer::{Optimizer, OptimizerState, check_scatter};
@@ -78,27 +73,11 @@ impl Backend for CudaBackend {
         }
         let d_g = self.upload(grad_out)?;
         let d_off = self.upload(&batch.offsets)?;
-        let d_dst = self.bag_ids(&d_off, bags, n)?;
         let d_w = match (pooling, batch.weights.as_deref()) {
             (Pooling::WeightedSum, Some(w)) => self.upload(w)?,
             _ => self.zeros::<f32>(1)?,
         };
-        let mut d_out = self.zeros::<f32>(n * dim)?;
-        let (vec4, dimv) = vec_dim(dim);
-        let (n64, mode) = (n as u64, pooling_mode(pooling));
-        launch!(
-            self,
-            if vec4 { K_EXPAND_VEC4 } else { K_EXPAND_SCALAR },
-            grid(n64 * dimv),
-            &d_g,
-            &dimv,
-            &d_dst,
-            &d_off,
-            &d_w,
-            &n64,
-            &mode,
-            &mut d_out
-        )?;
+        let d_out = self.launch_expand(&d_g, dim, &d_off, &d_w, bags, n, pooling)?;
         out.grads = self.download(&d_out, n * dim)?;
         Ok((out, traffic))
     }
@@ -125,59 +104,9 @@ impl Backend for CudaBackend {
             return Ok((empty, traffic(0)));
         }
         let d_src = self.upload(&expanded.src)?;
-        let d_pos = self.iota(n)?;
-        let (sorted, pos) = self.sort_pairs(d_src, d_pos, n, num_rows)?;
-        let segs = self.segments(&sorted, n)?;
-        let unique = segs.count;
         let d_grads = self.upload(&expanded.grads)?;
-        let mut d_out = self.zeros::<f32>(unique * dim)?;
-        let mut scratch = self.chunk_scratch(n, dim)?;
-        let (vec4, dimv) = vec_dim(dim);
-        let (unique64, n64) = (unique as u64, n as u64);
-        let lanes = lanes_for(dimv as usize);
-        // 1. every segment: short ones whole, long ones listed
-        self.stream
-            .memset_zeros(&mut scratch.longs)
-            .map_err(driver_err("zeroing the long-segment count"))?;
-        let (mut count, mut list) = scratch.longs.split_at_mut(1);
-        launch!(
-            self,
-            if vec4 {
-                K_COALESCE_VEC4
-            } else {
-                K_COALESCE_SCALAR
-            },
-            grid(unique64 * lanes),
-            &d_grads,
-            &dimv,
-            &pos,
-            &segs.starts,
-            &unique64,
-            &mut d_out,
-            &mut count,
-            &mut list
-        )?;
-        // 2. pieces of the long segments, chunk by chunk
-        launch!(
-            self,
-            if vec4 {
-                K_COALESCE_LONG_VEC4
-            } else {
-                K_COALESCE_LONG_SCALAR
-            },
-            grid(n64.div_ceil(SEG_CHUNK as u64) * lanes),
-            &d_grads,
-            &dimv,
-            &pos,
-            &segs.seg,
-            &segs.starts,
-            &n64,
-            &mut scratch.partial,
-            &scratch.longs
-        )?;
-        // 3. the long segments step 1 listed
-        self.launch_combine_long(dim, &segs.starts, n, &scratch, &mut d_out)?;
-        let rows = self.download(&segs.unique, unique)?;
+        let (d_rows, unique, d_out) = self.coalesce_device(d_src, &d_grads, n, dim, num_rows)?;
+        let rows = self.download(&d_rows, unique)?;
         let grads = self.download(&d_out, unique * dim)?;
         Ok((Coalesced { rows, dim, grads }, traffic(unique)))
     }
