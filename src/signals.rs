@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 type Hook = Box<dyn FnOnce() + Send>;
 
 static STOP_ON_SIGINT: Mutex<Option<&'static AtomicBool>> = Mutex::new(None);
+/// Set once a signal that ends the process is being handled.
+static ENDING: AtomicBool = AtomicBool::new(false);
 static BEFORE_EXIT: Mutex<Option<Hook>> = Mutex::new(None);
 
 /// Takes SIGINT and SIGTERM from now on. Call first thing in `main`.
@@ -57,6 +59,7 @@ fn on_signal(sig: libc::c_int) {
             return;
         }
     }
+    ENDING.store(true, Ordering::SeqCst);
     let hook = BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(hook) = hook {
         hook();
@@ -82,4 +85,26 @@ pub fn stop_on_sigint(flag: &'static AtomicBool) {
 /// are removed. (One hook: a later call replaces it.)
 pub fn before_exit(hook: impl FnOnce() + Send + 'static) {
     *BEFORE_EXIT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+}
+
+/// Waits up to `grace` for a SIGINT or SIGTERM that ends the process, and
+/// if one comes (or came), never returns: the signal's own thread ends the
+/// process with 128 + the signal after its [`before_exit`] step. For a
+/// command that found its children killed: a signal sent to the whole
+/// process group (Ctrl-C, a batch system's cancel) can reach a child before
+/// it reaches us, and the child's end must not be reported as a failure
+/// with its own exit status while ours is on its way.
+pub fn settle(grace: std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    loop {
+        if ENDING.load(Ordering::SeqCst) {
+            loop {
+                std::thread::park();
+            }
+        }
+        if t0.elapsed() >= grace {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -185,6 +185,13 @@ fn run_sweep(a: SweepArgs) -> Result<ExitCode> {
     };
     let outcome = sweep::run(&plan, &options, &launcher, &mut monitor)?;
     monitor.pb.finish_and_clear();
+    if outcome.missing > 0 {
+        // Runs ended without a result: their processes were killed. If by
+        // a signal to the whole group (Ctrl-C, a batch system's cancel),
+        // ours is on its way: the sweep then ends as interrupted (130, 143)
+        // with its results.csv written, not with 1.
+        crate::signals::settle(std::time::Duration::from_secs(2));
+    }
     // A misspelt `metrics` pattern keeps no column: say so (also with
     // --quiet), since results.csv just lacks the columns.
     for u in &outcome.unmatched {
