@@ -484,8 +484,17 @@ impl DramConfig {
         let _ = writeln!(
             s,
             "bankgroups = {}\nbanks_per_group = {}\nrows = {}\ncolumns = {}\ndevice_width = {}\nBL = {}",
-            o.bankgroups, o.banks_per_group, o.rows, o.columns, o.device_width, o.burst_length
+            o.bankgroups,
+            o.banks_per_group,
+            o.rows,
+            o.columns / f.ini_columns_divisor,
+            o.device_width,
+            o.burst_length
         );
+        if self.standard().dual_command {
+            // (DRAMsim3's default for HBM, stated.)
+            let _ = writeln!(s, "hbm_dual_cmd = true");
+        }
         let _ = writeln!(s, "\n[timing]");
         for key in f.timing_keys {
             if key.contains('=') {

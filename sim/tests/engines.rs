@@ -470,3 +470,42 @@ fn ramulator_work_directories_may_hold_spaces_and_equals_signs() {
         .count();
     assert_eq!(left, 0);
 }
+
+/// HBM2 (a legacy channel of 128 bits at 2 Gb/s a pin): sequential reads
+/// near the channel's 32 GB/s peak (refresh takes tRFC of every tREFI, and
+/// each 2 KB row ends in a row switch), random reads under the activation
+/// bound derived above, on native and DRAMsim3 alike; Ramulator, which has
+/// no HBM2, refuses it by name.
+#[test]
+fn hbm2_bandwidth_is_within_the_physics() {
+    let cfg = preset("HBM2-2000");
+    assert!((cfg.peak_bandwidth_gbps() - 32.0).abs() < 1e-9);
+    let bound = activation_bound_gbps(&cfg);
+    assert!((bound - cfg.activation_bound_gbps()).abs() < 1e-9);
+    // Four ACTs per tFAW of 30 ns, 64 B each, less refresh's 260 of 3900.
+    assert!((bound - 4.0 / 30.0 * 64.0 * (1.0 - 260.0 / 3900.0)).abs() < 1e-9);
+    for engine in [EngineKind::Native, EngineKind::Dramsim3] {
+        let s = run_stream(engine, &cfg, StreamKind::Sequential, 100_000, 0.0);
+        assert!(
+            s.bandwidth_gbps <= 32.0 * (1.0 - 260.0 / 3900.0) && s.bandwidth_gbps >= 0.88 * 32.0,
+            "{engine}: sequential {:.3} GB/s",
+            s.bandwidth_gbps
+        );
+        let r = run_stream(engine, &cfg, StreamKind::Random, 40_000, 0.0);
+        assert!(
+            r.bandwidth_gbps < bound && r.bandwidth_gbps > 0.9 * bound,
+            "{engine}: random {:.3} GB/s against the bound {bound:.3}",
+            r.bandwidth_gbps
+        );
+    }
+    let e = run_stream_result(EngineKind::Ramulator, &cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Ramulator 1 has no HBM2"), "{e}");
+}
+
+fn run_stream_result(engine: EngineKind, cfg: &DramConfig) -> Result<DramStats, SimError> {
+    let spec = StreamSpec::new(StreamKind::Random, 100);
+    let src = synthetic(&spec, cfg.capacity_bytes()).unwrap().map(Ok);
+    simulate(engine, cfg, src, &RunOptions::default(), None)
+}

@@ -1048,6 +1048,18 @@ fn native_equals_dramsim3_cycle_for_cycle_but_for_its_two_departures() {
         pair("DDR4-3200-x4-4R", s(4096), 0.3, 32),
         pair("DDR4-2400-x4-2R", Random, 0.5, 256),
         pair("DDR4-2400-x8-2R", Sequential, 0.3, 32),
+        // HBM2 (legacy channel): its split tRCD, BL4 on a 128-bit bus.
+        pair("HBM2-2000", Random, 0.0, 32),
+        pair("HBM2-2000", Sequential, 0.0, 256),
+        pair("HBM2-2000", s(2048), 0.0, 64),
+        Pair {
+            mapping: Some("ro-bg-ba-ra-co"),
+            per_cycle: 2,
+            ..pair("HBM2-2000", Random, 0.0, 128)
+        },
+        pair("HBM2-2000", Random, 0.3, 32),
+        pair("HBM2-2000", Sequential, 0.5, 128),
+        pair("HBM2-2000", s(4096), 1.0, 8),
     ];
     for c in &mut cases {
         if c.write_fraction > 0.0 {
@@ -1261,6 +1273,71 @@ fn reads_served_from_the_write_buffer_keep_their_own_latency() {
             differing(&d, &n, true),
             Vec::<String>::new(),
             "seed {seed}, {per_cycle} a cycle"
+        );
+    }
+}
+
+/// HBM2's command logs break no rule of its table: its split activation
+/// delay, and its two command buses, over which some cycles carry a row
+/// command and a column command together and none carries two of a kind.
+/// Planted violations are caught: a READ one cycle after its ACT (tRCDRD),
+/// and a second row command in a cycle that has one (the row bus).
+#[test]
+fn hbm2_command_logs_use_both_buses_and_break_no_rule() {
+    let cfg = preset("HBM2-2000");
+    let column = |c: Command| matches!(c, Command::Rd | Command::Wr | Command::Rda | Command::Wra);
+    for (kind, wf) in [
+        (StreamKind::Random, 0.0),
+        (StreamKind::Random, 0.3),
+        (StreamKind::Sequential, 0.5),
+        (StreamKind::Strided { stride_bytes: 2048 }, 0.2),
+    ] {
+        let what = format!("HBM2-2000 {kind:?} {wf}");
+        let ops = mixed_ops(&cfg, kind, 30_000, wf, 3);
+        let (_, log, report) = drive(&cfg, &ops, true, true);
+        let count = |c: Command| log.iter().filter(|r| r.command == c).count() as u64;
+        assert_eq!(count(Command::Act), report.counts.activates, "{what}");
+        assert!(count(Command::Ref) > 0, "{what}: run too short to refresh");
+        check_log(&cfg, &log, &what);
+        let mut dual = 0;
+        for w in log.windows(2) {
+            if w[0].cycle == w[1].cycle {
+                dual += 1;
+                assert_ne!(
+                    column(w[0].command),
+                    column(w[1].command),
+                    "{what}: two commands of a kind at cycle {}",
+                    w[0].cycle
+                );
+            }
+        }
+        assert!(dual > 0, "{what}: no cycle used both buses");
+        eprintln!(
+            "{what}: {} commands, {dual} cycles with two, no violation",
+            log.len()
+        );
+        let checker = Checker::for_config(&cfg);
+        assert!(
+            checker
+                .check(&planted_trcd(&log))
+                .iter()
+                .any(|x| x.rule == "tRCDRD"),
+            "{what}: planted tRCDRD violation not caught"
+        );
+        // A PRECHARGE moved into the cycle of the row command before it.
+        let rows: Vec<usize> = (0..log.len())
+            .filter(|&i| !column(log[i].command))
+            .collect();
+        let k = rows
+            .windows(2)
+            .find(|w| log[w[1]].command == Command::Pre && log[w[0]].cycle < log[w[1]].cycle)
+            .expect("a PRECHARGE after another row command");
+        let mut planted = log.clone();
+        planted[k[1]].cycle = log[k[0]].cycle;
+        planted.sort_by_key(|r| r.cycle);
+        assert!(
+            checker.check(&planted).iter().any(|x| x.rule == "row bus"),
+            "{what}: planted row-bus violation not caught"
         );
     }
 }

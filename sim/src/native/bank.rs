@@ -161,12 +161,40 @@ impl NativeEngine {
         }
     }
 
-    /// Issues the command of queue `q` that is ready at `now`.
+    /// Issues the command of queue `q` that is ready at `now`; returns
+    /// whether it was a column command (READ or WRITE).
     #[inline(always)]
-    pub(super) fn issue(&mut self, now: u64, q: usize) {
+    pub(super) fn issue(&mut self, now: u64, q: usize) -> bool {
         let nr = (now - self.base) as i32;
         let (i, kind) = self.pick(q, nr);
         self.issue_from_queue(now, q, i, kind);
         self.queue_idx = q;
+        matches!(kind, Kind::Rd | Kind::Wr)
+    }
+
+    /// The second command of a cycle on separate row and column buses, after
+    /// a first (`column`: whether it was a READ or WRITE), as DRAMsim3's HBM
+    /// controller picks it: the round robin goes on from the first command's
+    /// queue to the next queue with a ready command, outside the rank being
+    /// refreshed, and moves to it; its command issues if it is of the other
+    /// kind.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn second_command(&mut self, now: u64, column: bool) {
+        self.recompute();
+        let nr = (now - self.base) as i32;
+        let cand = self.ready_mask(nr) & !self.ref_mask;
+        if cand == 0 {
+            return;
+        }
+        let start = self.queue_idx + 1;
+        let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
+        let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
+        let q = pool.trailing_zeros() as usize;
+        let (i, kind) = self.pick(q, nr);
+        self.queue_idx = q;
+        if matches!(kind, Kind::Rd | Kind::Wr) != column {
+            self.issue_from_queue(now, q, i, kind);
+        }
     }
 }

@@ -244,6 +244,9 @@ pub struct NativeEngine {
     log_flush_at: usize,
     /// Run the controller at every cycle (see [`NativeEngine::every_cycle`]).
     every_cycle: bool,
+    /// A row and a column command may issue in one cycle
+    /// ([`crate::standard::Standard::dual_command`]).
+    dual_command: bool,
     finished: bool,
 }
 
@@ -371,6 +374,7 @@ impl NativeEngine {
             log_sink: None,
             log_flush_at: usize::MAX,
             every_cycle: false,
+            dual_command: config.standard().dual_command,
             finished: false,
             config: config.clone(),
         })

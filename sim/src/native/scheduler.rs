@@ -150,6 +150,8 @@ impl NativeEngine {
     fn step(&mut self, now: u64) {
         self.move_due = false;
         let (mut issued, mut wake) = (false, self.next_refresh);
+        // Whether this cycle's command was a column command.
+        let mut column = false;
         let refreshing = now >= self.refresh_at;
         if refreshing {
             (issued, wake) = self.refresh_part(now);
@@ -163,9 +165,12 @@ impl NativeEngine {
                 let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
                 let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
                 let q = pool.trailing_zeros() as usize;
-                self.issue(now, q);
+                column = self.issue(now, q);
                 issued = true;
             }
+        }
+        if issued && self.dual_command {
+            self.second_command(now, column);
         }
         // (A REF that empties the refresh queue also ends the refreshing
         // rank's exclusion, in `refresh_step`.)

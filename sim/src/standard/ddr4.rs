@@ -365,6 +365,7 @@ pub static DDR4: Standard = Standard {
     derived: &[("tRC", "tRAS + tRP")],
     dramsim3: Dramsim3Format {
         protocol: "DDR4",
+        ini_columns_divisor: 1,
         timing_keys: &[
             "tCK",
             "AL = 0",
@@ -393,6 +394,7 @@ pub static DDR4: Standard = Standard {
             "tRTRS",
         ],
     },
+    dual_command: false,
     preset_names,
     preset,
     ramulator_lines,

@@ -22,6 +22,7 @@
 
 pub mod ddr4;
 pub mod expr;
+pub mod hbm2;
 
 use serde::{Deserialize, Serialize};
 
@@ -207,6 +208,9 @@ pub struct TimingParam {
 #[derive(Clone, Copy, Debug)]
 pub struct Dramsim3Format {
     pub protocol: &'static str,
+    /// Columns of the configuration per `columns` of the `.ini` (DRAMsim3
+    /// doubles an HBM row's columns itself: 2).
+    pub ini_columns_divisor: u64,
     pub timing_keys: &'static [&'static str],
 }
 
@@ -226,6 +230,11 @@ pub struct Standard {
     /// a configuration must keep them (DRAMsim3 derives them itself).
     pub derived: &'static [(&'static str, &'static str)],
     pub dramsim3: Dramsim3Format,
+    /// Row and column commands go over buses of their own (HBM): in one
+    /// cycle a controller may issue one of each, a row command (ACT, PRE,
+    /// PREA, REF) and a column command (RD, WR and their auto-precharge
+    /// forms), as DRAMsim3's HBM controller does.
+    pub dual_command: bool,
     /// Every preset name.
     pub preset_names: fn() -> Vec<String>,
     /// A preset by name (upper case); `None` if it is not this standard's.
@@ -240,8 +249,8 @@ pub struct Standard {
 }
 
 /// Every standard nmpsim has.
-pub fn all() -> [&'static Standard; 1] {
-    [&ddr4::DDR4]
+pub fn all() -> [&'static Standard; 2] {
+    [&ddr4::DDR4, &hbm2::HBM2]
 }
 
 /// A standard by name (any case).
