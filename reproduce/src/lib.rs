@@ -46,6 +46,7 @@ use crate::thresholds::{CheckKind, threshold};
 
 mod analysis;
 mod energy;
+mod hbm;
 mod hot;
 mod lookahead;
 mod pool;
@@ -58,6 +59,7 @@ mod training;
 
 use analysis::*;
 use energy::*;
+use hbm::*;
 use hot::*;
 use lookahead::*;
 use pool::*;
@@ -271,7 +273,7 @@ pub fn item(id: &str) -> Option<&'static Item> {
     ITEMS.iter().find(|i| norm(i.id) == id)
 }
 
-static ITEMS: [Item; 20] = [
+static ITEMS: [Item; 21] = [
     Item {
         id: "fig5b",
         title: "Figure 5b: gradient tensor size after expand and after coalesce",
@@ -348,6 +350,13 @@ static ITEMS: [Item; 20] = [
         paper: "at 25 GB/s tcast-nmp already reaches 99% of its performance at 150 GB/s",
         sweeps: sweeps_link,
         analyse: analyse_link,
+    },
+    Item {
+        id: "pool-hbm",
+        title: "HBM2 beside DDR4: the pool's bandwidth per GB and per watt, and RM1's speedup",
+        paper: "not a paper figure: Table I's 32-rank DDR4-3200 pool (over 600 GB/s) beside HBM2 pools of as many NMP cores and of the same capacity; Sec. II: stacked DRAM is bandwidth-optimised and capacity-limited",
+        sweeps: sweeps_pool_hbm,
+        analyse: analyse_pool_hbm,
     },
     Item {
         id: "scars-table1",
@@ -443,6 +452,13 @@ fn sweeps_traffic(s: Size) -> Vec<SweepDef> {
 
 fn sweeps_pool(s: Size) -> Vec<SweepDef> {
     vec![specs::sweep("pool", s)]
+}
+
+fn sweeps_pool_hbm(s: Size) -> Vec<SweepDef> {
+    vec![
+        specs::sweep("pool-hbm", s),
+        specs::sweep("pool-hbm-train", s),
+    ]
 }
 
 fn sweeps_models(s: Size) -> Vec<SweepDef> {

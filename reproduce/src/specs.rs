@@ -12,10 +12,15 @@ use toml_edit::{DocumentMut, Item, Key, TableLike, value};
 use crate::{Size, SweepDef};
 
 /// Every embedded spec, by sweep name.
-const SPECS: [(&str, &str); 18] = [
+const SPECS: [(&str, &str); 20] = [
     ("traffic-batch", include_str!("../specs/traffic-batch.toml")),
     ("traffic", include_str!("../specs/traffic.toml")),
     ("pool", include_str!("../specs/pool.toml")),
+    ("pool-hbm", include_str!("../specs/pool-hbm.toml")),
+    (
+        "pool-hbm-train",
+        include_str!("../specs/pool-hbm-train.toml"),
+    ),
     ("models", include_str!("../specs/models.toml")),
     ("batch", include_str!("../specs/batch.toml")),
     ("dim", include_str!("../specs/dim.toml")),

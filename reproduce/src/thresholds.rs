@@ -190,6 +190,33 @@ pub static THRESHOLDS: &[Threshold] = &[
         kind: CheckKind::Finding,
     },
     Threshold {
+        id: "pool-hbm.ddr4",
+        claim: "the 32-rank DDR4-3200 pool sustains over 600 GB/s of gather-reduce (Table I), beside the HBM2 pools",
+        paper: "over 600 GB/s",
+        tolerance: AS_STATED,
+        rule: Rule::Above(600.0),
+        unit: " GB/s",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "pool-hbm.per-gb",
+        claim: "an HBM2 pool gives more effective gather-reduce bandwidth per GB of capacity than the DDR4 pool (stacked DRAM is bandwidth-optimised and capacity-limited, Sec. II)",
+        paper: "HBM: bandwidth-optimised, several tens of GB a device",
+        tolerance: NONE_DIR,
+        rule: Rule::Direction,
+        unit: "",
+        kind: CheckKind::Finding,
+    },
+    Threshold {
+        id: "pool-hbm.capacity",
+        claim: "an HBM2 pool of the DDR4 pool's 256 GiB takes 8x its NMP units (256 channels, 32 stacks of 8 GB)",
+        paper: "stacked DRAMs are capacity limited",
+        tolerance: AS_STATED,
+        rule: Rule::Direction,
+        unit: "",
+        kind: CheckKind::Identity,
+    },
+    Threshold {
         id: "fig4.backward",
         claim: "the embedding backward takes 62-92% of a baseline iteration (every model)",
         paper: "62-92%",
@@ -673,6 +700,8 @@ mod tests {
             "cdlrm-window.amortised",
             "cdlrm-window.small-cache",
             "cdlrm-vs-nmp.same-numbers",
+            "pool-hbm.per-gb",
+            "pool-hbm.capacity",
         ] {
             assert_eq!(threshold(id).rule, Rule::Direction, "{id}");
         }
@@ -688,11 +717,13 @@ mod tests {
                 "fig5b.expand",
                 "fig6.ec-gr",
                 "fig6.ec-cgr",
+                "pool-hbm.capacity",
                 "scars-growth.prior",
                 "cdlrm-vs-nmp.same-numbers"
             ]
         );
-        assert_eq!(THRESHOLDS.len(), 49);
+        assert_eq!(threshold("pool-hbm.ddr4").rule, Rule::Above(600.0));
+        assert_eq!(THRESHOLDS.len(), 52);
     }
 
     #[test]
