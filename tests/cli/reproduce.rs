@@ -205,13 +205,14 @@ fn unknown_items_are_rejected_with_the_list() {
         "elrec-accuracy",
         "elrec-reuse",
         "elrec-table3",
+        "pool-hbm",
     ] {
         assert!(list.contains(id), "{id} missing from --list");
     }
     let o = succeeds(&t.0, &words("reproduce --list --json"));
     let v: serde_json::Value = stdout_json(&o);
     assert_eq!(v["size"], "quick");
-    assert_eq!(v["items"].as_array().unwrap().len(), 20);
+    assert_eq!(v["items"].as_array().unwrap().len(), 21);
     // What --list cannot honour is refused, not ignored.
     for extra in [["nosuch", "--quiet"], ["--engine", "bogus"]] {
         let mut a = vec!["reproduce", "--list"];
