@@ -62,12 +62,17 @@ const fn p(name: &'static str, meaning: &'static str) -> TimingParam {
 
 const ALL: &str = "ACT PRE PREA RD WR RDA WRA REF";
 
-/// DDR4's command-to-command rules. `RD`/`WR` rows name the auto-precharge
-/// forms too; PREA and an auto-precharge count as a PRE of every bank they
-/// close; a PRE of a closed bank does nothing and binds nothing.
-pub const CONSTRAINTS: &[ConstraintRow] = &[
+/// DDR4's command-to-command rules: its activation delay, then the rules
+/// it shares with HBM2 ([`SHARED`]).
+pub const CONSTRAINTS: &[&[ConstraintRow]] =
+    &[&[row("tRCD", Bank, "ACT", "RD RDA WR WRA", "tRCD")], SHARED];
+
+/// The rules after the activation delay, DDR4's and HBM2's alike. `RD`/`WR`
+/// rows name the auto-precharge forms too; PREA and an auto-precharge count
+/// as a PRE of every bank they close; a PRE of a closed bank does nothing
+/// and binds nothing.
+pub const SHARED: &[ConstraintRow] = &[
     // Activation.
-    row("tRCD", Bank, "ACT", "RD RDA WR WRA", "tRCD"),
     row("tRAS", Bank, "ACT", "PRE", "tRAS"),
     row("tRC", Bank, "ACT", "ACT", "tRC"),
     row("tRP", Bank, "PRE", "ACT", "tRP"),
@@ -92,7 +97,9 @@ pub const CONSTRAINTS: &[ConstraintRow] = &[
         "CWL + BL/2 + tWTR_L",
     ),
     row("tWTR_S", Rank, "WR WRA", "RD RDA", "CWL + BL/2 + tWTR_S"),
-    row("RD→WR", Rank, "RD RDA", "WR WRA", "CL + BL/2 + 2 - CWL"),
+    // The data bus turns round between a read burst and a write burst
+    // (DRAMsim3's read-to-write delay holds tRTRS there).
+    row("RD→WR", Rank, "RD RDA", "WR WRA", "CL + BL/2 + tRTRS - CWL"),
     // Precharge.
     row("tRTP", Bank, "RD RDA", "PRE", "tRTP"),
     row("tWR", Bank, "WR WRA", "PRE", "CWL + BL/2 + tWR"),

@@ -17,7 +17,7 @@
 //!   which it doubles for HBM's 2n prefetch), one rank (stack ID) a
 //!   channel.
 //! - **Power**: the currents of the same file (its IDD figures), VDD 1.2 V.
-//! - **Constraints**: DDR4's rules with HBM2's split activation delay
+//! - **Constraints**: DDR4's rules ([`super::ddr4::SHARED`]) with HBM2's split activation delay
 //!   (`tRCDRD` to a read, `tRCDWR` to a write), one row each
 //!   ([`CONSTRAINTS`]).
 //!
@@ -33,7 +33,7 @@ use super::{ConstraintRow, Dramsim3Format, Level, Standard, TimingParam, row};
 use crate::config::{AddressMapping, DramConfig, Organisation, Power, Timing};
 use crate::jedec::Command;
 
-use Level::{Bank, BankGroup, Channel, Rank};
+use Level::{Bank, Channel};
 
 /// HBM2's timing parameters, in the order the configuration lists them.
 pub const TIMINGS: &[TimingParam] = &[
@@ -78,68 +78,23 @@ const fn p(name: &'static str, meaning: &'static str) -> TimingParam {
     TimingParam { name, meaning }
 }
 
-const ALL: &str = "ACT PRE PREA RD WR RDA WRA REF";
 const ROW: &str = "ACT PRE PREA REF";
 const COLUMN: &str = "RD RDA WR WRA";
 
-/// HBM2's command-to-command rules (legacy mode): DDR4's, with the
-/// activation delay split by the column command that follows. `RD`/`WR`
-/// rows name the auto-precharge forms too.
-pub const CONSTRAINTS: &[ConstraintRow] = &[
-    // Activation.
-    row("tRCDRD", Bank, "ACT", "RD RDA", "tRCDRD"),
-    row("tRCDWR", Bank, "ACT", "WR WRA", "tRCDWR"),
-    row("tRAS", Bank, "ACT", "PRE", "tRAS"),
-    row("tRC", Bank, "ACT", "ACT", "tRC"),
-    row("tRP", Bank, "PRE", "ACT", "tRP"),
-    row("tRRD_L", BankGroup, "ACT", "ACT", "tRRD_L"),
-    row("tRRD_S", Rank, "ACT", "ACT", "tRRD_S"),
-    ConstraintRow {
-        window: 4,
-        ..row("tFAW", Rank, "ACT", "ACT", "tFAW")
-    },
-    // Column commands.
-    row("tCCD_L", BankGroup, "RD RDA WR WRA", "RD RDA", "tCCD_L"),
-    row("tCCD_S", Rank, "RD RDA WR WRA", "RD RDA", "tCCD_S"),
-    row("tCCD_L", BankGroup, "WR WRA", "WR WRA", "tCCD_L"),
-    row("tCCD_S", Rank, "WR WRA", "WR WRA", "tCCD_S"),
-    row("BL/2", Channel, "RD RDA", "RD RDA", "BL/2"),
-    row("BL/2", Channel, "WR WRA", "WR WRA", "BL/2"),
-    row(
-        "tWTR_L",
-        BankGroup,
-        "WR WRA",
-        "RD RDA",
-        "CWL + BL/2 + tWTR_L",
-    ),
-    row("tWTR_S", Rank, "WR WRA", "RD RDA", "CWL + BL/2 + tWTR_S"),
-    row("RD→WR", Rank, "RD RDA", "WR WRA", "CL + BL/2 + tRTRS - CWL"),
-    // Precharge.
-    row("tRTP", Bank, "RD RDA", "PRE", "tRTP"),
-    row("tWR", Bank, "WR WRA", "PRE", "CWL + BL/2 + tWR"),
-    // Data bursts of two stack IDs on the channel's bus.
-    ConstraintRow {
-        sibling: true,
-        ..row("tRTRS", Rank, "RD RDA", "RD RDA", "BL/2 + tRTRS")
-    },
-    ConstraintRow {
-        sibling: true,
-        ..row("tRTRS", Rank, "RD RDA", "WR WRA", "CL + BL/2 + tRTRS - CWL")
-    },
-    ConstraintRow {
-        sibling: true,
-        ..row("tRTRS", Rank, "WR WRA", "RD RDA", "CWL + BL/2 + tRTRS - CL")
-    },
-    ConstraintRow {
-        sibling: true,
-        ..row("tRTRS", Rank, "WR WRA", "WR WRA", "BL/2 + tRTRS")
-    },
+/// HBM2's command-to-command rules (legacy mode): the activation delay
+/// split by the column command that follows, DDR4's other rules
+/// ([`super::ddr4::SHARED`]), and the two command buses.
+pub const CONSTRAINTS: &[&[ConstraintRow]] = &[
+    &[
+        row("tRCDRD", Bank, "ACT", "RD RDA", "tRCDRD"),
+        row("tRCDWR", Bank, "ACT", "WR WRA", "tRCDWR"),
+    ],
+    super::ddr4::SHARED,
     // One row command and one column command a cycle, each on its bus.
-    row("row bus", Channel, ROW, ROW, "1"),
-    row("column bus", Channel, COLUMN, COLUMN, "1"),
-    // Refresh (all banks).
-    row("tRP", Rank, "PRE", "REF", "tRP"),
-    row("tRFC", Rank, "REF", ALL, "tRFC"),
+    &[
+        row("row bus", Channel, ROW, ROW, "1"),
+        row("column bus", Channel, COLUMN, COLUMN, "1"),
+    ],
 ];
 
 /// The speed bin's name.

@@ -291,10 +291,9 @@ fn standard(dram: &crate::cmd::DramArgs, json: bool) -> Result<ExitCode> {
     let cfg = dram.config()?;
     let s = cfg.standard();
     // The rules are the standard's rows, then the configuration's.
-    let own = s.constraints.len();
+    let own = s.rows().count();
     let latencies = s
-        .constraints
-        .iter()
+        .rows()
         .map(|r| r.latency.to_string())
         .chain(cfg.constraints.iter().map(|c| c.latency.clone()));
     let names = |v: &[nmpsim_sim::jedec::Command]| v.iter().map(|c| c.name()).collect::<Vec<_>>();
