@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use nmpsim_kernels::Optimizer;
-use nmpsim_kernels::cuda::{Gpu, default_gpu};
+use nmpsim_kernels::cuda::Gpu;
 use nmpsim_traces::Batch;
 
 use super::input::Schedule;
@@ -20,22 +20,10 @@ use crate::timeline::{Event, Resource, Source};
 use crate::trainer::{IterRecord, Observer, TrainConfig};
 use crate::{CpuDense, DenseOptimizer, NmpSetup, PoolTimer};
 
-fn gpu_or_skip() -> Option<Arc<Gpu>> {
-    match default_gpu() {
-        Ok(g) => {
-            eprintln!("GPU: {} (compute {:?})", g.name(), g.capability());
-            Some(g)
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but {e}"
-            );
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
-}
+// The GPU tests' shared skip: a GPU, or a passing skip that says why.
+#[path = "../../tests/support/gpu.rs"]
+mod gpu_support;
+use gpu_support::gpu_or_skip;
 
 /// Every step's timeline.
 #[derive(Default)]
