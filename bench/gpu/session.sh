@@ -62,7 +62,7 @@ if [ "$mode" != perf ]; then
         # (Of a crate's unit tests, the GPU ones.)
         filter=()
         case "$(basename "$t")" in test-lib-*) filter=(cuda_tests) ;; esac
-        step "$(basename "$t")" 240 "$t" "${filter[@]}" --nocapture --test-threads 1
+        step "$(basename "$t")" 240 "$t" ${filter[@]+"${filter[@]}"} --nocapture --test-threads 1
     done
 fi
 if [ "$mode" = full ] || [ "$mode" = quick ]; then
