@@ -178,7 +178,7 @@ impl NativeEngine {
     /// queue to the next queue with a ready command, outside the rank being
     /// refreshed, and moves to it; its command issues if it is of the other
     /// kind.
-    #[cold]
+    /// (Out of line: DDR4's step never calls it.)
     #[inline(never)]
     pub(super) fn second_command(&mut self, now: u64, column: bool) {
         self.recompute();
@@ -187,10 +187,7 @@ impl NativeEngine {
         if cand == 0 {
             return;
         }
-        let start = self.queue_idx + 1;
-        let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
-        let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
-        let q = pool.trailing_zeros() as usize;
+        let q = self.next_in_turn(cand);
         let (i, kind) = self.pick(q, nr);
         self.queue_idx = q;
         if matches!(kind, Kind::Rd | Kind::Wr) != column {

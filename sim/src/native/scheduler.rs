@@ -44,6 +44,16 @@ impl NativeEngine {
             && (n >= self.txn_cap || (n > WRITE_DRAIN_LOW && self.nonempty == 0) || self.flush)
     }
 
+    /// The queue of `cand` (non-empty) whose turn it is: the first after the
+    /// last to issue, round robin.
+    #[inline(always)]
+    pub(super) fn next_in_turn(&self, cand: u64) -> usize {
+        let start = self.queue_idx + 1;
+        let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
+        let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
+        pool.trailing_zeros() as usize
+    }
+
     /// Moves at most one transaction into its bank queue (DRAMsim3's
     /// `ScheduleTransaction`). Returns the queue that received a command.
     #[inline(always)]
@@ -161,11 +171,7 @@ impl NativeEngine {
         if !issued {
             let cand = self.ready_mask((now - self.base) as i32) & !self.ref_mask;
             if cand != 0 {
-                let start = self.queue_idx + 1;
-                let high = cand & u64::MAX.checked_shl(start as u32).unwrap_or(0);
-                let pool = high | (cand & ((high == 0) as u64).wrapping_neg());
-                let q = pool.trailing_zeros() as usize;
-                column = self.issue(now, q);
+                column = self.issue(now, self.next_in_turn(cand));
                 issued = true;
             }
         }

@@ -331,13 +331,13 @@ impl Standard {
         })
     }
 
-    /// The standard's own constraint rows, checked (a row that does not
-    /// check is a bug in the standard's module, caught by its tests).
     /// The standard's constraint rows as written, in order.
     pub fn rows(&self) -> impl Iterator<Item = &'static ConstraintRow> + use<> {
         self.constraints.iter().flat_map(|seg| seg.iter())
     }
 
+    /// The standard's own constraint rows, checked (a row that does not
+    /// check is a bug in the standard's module, caught by its tests).
     pub fn constraints(&self) -> Vec<Constraint> {
         self.rows()
             .enumerate()
