@@ -6,8 +6,9 @@
 //!
 //! - `link_in` = encoded bytes of the batch / link bandwidth + latency;
 //! - each rank: its requests for the whole batch, back to back, through the
-//!   engine with at most `min(request_queue, input_buffer / 64)` in flight
-//!   (the core's bounded queue, throttled by its input buffer), giving the
+//!   engine with at most `min(request_queue, input_buffer / 64)` requests in
+//!   flight (the core's bounded queue, throttled by its input buffer; on an
+//!   HBM2 pseudo-channel a request is two 32 B bursts), giving the
 //!   DRAM time; the vector ALU needs `slices x ceil(16 / lanes)` cycles at
 //!   its clock; the rank's time is the larger of the two plus the ALU
 //!   pipeline latency (they overlap: the ALU consumes as data arrives);
@@ -446,10 +447,12 @@ fn time_works(
 ) -> Result<BatchReport, NmpError> {
     let ranks = per_rank.len();
     let cfg = &params.dram;
-    let window = params
-        .core
-        .request_queue
-        .min((params.core.input_buffer_bytes / SLICE_BYTES) as usize);
+    // In bursts, as the engines count them: a request of a slice is
+    // `bursts` of them (two of an HBM2 pseudo-channel's 32 B).
+    let burst = cfg.burst_bytes();
+    let bursts = (SLICE_BYTES / burst).max(1) as usize;
+    let window =
+        (params.core.request_queue * bursts).min((params.core.input_buffer_bytes / burst) as usize);
     let opts = RunOptions {
         window,
         ..RunOptions::default()
@@ -508,7 +511,7 @@ fn time_works(
             // them, not the requests' bytes: merged reads move nothing.
             dram_bandwidth_gbps: s.as_ref().map_or(0.0, |s| {
                 if s.sim_time_ns > 0.0 {
-                    (s.read_cmds + s.write_cmds) as f64 * SLICE_BYTES as f64 / s.sim_time_ns
+                    (s.read_cmds + s.write_cmds) as f64 * burst as f64 / s.sim_time_ns
                 } else {
                     0.0
                 }
@@ -555,16 +558,8 @@ fn time_works(
             }
         }
     }
-    let dram_rd: u64 = sims
-        .iter()
-        .flatten()
-        .map(|s| s.read_cmds * SLICE_BYTES)
-        .sum();
-    let dram_wr: u64 = sims
-        .iter()
-        .flatten()
-        .map(|s| s.write_cmds * SLICE_BYTES)
-        .sum();
+    let dram_rd: u64 = sims.iter().flatten().map(|s| s.read_cmds * burst).sum();
+    let dram_wr: u64 = sims.iter().flatten().map(|s| s.write_cmds * burst).sum();
     // DRAM energy: each engine run, plus precharge standby of every rank for
     // the rest of the batch's compute time.
     let ev = EventEnergy::of(cfg);

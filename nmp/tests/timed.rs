@@ -87,6 +87,39 @@ fn one_rank_matches_the_engine_on_the_same_requests() {
     }
 }
 
+/// On HBM2 pseudo-channels (32 B bursts) a core's 64 B request is two
+/// bursts: the DRAM's bytes are still the requests' bytes, a rank's
+/// bandwidth stays under its 16 GB/s, the engine window holds as many
+/// requests as on a legacy channel (twice the bursts), and one rank's time
+/// is the engine's on the same requests with that window.
+#[test]
+fn a_pseudo_channel_pool_counts_bursts_and_bytes_apart() {
+    let mut p = params(EngineKind::Native);
+    p.dram = DramConfig::preset("HBM2-2000-PC").unwrap();
+    let batch = gather_batch(2, 100_000, 64, 40, 5);
+    let mut one = pool(Placement::TablePerRank, 1, 2, 100_000);
+    let works: Vec<_> = batch.iter().map(|i| one.work(i).unwrap()).collect();
+    let r = run_batch(&mut one, &batch, &p).unwrap();
+    let reqs: Vec<_> = works.iter().flat_map(|w| w[0].requests.clone()).collect();
+    assert_eq!(r.dram_requests, reqs.len() as u64);
+    assert_eq!(r.request_read_bytes, 64 * reqs.len() as u64);
+    let k = &r.per_rank[0];
+    assert!(k.reads <= 2 * reqs.len() as u64 && k.reads > reqs.len() as u64);
+    assert!(r.dram_read_bytes <= r.request_read_bytes);
+    assert!(k.dram_bandwidth_gbps <= 16.0 + 1e-9);
+    let window = CoreParams::default()
+        .request_queue
+        .min(CoreParams::default().input_buffer_bytes as usize / 64);
+    let opts = RunOptions {
+        window: 2 * window,
+        ..RunOptions::default()
+    };
+    let s = simulate(p.engine, &p.dram, reqs.into_iter().map(Ok), &opts, None).unwrap();
+    assert_eq!(k.dram_cycles, s.cycles);
+    assert_eq!(k.reads, s.reads);
+    assert_eq!(r.dram_read_bytes, s.read_cmds * 32);
+}
+
 #[test]
 fn effective_bandwidth_never_exceeds_the_ranks_peak() {
     let p = params(EngineKind::Dramsim3);

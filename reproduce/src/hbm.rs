@@ -1,8 +1,10 @@
 //! HBM2 beside DDR4 (`pool-hbm`): Table I's pool of 32 DDR4-3200 ranks
-//! beside two pools of HBM2 channels (one NMP core per legacy channel), one
-//! with as many NMP cores (32 channels, 4 stacks) and one of the same
-//! capacity (256 channels, 32 stacks): the simulated gather-reduce
-//! bandwidth, per GB and per watt, and RM1's training speedup on each.
+//! beside three HBM2 pools: legacy channels with one NMP core each, as many
+//! (32 channels, 4 stacks) and of the same capacity (256 channels, 32
+//! stacks), and the 4 stacks' 64 pseudo-channels with a core each (the NMP
+//! core per pseudo-channel against per channel, at one capacity): the
+//! simulated gather-reduce bandwidth, per GB and per watt, and RM1's
+//! training speedup on each.
 //! Neither paper ran an HBM pool: the HBM2 rows have no paper values, and
 //! the checks are the DDR4 pool's Table I bound and the direction Sec. II
 //! gives (stacked DRAM trades capacity for bandwidth).
@@ -28,8 +30,19 @@ impl Pool {
     }
 
     fn label(&self) -> String {
-        let unit = if self.is_hbm() { "channels" } else { "ranks" };
+        let unit = if !self.is_hbm() {
+            "ranks"
+        } else if self.is_pseudo_channel() {
+            "pseudo-channels"
+        } else {
+            "channels"
+        };
         format!("{} {unit} of {}", self.ranks, self.preset)
+    }
+
+    fn is_pseudo_channel(&self) -> bool {
+        self.preset
+            .eq_ignore_ascii_case(nmpsim_sim::standard::hbm2::PSEUDO_CHANNEL)
     }
 
     fn is_hbm(&self) -> bool {
@@ -220,7 +233,7 @@ pub(crate) fn analyse_pool_hbm(inp: &Inputs) -> Result<Outcome, String> {
                 quick_full(inp.size, 256, 2048),
                 quick_full(inp.size, "100,000", "1,000,000")
             ),
-            "HBM2-2000 is one legacy HBM2 channel (128 bits at 2 Gb/s, 32 GB/s, 1 GiB; docs/dram.md, HBM2), with one NMP core a channel, as the pool places one a DDR4 rank. Pseudo-channel mode (a core per 64-bit pseudo-channel) is not modelled yet.".into(),
+            "HBM2-2000 is one legacy HBM2 channel (128 bits at 2 Gb/s, 32 GB/s, 1 GiB; docs/dram.md, HBM2), with one NMP core a channel, as the pool places one a DDR4 rank. HBM2-2000-PC is one pseudo-channel (64 bits, 32 B bursts, 16 GB/s, 512 MiB), with one NMP core each: a 64 B request is two bursts of one row. The 64 pseudo-channels are the 32 channels' stacks, so those two pools compare a core per pseudo-channel (as Samsung's HBM-PIM computes within each pseudo-channel) with a core per channel, at one capacity.".into(),
             "More NMP units than the batch has work for cost link time: row-interleaved, every unit returns a partial sum of every bag (the link's MB grow with the units), and vector-sliced, RM1's 64-value rows split over 256 units are narrower than a 64 B burst. So the capacity-matched HBM2 pool (256 channels, a core each) is not the fastest: its NMP units are the same count as its channels, where a stack's logic die could host one core for its 8 channels (not modelled).".into(),
             "Power: the pool's simulated energy (DRAM commands and background, the NMP cores' ALUs and buffers, the link) over the primitive's time; DRAM W is the DRAM's share. HBM2's currents are those of DRAMsim3's HBM2_8Gb_x128.ini.".into(),
             format!(

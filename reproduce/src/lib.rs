@@ -354,7 +354,7 @@ static ITEMS: [Item; 21] = [
     Item {
         id: "pool-hbm",
         title: "HBM2 beside DDR4: the pool's bandwidth per GB and per watt, and RM1's speedup",
-        paper: "not a paper figure: Table I's 32-rank DDR4-3200 pool (over 600 GB/s) beside HBM2 pools of as many NMP cores and of the same capacity; Sec. II: stacked DRAM is bandwidth-optimised and capacity-limited",
+        paper: "not a paper figure: Table I's 32-rank DDR4-3200 pool (over 600 GB/s) beside HBM2 pools of as many NMP cores, of the same capacity, and with a core per pseudo-channel; Sec. II: stacked DRAM is bandwidth-optimised and capacity-limited",
         sweeps: sweeps_pool_hbm,
         analyse: analyse_pool_hbm,
     },

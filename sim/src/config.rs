@@ -129,7 +129,13 @@ impl Organisation {
     pub fn rank_row_bytes(&self) -> u64 {
         self.columns * self.bus_width as u64 / 8
     }
-    /// 64 B bursts per rank row.
+    /// Bytes of one burst: the bus width times the burst length (64 B on
+    /// DDR4's 64-bit rank with BL8 and on HBM2's 128-bit legacy channel with
+    /// BL4; 32 B on a 64-bit HBM2 pseudo-channel with BL4).
+    pub fn burst_bytes(&self) -> u64 {
+        self.bus_width as u64 / 8 * self.burst_length as u64
+    }
+    /// Bursts per rank row.
     pub fn bursts_per_row(&self) -> u64 {
         self.columns / self.burst_length as u64
     }
@@ -161,7 +167,7 @@ impl Field {
     }
 }
 
-/// DRAM coordinates of one 64 B burst.
+/// DRAM coordinates of one burst.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Coord {
     pub rank: u64,
@@ -172,8 +178,8 @@ pub struct Coord {
     pub column: u64,
 }
 
-/// Address mapping: the fields from most to least significant, above the 6
-/// offset bits of a 64 B burst. The same mapping is applied by every engine
+/// Address mapping: the fields from most to least significant, above the
+/// offset bits of a burst (6 for 64 B, 5 for a pseudo-channel's 32 B). The same mapping is applied by every engine
 /// (DRAMsim3 through its `address_mapping` string, Ramulator by re-encoding
 /// addresses into its native RoBaRaCoCh layout).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,8 +386,17 @@ impl DramConfig {
         self.org.burst_length / 2
     }
 
+    /// Bytes of one burst ([`Organisation::burst_bytes`]). A request of
+    /// [`BURST_BYTES`] is served as `BURST_BYTES / burst_bytes()` bursts of
+    /// consecutive addresses (two on an HBM2 pseudo-channel): the runner
+    /// splits it, so every engine sees bursts.
+    pub fn burst_bytes(&self) -> u64 {
+        self.org.burst_bytes()
+    }
+
     /// Upper bound in GB/s for 64 B requests that each need their own
-    /// activation, on the channel: on each rank the activation rate is
+    /// activation (on a pseudo-channel, a request's two 32 B bursts share
+    /// theirs), on the channel: on each rank the activation rate is
     /// limited by tFAW (four per window), by tRRD_S (back-to-back across bank
     /// groups) and by tRC per bank, and refresh blocks the rank for tRFC of
     /// every tREFI ([`Self::rank_activation_bound_gbps`]); these limits are
@@ -415,7 +430,7 @@ impl DramConfig {
 
     /// DRAM coordinates of a byte address under the configured mapping.
     pub fn decode(&self, addr: u64) -> Coord {
-        let mut a = addr / BURST_BYTES;
+        let mut a = addr / self.org.burst_bytes();
         let mut c = Coord::default();
         for f in self.mapping.msb_to_lsb.iter().rev() {
             let bits = self.field_bits(*f);
@@ -446,7 +461,7 @@ impl DramConfig {
             };
             a = (a << bits) | (v & ((1u64 << bits) - 1));
         }
-        a * BURST_BYTES
+        a * self.org.burst_bytes()
     }
 
     /// Checks that an address fits the configured capacity.

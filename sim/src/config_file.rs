@@ -612,12 +612,14 @@ impl DramConfig {
                 ),
             ));
         }
-        let burst = o.bus_width as u64 / 8 * o.burst_length as u64;
-        if burst != BURST_BYTES {
+        // A request of BURST_BYTES is served as whole bursts (two of an
+        // HBM2 pseudo-channel's 32 B), so a burst divides it.
+        let burst = o.burst_bytes();
+        if burst < 16 || BURST_BYTES % burst != 0 {
             return Err(SimError::param(
                 "org.bus_width",
                 format!(
-                    "a {}-bit bus with bursts of {} moves {burst} B per burst; nmpsim's requests are {BURST_BYTES} B",
+                    "a {}-bit bus with bursts of {} moves {burst} B per burst; expected {BURST_BYTES} B, 32 B or 16 B (nmpsim's requests are {BURST_BYTES} B, served as whole bursts)",
                     o.bus_width, o.burst_length
                 ),
             ));
@@ -680,6 +682,14 @@ mod tests {
         let b = load("[timing]\ntRCD = 30\n").unwrap();
         assert_eq!(b.timing["tRCD"], 30);
         assert_eq!(b.timing["CL"], 22);
+        // A legacy HBM2 channel halved by hand is the pseudo-channel
+        // preset's organisation: 32 B bursts are accepted.
+        let pc = load(
+            "preset = \"HBM2-2000\"\n[org]\ndensity_gbit = 4\ndevice_width = 64\nbus_width = 64\ncolumns = 128\n",
+        )
+        .unwrap();
+        assert_eq!(pc.org, DramConfig::preset("HBM2-2000-PC").unwrap().org);
+        assert_eq!(pc.burst_bytes(), 32);
     }
 
     #[test]
@@ -768,6 +778,10 @@ mod tests {
             ),
             ("[org]\nrows = 1000\n", "org.rows"),
             ("[org]\nbus_width = 128\n", "128 B per burst"),
+            (
+                "[org]\nbus_width = 8\n",
+                "8 B per burst; expected 64 B, 32 B or 16 B",
+            ),
             ("timing = 3\n", "field `timing`: expected a table"),
             ("ranks = 0\n", "field `ranks`: 0; expected at least 1"),
             ("[timing\n", "line 1: not TOML"),

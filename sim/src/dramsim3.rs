@@ -24,7 +24,6 @@ use serde_json::Value;
 use crate::config::DramConfig;
 use crate::energy::{CommandCounts, Energy};
 use crate::engine::{DramEngine, EngineKind, EngineReport, take_sent};
-use crate::request::BURST_BYTES;
 use crate::{Completion, Request, RequestId, SimError};
 
 // Linking the crate brings in its static DRAMsim3 library.
@@ -218,7 +217,7 @@ impl DramEngine for Dramsim3Engine {
 
     fn try_send(&mut self, req: Request) -> Result<bool, SimError> {
         self.config.check_addr(req.addr, "")?;
-        let addr = req.addr & !(BURST_BYTES - 1);
+        let addr = req.addr & !(self.config.burst_bytes() - 1);
         let w = req.access.is_write();
         // SAFETY: `sys` is live until drop.
         if !unsafe { ds3_can_add(self.sys, addr, w) } {

@@ -291,8 +291,19 @@ impl RamulatorEngine {
         };
         let prefix = format!("{prefix_dir}/ramulator-");
         let cfg_path = work_dir.join("ramulator.cfg");
-        std::fs::write(&cfg_path, config.ramulator_cfg(&prefix)?)
-            .map_err(|e| SimError::io(&cfg_path, e))?;
+        // (The standard's own refusal, HBM2's, comes first.)
+        let cfg_text = config.ramulator_cfg(&prefix)?;
+        if config.burst_bytes() != BURST_BYTES {
+            return Err(SimError::Engine {
+                engine: "ramulator",
+                what: format!(
+                    "{} moves {} B per burst; Ramulator 1's DDR4 channel is 64 bits with BL8 ({BURST_BYTES} B); run it on dramsim3 or native",
+                    config.name,
+                    config.burst_bytes()
+                ),
+            });
+        }
+        std::fs::write(&cfg_path, cfg_text).map_err(|e| SimError::io(&cfg_path, e))?;
         let stats_path = work_dir.join("ramulator.stats");
         let traces: Vec<RankTrace> = (0..config.ranks)
             .map(|r| RankTrace::new(command_trace_path(work_dir, r)))

@@ -49,6 +49,9 @@ pub struct DramStats {
     pub tck_ns: f64,
     pub cycles: u64,
     pub sim_time_ns: f64,
+    /// Read and write bursts the engine served: a source's 64 B request is
+    /// one burst, or two on an HBM2 pseudo-channel (its 32 B bursts), and
+    /// the read latencies are those of bursts.
     pub reads: u64,
     pub writes: u64,
     pub bytes: u64,
@@ -264,11 +267,11 @@ where
     let driven = if kind == EngineKind::Native {
         let mut engine = crate::native::NativeEngine::new(config)?;
         let front = Tally::default();
-        drive_with(kind, &mut engine, front, config, source, opts, progress)?
+        drive(kind, &mut engine, front, config, source, opts, progress)?
     } else {
         let mut engine = create_engine(kind, config, dir)?;
         let front = Generic::new(opts.window);
-        drive_with(kind, engine.as_mut(), front, config, source, opts, progress)
+        drive(kind, engine.as_mut(), front, config, source, opts, progress)
             .map_err(|e| with_disk_hint(e, dir))?
     };
     Ok(statistics(kind, config, driven, progress, started))
@@ -322,7 +325,7 @@ where
     let started = Instant::now();
     let config = crate::DramEngine::config(engine).clone();
     let front = Tally::default();
-    let driven = drive_with(
+    let driven = drive(
         EngineKind::Native,
         engine,
         front,
@@ -657,6 +660,82 @@ impl Front<crate::native::NativeEngine> for Tally {
     }
 }
 
+/// [`drive_with`] on the bursts of `source`'s requests: each request as it
+/// is where a burst is [`BURST_BYTES`], else split into the bursts it spans
+/// ([`Bursts`]).
+#[inline(always)]
+fn drive<E, F, S>(
+    kind: EngineKind,
+    engine: &mut E,
+    front: F,
+    config: &DramConfig,
+    source: S,
+    opts: &RunOptions,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Result<Driven, SimError>
+where
+    E: crate::DramEngine + ?Sized,
+    F: Front<E>,
+    S: Iterator<Item = Result<MemOp, SimError>>,
+{
+    let burst = config.burst_bytes();
+    if burst >= BURST_BYTES {
+        drive_with(kind, engine, front, config, source, opts, progress)
+    } else {
+        let source = Bursts::new(source, burst);
+        drive_with(kind, engine, front, config, source, opts, progress)
+    }
+}
+
+/// A source's requests of [`BURST_BYTES`] as the smaller bursts of a
+/// standard that has them (an HBM2 pseudo-channel's 32 B): a request at `a`
+/// becomes bursts at `a`, `a + burst`, ... of the same access, in that
+/// order, `a` first aligned down to [`BURST_BYTES`] as every engine aligns
+/// a request. The engines count, time and log bursts; a request is served
+/// when its last burst is.
+struct Bursts<S> {
+    source: S,
+    burst: u64,
+    /// The next burst of the request being split, and how many are left.
+    next: MemOp,
+    left: u64,
+}
+
+impl<S> Bursts<S> {
+    fn new(source: S, burst: u64) -> Self {
+        debug_assert!(burst > 0 && BURST_BYTES % burst == 0);
+        Bursts {
+            source,
+            burst,
+            next: MemOp::read(0),
+            left: 0,
+        }
+    }
+}
+
+impl<S: Iterator<Item = Result<MemOp, SimError>>> Iterator for Bursts<S> {
+    type Item = Result<MemOp, SimError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            let op = match self.source.next()? {
+                Ok(op) => op,
+                Err(e) => return Some(Err(e)),
+            };
+            self.next = MemOp {
+                addr: op.addr & !(BURST_BYTES - 1),
+                access: op.access,
+            };
+            self.left = BURST_BYTES / self.burst;
+        }
+        let op = self.next;
+        self.next.addr += self.burst;
+        self.left -= 1;
+        Some(Ok(op))
+    }
+}
+
 /// Runs `source` through `engine` to the end, through `front`: the front end
 /// of [`simulate`]. The native engine is driven through its own type with
 /// the [`Tally`] front (completions going straight into the counts and the
@@ -776,14 +855,15 @@ fn assemble(
 ) -> DramStats {
     let tck = config.timing.tck_ns;
     let sim_time_ns = cycles as f64 * tck;
-    let bytes = (reads + writes) * BURST_BYTES;
+    // (Reads and writes count bursts: two a request on a pseudo-channel.)
+    let bytes = (reads + writes) * config.burst_bytes();
     let bandwidth_gbps = if sim_time_ns > 0.0 {
         bytes as f64 / sim_time_ns
     } else {
         0.0
     };
     let bus_bandwidth_gbps = if sim_time_ns > 0.0 {
-        ((n.read_cmds + n.write_cmds) * BURST_BYTES) as f64 / sim_time_ns
+        ((n.read_cmds + n.write_cmds) * config.burst_bytes()) as f64 / sim_time_ns
     } else {
         0.0
     };
@@ -848,6 +928,36 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bursts_split_each_request_into_the_bursts_it_spans() {
+        let ops = [MemOp::read(0x1234), MemOp::write(0x40), MemOp::read(0x7f)];
+        let got: Vec<MemOp> = Bursts::new(ops.into_iter().map(Ok), 32)
+            .map(Result::unwrap)
+            .collect();
+        let want = [
+            MemOp::read(0x1200),
+            MemOp::read(0x1220),
+            MemOp::write(0x40),
+            MemOp::write(0x60),
+            MemOp::read(0x40),
+            MemOp::read(0x60),
+        ];
+        assert_eq!(got, want);
+        let four: Vec<u64> = Bursts::new([Ok(MemOp::read(64))].into_iter(), 16)
+            .map(|op| op.unwrap().addr)
+            .collect();
+        assert_eq!(four, [64, 80, 96, 112]);
+        // A source's error passes through, and the stream ends after it.
+        let mut b = Bursts::new(
+            [Ok(MemOp::read(0)), Err(SimError::param("x", "bad"))].into_iter(),
+            32,
+        );
+        assert_eq!(b.next().unwrap().unwrap().addr, 0);
+        assert_eq!(b.next().unwrap().unwrap().addr, 32);
+        assert!(b.next().unwrap().is_err());
+        assert!(b.next().is_none());
+    }
 
     #[test]
     fn latency_quantiles_are_exact() {

@@ -504,6 +504,50 @@ fn hbm2_bandwidth_is_within_the_physics() {
     assert!(e.contains("Ramulator 1 has no HBM2"), "{e}");
 }
 
+/// An HBM2 pseudo-channel (64 bits, BL4: 32 B bursts, 16 GB/s): each 64 B
+/// request is served as two bursts of one row (one activation), so
+/// sequential reads come near the pseudo-channel's peak and random reads
+/// under the same activation bound as a legacy channel's; both engines
+/// count the bursts and the requests' bytes alike; Ramulator refuses it.
+#[test]
+fn hbm2_pseudo_channels_serve_a_request_as_two_bursts_within_the_physics() {
+    let cfg = preset("HBM2-2000-PC");
+    assert_eq!(cfg.burst_bytes(), 32);
+    assert_eq!(cfg.capacity_bytes(), 512 << 20);
+    assert_eq!(cfg.org.rank_row_bytes(), 1024);
+    assert!((cfg.peak_bandwidth_gbps() - 16.0).abs() < 1e-9);
+    let bound = activation_bound_gbps(&cfg);
+    assert!((bound - cfg.activation_bound_gbps()).abs() < 1e-9);
+    assert!((bound - preset("HBM2-2000").activation_bound_gbps()).abs() < 1e-9);
+    let n = 40_000;
+    for engine in [EngineKind::Native, EngineKind::Dramsim3] {
+        let s = run_stream(engine, &cfg, StreamKind::Sequential, 2 * n, 0.0);
+        assert_eq!((s.reads, s.bytes), (4 * n, 128 * n), "{engine}: sequential");
+        assert!(
+            s.bandwidth_gbps <= 16.0 * (1.0 - 260.0 / 3900.0) && s.bandwidth_gbps >= 0.88 * 16.0,
+            "{engine}: sequential {:.3} GB/s",
+            s.bandwidth_gbps
+        );
+        let r = run_stream(engine, &cfg, StreamKind::Random, n, 0.0);
+        assert_eq!((r.reads, r.read_cmds, r.bytes), (2 * n, 2 * n, 64 * n));
+        assert!(
+            r.bandwidth_gbps < bound && r.bandwidth_gbps > 0.9 * bound,
+            "{engine}: random {:.3} GB/s against the bound {bound:.3}",
+            r.bandwidth_gbps
+        );
+        // One activation a request, give or take the rows refresh closes.
+        assert!(
+            r.activations >= n && r.activations < n + n / 50,
+            "{engine}: {} activations for {n} requests",
+            r.activations
+        );
+    }
+    let e = run_stream_result(EngineKind::Ramulator, &cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Ramulator 1 has no HBM2"), "{e}");
+}
+
 fn run_stream_result(engine: EngineKind, cfg: &DramConfig) -> Result<DramStats, SimError> {
     let spec = StreamSpec::new(StreamKind::Random, 100);
     let src = synthetic(&spec, cfg.capacity_bytes()).unwrap().map(Ok);

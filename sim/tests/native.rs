@@ -1060,6 +1060,18 @@ fn native_equals_dramsim3_cycle_for_cycle_but_for_its_two_departures() {
         pair("HBM2-2000", Random, 0.3, 32),
         pair("HBM2-2000", Sequential, 0.5, 128),
         pair("HBM2-2000", s(4096), 1.0, 8),
+        // HBM2 pseudo-channels: 32 B bursts, two a request (the runner
+        // splits them for both engines).
+        pair("HBM2-2000-PC", Random, 0.0, 32),
+        pair("HBM2-2000-PC", Sequential, 0.0, 256),
+        pair("HBM2-2000-PC", s(1024), 0.0, 64),
+        Pair {
+            mapping: Some("ro-ra-ba-co-bg"),
+            per_cycle: 2,
+            ..pair("HBM2-2000-PC", Random, 0.0, 128)
+        },
+        pair("HBM2-2000-PC", Random, 0.3, 32),
+        pair("HBM2-2000-PC", Sequential, 0.5, 16),
     ];
     for c in &mut cases {
         if c.write_fraction > 0.0 {
@@ -1282,18 +1294,38 @@ fn reads_served_from_the_write_buffer_keep_their_own_latency() {
 /// command and a column command together and none carries two of a kind.
 /// Planted violations are caught: a READ one cycle after its ACT (tRCDRD),
 /// and a second row command in a cycle that has one (the row bus).
+///
+/// On a pseudo-channel (`HBM2-2000-PC`) the same, with each 64 B request
+/// given to the engine as its two 32 B bursts, as the runner gives them.
 #[test]
 fn hbm2_command_logs_use_both_buses_and_break_no_rule() {
-    let cfg = preset("HBM2-2000");
     let column = |c: Command| matches!(c, Command::Rd | Command::Wr | Command::Rda | Command::Wra);
-    for (kind, wf) in [
-        (StreamKind::Random, 0.0),
-        (StreamKind::Random, 0.3),
-        (StreamKind::Sequential, 0.5),
-        (StreamKind::Strided { stride_bytes: 2048 }, 0.2),
+    for (name, kind, wf) in [
+        ("HBM2-2000", StreamKind::Random, 0.0),
+        ("HBM2-2000", StreamKind::Random, 0.3),
+        ("HBM2-2000", StreamKind::Sequential, 0.5),
+        ("HBM2-2000", StreamKind::Strided { stride_bytes: 2048 }, 0.2),
+        ("HBM2-2000-PC", StreamKind::Random, 0.0),
+        ("HBM2-2000-PC", StreamKind::Random, 0.3),
+        ("HBM2-2000-PC", StreamKind::Sequential, 0.5),
+        (
+            "HBM2-2000-PC",
+            StreamKind::Strided { stride_bytes: 1024 },
+            0.2,
+        ),
     ] {
-        let what = format!("HBM2-2000 {kind:?} {wf}");
-        let ops = mixed_ops(&cfg, kind, 30_000, wf, 3);
+        let cfg = preset(name);
+        let what = format!("{name} {kind:?} {wf}");
+        let burst = cfg.burst_bytes();
+        let ops: Vec<MemOp> = mixed_ops(&cfg, kind, 30_000, wf, 3)
+            .into_iter()
+            .flat_map(|op| {
+                (0..64 / burst).map(move |k| MemOp {
+                    addr: (op.addr & !63) + k * burst,
+                    access: op.access,
+                })
+            })
+            .collect();
         let (_, log, report) = drive(&cfg, &ops, true, true);
         let count = |c: Command| log.iter().filter(|r| r.command == c).count() as u64;
         assert_eq!(count(Command::Act), report.counts.activates, "{what}");

@@ -155,6 +155,54 @@ fn hbm2s_ini_carries_dramsim3s_hbm2_figures() {
     for kv in shipped.iter().chain(&stated) {
         assert!(ini.lines().any(|l| l == *kv), "no `{kv}` in\n{ini}");
     }
+    // DRAMsim3's HBM2 address mapping (`rorabgbachco`; the channel field
+    // first and zero bits wide, as in every file nmpsim writes).
+    assert!(
+        ini.lines().any(|l| l == "address_mapping = chrorabgbaco"),
+        "{ini}"
+    );
+    // A pseudo-channel is DRAMsim3's channel of a 64-bit bus: 32 B
+    // requests, half the page (DRAMsim3 doubles the 64 columns to 128 of 64
+    // bits), 512 MiB, the channel's currents halved, the same timings.
+    let pc = DramConfig::preset("HBM2-2000-PC")
+        .unwrap()
+        .dramsim3_ini("P");
+    let halved = [
+        "IDD0 = 32.5",
+        "IDD2P = 14",
+        "IDD2N = 20",
+        "IDD3P = 20",
+        "IDD3N = 27.5",
+        "IDD4W = 250",
+        "IDD4R = 195",
+        "IDD5AB = 125",
+        "IDD6x = 15.5",
+    ];
+    let own = [
+        "columns = 64",
+        "device_width = 64",
+        "bus_width = 64",
+        "channel_size = 512",
+        "channels = 1",
+    ];
+    for kv in shipped
+        .iter()
+        .filter(|kv| {
+            !kv.starts_with("IDD")
+                && !kv.starts_with("device_width")
+                && !kv.starts_with("bus_width")
+                && !kv.starts_with("channel_size")
+        })
+        .chain(&stated)
+        .chain(&halved)
+        .chain(&own)
+    {
+        assert!(
+            pc.lines().any(|l| l == *kv),
+            "no `{kv}` in
+{pc}"
+        );
+    }
     // The DDR4 presets' files say nothing of a second command bus.
     let ddr4 = DramConfig::preset("DDR4-3200-x8")
         .unwrap()

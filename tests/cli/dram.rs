@@ -282,8 +282,11 @@ fn presets_config_and_bench() {
         "{list}"
     );
     let v: serde_json::Value = serde_json::from_str(&ok(d, &words("dram presets --json"))).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 19);
-    assert!(list.contains("HBM2-2000"), "{list}");
+    assert_eq!(v.as_array().unwrap().len(), 20);
+    assert!(
+        list.contains("HBM2-2000") && list.contains("HBM2-2000-PC"),
+        "{list}"
+    );
     let ini = ok(
         d,
         &words("dram config --engine dramsim3 --preset DDR4-3200-x16"),

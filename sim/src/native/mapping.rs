@@ -2,12 +2,12 @@
 //! an address decoded to its bank queue and row, and a queue's rank.
 
 use crate::config::DramConfig;
-use crate::request::BURST_BYTES;
 
 use super::NativeEngine;
 use super::txn_queue::{NO_IDS, Txn};
 
-/// Bit positions of the address fields (in 64 B units).
+/// Bit positions of the address fields in a byte address (above the
+/// burst's offset bits).
 #[derive(Clone, Copy, Debug)]
 struct FieldPos {
     shift: u32,
@@ -26,7 +26,7 @@ impl Mapping {
     pub(super) fn of(c: &DramConfig) -> Self {
         use crate::config::Field;
         let mut pos = [FieldPos { shift: 0, mask: 0 }; 5];
-        let mut shift = 0;
+        let mut shift = c.burst_bytes().trailing_zeros();
         for f in c.mapping.msb_to_lsb.iter().rev() {
             let bits = c.field_bits(*f);
             let i = match f {
@@ -54,8 +54,7 @@ impl Mapping {
 impl NativeEngine {
     #[inline]
     pub(super) fn decode(&self, addr: u64) -> Txn {
-        let a = addr / BURST_BYTES;
-        let f = |p: FieldPos| (a >> p.shift) & p.mask;
+        let f = |p: FieldPos| (addr >> p.shift) & p.mask;
         let rank = f(self.map.rank) as usize;
         let bg = f(self.map.bankgroup) as usize;
         let bank = f(self.map.bank) as usize;

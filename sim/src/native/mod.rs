@@ -79,7 +79,6 @@ use crate::config::DramConfig;
 use crate::energy::CommandCounts;
 use crate::engine::{DramEngine, EngineKind, EngineReport};
 use crate::jedec::CommandRecord;
-use crate::request::BURST_BYTES;
 pub use crate::timing::TimingTable;
 use crate::{Completion, Request, RequestId, SimError};
 
@@ -166,6 +165,8 @@ const REBASE_AFTER: u64 = 1 << 30;
 pub struct NativeEngine {
     config: DramConfig,
     capacity: u64,
+    /// Clears a byte address's offset within its burst.
+    burst_mask: u64,
     t: TimingTable,
     d: Delays,
     map: Mapping,
@@ -312,6 +313,7 @@ impl NativeEngine {
         let zero = [V8::splat(0); MAX_VECS];
         Ok(NativeEngine {
             capacity: config.capacity_bytes(),
+            burst_mask: !(config.burst_bytes() - 1),
             d: Delays::of(&t),
             t,
             map: Mapping::of(config),
@@ -487,7 +489,7 @@ impl DramEngine for NativeEngine {
         if req.addr >= self.capacity {
             self.config.check_addr(req.addr, "")?;
         }
-        let addr = req.addr & !(BURST_BYTES - 1);
+        let addr = req.addr & self.burst_mask;
         let now = self.cycle;
         if self.direct.is_some_and(|d| d.cycle == now) {
             self.undo_direct();

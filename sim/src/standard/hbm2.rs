@@ -1,6 +1,7 @@
-//! HBM2 (JESD235A) as data, in legacy mode: a channel of 128 data bits,
+//! HBM2 (JESD235A) as data: in legacy mode a channel of 128 data bits,
 //! bursts of 4 (64 B a burst, as every nmpsim request), 4 bank groups of 4
-//! banks.
+//! banks; in pseudo-channel mode a pseudo-channel of 64 bits (32 B a
+//! burst).
 //!
 //! - **Speed bin**: HBM2-2000, 2 Gb/s a pin (1 GHz clock, tCK 1 ns), 32 GB/s
 //!   a channel, 256 GB/s a stack of 8 channels. The timings are those of
@@ -17,6 +18,8 @@
 //!   which it doubles for HBM's 2n prefetch), one rank (stack ID) a
 //!   channel.
 //! - **Power**: the currents of the same file (its IDD figures), VDD 1.2 V.
+//! - **Address mapping**: the same file's, row : rank : bank group : bank :
+//!   column ([`mapping`]).
 //! - **Constraints**: DDR4's rules ([`super::ddr4::SHARED`]) with HBM2's split activation delay
 //!   (`tRCDRD` to a read, `tRCDWR` to a write), one row each
 //!   ([`CONSTRAINTS`]).
@@ -26,8 +29,24 @@
 //!   ([`Standard::dual_command`]); the checker's `row bus` and `column bus`
 //!   rows keep two of one kind a cycle apart.
 //!
-//! Not modelled yet: pseudo-channel mode (two 64-bit pseudo-channels a
-//! channel, 32 B bursts) and per-bank refresh.
+//! - **Pseudo-channel mode** (preset `HBM2-2000-PC`, one pseudo-channel):
+//!   JESD235A splits a channel into two pseudo-channels of 64 data bits,
+//!   each with the channel's 16 banks and half its page (1 KB: 128 columns
+//!   of 64 bits), BL4, so 32 B a burst and 16 GB/s a pseudo-channel; the
+//!   array timings are counted per pseudo-channel (JESD235's table of
+//!   timings counted individually per pseudo-channel; Ramulator 2's HBM2
+//!   keeps tRRD, tFAW, tCCD and the bus turnarounds at its pseudo-channel
+//!   level), so they are the legacy channel's. A 64 B request is two
+//!   bursts, split by the runner ([`crate::DramConfig::burst_bytes`]).
+//!   One engine is one pseudo-channel, as DRAMsim3 models pseudo-channels
+//!   (a channel of a 64-bit bus; its `request_size_bytes` is then 32).
+//!   Departure, shared with DRAMsim3: the two pseudo-channels of a channel
+//!   share its row and column command buses in JESD235, and here each has
+//!   its own. The currents are the channel's, halved (each pseudo-channel
+//!   drives half the channel's data pins and opens half its page); no
+//!   datasheet at hand gives them per pseudo-channel.
+//!
+//! Not modelled yet: per-bank refresh (REFSB).
 
 use super::{ConstraintRow, Dramsim3Format, Level, Standard, TimingParam, row};
 use crate::config::{AddressMapping, DramConfig, Organisation, Power, Timing};
@@ -97,8 +116,10 @@ pub const CONSTRAINTS: &[&[ConstraintRow]] = &[
     ],
 ];
 
-/// The speed bin's name.
+/// The speed bin's name, and the legacy-mode preset's.
 pub const SPEED: &str = "HBM2-2000";
+/// The pseudo-channel preset's name.
+pub const PSEUDO_CHANNEL: &str = "HBM2-2000-PC";
 
 /// HBM2-2000's timings in cycles of its 1 ns clock (module docs).
 const TIMING_2000: [(&str, u32); 23] = [
@@ -141,6 +162,18 @@ pub fn organisation() -> Organisation {
     }
 }
 
+/// One pseudo-channel of the same stack: half the channel's data bus and
+/// page, all its banks and rows (module docs).
+pub fn pseudo_channel_organisation() -> Organisation {
+    Organisation {
+        density_gbit: 4,
+        device_width: 64,
+        columns: 128,
+        bus_width: 64,
+        ..organisation()
+    }
+}
+
 fn timing() -> Timing {
     Timing::new(
         1.0,
@@ -166,24 +199,62 @@ fn power() -> Power {
     }
 }
 
-fn preset_names() -> Vec<String> {
-    vec![SPEED.to_string()]
+/// Row : rank : bank group : bank : column, DRAMsim3's HBM2 mapping
+/// (`rorabgbachco` in its `HBM2_8Gb_x128.ini`, less the channel field: an
+/// engine is one channel or pseudo-channel). The bursts of a row are
+/// consecutive, so an embedding row of several bursts, or a 64 B request's
+/// two 32 B bursts on a pseudo-channel, costs one activation; HBM2's tCCD_L
+/// (2 cycles) equals a burst's BL/2, so a stream loses nothing by staying in
+/// a bank group, unlike DDR4's ([`AddressMapping::default_ddr4`]).
+pub fn mapping() -> AddressMapping {
+    use crate::config::Field::{Bank, Bankgroup, Column, Rank, Row};
+    AddressMapping {
+        msb_to_lsb: vec![Row, Rank, Bankgroup, Bank, Column],
+    }
 }
 
-/// `HBM2-2000`: one legacy channel (upper case).
-fn preset(up: &str) -> Option<DramConfig> {
-    if up != SPEED {
-        return None;
+/// The channel's currents, halved: a pseudo-channel's (module docs).
+fn pseudo_channel_power() -> Power {
+    let p = power();
+    Power {
+        vdd_v: p.vdd_v,
+        idd0_ma: p.idd0_ma / 2.0,
+        idd2p_ma: p.idd2p_ma / 2.0,
+        idd2n_ma: p.idd2n_ma / 2.0,
+        idd3p_ma: p.idd3p_ma / 2.0,
+        idd3n_ma: p.idd3n_ma / 2.0,
+        idd4r_ma: p.idd4r_ma / 2.0,
+        idd4w_ma: p.idd4w_ma / 2.0,
+        idd5b_ma: p.idd5b_ma / 2.0,
+        idd6_ma: p.idd6_ma / 2.0,
     }
+}
+
+fn preset_names() -> Vec<String> {
+    vec![SPEED.to_string(), PSEUDO_CHANNEL.to_string()]
+}
+
+/// `HBM2-2000`: one legacy channel; `HBM2-2000-PC`: one pseudo-channel
+/// (upper case).
+fn preset(up: &str) -> Option<DramConfig> {
+    let (name, org, power) = match up {
+        SPEED => (SPEED, organisation(), power()),
+        PSEUDO_CHANNEL => (
+            PSEUDO_CHANNEL,
+            pseudo_channel_organisation(),
+            pseudo_channel_power(),
+        ),
+        _ => return None,
+    };
     Some(DramConfig {
-        name: SPEED.to_string(),
+        name: name.to_string(),
         standard: HBM2.name.to_string(),
         speed: SPEED.to_string(),
         ranks: 1,
-        org: organisation(),
+        org,
         timing: timing(),
-        power: power(),
-        mapping: AddressMapping::default_ddr4(),
+        power,
+        mapping: mapping(),
         transaction_queue: 32,
         command_queue: 8,
         constraints: Vec::new(),
@@ -207,7 +278,7 @@ fn ramulator_speed(_: &DramConfig) -> Option<&'static str> {
 
 pub static HBM2: Standard = Standard {
     name: "HBM2",
-    source: "JESD235A (HBM2, legacy mode, 2 Gb/s a pin); timings and currents of DRAMsim3's HBM2_8Gb_x128.ini (tRTP = its tRTP_L, tCKESR = its tCKSRE)",
+    source: "JESD235A (HBM2, legacy and pseudo-channel mode, 2 Gb/s a pin); timings and currents of DRAMsim3's HBM2_8Gb_x128.ini (tRTP = its tRTP_L, tCKESR = its tCKSRE)",
     commands: &Command::ALL,
     timings: TIMINGS,
     constraints: CONSTRAINTS,

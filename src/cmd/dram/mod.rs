@@ -248,6 +248,7 @@ struct PresetRow {
     peak_bandwidth_gbps: f64,
     activation_bound_gbps: f64,
     row_bytes: u64,
+    burst_bytes: u64,
     ramulator_speed: Option<&'static str>,
     ramulator_timing_differences: Vec<String>,
 }
@@ -420,6 +421,7 @@ fn presets(json: bool) -> Result<ExitCode> {
                 peak_bandwidth_gbps: c.peak_bandwidth_gbps(),
                 activation_bound_gbps: c.activation_bound_gbps(),
                 row_bytes: c.org.rank_row_bytes(),
+                burst_bytes: c.burst_bytes(),
                 ramulator_speed: c.ramulator_speed(),
                 ramulator_timing_differences: c
                     .ramulator_timing_differences()
@@ -440,17 +442,23 @@ fn presets(json: bool) -> Result<ExitCode> {
         "peak GB/s",
         "act-bound GB/s",
         "row B",
+        "burst B",
         "Ramulator departs from JEDEC",
     ])
-    .left(&[0, 6]);
+    .left(&[0, 7]);
     for r in rows {
         t.row([
             r.name.to_string(),
-            format!("{} GiB", r.capacity_bytes >> 30),
+            if r.capacity_bytes >= 1 << 30 {
+                format!("{} GiB", r.capacity_bytes >> 30)
+            } else {
+                format!("{} MiB", r.capacity_bytes >> 20)
+            },
             r.devices_per_rank.to_string(),
             format!("{:.1}", r.peak_bandwidth_gbps),
             format!("{:.2}", r.activation_bound_gbps),
             r.row_bytes.to_string(),
+            r.burst_bytes.to_string(),
             if r.ramulator_timing_differences.is_empty() {
                 "-".to_string()
             } else {
