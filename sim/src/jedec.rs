@@ -626,6 +626,12 @@ impl Ctx<'_> {
 
 /// Reads Ramulator's per-rank command traces (`clk,CMD[,bank]` lines) from
 /// `paths[rank]` into one log ordered by cycle (stable: within a cycle, by rank).
+///
+/// A DDR4 trace numbers a rank's banks as the checker does (bank group
+/// times banks a group, plus bank). An HBM trace gives the bank within its
+/// group only, so its log names each bank exactly for traffic kept to bank
+/// group 0 (then the two numberings agree); with several groups, banks of
+/// different groups share a number and the log is not checkable as is.
 pub fn read_ramulator_traces(paths: &[&Path]) -> Result<Vec<CommandRecord>, SimError> {
     let mut log = Vec::new();
     for (rank, path) in paths.iter().enumerate() {

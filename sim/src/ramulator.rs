@@ -7,6 +7,9 @@
 //!   addresses are decoded with the preset's mapping and re-encoded into that
 //!   layout, so both engines see the same (rank, bank group, bank, row, column)
 //!   for every request.
+//! - HBM (preset `HBM-1000`, its `HBM` standard): Ramulator builds a stack
+//!   of eight channels and no other count; requests go to its channel 0,
+//!   the channel the engine stands for, and the other seven stay idle.
 //! - The wrapper returns read addresses only. Reads map back to ids through a
 //!   FIFO per address. Ramulator's clock runs one cycle ahead of the
 //!   engine's: a tick at cycle `c` advances it to `c + 1` and returns the
@@ -61,6 +64,11 @@ struct RankTrace {
     reader: Option<BufReader<File>>,
     partial: String,
     line_no: u64,
+    /// Open banks by the trace's bank number (a DDR4 trace numbers every
+    /// bank of a rank; an HBM trace a bank within its group, so up to four
+    /// open banks share a number; a PRE closes one of them, as Ramulator
+    /// precharges open banks only).
+    open: [u8; 32],
     open_banks: u32,
     open_since: u64,
     active_cycles: u64,
@@ -82,26 +90,43 @@ impl RankTrace {
             reader: None,
             partial: String::new(),
             line_no: 0,
+            open: [0; 32],
             open_banks: 0,
             open_since: 0,
             active_cycles: 0,
         }
     }
 
-    fn set_open(&mut self, mask: u32, clk: u64) {
-        if self.open_banks == 0 && mask != 0 {
+    /// `open_banks` open banks from `clk` on.
+    fn set_open(&mut self, open_banks: u32, clk: u64) {
+        if self.open_banks == 0 && open_banks != 0 {
             self.open_since = clk;
-        } else if self.open_banks != 0 && mask == 0 {
+        } else if self.open_banks != 0 && open_banks == 0 {
             self.active_cycles += clk.saturating_sub(self.open_since);
         }
-        self.open_banks = mask;
+        self.open_banks = open_banks;
+    }
+
+    /// An activation of `bank` at `clk`.
+    fn activate(&mut self, bank: u32, clk: u64, n: &mut TraceCounts) {
+        n.activates += 1;
+        self.open[bank as usize] = self.open[bank as usize].saturating_add(1);
+        self.set_open(self.open_banks + 1, clk);
     }
 
     /// A precharge of `bank` at `clk`.
     fn precharge(&mut self, bank: u32, clk: u64, n: &mut TraceCounts) {
         n.precharges += 1;
-        let m = self.open_banks & !(1 << bank);
-        self.set_open(m, clk);
+        if self.open[bank as usize] > 0 {
+            self.open[bank as usize] -= 1;
+            self.set_open(self.open_banks - 1, clk);
+        }
+    }
+
+    /// Every bank closed at `clk` (PREA, REF).
+    fn close_all(&mut self, clk: u64) {
+        self.open = [0; 32];
+        self.set_open(0, clk);
     }
 
     /// Reads every complete line written so far.
@@ -144,15 +169,11 @@ impl RankTrace {
             Ok(b)
         };
         match cmd {
-            "ACT" => {
-                n.activates += 1;
-                let m = self.open_banks | (1 << bank()?);
-                self.set_open(m, clk);
-            }
+            "ACT" => self.activate(bank()?, clk, n),
             "PRE" => self.precharge(bank()?, clk, n),
             "PREA" => {
                 n.precharges += 1;
-                self.set_open(0, clk);
+                self.close_all(clk);
             }
             "RD" => n.read_cmds += 1,
             "WR" => n.write_cmds += 1,
@@ -166,7 +187,7 @@ impl RankTrace {
             }
             "REF" => {
                 n.refreshes += 1;
-                self.set_open(0, clk);
+                self.close_all(clk);
             }
             // Power-down and self-refresh commands are not issued by the
             // open-row controller; anything else is a format change.
@@ -297,7 +318,7 @@ impl RamulatorEngine {
             return Err(SimError::Engine {
                 engine: "ramulator",
                 what: format!(
-                    "{} moves {} B per burst; Ramulator 1's DDR4 channel is 64 bits with BL8 ({BURST_BYTES} B); run it on dramsim3 or native",
+                    "{} moves {} B per burst; Ramulator 1's requests are {BURST_BYTES} B (a DDR4 channel of 64 bits with BL8, an HBM channel of 128 bits with BL4); run it on dramsim3 or native",
                     config.name,
                     config.burst_bytes()
                 ),
@@ -340,7 +361,8 @@ impl RamulatorEngine {
         })
     }
 
-    /// Re-encodes an address into Ramulator's RoBaRaCoCh layout (one channel).
+    /// Re-encodes an address into Ramulator's RoBaRaCoCh layout, in its
+    /// channel 0 (of [`crate::standard::Standard::ramulator_channels`]).
     fn native_addr(&self, addr: u64) -> u64 {
         let c: Coord = self.config.decode(addr);
         let o = &self.config.org;
@@ -353,7 +375,8 @@ impl RamulatorEngine {
         a = (a << bg_bits) | c.bankgroup;
         a = (a << ra_bits) | c.rank;
         a = (a << col_bits) | c.column;
-        a * BURST_BYTES
+        let ch_bits = self.config.standard().ramulator_channels.trailing_zeros();
+        (a << ch_bits) * BURST_BYTES
     }
 
     fn poll_traces(&mut self) -> Result<(), SimError> {

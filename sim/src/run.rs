@@ -161,8 +161,9 @@ pub struct CommandCheck {
 /// to the JEDEC rules: the native engine's as it issues them, a block at a
 /// time (no run is too long to check), against the preset's table;
 /// Ramulator's from its command traces against its own table (the traces
-/// are removed after unless `opts.keep_command_traces`). DRAMsim3 exposes no
-/// command log: its check is `None`.
+/// are removed after unless `opts.keep_command_traces`). An engine whose
+/// commands cannot be checked ([`unchecked_because`]) runs unchecked: its
+/// check is `None`.
 pub fn run_engine(
     engine: EngineKind,
     cfg: &DramConfig,
@@ -199,7 +200,7 @@ pub fn run_engine(
                 }),
             ))
         }
-        (true, EngineKind::Ramulator) => {
+        (true, EngineKind::Ramulator) if unchecked_because(engine, cfg).is_none() => {
             let work_dir = opts.work_dir.as_deref().ok_or_else(|| SimError::Param {
                 name: "work_dir".into(),
                 what: "checking Ramulator's commands needs a work directory for its command traces"
@@ -234,6 +235,20 @@ pub fn run_engine(
     }
 }
 
+/// Why `engine`'s commands cannot be held to `cfg`'s rules, if they cannot:
+/// DRAMsim3 exposes no command log, and Ramulator's HBM command trace names
+/// a bank by its index within its bank group, so four banks share a name.
+pub fn unchecked_because(engine: EngineKind, cfg: &DramConfig) -> Option<String> {
+    match engine {
+        EngineKind::Dramsim3 => Some("the DRAMsim3 library exposes no command log".into()),
+        EngineKind::Ramulator if !cfg.standard().ramulator_trace_names_groups => Some(format!(
+            "Ramulator's {} command trace names a bank within its bank group only; check native's commands",
+            cfg.standard().name
+        )),
+        _ => None,
+    }
+}
+
 /// Violations of one rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct RuleCount {
@@ -247,6 +262,9 @@ pub struct TimingCheck {
     pub engine: EngineKind,
     /// Whether the engine had a command log to check.
     pub checked: bool,
+    /// Why it was not checked ([`unchecked_because`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Which timing table the commands were held to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<String>,
@@ -263,11 +281,12 @@ pub struct TimingCheck {
 }
 
 impl TimingCheck {
-    /// An engine without a command log.
-    pub fn unchecked(engine: EngineKind) -> Self {
+    /// An engine whose commands were not checked, and why.
+    pub fn unchecked(engine: EngineKind, reason: impl Into<String>) -> Self {
         TimingCheck {
             engine,
             checked: false,
+            reason: Some(reason.into()),
             timing: None,
             commands: 0,
             violations: 0,
@@ -295,6 +314,7 @@ impl TimingCheck {
         TimingCheck {
             engine,
             checked: true,
+            reason: None,
             timing: Some(check.timing.to_string()),
             commands: check.commands,
             violations: v.len(),
@@ -326,7 +346,8 @@ impl TimingCheck {
     pub fn line(&self) -> String {
         let name = self.engine.name();
         if !self.checked {
-            return format!("{name}: not checked (the DRAMsim3 library exposes no command log)");
+            let why = self.reason.as_deref().unwrap_or("no command log");
+            return format!("{name}: not checked ({why})");
         }
         let timing = self.timing.as_deref().unwrap_or("?");
         if self.violations == 0 {
@@ -670,7 +691,7 @@ mod tests {
             let (stats, check) = run_engine(engine, &cfg, requests, &opts, true, None).unwrap();
             checks.push(match check {
                 Some(c) => TimingCheck::of(engine, &c, None),
-                None => TimingCheck::unchecked(engine),
+                None => TimingCheck::unchecked(engine, unchecked_because(engine, &cfg).unwrap()),
             });
             runs.push(stats);
         }

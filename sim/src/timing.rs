@@ -37,7 +37,10 @@ pub struct TimingTable {
     pub act_to_act_l: u64,
     pub act_to_act_s: u64,
     pub act_to_pre: u64,
-    pub act_to_rw: u64,
+    /// ACT to READ (tRCD; HBM's tRCDRD).
+    pub act_to_rd: u64,
+    /// ACT to WRITE (tRCD; HBM's tRCDWR).
+    pub act_to_wr: u64,
     pub faw: u64,
     pub ref_to_act: u64,
     pub refi: u64,
@@ -80,7 +83,8 @@ impl TimingTable {
             act_to_act_l: d(Act, Act, SameGroup),
             act_to_act_s: d(Act, Act, SameRank),
             act_to_pre: d(Act, Pre, SameBank),
-            act_to_rw: d(Act, Rd, SameBank).max(d(Act, Wr, SameBank)),
+            act_to_rd: d(Act, Rd, SameBank),
+            act_to_wr: d(Act, Wr, SameBank),
             faw: rules
                 .iter()
                 .filter(|r| r.window == 4 && r.binds(Act, Act, SameRank, one_group))

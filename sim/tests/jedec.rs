@@ -7,7 +7,7 @@ mod common;
 use common::{assert_no_violation, mixed_streams, planted_trcd};
 use nmpsim_sim::jedec::{Checker, Command, read_ramulator_traces};
 use nmpsim_sim::source::{StreamKind, StreamSpec, synthetic};
-use nmpsim_sim::{DramConfig, EngineKind, RunOptions, simulate};
+use nmpsim_sim::{Coord, DramConfig, EngineKind, MemOp, RunOptions, simulate};
 
 fn ramulator_log(
     preset: &str,
@@ -75,4 +75,97 @@ fn ramulator_command_traces_break_no_timing_rule() {
             "{preset}: planted tRCD violation not caught"
         );
     }
+}
+
+/// Ramulator's HBM (preset `HBM-1000`). Its trace names a bank by its index
+/// within the bank group, so the traffic is kept to bank group 0, where that
+/// index is the checker's bank number: random columns of 8 rows in each of
+/// the group's 4 banks (row hits and conflicts), 30% writes, so the
+/// same-group rules (tCCD_L, tRRD_L, tWTR_L) and the bank rules are all
+/// exercised. No rule of the preset's table is broken (Ramulator's table is
+/// the preset's), and a planted tRCDRD is caught.
+#[test]
+fn ramulator_hbm_traces_break_no_rule_of_the_hbm_table() {
+    let cfg = DramConfig::preset("HBM-1000").unwrap();
+    assert!(cfg.ramulator_timing_differences().is_empty());
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let ops: Vec<MemOp> = (0..20_000)
+        .map(|_| {
+            let addr = cfg.encode(Coord {
+                rank: 0,
+                bankgroup: 0,
+                bank: next() % 4,
+                row: next() % 8,
+                column: next() % cfg.org.bursts_per_row(),
+            });
+            if next() % 10 < 3 {
+                MemOp::write(addr)
+            } else {
+                MemOp::read(addr)
+            }
+        })
+        .collect();
+    let dir = common::process_dir("nmpsim-jedec-hbm");
+    let opts = RunOptions {
+        work_dir: Some(dir.clone()),
+        keep_command_traces: true,
+        ..RunOptions::default()
+    };
+    let stats = simulate(
+        EngineKind::Ramulator,
+        &cfg,
+        ops.into_iter().map(Ok),
+        &opts,
+        None,
+    )
+    .unwrap();
+    assert_eq!(stats.reads + stats.writes, 20_000);
+    let path = dir.join("ramulator-chan-0-rank-0.cmdtrace");
+    let log = read_ramulator_traces(&[path.as_path()]).unwrap();
+    // The other seven channels of Ramulator's stack stay idle: no command
+    // but refresh.
+    for ch in 1..8 {
+        let other =
+            std::fs::read_to_string(dir.join(format!("ramulator-chan-{ch}-rank-0.cmdtrace")))
+                .unwrap();
+        assert!(
+            other.lines().all(|l| l.ends_with(",REF")),
+            "channel {ch} issued more than refreshes"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let count = |c: Command| log.iter().filter(|r| r.command == c).count() as u64;
+    assert_eq!(count(Command::Act), stats.activations);
+    assert!(count(Command::Act) > 1000 && count(Command::Wr) > 1000);
+    assert!(count(Command::Ref) > 0, "run too short to refresh");
+    assert!(log.iter().all(|r| r.bank < 4), "a bank outside group 0");
+    assert!(
+        log.windows(2).all(|w| w[0].cycle < w[1].cycle),
+        "Ramulator issued two commands in a cycle"
+    );
+    assert!(
+        stats.row_hits > 1000 && stats.row_misses > 1000,
+        "{} hits, {} misses",
+        stats.row_hits,
+        stats.row_misses
+    );
+    let checker = Checker::with_timing(&cfg, cfg.ramulator_timing());
+    let v = checker.check(&log);
+    eprintln!(
+        "HBM-1000 on Ramulator: {} commands, {} violations",
+        log.len(),
+        v.len()
+    );
+    assert_no_violation(&v, log.len(), "HBM-1000 on Ramulator");
+    let v = checker.check(&planted_trcd(&log));
+    assert!(
+        v.iter().any(|x| x.rule == "tRCDRD"),
+        "planted tRCDRD violation not caught"
+    );
 }

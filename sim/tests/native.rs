@@ -1072,6 +1072,13 @@ fn native_equals_dramsim3_cycle_for_cycle_but_for_its_two_departures() {
         },
         pair("HBM2-2000-PC", Random, 0.3, 32),
         pair("HBM2-2000-PC", Sequential, 0.5, 16),
+        // HBM (JESD235, the channel Ramulator has too): tCCD_L of 3 cycles
+        // against BL/2 of 2, tRCDWR under tRCDRD.
+        pair("HBM-1000", Random, 0.0, 32),
+        pair("HBM-1000", Sequential, 0.0, 256),
+        pair("HBM-1000", s(2048), 0.0, 64),
+        pair("HBM-1000", Random, 0.3, 32),
+        pair("HBM-1000", Sequential, 0.5, 128),
     ];
     for c in &mut cases {
         if c.write_fraction > 0.0 {
@@ -1305,6 +1312,8 @@ fn hbm2_command_logs_use_both_buses_and_break_no_rule() {
         ("HBM2-2000", StreamKind::Random, 0.3),
         ("HBM2-2000", StreamKind::Sequential, 0.5),
         ("HBM2-2000", StreamKind::Strided { stride_bytes: 2048 }, 0.2),
+        ("HBM-1000", StreamKind::Random, 0.3),
+        ("HBM-1000", StreamKind::Sequential, 0.5),
         ("HBM2-2000-PC", StreamKind::Random, 0.0),
         ("HBM2-2000-PC", StreamKind::Random, 0.3),
         ("HBM2-2000-PC", StreamKind::Sequential, 0.5),

@@ -1,8 +1,10 @@
 //! The DDR4 standard as data gives what the hand-written DDR4 code gave:
 //! every preset's DRAMsim3 `.ini`, Ramulator `.cfg` and native timing table
 //! byte for byte as `tests/data/ddr4-generated/` holds them (written by the
-//! code before the standard became a table), and a configuration file with
-//! an added constraint reaches all three consumers.
+//! code before the standard became a table; the native tables' one
+//! `act_to_rw` delay has since become `act_to_rd` and `act_to_wr`, with the
+//! same value for every DDR4 preset, as tRCD is one figure there), and a
+//! configuration file with an added constraint reaches all three consumers.
 
 use std::path::Path;
 
@@ -60,7 +62,10 @@ fn an_override_reaches_the_ini_the_native_table_and_the_checker() {
         "{ini}"
     );
     let t = nmpsim_sim::native::TimingTable::of(&c);
-    assert_eq!((t.act_to_rw, t.pre_to_act, t.rd_to_pre), (30, 25, 32));
+    assert_eq!(
+        (t.act_to_rd, t.act_to_wr, t.pre_to_act, t.rd_to_pre),
+        (30, 30, 25, 32)
+    );
     // The checker reads the same rules: a PRE 31 cycles after a RD breaks
     // the added one, and a RD 29 cycles after its ACT breaks tRCD.
     let log = [
@@ -89,6 +94,97 @@ fn an_override_reaches_the_ini_the_native_table_and_the_checker() {
     // Ramulator keeps its built-in table, and the difference is listed.
     let d = c.ramulator_timing_differences();
     assert!(d.contains(&("tRCD".to_string(), 30, 22)), "{d:?}");
+}
+
+/// HBM-1000's `.ini` carries the figures of DRAMsim3's `HBM_4Gb_x128.ini`
+/// (the structure, every timing that file gives a value, the currents, the
+/// system), and states the ones it leaves blank or zero from Ramulator's
+/// table (tRFC, tXS, tCKESR) and its one `tRTP` (the file's tRTP_L).
+/// Ramulator's configuration names its own HBM: a stack of 8 channels, its
+/// one speed bin and organisation.
+#[test]
+fn hbms_ini_and_cfg_carry_both_references_hbm_channel() {
+    let cfg = DramConfig::preset("HBM-1000").unwrap();
+    let ini = cfg.dramsim3_ini("P");
+    let shipped = [
+        "protocol = HBM",
+        "bankgroups = 4",
+        "banks_per_group = 4",
+        "rows = 16384",
+        "columns = 64",
+        "device_width = 128",
+        "BL = 4",
+        "tCK = 2",
+        "CL = 7",
+        "CWL = 4",
+        "tRCDRD = 7",
+        "tRCDWR = 6",
+        "tRP = 7",
+        "tRAS = 17",
+        "tREFI = 1950",
+        "tRPRE = 1",
+        "tWPRE = 1",
+        "tRRD_S = 4",
+        "tRRD_L = 5",
+        "tWTR_S = 2",
+        "tWTR_L = 4",
+        "tFAW = 20",
+        "tWR = 8",
+        "tCCD_S = 2",
+        "tCCD_L = 3",
+        "tXP = 5",
+        "VDD = 1.2",
+        "IDD0 = 48",
+        "IDD2P = 25",
+        "IDD2N = 34",
+        "IDD3P = 37",
+        "IDD3N = 43",
+        "IDD4W = 123",
+        "IDD4R = 135",
+        "IDD5AB = 250",
+        "IDD6x = 31",
+        "channel_size = 512",
+        "bus_width = 128",
+        "queue_structure = PER_BANK",
+        "row_buf_policy = OPEN_PAGE",
+        "cmd_queue_size = 8",
+        "trans_queue_size = 32",
+        "address_mapping = chrorabgbaco",
+    ];
+    let stated = [
+        "tRFC = 130",
+        "tXS = 135",
+        "tCKESR = 5",
+        "tRTP = 7",
+        "hbm_dual_cmd = true",
+    ];
+    for kv in shipped.iter().chain(&stated) {
+        assert!(ini.lines().any(|l| l == *kv), "no `{kv}` in\n{ini}");
+    }
+    let ram = cfg.ramulator_cfg("P").unwrap();
+    for kv in [
+        "standard = HBM",
+        "channels = 8",
+        "ranks = 1",
+        "speed = HBM_1Gbps",
+        "org = HBM_4Gb",
+        "addr_mapping = RoBaRaCoCh",
+    ] {
+        assert!(ram.lines().any(|l| l == kv), "no `{kv}` in\n{ram}");
+    }
+    // Ramulator's table is the preset's; an override does not reach it,
+    // and Ramulator has no other HBM organisation.
+    assert_eq!(cfg.ramulator_speed(), Some("HBM_1Gbps"));
+    let mut moved = cfg.clone();
+    moved.timing.set("tRCDRD", 9).unwrap();
+    assert_eq!(
+        moved.ramulator_timing_differences(),
+        vec![("tRCDRD".to_string(), 9, 7)]
+    );
+    let mut other = cfg.clone();
+    other.org.rows = 1 << 15;
+    let e = other.ramulator_cfg("P").unwrap_err().to_string();
+    assert!(e.contains("HBM_4Gb"), "{e}");
 }
 
 /// HBM2-2000's `.ini` carries the figures of DRAMsim3's own

@@ -98,6 +98,51 @@ fn comparisons_name_their_engines() {
     assert_eq!(v["results"]["agreement"]["engine"], "ramulator");
 }
 
+/// HBM-1000 runs on all three engines; with `--check-timing` native's
+/// commands break no rule and Ramulator is reported not checked (its HBM
+/// trace names a bank within its group), not refused.
+#[test]
+fn hbm_1000_runs_on_all_three_engines() {
+    let t = TempDir::new("hbm1");
+    let d = &t.0;
+    let out = ok(
+        d,
+        &words(
+            "dram --engine all --preset HBM-1000 --write-fraction 0.3 \
+             --requests 3000 --check-timing --out r -q",
+        ),
+    );
+    assert!(
+        out.contains("ramulator: not checked (Ramulator's HBM command trace")
+            && out.contains("no rule broken"),
+        "{out}"
+    );
+    let v = read_json(&d.join("r/results.json"));
+    let runs = v["results"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    let bw = |engine: &str| {
+        runs.iter().find(|r| r["engine"] == engine).unwrap()["bandwidth_gbps"]
+            .as_f64()
+            .unwrap()
+    };
+    // Each engine moves every request; their bandwidths agree within 5%.
+    let n = bw("native");
+    for e in ["dramsim3", "ramulator"] {
+        assert!(
+            (bw(e) / n - 1.0).abs() < 0.05,
+            "{e} {} vs native {n}",
+            bw(e)
+        );
+    }
+    let checks = v["results"]["timing_checks"].as_array().unwrap();
+    let ram = checks.iter().find(|c| c["engine"] == "ramulator").unwrap();
+    assert_eq!(ram["checked"], false);
+    assert!(
+        ram["reason"].as_str().unwrap().contains("bank group"),
+        "{ram}"
+    );
+}
+
 /// `--check-timing` replays native's command log and Ramulator's command
 /// traces through the JEDEC checker: on two ranks with writes, native breaks
 /// no rule and Ramulator breaks only tRTRS between writes of different ranks
@@ -282,9 +327,9 @@ fn presets_config_and_bench() {
         "{list}"
     );
     let v: serde_json::Value = serde_json::from_str(&ok(d, &words("dram presets --json"))).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 20);
+    assert_eq!(v.as_array().unwrap().len(), 21);
     assert!(
-        list.contains("HBM2-2000") && list.contains("HBM2-2000-PC"),
+        list.contains("HBM2-2000") && list.contains("HBM2-2000-PC") && list.contains("HBM-1000"),
         "{list}"
     );
     let ini = ok(

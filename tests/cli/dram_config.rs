@@ -42,7 +42,7 @@ fn a_file_and_overrides_reach_every_engine_config_and_the_run() {
         &words("dram config --engine native --dram-config slow.toml"),
     );
     assert!(
-        native.contains("act_to_rw: 30,") && native.contains("pre_to_act: 30,"),
+        native.contains("act_to_rd: 30,") && native.contains("pre_to_act: 30,"),
         "{native}"
     );
     // tRC = tRAS + tRP follows tRP.
@@ -56,7 +56,7 @@ fn a_file_and_overrides_reach_every_engine_config_and_the_run() {
         d,
         &words("dram config --engine native --timing tRCD=24 --timing tWR=30"),
     );
-    assert!(native.contains("act_to_rw: 24,"), "{native}");
+    assert!(native.contains("act_to_rd: 24,"), "{native}");
     assert!(
         native.starts_with("# native engine, preset DDR4-3200-x8 [tRCD=24,tWR=30]"),
         "{native}"

@@ -44,8 +44,8 @@ impl NativeEngine {
         b.open_row = row;
         b.hits = 0;
         b.act = b.act.max(nr + d.act_to_act);
-        b.rd = b.rd.max(nr + d.act_to_rw);
-        b.wr = b.wr.max(nr + d.act_to_rw);
+        b.rd = b.rd.max(nr + d.act_to_rd);
+        b.wr = b.wr.max(nr + d.act_to_wr);
         b.pre = b.pre.max(nr + d.act_to_pre);
         self.raise_group(Gate::Act, q / 4, act_l);
         let rk = &mut self.ranks[r];

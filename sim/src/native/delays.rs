@@ -8,7 +8,8 @@ use crate::timing::TimingTable;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Delays {
     pub(super) act_to_act: i32,
-    pub(super) act_to_rw: i32,
+    pub(super) act_to_rd: i32,
+    pub(super) act_to_wr: i32,
     pub(super) act_to_pre: i32,
     pub(super) act_to_act_l: i32,
     pub(super) act_to_act_s: i32,
@@ -25,7 +26,8 @@ impl Delays {
         let c = |x: u64| x as i32;
         Delays {
             act_to_act: c(t.act_to_act),
-            act_to_rw: c(t.act_to_rw),
+            act_to_rd: c(t.act_to_rd),
+            act_to_wr: c(t.act_to_wr),
             act_to_pre: c(t.act_to_pre),
             act_to_act_l: c(t.act_to_act_l),
             act_to_act_s: c(t.act_to_act_s),

@@ -402,6 +402,8 @@ pub static DDR4: Standard = Standard {
         ],
     },
     dual_command: false,
+    ramulator_channels: 1,
+    ramulator_trace_names_groups: true,
     preset_names,
     preset,
     ramulator_lines,

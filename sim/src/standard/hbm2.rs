@@ -261,9 +261,39 @@ fn preset(up: &str) -> Option<DramConfig> {
     })
 }
 
+/// The `[timing]` keys of DRAMsim3's `.ini` for HBM and HBM2.
+pub const DRAMSIM3_TIMING_KEYS: &[&str] = &[
+    "tCK",
+    "AL = 0",
+    "CL",
+    "CWL",
+    "tRCDRD",
+    "tRCDWR",
+    "tRP",
+    "tRAS",
+    "tRFC",
+    "tREFI",
+    "tRPRE = 1",
+    "tWPRE = 1",
+    "tRRD_S",
+    "tRRD_L",
+    "tWTR_S",
+    "tWTR_L",
+    "tFAW",
+    "tWR",
+    "tRTP",
+    "tCCD_S",
+    "tCCD_L",
+    "tCKE",
+    "tCKESR",
+    "tXS",
+    "tXP",
+    "tRTRS",
+];
+
 fn ramulator_lines(_: &DramConfig) -> Result<String, String> {
     Err(
-        "Ramulator 1 has no HBM2: its `HBM` standard is HBM1 (1 Gb/s a pin, 500 MHz, its own timing table); run HBM2 on dramsim3 or native"
+        "Ramulator 1 has no HBM2: its `HBM` standard is HBM1 (1 Gb/s a pin, 500 MHz, its own timing table); run HBM2 on dramsim3 or native, or preset HBM-1000 (Ramulator's HBM) on all three engines"
             .into(),
     )
 }
@@ -289,38 +319,13 @@ pub static HBM2: Standard = Standard {
         protocol: "HBM2",
         // DRAMsim3 counts an HBM column as two (its 2n prefetch).
         ini_columns_divisor: 2,
-        timing_keys: &[
-            "tCK",
-            "AL = 0",
-            "CL",
-            "CWL",
-            "tRCDRD",
-            "tRCDWR",
-            "tRP",
-            "tRAS",
-            "tRFC",
-            "tREFI",
-            "tRPRE = 1",
-            "tWPRE = 1",
-            "tRRD_S",
-            "tRRD_L",
-            "tWTR_S",
-            "tWTR_L",
-            "tFAW",
-            "tWR",
-            "tRTP",
-            "tCCD_S",
-            "tCCD_L",
-            "tCKE",
-            "tCKESR",
-            "tXS",
-            "tXP",
-            "tRTRS",
-        ],
+        timing_keys: DRAMSIM3_TIMING_KEYS,
     },
     // Separate row and column command buses (JESD235A; DRAMsim3's
     // `hbm_dual_cmd`, which the generated `.ini` states).
     dual_command: true,
+    ramulator_channels: 1,
+    ramulator_trace_names_groups: false,
     preset_names,
     preset,
     ramulator_lines,

@@ -22,6 +22,7 @@
 
 pub mod ddr4;
 pub mod expr;
+pub mod hbm;
 pub mod hbm2;
 
 use serde::{Deserialize, Serialize};
@@ -237,6 +238,14 @@ pub struct Standard {
     /// PREA, REF) and a column command (RD, WR and their auto-precharge
     /// forms), as DRAMsim3's HBM controller does.
     pub dual_command: bool,
+    /// The channels Ramulator 1 must be given for this standard (its HBM
+    /// takes a stack of eight and no other count); nmpsim addresses its
+    /// channel 0 only, one engine being one channel.
+    pub ramulator_channels: u32,
+    /// Ramulator 1's command trace numbers a bank as the checker does, bank
+    /// group and bank (DDR4); its HBM trace gives the bank within its group
+    /// only, so the checker cannot tell the groups apart.
+    pub ramulator_trace_names_groups: bool,
     /// Every preset name.
     pub preset_names: fn() -> Vec<String>,
     /// A preset by name (upper case); `None` if it is not this standard's.
@@ -251,8 +260,8 @@ pub struct Standard {
 }
 
 /// Every standard nmpsim has.
-pub fn all() -> [&'static Standard; 2] {
-    [&ddr4::DDR4, &hbm2::HBM2]
+pub fn all() -> [&'static Standard; 3] {
+    [&ddr4::DDR4, &hbm2::HBM2, &hbm::HBM]
 }
 
 /// A standard by name (any case).

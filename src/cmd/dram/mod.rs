@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use nmpsim_sim::run::{BoxedSource, RequestSource, RunResults, TimingCheck, run_engine};
+use nmpsim_sim::run::{
+    BoxedSource, RequestSource, RunResults, TimingCheck, run_engine, unchecked_because,
+};
 use nmpsim_sim::source::{EmbeddingPhase, StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
     AddressMapping, DramConfig, EngineKind, EventEnergy, RunOptions, SimError, preset_names,
@@ -31,6 +33,7 @@ const EXAMPLES: &str = "Examples:
   nmpsim dram --trace addrs.txt --preset DDR4-2400-x16-2R --out runs/my-trace
   nmpsim dram --embedding-trace kaggle.nmpt --dim 16 --phase both
   nmpsim dram --engine native,ramulator --preset DDR4-3200-x8-2R --write-fraction 0.3 --check-timing
+  nmpsim dram --engine all --preset HBM-1000 --stream random   # HBM on all three engines
   nmpsim dram presets
   nmpsim dram config --engine ramulator --preset DDR4-3200-x8
   nmpsim dram --engine all --timing tRCD=24,tRP=24 --stream random --check-timing
@@ -150,7 +153,8 @@ struct RunArgs {
     /// (docs/dram.md) and report every timing rule they break: native's
     /// command log against the configuration's table, Ramulator's command traces
     /// against the table Ramulator was built with. DRAMsim3 exposes no
-    /// command log and is not checked. Native's commands are checked as they
+    /// command log and is not checked, nor is Ramulator on HBM (its trace
+    /// names a bank within its bank group only). Native's commands are checked as they
     /// issue, so any run length will do; Ramulator's traces are read whole
     /// (about 24 bytes a command in memory, some 3 commands per random read).
     #[arg(long)]

@@ -217,7 +217,11 @@ pub(super) fn run_sim(a: RunArgs) -> Result<ExitCode> {
                     }
                     TimingCheck::of(engine, &c, file)
                 }
-                None => TimingCheck::unchecked(engine),
+                None => TimingCheck::unchecked(
+                    engine,
+                    unchecked_because(engine, &cfg)
+                        .unwrap_or_else(|| "the engine gave no command log".into()),
+                ),
             });
         }
         pb.finish_and_clear();
