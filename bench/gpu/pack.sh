@@ -13,10 +13,11 @@ mkdir -p "$out"
 cargo build --release --locked --bin nmpsim >&2
 strip -o "$out/nmpsim" target/release/nmpsim
 # The GPU test executables (they skip without a GPU; NMPSIM_REQUIRE_GPU=1 makes
-# them fail instead), and nmpsim-dlrm's unit tests, of which session.sh runs
-# the GPU ones (`cuda_tests`: the strategies' primitives on CUDA).
+# them fail instead; `cuda_tt`: EL-Rec's TT kernels), and nmpsim-dlrm's unit
+# tests, of which session.sh runs the GPU ones (`cuda_tests`: the strategies'
+# primitives on CUDA, eltt's TT tables among them).
 cargo test --release --locked --no-run --message-format=json \
-    -p nmpsim-kernels --features cuda --test cuda \
+    -p nmpsim-kernels --features cuda --test cuda --test cuda_tt \
     -p nmpsim-dlrm --lib --test cuda_dense --test emulate 2>/dev/null \
     | python3 -c '
 import json, sys

@@ -518,18 +518,43 @@ impl EmbeddingStrategy for Eltt {
             if self.pool.is_some() {
                 self.pool_forward(batch, ctx)?;
             } else {
+                // On a real GPU (`--device cuda`): the TT kernels, timed,
+                // their pooled rows checked against the CPU's.
+                let mut measured = None;
+                if let Some(dev) = self.scratch.device() {
+                    let mut ns = 0.0;
+                    for (t, (x, tb)) in self.tables.iter().zip(&batch.tables).enumerate() {
+                        if let Table::Tt(x) = x {
+                            ns += dev.tt_forward(
+                                t,
+                                &x.0,
+                                &x.1,
+                                tb,
+                                self.pooling,
+                                self.options.reuse,
+                                &pooled[t],
+                            )?;
+                        }
+                    }
+                    measured = Some(ns);
+                }
+                let detail = if self.options.reuse {
+                    "gpu (prefix products once per batch, then a product per lookup)"
+                } else {
+                    "gpu (every lookup's products, no reuse)"
+                };
+                let (source, ns, detail) = match measured {
+                    Some(ns) => (Source::Measured, ns, format!("{detail}, cuda")),
+                    None => (Source::Modelled, self.tt_ns(&cost), detail.to_string()),
+                };
                 ctx.timeline.push(
                     "tt-gather-reduce",
-                    if self.options.reuse {
-                        "gpu (prefix products once per batch, then a product per lookup)"
-                    } else {
-                        "gpu (every lookup's products, no reuse)"
-                    },
+                    detail,
                     Stage::ForwardEmbedding,
                     MAIN,
                     Resource::Gpu,
-                    Source::Modelled,
-                    self.tt_ns(&cost),
+                    source,
+                    ns,
                     cost.traffic.total_bytes(),
                 );
             }
@@ -562,26 +587,43 @@ impl EmbeddingStrategy for Eltt {
         let optimizer = ctx.optimizer;
         let t0 = Instant::now();
         let mut cost = TtCost::default();
+        // On a real GPU (`--device cuda`): the same backward and update on
+        // the device copy of the cores as they are before the CPU's update,
+        // timed, and the updated cores checked against the CPU's once.
+        let mut dev = self.scratch.device();
+        let mut measured = dev.as_ref().map(|_| 0.0);
         for (t, (x, tb)) in self.tables.iter_mut().zip(&batch.tables).enumerate() {
             if let Table::Tt(x) = x {
                 let (tt, state) = &mut **x;
+                if let (Some(d), Some(ns)) = (dev.as_deref_mut(), measured.as_mut()) {
+                    *ns +=
+                        d.tt_backward(t, tt, state, tb, &dpooled[t], self.pooling, &optimizer)?;
+                }
                 cost = cost
                     + tt_backward_update(tt, state, tb, &dpooled[t], self.pooling, &optimizer)
                         .map_err(|e| e.in_table(t))?;
+                if let Some(d) = dev.as_deref_mut() {
+                    d.tt_after_update(t, tt)?;
+                }
             }
         }
         ctx.host
             .add("tt-backward (modelled gpu's numbers)", ns_since(t0));
         if cost.flops > 0 {
             self.counts.backward_flops += cost.flops;
+            let detail = "gpu (gradients aggregated per unique row, chain rule per unique row and prefix, update fused)";
+            let (source, ns, detail) = match measured {
+                Some(ns) => (Source::Measured, ns, format!("{detail}, cuda")),
+                None => (Source::Modelled, self.tt_ns(&cost), detail.to_string()),
+            };
             ctx.timeline.push(
                 "tt-backward",
-                "gpu (gradients aggregated per unique row, chain rule per unique row and prefix, update fused)",
+                detail,
                 Stage::BackwardEmbedding,
                 MAIN,
                 Resource::Gpu,
-                Source::Modelled,
-                self.tt_ns(&cost),
+                source,
+                ns,
                 cost.traffic.total_bytes(),
             );
             if self.pool.is_some() {

@@ -18,6 +18,9 @@
 //   scatter + optimizer    nmpsim_scatter_update_{vec4,scalar}
 //   bench table fill       nmpsim_fill_uniform
 //   stream hold            nmpsim_hold
+//   Eff-TT tables          nmpsim_tt_prefix, nmpsim_tt_pool, nmpsim_tt_grad_prefix,
+//                          nmpsim_tt_grad_first, nmpsim_tt_grad_last, nmpsim_tt_reduce
+//                          (the last section)
 //
 // Conventions: sizes are 64-bit (`u64`), row ids and lookup positions 32-bit
 // (the crate refuses batches of 2^32 or more lookups). Row offsets are always
@@ -920,5 +923,171 @@ extern "C" __global__ void nmpsim_fill_uniform(float *__restrict__ out, u64 n, u
         z ^= z >> 31;
         const float u = (float)(z >> 40) * (1.0f / 16777216.0f);
         out[i] = lo + (hi - lo) * u;
+    }
+}
+
+// ---- Eff-TT tables (kernels/src/tt/, EL-Rec) ---------------------------------------
+//
+// A TT table's three cores as kernels/src/tt/table.rs stores them: core k is m_k
+// slices of r_k x n_k x r_{k+1} values, row-major, with ranks [1, R, R, 1]. So
+// slice i1 of core 0 is n1 x R, slice i2 of core 1 is R x (n2 R), and slice i3
+// of core 2 is R x n3. A row is (C0[i1] C1[i2]) C2[i3]: the prefix product
+// (n1 n2) x R, then (n1 n2) x n3 = dim values.
+//
+// Every value is one thread's, summed in the order of the CPU code
+// (kernels/src/tt/matmul.rs: `mm` and `mm_tn` over k in order from zero, `dot`
+// in eight lanes summed from -0.0 and then its tail), with the round-to-nearest
+// intrinsics, so each kernel equals its CPU counterpart bit for bit on the same
+// inputs. The host gives the batch's structure (the prefixes and each lookup's
+// slot, the backward's prefix groups, the touched slices and who contributes to
+// each): the GPU computes every product and sum.
+//   prefix products        nmpsim_tt_prefix
+//   pooled lookups         nmpsim_tt_pool
+//   backward, per prefix   nmpsim_tt_grad_prefix (dP), nmpsim_tt_grad_first (dC0, dC1)
+//   backward, per row      nmpsim_tt_grad_last (dC2)
+//   slice gradients        nmpsim_tt_reduce (then nmpsim_scatter_update_scalar)
+
+// `x . y` over k values as kernels/src/tt/matmul.rs `dot`.
+__device__ __forceinline__ float tt_dot(const float *__restrict__ x, const float *__restrict__ y,
+                                        u64 k) {
+    float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const u64 full = k / 8 * 8;
+    for (u64 c = 0; c < full; c += 8) {
+        for (int l = 0; l < 8; l++) lanes[l] = __fadd_rn(lanes[l], __fmul_rn(x[c + l], y[c + l]));
+    }
+    float s = -0.0f;
+    for (int l = 0; l < 8; l++) s = __fadd_rn(s, lanes[l]);
+    for (u64 c = full; c < k; c++) s = __fadd_rn(s, __fmul_rn(x[c], y[c]));
+    return s;
+}
+
+// out[p] = C0[i1[p]] (n1 x R) times C1[i2[p]] (R x n2r), n2r = n2 R: count
+// products of n1 x n2r values each.
+extern "C" __global__ void nmpsim_tt_prefix(const float *__restrict__ c0,
+                                            const float *__restrict__ c1,
+                                            const u32 *__restrict__ i1, const u32 *__restrict__ i2,
+                                            u64 count, u64 n1, u64 r, u64 n2r,
+                                            float *__restrict__ out) {
+    const u64 per = n1 * n2r;
+    for (u64 t = global_thread(); t < count * per; t += grid_threads()) {
+        const u64 p = t / per, e = t % per, a = e / n2r, x = e % n2r;
+        const float *A = c0 + (u64)i1[p] * n1 * r + a * r;
+        const float *B = c1 + (u64)i2[p] * r * n2r + x;
+        float acc = 0.0f;
+        for (u64 q = 0; q < r; q++) acc = __fadd_rn(acc, __fmul_rn(A[q], B[q * n2r]));
+        out[t] = acc;
+    }
+}
+
+// Pooled rows: out[b][i n3 + j] = sum over the lookups l of bag b, in order, of
+// f_l (P[slot[l]] (pr x R) times C2[row_l % m3] (R x n3))[i][j], f_l the
+// lookup's pooling scale (1, 1 / bag length, or its weight).
+extern "C" __global__ void nmpsim_tt_pool(const float *__restrict__ prefix,
+                                          const u32 *__restrict__ slots,
+                                          const float *__restrict__ c2,
+                                          const u32 *__restrict__ indices,
+                                          const u32 *__restrict__ offsets,
+                                          const float *__restrict__ weights, u64 has_weights,
+                                          u64 bags, u64 pr, u64 r, u64 n3, u64 m3, int mode,
+                                          float *__restrict__ out) {
+    const u64 dim = pr * n3;
+    for (u64 t = global_thread(); t < bags * dim; t += grid_threads()) {
+        const u64 b = t / dim, e = t % dim, i = e / n3, j = e % n3;
+        const u32 lo = offsets[b], hi = offsets[b + 1];
+        const u32 len = hi - lo;
+        float o = 0.0f;
+        for (u32 l = lo; l < hi; l++) {
+            const float *P = prefix + (u64)slots[l] * pr * r + i * r;
+            const float *C = c2 + (u64)(indices[l] % m3) * r * n3 + j;
+            float v = 0.0f;
+            for (u64 q = 0; q < r; q++) v = __fadd_rn(v, __fmul_rn(P[q], C[q * n3]));
+            float f = 1.0f;
+            if (mode == POOL_MEAN) {
+                f = __fdiv_rn(1.0f, (float)(len > 0u ? len : 1u));
+            } else if (mode == POOL_WEIGHTED && has_weights) {
+                f = weights[l];
+            }
+            o = f == 1.0f ? __fadd_rn(o, v) : __fadd_rn(o, __fmul_rn(f, v));
+        }
+        out[t] = o;
+    }
+}
+
+// The prefix's gradient of each group g of unique rows (the rows
+// gstart[g]..gstart[g+1] share a prefix): dP[g][i][q] = sum over its rows u,
+// in order, of G_u[i] (n3 values) . C2[rows[u] % m3][q] (n3 values).
+extern "C" __global__ void nmpsim_tt_grad_prefix(const float *__restrict__ grads,
+                                                 const u32 *__restrict__ rows,
+                                                 const u32 *__restrict__ gstart, u64 groups,
+                                                 const float *__restrict__ c2, u64 pr, u64 r,
+                                                 u64 n3, u64 m3, float *__restrict__ dp) {
+    const u64 per = pr * r, dim = pr * n3;
+    for (u64 t = global_thread(); t < groups * per; t += grid_threads()) {
+        const u64 g = t / per, e = t % per, i = e / r, q = e % r;
+        float acc = 0.0f;
+        for (u32 u = gstart[g]; u < gstart[g + 1]; u++) {
+            const float *C = c2 + (u64)(rows[u] % m3) * r * n3 + q * n3;
+            acc = __fadd_rn(acc, tt_dot(grads + (u64)u * dim + i * n3, C, n3));
+        }
+        dp[t] = acc;
+    }
+}
+
+// The last core's gradient of each unique row u of group ugroup[u]:
+// dC2[u][q][j] = sum over i < pr, in order, of P[g][i][q] G_u[i][j].
+extern "C" __global__ void nmpsim_tt_grad_last(const float *__restrict__ grads,
+                                               const u32 *__restrict__ ugroup, u64 unique,
+                                               const float *__restrict__ prefix, u64 pr, u64 r,
+                                               u64 n3, float *__restrict__ dc) {
+    const u64 per = r * n3, dim = pr * n3;
+    for (u64 t = global_thread(); t < unique * per; t += grid_threads()) {
+        const u64 u = t / per, e = t % per, q = e / n3, j = e % n3;
+        const float *P = prefix + (u64)ugroup[u] * pr * r + q;
+        const float *G = grads + u * dim + j;
+        float acc = 0.0f;
+        for (u64 i = 0; i < pr; i++) acc = __fadd_rn(acc, __fmul_rn(P[i * r], G[i * n3]));
+        dc[t] = acc;
+    }
+}
+
+// The first two cores' gradients of each group g, from its dP (n1 x n2r):
+// dC0[g][a][q] = 0 + dP[a] . C1[i2[g]][q] (n2r values each), and
+// dC1[g][q][x] = sum over a < n1, in order, of C0[i1[g]][a][q] dP[a][x].
+extern "C" __global__ void nmpsim_tt_grad_first(const float *__restrict__ dp,
+                                                const u32 *__restrict__ i1,
+                                                const u32 *__restrict__ i2, u64 groups,
+                                                const float *__restrict__ c0,
+                                                const float *__restrict__ c1, u64 n1, u64 r,
+                                                u64 n2r, float *__restrict__ da,
+                                                float *__restrict__ db) {
+    const u64 pa = n1 * r, pb = r * n2r, per = pa + pb;
+    for (u64 t = global_thread(); t < groups * per; t += grid_threads()) {
+        const u64 g = t / per, e = t % per;
+        const float *D = dp + g * n1 * n2r;
+        if (e < pa) {
+            const u64 a = e / r, q = e % r;
+            const float *B = c1 + (u64)i2[g] * r * n2r + q * n2r;
+            da[g * pa + e] = __fadd_rn(0.0f, tt_dot(D + a * n2r, B, n2r));
+        } else {
+            const u64 f = e - pa, q = f / n2r, x = f % n2r;
+            const float *A = c0 + (u64)i1[g] * n1 * r + q;
+            float acc = 0.0f;
+            for (u64 a = 0; a < n1; a++) acc = __fadd_rn(acc, __fmul_rn(A[a * r], D[a * n2r + x]));
+            db[g * pb + f] = acc;
+        }
+    }
+}
+
+// Per touched slice s of a core (len values a slice): out[s] = the sum, in
+// order, of src[from[k]] for k in cstart[s]..cstart[s+1], from zero.
+extern "C" __global__ void nmpsim_tt_reduce(const float *__restrict__ src,
+                                            const u32 *__restrict__ from,
+                                            const u32 *__restrict__ cstart, u64 touched, u64 len,
+                                            float *__restrict__ out) {
+    for (u64 t = global_thread(); t < touched * len; t += grid_threads()) {
+        const u64 s = t / len, e = t % len;
+        float acc = 0.0f;
+        for (u32 k = cstart[s]; k < cstart[s + 1]; k++) acc = __fadd_rn(acc, src[(u64)from[k] * len + e]);
+        out[t] = acc;
     }
 }

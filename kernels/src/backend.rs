@@ -13,6 +13,7 @@ use crate::optimizer::{Optimizer, OptimizerState};
 use crate::pooling::Pooling;
 use crate::table::EmbeddingTable;
 use crate::traffic::Traffic;
+use crate::tt::{TtGrads, TtTable};
 
 /// One implementation of every embedding primitive. Signatures and semantics
 /// are those of the crate's free functions of the same names.
@@ -54,6 +55,41 @@ pub trait Backend: Sync {
         grads: &Coalesced,
         optimizer: &Optimizer,
     ) -> Result<Traffic, KernelError>;
+
+    /// Whether the backend has TT primitives of its own
+    /// ([`Backend::tt_gather_reduce`], [`Backend::tt_core_grads`]); the CPU's
+    /// are the crate's free functions, checked as `cpu-tt`.
+    fn runs_tt(&self) -> bool {
+        false
+    }
+    /// [`crate::tt::tt_gather_reduce`] on this backend (with `reuse`).
+    fn tt_gather_reduce(
+        &self,
+        table: &TtTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+        reuse: bool,
+    ) -> Result<Vec<f32>, KernelError> {
+        let _ = (table, batch, pooling, reuse);
+        Err(KernelError::invalid(
+            "backend",
+            format!("{} has no TT primitives", self.name()),
+        ))
+    }
+    /// [`crate::tt::tt_core_grads`] on this backend.
+    fn tt_core_grads(
+        &self,
+        table: &TtTable,
+        batch: &TableBatch,
+        grad_out: &[f32],
+        pooling: Pooling,
+    ) -> Result<TtGrads, KernelError> {
+        let _ = (table, batch, grad_out, pooling);
+        Err(KernelError::invalid(
+            "backend",
+            format!("{} has no TT primitives", self.name()),
+        ))
+    }
 }
 
 /// The crate's parallel CPU kernels.

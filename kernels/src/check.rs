@@ -680,6 +680,7 @@ pub fn run_check_on(
             v.record("traffic", 0.0, traffic_ok, t);
         }
     }
+    let all_backends = backends;
     let backends: Vec<BackendCheck> = backends
         .iter()
         .zip(verdicts)
@@ -707,6 +708,22 @@ pub fn run_check_on(
         }
         Err(e) => Some(e.to_string()),
     };
+    // And the TT primitives of every backend that has its own (`cuda-tt`).
+    if tt_skipped.is_none() {
+        for b in all_backends.iter().filter(|b| b.runs_tt()) {
+            let results = crate::tt::check::check_tt_on(*b, inputs, dim, pooling, config.seed)?;
+            let mut v = Verdicts(Vec::new());
+            let per = results.len() / inputs.len().max(1);
+            for (i, (name, r)) in results.into_iter().enumerate() {
+                v.record(name, SUM_TOLERANCE, r, i / per.max(1));
+            }
+            backends.push(BackendCheck {
+                backend: format!("{}-tt", b.name()),
+                ok: v.0.iter().all(|p| p.ok),
+                primitives: v.0,
+            });
+        }
+    }
     let ok = backends.iter().all(|b| b.ok);
     Ok(CheckReport {
         config: config.clone(),

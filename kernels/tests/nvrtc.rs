@@ -122,4 +122,19 @@ fn launch_arguments_are_checked_against_the_ptx() {
         ptx_params(&ptx, "nmpsim_scatter_update_vec4").unwrap(),
         [B64, B64, B64, B64, B64, B64, B64, B32, F32, F32, F32]
     );
+    // The TT kernels, as kernels/src/cuda/backend/tt.rs launches them: every
+    // parameter a pointer or a 64-bit size but the pooling mode (int).
+    let b64 = |n: usize| vec![B64; n];
+    let mut pool = b64(12);
+    pool.extend([B32, B64]);
+    for (k, want) in [
+        ("nmpsim_tt_prefix", b64(9)),
+        ("nmpsim_tt_pool", pool),
+        ("nmpsim_tt_grad_prefix", b64(10)),
+        ("nmpsim_tt_grad_last", b64(8)),
+        ("nmpsim_tt_grad_first", b64(11)),
+        ("nmpsim_tt_reduce", b64(6)),
+    ] {
+        assert_eq!(ptx_params(&ptx, k).unwrap(), want, "{k}");
+    }
 }

@@ -149,6 +149,80 @@ fn gpu_placed_primitives_run_on_cuda_and_train_the_same_numbers() {
     }
 }
 
+/// eltt with every table a TT table and `--device cuda`: the TT forward and
+/// the TT backward with its fused update run as CUDA kernels and are
+/// measured (none left modelled), the pooled rows equal the CPU's, the cores
+/// after the first update agree within the tolerance, and the run trains
+/// what it trains without the GPU (the CPU's numbers are kept).
+#[test]
+fn eltt_tt_tables_run_on_cuda() {
+    let Some(gpu) = gpu_or_skip() else { return };
+    for opt in [Optimizer::Sgd { lr: 0.1 }, adagrad()] {
+        let c = config(20, opt);
+        let h = context(&c, options(Schedule::off()));
+        let batches = split_sequence(&c, &h);
+        let run = |device: Option<&Arc<Gpu>>| {
+            let entry = strategy::find("eltt").unwrap();
+            let mut ctx = BuildCtx::new(&c, GpuPreset::named("h100").unwrap(), None);
+            ctx.eltt = crate::eltt::ElttOptions {
+                rank: 8,
+                threshold: 0,
+                ..Default::default()
+            };
+            ctx.device = device.cloned();
+            let dense = CpuDense::new(&c.model, DenseOptimizer::Sgd, c.seed).unwrap();
+            let mut tr = strategy::trainer(entry, &ctx, Box::new(dense)).unwrap();
+            let mut data = batches.iter().cloned().map(Ok).peekable();
+            let mut events = Events::default();
+            tr.train(&mut data, &[], &mut events).unwrap();
+            let notes = tr.embedding.notes();
+            Trained {
+                tr,
+                notes,
+                events: events.0,
+            }
+        };
+        let what = opt.name();
+        let cpu = run(None);
+        let cuda = run(Some(&gpu));
+        assert_eq!(
+            cuda.tr.dense_params(),
+            cpu.tr.dense_params(),
+            "{what}: dense differs"
+        );
+        let calls: u64 = note(&cuda.notes, "cuda TT calls").parse().unwrap();
+        assert_eq!(
+            calls,
+            2 * c.iters * c.model.table_rows.len() as u64,
+            "{what}"
+        );
+        for k in [
+            "cuda vs cpu: TT pooled rows",
+            "cuda vs cpu: TT cores after the first update",
+        ] {
+            let err: f64 = note(&cuda.notes, k).parse().unwrap();
+            assert!(err <= super::gpu_cuda::TOLERANCE, "{what}: {k} {err}");
+        }
+        for p in ["tt-gather-reduce", "tt-backward"] {
+            let (measured, modelled, ns) = gpu_events(&cuda, p);
+            assert!(
+                measured as u64 == c.iters && ns > 0.0,
+                "{what}: {p} not measured"
+            );
+            assert_eq!(modelled, 0, "{what}: {p} still modelled on the GPU");
+            assert_eq!(
+                gpu_events(&cpu, p).1,
+                measured,
+                "{what}: {p} without the GPU"
+            );
+            eprintln!(
+                "eltt {what}: {p}: {measured} calls, {:.1} us each on the GPU",
+                ns / measured as f64 / 1e3
+            );
+        }
+    }
+}
+
 /// fae-nmp with `--device cuda`: the cold mini-batches run on the pool's
 /// GPU emulation (its tables on the device), the hot rows go back and forth
 /// at every switch, and the run ends with the tables the emulation-free run

@@ -14,9 +14,10 @@
 
 use std::sync::Arc;
 
-use nmpsim_kernels::cuda::{CudaBackend, DeviceTable, Gpu, driver_err};
+use nmpsim_kernels::cuda::{CudaBackend, DeviceTable, DeviceTt, Gpu, driver_err};
+use nmpsim_kernels::tt::{TtState, TtTable};
 use nmpsim_kernels::{Coalesced, EmbeddingTable, Optimizer, OptimizerState, Pooling};
-use nmpsim_traces::Batch;
+use nmpsim_traces::{Batch, TableBatch};
 
 use crate::DlrmError;
 
@@ -38,6 +39,13 @@ pub struct CudaCheck {
     pub forward_err: f64,
     pub coalesce_err: f64,
     pub scatter_err: Option<f64>,
+    /// EL-Rec's TT tables: calls of the TT forward and backward, the
+    /// largest difference of the TT forward's pooled rows (the kernels
+    /// follow the CPU's order, so 0 is expected), and of the cores after
+    /// the first fused update (relative to each core's largest value).
+    pub tt_calls: u64,
+    pub tt_forward_err: f64,
+    pub tt_update_err: Option<f64>,
 }
 
 /// The GPU that runs one strategy's GPU-placed primitives.
@@ -48,7 +56,25 @@ pub struct CudaStep {
     /// the shapes stay.
     read: Vec<DeviceTable>,
     write: Vec<DeviceTable>,
+    /// Device copies of the TT tables, by the model's table index.
+    tt: Vec<Option<DeviceTt>>,
     pub check: CudaCheck,
+}
+
+/// Largest difference of `got` from `want`, relative to `want`'s largest
+/// magnitude.
+fn max_rel_err(got: &[f32], want: &[f32]) -> f64 {
+    if got.len() != want.len() {
+        return f64::INFINITY;
+    }
+    let scale = want
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs() as f64))
+        .max(f64::MIN_POSITIVE);
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (*a as f64 - *b as f64).abs() / scale)
+        .fold(0.0, f64::max)
 }
 
 fn no_state(t: &EmbeddingTable) -> OptimizerState {
@@ -123,6 +149,7 @@ impl CudaStep {
             backend: CudaBackend::with_stream(gpu, stream),
             read: Vec::new(),
             write: Vec::new(),
+            tt: Vec::new(),
             check: CudaCheck::default(),
         })
     }
@@ -266,6 +293,100 @@ impl CudaStep {
             self.check.scatter_err = Some(worst);
         }
         Ok(self.timed(ms))
+    }
+}
+
+impl CudaStep {
+    /// Table `t`'s device copy, made to hold `table` and `state` as the
+    /// host holds them now.
+    fn hold_tt(&mut self, t: usize, table: &TtTable, state: &TtState) -> Result<(), DlrmError> {
+        if self.tt.len() <= t {
+            self.tt.resize_with(t + 1, || None);
+        }
+        let b = &self.backend;
+        match &mut self.tt[t] {
+            Some(d) if *d.shape() == table.shape => {
+                b.refresh_tt(d, table, state).map_err(|e| e.in_table(t))?
+            }
+            slot => *slot = Some(b.upload_tt(table, state).map_err(|e| e.in_table(t))?),
+        }
+        Ok(())
+    }
+
+    /// EL-Rec's TT forward of table `t` (`tb`) on its cores as the host
+    /// holds them, checked against the CPU's pooled rows `want`: the
+    /// kernels' nanoseconds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tt_forward(
+        &mut self,
+        t: usize,
+        table: &TtTable,
+        state: &TtState,
+        tb: &TableBatch,
+        pooling: Pooling,
+        reuse: bool,
+        want: &[f32],
+    ) -> Result<f64, DlrmError> {
+        self.hold_tt(t, table, state)?;
+        let d = self.tt[t].as_ref().expect("held");
+        let (got, ms) = self
+            .backend
+            .tt_gather_reduce_timed(d, tb, pooling, reuse)
+            .map_err(|e| e.in_table(t))?;
+        let err = agree(
+            "TT pooled rows",
+            t,
+            nmpsim_kernels::check::row_rel_err(&got, want, table.shape.dim),
+        )?;
+        self.check.tt_forward_err = self.check.tt_forward_err.max(err);
+        self.check.tt_calls += 1;
+        Ok(self.timed(ms))
+    }
+
+    /// EL-Rec's TT backward of table `t` with the update fused, on its
+    /// cores as the host holds them before the CPU's update: the kernels'
+    /// nanoseconds (the aggregation's included). [`Self::tt_after_update`]
+    /// then checks the result.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tt_backward(
+        &mut self,
+        t: usize,
+        table: &TtTable,
+        state: &TtState,
+        tb: &TableBatch,
+        grad: &[f32],
+        pooling: Pooling,
+        optimizer: &Optimizer,
+    ) -> Result<f64, DlrmError> {
+        self.hold_tt(t, table, state)?;
+        let d = self.tt[t].as_mut().expect("held");
+        let ms = self
+            .backend
+            .tt_backward_update_timed(d, tb, grad, pooling, optimizer)
+            .map_err(|e| e.in_table(t))?;
+        self.check.tt_calls += 1;
+        Ok(self.timed(ms))
+    }
+
+    /// The first time: table `t`'s cores on the device after
+    /// [`Self::tt_backward`] against the CPU's updated `after`.
+    pub fn tt_after_update(&mut self, t: usize, after: &TtTable) -> Result<(), DlrmError> {
+        if self.check.tt_update_err.is_some() {
+            return Ok(());
+        }
+        let Some(Some(d)) = self.tt.get(t) else {
+            return Err(DlrmError::Config(
+                "--device cuda: a TT update check without its table on the device".into(),
+            ));
+        };
+        let (got, _) = self.backend.download_tt(d).map_err(|e| e.in_table(t))?;
+        let mut worst = 0.0f64;
+        for (k, (g, w)) in got.cores.iter().zip(&after.cores).enumerate() {
+            let what = format!("TT core {k} after the update");
+            worst = worst.max(agree(&what, t, max_rel_err(g, w))?);
+        }
+        self.check.tt_update_err = Some(worst);
+        Ok(())
     }
 }
 

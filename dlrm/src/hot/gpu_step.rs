@@ -75,6 +75,39 @@ impl NoDevice {
     ) -> Result<f64, DlrmError> {
         match *self {}
     }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tt_forward(
+        &mut self,
+        _: usize,
+        _: &nmpsim_kernels::tt::TtTable,
+        _: &nmpsim_kernels::tt::TtState,
+        _: &nmpsim_traces::TableBatch,
+        _: Pooling,
+        _: bool,
+        _: &[f32],
+    ) -> Result<f64, DlrmError> {
+        match *self {}
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tt_backward(
+        &mut self,
+        _: usize,
+        _: &nmpsim_kernels::tt::TtTable,
+        _: &nmpsim_kernels::tt::TtState,
+        _: &nmpsim_traces::TableBatch,
+        _: &[f32],
+        _: Pooling,
+        _: &Optimizer,
+    ) -> Result<f64, DlrmError> {
+        match *self {}
+    }
+    pub(crate) fn tt_after_update(
+        &mut self,
+        _: usize,
+        _: &nmpsim_kernels::tt::TtTable,
+    ) -> Result<(), DlrmError> {
+        match *self {}
+    }
 }
 
 /// The primitive's time: measured on the real GPU when there is one
@@ -130,6 +163,19 @@ impl Scratch {
             ];
             if let Some(e) = k.scatter_err {
                 v.push(("cuda vs cpu: first scatter".to_string(), format!("{e:.2e}")));
+            }
+            if k.tt_calls > 0 {
+                v.push(("cuda TT calls".to_string(), k.tt_calls.to_string()));
+                v.push((
+                    "cuda vs cpu: TT pooled rows".to_string(),
+                    format!("{:.2e}", k.tt_forward_err),
+                ));
+                if let Some(e) = k.tt_update_err {
+                    v.push((
+                        "cuda vs cpu: TT cores after the first update".to_string(),
+                        format!("{e:.2e}"),
+                    ));
+                }
             }
             return v;
         }

@@ -27,8 +27,8 @@ use crate::error::KernelError;
 mod backend;
 pub mod bench;
 pub use backend::{
-    CastTiming, CudaBackend, DeviceCoalesced, DeviceTable, KERNEL_NAMES, StagedBatch, StagedCasted,
-    StagedTables,
+    CastTiming, CudaBackend, DeviceCoalesced, DeviceTable, DeviceTt, KERNEL_NAMES, StagedBatch,
+    StagedCasted, StagedTables,
 };
 
 /// One CUDA C source of the project, embedded in the binary.

@@ -26,7 +26,9 @@
 //!   casted gather-reduce;
 //! - `scatter.rs`: the scatter with an optimizer (resident and staged);
 //! - `trait_impl.rs`: `impl Backend for CudaBackend`, every primitive on
-//!   host data.
+//!   host data;
+//! - `tt.rs`: Eff-TT tables ([`DeviceTt`]): the forward with or without
+//!   batch-level reuse and the backward with the update fused, timed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -81,6 +83,12 @@ pub const KERNEL_NAMES: &[&str] = &[
     K_COMBINE_LONG_SCALAR,
     K_FILL_UNIFORM,
     K_HOLD,
+    K_TT_PREFIX,
+    K_TT_POOL,
+    K_TT_GRAD_PREFIX,
+    K_TT_GRAD_FIRST,
+    K_TT_GRAD_LAST,
+    K_TT_REDUCE,
 ];
 
 const K_GATHER_VEC4: &str = "nmpsim_gather_reduce_vec4";
@@ -114,6 +122,12 @@ const K_COMBINE_LONG_VEC4: &str = "nmpsim_segment_combine_long_vec4";
 const K_COMBINE_LONG_SCALAR: &str = "nmpsim_segment_combine_long_scalar";
 pub(crate) const K_FILL_UNIFORM: &str = "nmpsim_fill_uniform";
 const K_HOLD: &str = "nmpsim_hold";
+const K_TT_PREFIX: &str = "nmpsim_tt_prefix";
+const K_TT_POOL: &str = "nmpsim_tt_pool";
+const K_TT_GRAD_PREFIX: &str = "nmpsim_tt_grad_prefix";
+const K_TT_GRAD_FIRST: &str = "nmpsim_tt_grad_first";
+const K_TT_GRAD_LAST: &str = "nmpsim_tt_grad_last";
+const K_TT_REDUCE: &str = "nmpsim_tt_reduce";
 
 /// Threads per block of every launch (`BLOCK` in the CUDA source).
 const BLOCK: u32 = 256;
@@ -222,11 +236,13 @@ mod gather;
 mod scatter;
 mod storage;
 mod trait_impl;
+mod tt;
 
 pub use cast::CastTiming;
 use cast::Hold;
 pub(crate) use coalesce::{ChunkScratch, chunk_scratch_bytes};
 pub use storage::{DeviceCoalesced, DeviceTable, StagedBatch, StagedCasted, StagedTables};
+pub use tt::DeviceTt;
 
 /// Every primitive of the crate as CUDA kernels on one device.
 pub struct CudaBackend {

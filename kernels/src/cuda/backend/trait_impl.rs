@@ -187,4 +187,36 @@ impl Backend for CudaBackend {
         }
         Ok(traffic)
     }
+
+    fn runs_tt(&self) -> bool {
+        true
+    }
+
+    fn tt_gather_reduce(
+        &self,
+        table: &crate::tt::TtTable,
+        batch: &TableBatch,
+        pooling: Pooling,
+        reuse: bool,
+    ) -> Result<Vec<f32>, KernelError> {
+        let none = crate::tt::TtState {
+            values: Default::default(),
+        };
+        let d = self.upload_tt(table, &none)?;
+        Ok(self.tt_gather_reduce_timed(&d, batch, pooling, reuse)?.0)
+    }
+
+    fn tt_core_grads(
+        &self,
+        table: &crate::tt::TtTable,
+        batch: &TableBatch,
+        grad_out: &[f32],
+        pooling: Pooling,
+    ) -> Result<crate::tt::TtGrads, KernelError> {
+        let none = crate::tt::TtState {
+            values: Default::default(),
+        };
+        let d = self.upload_tt(table, &none)?;
+        Ok(self.tt_core_grads_timed(&d, batch, grad_out, pooling)?.0)
+    }
 }
