@@ -7,19 +7,10 @@ use nmpsim_kernels::cuda::CudaBackend;
 use nmpsim_kernels::{EmbeddingTable, Optimizer, OptimizerState, Pooling};
 use nmpsim_traces::{Distribution, TableBatch};
 
-fn backend() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but no GPU can be used: {e}"
-            );
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+mod support {
+    pub mod cuda;
 }
+use support::cuda::backend;
 
 fn configs() -> Vec<CheckConfig> {
     let zipf = Distribution::Zipf {

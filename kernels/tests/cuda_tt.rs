@@ -5,24 +5,14 @@
 //! GPU machine (`NMPSIM_REQUIRE_GPU`) it must pass.
 #![cfg(feature = "cuda")]
 
-use nmpsim_kernels::cuda::CudaBackend;
 use nmpsim_kernels::tt::{TtState, TtTable, tt_backward_update, tt_gather_reduce};
 use nmpsim_kernels::{Optimizer, Pooling};
 use nmpsim_traces::TableBatch;
 
-fn backend() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(
-                std::env::var_os("NMPSIM_REQUIRE_GPU").is_none(),
-                "NMPSIM_REQUIRE_GPU is set but no GPU can be used: {e}"
-            );
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+mod support {
+    pub mod cuda;
 }
+use support::cuda::backend;
 
 /// `bags` bags of 1 to `max` lookups among the first `span` rows (rows
 /// then share prefixes), with weights, from an LCG.
