@@ -87,6 +87,10 @@ if [ "$mode" != quick ]; then
     done
     step train-fae-nmp 120 "$bin" train --model rm1 --device cuda --mode fae-nmp --batch 2048 \
         --iters 12 --sim-batches 1 --engine native --out "$logs/train-fae-nmp"
+    # EL-Rec's TT forward on the GPU, with and without reuse, on issue 43's
+    # table (10M rows, dim 16, R 128, batch 2048, one lookup a table).
+    step tt-bench-cuda 120 "$bin" tt --rows 10000000 --dim 16 --bench --device cuda \
+        --batches 8 --reps 5 --out "$logs/tt-bench-cuda"
 fi
 printf '%s\n' "--- summary" "${summary[@]}" | tee -a "$logs/session.log"
 if [ -n "${OUT:-}" ]; then

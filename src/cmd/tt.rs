@@ -22,7 +22,8 @@ pub const DEFAULT_RANK: usize = 128;
     nmpsim tt --model rm1 --tt-rank 64\n  \
     nmpsim tt --profile criteo-kaggle --dim 16 --tt-threshold 100000 --json\n  \
     nmpsim tt --rows 10000000,500000 --dim 64\n  \
-    nmpsim tt --rows 10000000 --dim 16 --bench --reorder")]
+    nmpsim tt --rows 10000000 --dim 16 --bench --reorder\n  \
+    nmpsim tt --rows 10000000 --dim 16 --bench --device cuda   # also on this machine's GPU")]
 pub struct TtArgs {
     /// A model preset (`nmpsim train --model`): its tables and dimension.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["profile", "rows"])]
@@ -75,6 +76,12 @@ pub struct TtArgs {
     /// With --bench: the GPU preset the forward is modelled on.
     #[arg(long, default_value = "v100", requires = "bench")]
     gpu: String,
+    /// With --bench: `cuda` also times the forward on this machine's GPU
+    /// (CUDA device 0; the kernels alone, with CUDA events), with and without
+    /// reuse, on the same batches, and checks its pooled rows against the
+    /// CPU's bit for bit.
+    #[arg(long, default_value = "cpu", requires = "bench", value_parser = ["cpu", "cuda"])]
+    device: String,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -123,6 +130,63 @@ struct Bench {
     gpu_dense_ms: f64,
     gflops_reuse: f64,
     gflops_plain: f64,
+    /// With --device cuda: measured on this machine's GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda: Option<CudaBench>,
+}
+
+/// The forward on this machine's GPU, ms per batch (the kernels alone).
+#[derive(Serialize)]
+struct CudaBench {
+    device: String,
+    reuse_ms: f64,
+    plain_ms: f64,
+    equals_cpu: bool,
+}
+
+/// The GPU of `--device cuda`.
+#[cfg(feature = "cuda")]
+type CudaHandle = nmpsim_kernels::cuda::CudaBackend;
+#[cfg(not(feature = "cuda"))]
+type CudaHandle = std::convert::Infallible;
+
+/// CUDA device 0, or why it cannot be used (before anything is timed).
+#[cfg(feature = "cuda")]
+fn open_cuda() -> Result<CudaHandle> {
+    nmpsim_kernels::cuda::CudaBackend::new()
+        .map_err(|e| anyhow::anyhow!("--device cuda: no usable GPU: {e}"))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda() -> Result<CudaHandle> {
+    bail!("--device cuda: this nmpsim was built without the `cuda` feature")
+}
+
+/// Times the forward on the GPU (`--device cuda`).
+#[cfg(feature = "cuda")]
+fn cuda_bench(
+    b: &CudaHandle,
+    table: &nmpsim_kernels::tt::TtTable,
+    batches: &[nmpsim_traces::TableBatch],
+    reps: usize,
+) -> Result<CudaBench> {
+    let t = b.tt_forward_timing(table, batches, nmpsim_kernels::Pooling::Sum, reps)?;
+    Ok(CudaBench {
+        device: b.gpu().name().to_string(),
+        reuse_ms: t.reuse_ms,
+        plain_ms: t.plain_ms,
+        equals_cpu: t.equals_cpu,
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_bench(
+    b: &CudaHandle,
+    _: &nmpsim_kernels::tt::TtTable,
+    _: &[nmpsim_traces::TableBatch],
+    _: usize,
+) -> Result<CudaBench> {
+    match *b {}
 }
 
 #[derive(Serialize)]
@@ -186,6 +250,11 @@ fn tables(a: &TtArgs) -> Result<(Vec<u64>, usize, String, Vec<nmpsim_traces::Tab
 
 pub fn run(a: TtArgs) -> Result<ExitCode> {
     let (rows, dim, source, specs) = tables(&a)?;
+    let cuda = if a.bench && a.device == "cuda" {
+        Some(open_cuda()?)
+    } else {
+        None
+    };
     let mut out = Vec::with_capacity(rows.len());
     for (t, &r) in rows.iter().enumerate() {
         let dense = r * dim as u64 * 4;
@@ -206,7 +275,7 @@ pub fn run(a: TtArgs) -> Result<ExitCode> {
                 flops_per_lookup_reused: s.last_flops(),
                 bytes_per_lookup: (0..3).map(|k| s.slice_len(k) as u64 * 4).sum(),
                 bench: if a.bench {
-                    Some(bench(&a, t, &specs[t], s)?)
+                    Some(bench(&a, t, &specs[t], s, cuda.as_ref())?)
                 } else {
                     None
                 },
@@ -261,7 +330,13 @@ pub fn run(a: TtArgs) -> Result<ExitCode> {
 }
 
 /// Times table `t`'s forward (`--bench`).
-fn bench(a: &TtArgs, t: usize, spec: &nmpsim_traces::TableSpec, s: TtShape) -> Result<Bench> {
+fn bench(
+    a: &TtArgs,
+    t: usize,
+    spec: &nmpsim_traces::TableSpec,
+    s: TtShape,
+    gpu_dev: Option<&CudaHandle>,
+) -> Result<Bench> {
     use nmpsim_kernels::tt::{Reorder, TtTable};
     let gpu = nmpsim_dlrm::gpu::GpuPreset::named(&a.gpu)?;
     let dense_bytes = s.dense_bytes();
@@ -317,6 +392,10 @@ fn bench(a: &TtArgs, t: usize, spec: &nmpsim_traces::TableSpec, s: TtShape) -> R
         ) / 1e6
     };
     let lookups: usize = batches.iter().map(|b| b.num_lookups()).sum::<usize>() / batches.len();
+    let cuda = match gpu_dev {
+        Some(d) => Some(cuda_bench(d, &table, &batches, a.reps)?),
+        None => None,
+    };
     Ok(Bench {
         batch: a.batch,
         batches: a.batches,
@@ -330,6 +409,7 @@ fn bench(a: &TtArgs, t: usize, spec: &nmpsim_traces::TableSpec, s: TtShape) -> R
         gpu_dense_ms: gpu.stream_ns(b.dense.map_or(0, |d| d.total_bytes()) as f64) / 1e6,
         gflops_reuse: b.reuse.flops as f64 / b.reuse_ns,
         gflops_plain: b.plain.flops as f64 / b.plain_ns,
+        cuda,
     })
 }
 
@@ -417,6 +497,37 @@ fn summary(r: &TtResults) -> String {
             "\nforward per batch (median of the passes; meas: this machine's CPU, model: the GPU preset):\n{}",
             b.render()
         );
+        if r.tables
+            .iter()
+            .any(|x| x.bench.as_ref().is_some_and(|m| m.cuda.is_some()))
+        {
+            let mut c = nmpsim_traces::TextTable::new([
+                "table",
+                "device",
+                "cuda reuse",
+                "cuda plain",
+                "reuse speed-up",
+                "model reuse",
+                "cuda = cpu",
+            ]);
+            for x in &r.tables {
+                let Some(m) = &x.bench else { continue };
+                let Some(g) = &m.cuda else { continue };
+                c.row([
+                    x.table.to_string(),
+                    g.device.clone(),
+                    format!("{:.3} ms (meas, cuda)", g.reuse_ms),
+                    format!("{:.3} ms (meas, cuda)", g.plain_ms),
+                    format!("{:.2}x", g.plain_ms / g.reuse_ms),
+                    format!("{:.3} ms (model)", m.gpu_reuse_ms),
+                    if g.equals_cpu { "bit for bit" } else { "NO" }.to_string(),
+                ]);
+            }
+            bench.push_str(&format!(
+                "\non this machine's GPU (the kernels alone, CUDA events; the batches' prefixes found on the host, untimed):\n{}",
+                c.render()
+            ));
+        }
     }
     format!(
         "{}: {} tables, TT rank {}, tables over {} rows as TT ({tt} of them)\n{}\nembedding footprint: {} MiB dense, {} MiB with TT tables: {:.2}x smaller\n(FLOPs per lookup: a row from its cores; reused: from a prefix product already computed, the batch-level reuse's best case. A dense lookup reads its row and computes nothing.){bench}",

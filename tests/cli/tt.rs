@@ -89,6 +89,31 @@ fn tt_bench_times_the_forward_with_and_without_reuse_and_labels_each_time() {
     assert!(e.contains("--bench"), "{e}");
 }
 
+/// `--device cuda` times the forward on the GPU too, checked bit for bit
+/// against the CPU's; without a usable GPU it fails at once, saying why,
+/// before the CPU bench runs.
+#[test]
+fn tt_bench_on_cuda_measures_the_gpu_or_says_why_it_cannot() {
+    let t = TempDir::new("tt-cuda");
+    let args = words(
+        "tt --rows 100000 --dim 16 --tt-rank 8 --tt-threshold 1000 --bench --batch 256 \
+         --batches 2 --reps 1 --device cuda --json",
+    );
+    let o = nmpsim(&t.0, &args);
+    if o.status.success() {
+        let v = stdout_json(&o);
+        let c = &v["results"]["tables"][0]["bench"]["cuda"];
+        assert_eq!(c["equals_cpu"], true, "{c}");
+        assert!(c["reuse_ms"].as_f64().unwrap() > 0.0, "{c}");
+    } else {
+        let e = exited(&o, 2);
+        assert!(e.contains("--device cuda: no usable GPU"), "{e}");
+        assert!(o.stdout.is_empty(), "nothing timed: {}", text(&o));
+    }
+    let e = fails(&t.0, &words("tt --rows 100000 --device cuda"));
+    assert!(e.contains("--bench"), "{e}");
+}
+
 #[test]
 fn train_elrec_runs_eltt_and_eltt_nmp_on_the_same_numbers_and_says_what_bound_the_pool() {
     let t = TempDir::new("train-elrec");

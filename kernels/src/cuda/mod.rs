@@ -28,7 +28,7 @@ mod backend;
 pub mod bench;
 pub use backend::{
     CastTiming, CudaBackend, DeviceCoalesced, DeviceTable, DeviceTt, KERNEL_NAMES, StagedBatch,
-    StagedCasted, StagedTables,
+    StagedCasted, StagedTables, TtForwardTiming,
 };
 
 /// One CUDA C source of the project, embedded in the binary.

@@ -242,7 +242,7 @@ pub use cast::CastTiming;
 use cast::Hold;
 pub(crate) use coalesce::{ChunkScratch, chunk_scratch_bytes};
 pub use storage::{DeviceCoalesced, DeviceTable, StagedBatch, StagedCasted, StagedTables};
-pub use tt::DeviceTt;
+pub use tt::{DeviceTt, TtForwardTiming};
 
 /// Every primitive of the crate as CUDA kernels on one device.
 pub struct CudaBackend {

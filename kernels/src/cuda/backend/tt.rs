@@ -525,6 +525,67 @@ impl CudaBackend {
     }
 }
 
+/// The TT forward of one table on the device over a set of batches: the
+/// median pass of the kernels' time, per batch, with and without reuse.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TtForwardTiming {
+    pub reuse_ms: f64,
+    pub plain_ms: f64,
+    /// Whether every batch's pooled rows equal the CPU's bit for bit (both
+    /// forms).
+    pub equals_cpu: bool,
+}
+
+impl CudaBackend {
+    /// Times the TT forward of `table` over `batches` on the device, with
+    /// and without reuse (after one untimed pass): per form, the median of
+    /// `reps` passes of the kernels' milliseconds summed over the batches,
+    /// per batch. The untimed pass compares every batch's pooled rows with
+    /// the CPU's.
+    pub fn tt_forward_timing(
+        &self,
+        table: &TtTable,
+        batches: &[TableBatch],
+        pooling: Pooling,
+        reps: usize,
+    ) -> Result<TtForwardTiming, KernelError> {
+        if batches.is_empty() {
+            return Err(KernelError::invalid("batches", "none to time"));
+        }
+        let none = TtState {
+            values: Default::default(),
+        };
+        let d = self.upload_tt(table, &none)?;
+        let mut equals_cpu = true;
+        let mut ms = [0.0f64; 2];
+        for (k, reuse) in [true, false].into_iter().enumerate() {
+            for b in batches {
+                let (got, _) = self.tt_gather_reduce_timed(&d, b, pooling, reuse)?;
+                let (want, _) = crate::tt::tt_gather_reduce(table, b, pooling, reuse)?;
+                equals_cpu &= got
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .eq(want.iter().map(|x| x.to_bits()));
+            }
+            let mut passes = Vec::with_capacity(reps.max(1));
+            for _ in 0..reps.max(1) {
+                let mut total = 0.0;
+                for b in batches {
+                    total += self.tt_gather_reduce_timed(&d, b, pooling, reuse)?.1;
+                }
+                passes.push(total / batches.len() as f64);
+            }
+            passes.sort_by(f64::total_cmp);
+            ms[k] = passes[passes.len() / 2];
+        }
+        Ok(TtForwardTiming {
+            reuse_ms: ms[0],
+            plain_ms: ms[1],
+            equals_cpu,
+        })
+    }
+}
+
 /// The device side of one TT backward ([`CudaBackend::prepare_backward`]).
 struct Backward {
     rows: CudaSlice<u32>,
