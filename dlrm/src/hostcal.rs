@@ -27,7 +27,7 @@ use crate::DlrmError;
 use crate::host::{CpuPrimitive, Efficiencies, HostConfig, PrimitiveWork, TableShape};
 
 /// The grid and its sizes.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct CalibrationOptions {
     /// Rows of the measured table (RM1-RM4: 1M).
     pub rows: u64,
@@ -175,6 +175,8 @@ pub struct PrimitiveError {
 #[derive(Clone, Debug, Serialize)]
 pub struct Calibration {
     pub host: HostConfig,
+    /// The host before its fit (what a refit starts from, [`refit`]).
+    pub base: HostConfig,
     /// This machine's read bandwidth over all cores, GB/s (measured).
     pub peak_gbps: f64,
     pub options: CalibrationOptions,
@@ -312,6 +314,22 @@ pub fn measure(
     llc_bytes: u64,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Point>, DlrmError> {
+    measure_points(o, llc_bytes, progress, None)
+}
+
+/// A point's key in an earlier calibration: primitive, lookups a bag,
+/// batch, distribution.
+type PointKey = (CpuPrimitive, u32, usize, String);
+
+/// [`measure`], or with `given` the points of an earlier calibration of the
+/// same options: the same batches drawn again (the same seeds) and their
+/// work counted, no kernel run, each point's time `given`'s.
+fn measure_points(
+    o: &CalibrationOptions,
+    llc_bytes: u64,
+    progress: &mut dyn FnMut(usize, usize),
+    given: Option<&std::collections::HashMap<PointKey, f64>>,
+) -> Result<Vec<Point>, DlrmError> {
     o.check()?;
     let dim = o.dim;
     let pooling = Pooling::Sum;
@@ -375,8 +393,30 @@ pub fn measure(
             let per_round = (2048 / b).clamp(1, 8);
             for _ in 0..per_round {
                 seed = seed.wrapping_add(1);
+                if given.is_some() && round == 0 {
+                    continue;
+                }
                 let tb = generate_table_batch(&spec, b, seed)
                     .map_err(|e| DlrmError::Config(format!("host calibration: {e}")))?;
+                if given.is_some() {
+                    let mut ids = tb.indices.clone();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    let unique = ids.len();
+                    let shape = TableShape::of(&tb, dim, pooling, unique);
+                    samples[k].push(Sample {
+                        indices: tb.indices.clone(),
+                        bags: b,
+                        num_rows: tb.num_rows,
+                        unique,
+                        dim,
+                        state_values,
+                    });
+                    for (j, p) in CpuPrimitive::ALL.into_iter().enumerate() {
+                        works[k][j].push(shape.work(p, state_values, llc_bytes));
+                    }
+                    continue;
+                }
                 let t0 = Instant::now();
                 let (pooled, _) = gather_reduce(&table, &tb, pooling)?;
                 let gather = t0.elapsed().as_nanos() as f64;
@@ -426,13 +466,22 @@ pub fn measure(
     for (k, (l, dname, _, b, held_out)) in shapes.into_iter().enumerate() {
         let batches = std::sync::Arc::new(std::mem::take(&mut samples[k]));
         for (j, p) in CpuPrimitive::ALL.into_iter().enumerate() {
+            let measured_ns = match given {
+                None => low_quartile(&mut times[k][j]),
+                Some(m) => *m.get(&(p, l, b, dname.clone())).ok_or_else(|| {
+                    DlrmError::Config(format!(
+                        "the earlier calibration has no point {} {l} lookups a bag, batch {b}, {dname}",
+                        p.as_str()
+                    ))
+                })?,
+            };
             points.push(Point {
                 primitive: p,
                 lookups_per_bag: l,
                 batch: b,
                 distribution: dname.clone(),
                 held_out,
-                measured_ns: low_quartile(&mut times[k][j]),
+                measured_ns,
                 works: std::mem::take(&mut works[k][j]),
                 samples: batches.clone(),
             });
@@ -637,9 +686,61 @@ pub fn calibrate(
     let t0 = Instant::now();
     let peak = measure_read_gbps(o.peak_bytes);
     let base = this_host_unfitted(peak);
-    let mut points = measure(o, base.llc_bytes(), progress)?;
+    let points = measure(o, base.llc_bytes(), progress)?;
     let measure_wall_s = t0.elapsed().as_secs_f64();
+    Ok(fitted(o, peak, base, points, measure_wall_s))
+}
+
+/// A point's measured time in an earlier calibration.
+#[derive(Clone, Debug)]
+pub struct EarlierPoint {
+    pub primitive: CpuPrimitive,
+    pub lookups_per_bag: u32,
+    pub batch: usize,
+    pub distribution: String,
+    pub measured_ns: f64,
+}
+
+/// An earlier calibration's points fitted again by this build's model: its
+/// options `o`, peak and measured times, the same batches drawn again from
+/// its seeds and their work counted (no kernel runs, so two models are
+/// compared on the same measurements), from its unfitted host `base`.
+pub fn refit(
+    o: &CalibrationOptions,
+    peak: f64,
+    base: HostConfig,
+    earlier: &[EarlierPoint],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Calibration, DlrmError> {
+    let given: std::collections::HashMap<PointKey, f64> = earlier
+        .iter()
+        .map(|p| {
+            (
+                (
+                    p.primitive,
+                    p.lookups_per_bag,
+                    p.batch,
+                    p.distribution.clone(),
+                ),
+                p.measured_ns,
+            )
+        })
+        .collect();
+    let points = measure_points(o, base.llc_bytes(), progress, Some(&given))?;
+    Ok(fitted(o, peak, base, points, 0.0))
+}
+
+/// The fit of `points` from `base` (over halvings of its cache), and the
+/// calibration it gives.
+fn fitted(
+    o: &CalibrationOptions,
+    peak: f64,
+    base: HostConfig,
+    mut points: Vec<Point>,
+    measure_wall_s: f64,
+) -> Calibration {
     let t1 = Instant::now();
+    let unfitted = base.clone();
     // The cache a kernel finds is not the whole last-level cache the system
     // reports (a virtual machine shares it; other data is in it): its size
     // is fitted too, over halvings of the reported one.
@@ -700,8 +801,9 @@ pub fn calibrate(
         results.iter().filter(|r| r.point.held_out).count(),
         worst * 100.0
     );
-    Ok(Calibration {
+    Calibration {
         host,
+        base: unfitted,
         peak_gbps: peak,
         options: o.clone(),
         points: results,
@@ -709,7 +811,7 @@ pub fn calibrate(
         objective,
         measure_wall_s,
         fit_wall_s,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -833,5 +935,48 @@ mod tests {
         // The fitted host is a valid host file.
         let back = HostConfig::from_toml(&c.host.to_toml(), "fitted.toml").unwrap();
         assert_eq!(back.name, "this");
+        // A refit of its points draws the same batches (the same work, so
+        // the same model time before the fit) and fits the same host.
+        let earlier: Vec<EarlierPoint> = c
+            .points
+            .iter()
+            .map(|p| EarlierPoint {
+                primitive: p.point.primitive,
+                lookups_per_bag: p.point.lookups_per_bag,
+                batch: p.point.batch,
+                distribution: p.point.distribution.clone(),
+                measured_ns: p.point.measured_ns,
+            })
+            .collect();
+        let r = refit(&o, c.peak_gbps, c.base.clone(), &earlier, &mut |_, _| {}).unwrap();
+        assert_eq!(r.host, c.host);
+        assert_eq!(r.objective, c.objective);
+        for (a, b) in r.points.iter().zip(&c.points) {
+            assert_eq!(
+                (
+                    a.point.primitive,
+                    a.point.batch,
+                    a.point.measured_ns,
+                    a.model_ns
+                ),
+                (
+                    b.point.primitive,
+                    b.point.batch,
+                    b.point.measured_ns,
+                    b.model_ns
+                )
+            );
+        }
+        // A point the earlier calibration lacks is named.
+        let e = refit(
+            &o,
+            c.peak_gbps,
+            c.base.clone(),
+            &earlier[1..],
+            &mut |_, _| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no point") && e.contains("batch"), "{e}");
     }
 }

@@ -40,6 +40,7 @@ pub enum HostCommand {
         nmpsim host calibrate                        # about a minute at the default sizes\n  \
         nmpsim host calibrate --quick                # smaller table and fewer batches\n  \
         nmpsim host calibrate --out runs/cal --json\n  \
+        nmpsim host calibrate --refit runs/cal --out runs/cal-refit   # the same points, this build's model\n  \
         nmpsim train --model rm1 --rows 100000 --mode tcast --iters 20 --host this")]
     Calibrate(CalibrateArgs),
 }
@@ -61,6 +62,12 @@ pub struct CalibrateArgs {
     /// Leave runs/this-host.toml (the host `this`) as it is.
     #[arg(long)]
     no_install: bool,
+    /// Fit an earlier calibration's points again (its run directory) with
+    /// this build's model: the same batches drawn from its seeds, no kernel
+    /// run, its measured times; so two models are compared on the same
+    /// measurements. Installs nothing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["rows", "reps", "quick"])]
+    refit: Option<std::path::PathBuf>,
     /// Run directory (default runs/host-calibrate-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
     out: Option<std::path::PathBuf>,
@@ -177,26 +184,131 @@ pub fn run(c: HostCommand) -> Result<ExitCode> {
     }
 }
 
+/// An earlier calibration's run directory: its options, peak, points and
+/// unfitted host (or this machine's, when it kept none, and a note saying so).
+fn earlier_calibration(
+    dir: &std::path::Path,
+) -> Result<(
+    nmpsim_dlrm::hostcal::CalibrationOptions,
+    f64,
+    Vec<nmpsim_dlrm::hostcal::EarlierPoint>,
+    Option<HostConfig>,
+)> {
+    use nmpsim_dlrm::hostcal::{CalibrationOptions, EarlierPoint};
+    let read = |name: &str| -> Result<serde_json::Value> {
+        let p = dir.join(name);
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            anyhow::anyhow!(
+                "--refit: {}: {e} (expected a `host calibrate` run directory)",
+                p.display()
+            )
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("--refit: {}: not JSON: {e}", p.display()))
+    };
+    let bad = |file: &str, field: &str, what: &str| {
+        anyhow::anyhow!(
+            "--refit: {}: field `{field}`: {what}",
+            dir.join(file).display()
+        )
+    };
+    let config = read("config.json")?;
+    if config["command"] != "host calibrate" {
+        return Err(bad("config.json", "command", "expected \"host calibrate\""));
+    }
+    let o: CalibrationOptions = serde_json::from_value(config["config"].clone())
+        .map_err(|e| bad("config.json", "config", &e.to_string()))?;
+    let results = read("results.json")?;
+    let c = &results["results"]["calibration"];
+    let peak = c["peak_gbps"]
+        .as_f64()
+        .filter(|p| *p > 0.0)
+        .ok_or_else(|| {
+            bad(
+                "results.json",
+                "results.calibration.peak_gbps",
+                "expected a positive number",
+            )
+        })?;
+    let list = c["points"].as_array().ok_or_else(|| {
+        bad(
+            "results.json",
+            "results.calibration.points",
+            "expected an array",
+        )
+    })?;
+    let mut points = Vec::with_capacity(list.len());
+    for (i, p) in list.iter().enumerate() {
+        let field = |k: &str| format!("results.calibration.points[{i}].{k}");
+        let num = |k: &str| {
+            p[k].as_f64()
+                .ok_or_else(|| bad("results.json", &field(k), "expected a number"))
+        };
+        points.push(EarlierPoint {
+            primitive: serde_json::from_value(p["primitive"].clone())
+                .map_err(|e| bad("results.json", &field("primitive"), &e.to_string()))?,
+            lookups_per_bag: num("lookups_per_bag")? as u32,
+            batch: num("batch")? as usize,
+            distribution: p["distribution"]
+                .as_str()
+                .ok_or_else(|| bad("results.json", &field("distribution"), "expected a string"))?
+                .to_string(),
+            measured_ns: num("measured_ns")?,
+        });
+    }
+    let base = serde_json::from_value::<HostConfig>(c["base"].clone()).ok();
+    Ok((o, peak, points, base))
+}
+
 fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use nmpsim_dlrm::hostcal::{self, CalibrationOptions};
     let d = CalibrationOptions::default();
-    let o = CalibrationOptions {
-        rows: a.rows.unwrap_or(d.rows),
-        dim: a.dim,
-        reps: a.reps.unwrap_or(if a.quick { 3 } else { d.reps }),
-        peak_bytes: if a.quick { 256 << 20 } else { d.peak_bytes },
-        ..d
+    let earlier = a.refit.as_deref().map(earlier_calibration).transpose()?;
+    let o = match &earlier {
+        Some((o, ..)) => o.clone(),
+        None => CalibrationOptions {
+            rows: a.rows.unwrap_or(d.rows),
+            dim: a.dim,
+            reps: a.reps.unwrap_or(if a.quick { 3 } else { d.reps }),
+            peak_bytes: if a.quick { 256 << 20 } else { d.peak_bytes },
+            ..d
+        },
     };
     let rd = rundir::RunDir::create(a.out.as_deref(), "host calibrate")?;
     rd.remove_earlier(&["calibration.csv", "errors.csv", "host.toml"])?;
     rd.write_config("host calibrate", &o)?;
     let quiet = a.quiet || a.json;
     let pb = rundir::progress(0, "calibrate", quiet);
-    let c = hostcal::calibrate(&o, &mut |done, total| {
+    let mut tick = |done: usize, total: usize| {
         pb.set_length(total as u64);
         pb.set_position(done as u64);
-    })?;
+    };
+    let mut refit_note = None;
+    let c = match earlier {
+        None => hostcal::calibrate(&o, &mut tick)?,
+        Some((o, peak, points, base)) => {
+            let dir = a.refit.as_deref().unwrap_or(std::path::Path::new("?"));
+            let base = match base {
+                Some(b) => {
+                    refit_note = Some(format!(
+                        "refit of {}: its measured times and its unfitted host, this build's model",
+                        dir.display()
+                    ));
+                    b
+                }
+                None => {
+                    refit_note = Some(format!(
+                        "refit of {}: its measured times, this build's model, and this machine's cores and cache (the run kept no unfitted host)",
+                        dir.display()
+                    ));
+                    hostcal::this_host_unfitted(peak)
+                }
+            };
+            hostcal::refit(&o, peak, base, &points, &mut tick)?
+        }
+    };
     pb.finish_and_clear();
+    let no_install = a.no_install || a.refit.is_some();
     let rows: Vec<Vec<String>> = c
         .points
         .iter()
@@ -253,7 +365,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     )?;
     let toml = c.host.to_toml();
     rd.write_file("host.toml", toml.as_bytes())?;
-    let installed = if a.no_install {
+    let installed = if no_install {
         None
     } else {
         let path = HostConfig::this_path();
@@ -267,6 +379,9 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     let mut text = String::new();
     use std::fmt::Write as _;
     let h = &c.host;
+    if let Some(n) = &refit_note {
+        let _ = writeln!(text, "{n}");
+    }
     let _ = writeln!(text, "host `this`: {}", h.description);
     let _ = writeln!(
         text,
@@ -320,10 +435,12 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             let _ = writeln!(text, "installed as host `this`: {p}");
         }
         None => {
-            let _ = writeln!(
-                text,
-                "not installed (--no-install); the host file is host.toml"
-            );
+            let why = if a.refit.is_some() {
+                "--refit"
+            } else {
+                "--no-install"
+            };
+            let _ = writeln!(text, "not installed ({why}); the host file is host.toml");
         }
     }
     #[derive(Serialize)]

@@ -208,4 +208,28 @@ fn host_calibrate_writes_its_points_and_installs_this() {
         &words("host calibrate --quick --rows 50000 --reps 1 --no-install --out cal2"),
     );
     assert_eq!(read(&d.join("runs/this-host.toml")), before);
+    // --refit fits the same points again: with the same model, the same
+    // host and errors to the digit; it installs nothing.
+    let s = ok(d, &words("host calibrate --refit cal2 --out cal3"));
+    assert!(
+        s.contains("refit of cal2: its measured times and its unfitted host")
+            && s.contains("not installed (--refit)"),
+        "{s}"
+    );
+    assert_eq!(
+        read(&d.join("cal3/errors.csv")),
+        read(&d.join("cal2/errors.csv"))
+    );
+    assert_eq!(
+        read(&d.join("cal3/host.toml")),
+        read(&d.join("cal2/host.toml"))
+    );
+    assert_eq!(read(&d.join("runs/this-host.toml")), before);
+    // What it cannot refit is named.
+    let e = fails(d, &words("host calibrate --refit nosuch"));
+    assert!(e.contains("nosuch") && e.contains("config.json"), "{e}");
+    let e = fails(d, &words("host calibrate --refit r"));
+    assert!(e.contains("field `command`"), "{e}");
+    let e = fails(d, &words("host calibrate --refit cal2 --quick"));
+    assert!(e.contains("--quick"), "{e}");
 }
