@@ -398,42 +398,33 @@ fn measure_points(
                 }
                 let tb = generate_table_batch(&spec, b, seed)
                     .map_err(|e| DlrmError::Config(format!("host calibration: {e}")))?;
-                if given.is_some() {
+                // (A refit draws the batches only: their unique rows
+                // counted, no kernel run.)
+                let (unique, timed) = if given.is_some() {
                     let mut ids = tb.indices.clone();
                     ids.sort_unstable();
                     ids.dedup();
-                    let unique = ids.len();
-                    let shape = TableShape::of(&tb, dim, pooling, unique);
-                    samples[k].push(Sample {
-                        indices: tb.indices.clone(),
-                        bags: b,
-                        num_rows: tb.num_rows,
-                        unique,
-                        dim,
-                        state_values,
-                    });
-                    for (j, p) in CpuPrimitive::ALL.into_iter().enumerate() {
-                        works[k][j].push(shape.work(p, state_values, llc_bytes));
-                    }
-                    continue;
-                }
-                let t0 = Instant::now();
-                let (pooled, _) = gather_reduce(&table, &tb, pooling)?;
-                let gather = t0.elapsed().as_nanos() as f64;
-                std::hint::black_box(&pooled);
-                drop(pooled);
-                let t0 = Instant::now();
-                expand_into(&grads, dim, &tb, pooling, &mut expanded)?;
-                coalesce_into(&expanded, tb.num_rows, &mut coalesced)?;
-                let coalesce = t0.elapsed().as_nanos() as f64;
-                let unique = coalesced.rows.len();
-                let (casted, _) = tensor_cast(&tb, pooling)?;
-                let t0 = Instant::now();
-                casted_gather_reduce_into(&casted, &grads, dim, &mut coalesced)?;
-                let casted_ns = t0.elapsed().as_nanos() as f64;
-                let t0 = Instant::now();
-                scatter_update(&mut table, &mut state, &coalesced, &optimizer)?;
-                let scatter = t0.elapsed().as_nanos() as f64;
+                    (ids.len(), None)
+                } else {
+                    let t0 = Instant::now();
+                    let (pooled, _) = gather_reduce(&table, &tb, pooling)?;
+                    let gather = t0.elapsed().as_nanos() as f64;
+                    std::hint::black_box(&pooled);
+                    drop(pooled);
+                    let t0 = Instant::now();
+                    expand_into(&grads, dim, &tb, pooling, &mut expanded)?;
+                    coalesce_into(&expanded, tb.num_rows, &mut coalesced)?;
+                    let coalesce = t0.elapsed().as_nanos() as f64;
+                    let unique = coalesced.rows.len();
+                    let (casted, _) = tensor_cast(&tb, pooling)?;
+                    let t0 = Instant::now();
+                    casted_gather_reduce_into(&casted, &grads, dim, &mut coalesced)?;
+                    let casted_ns = t0.elapsed().as_nanos() as f64;
+                    let t0 = Instant::now();
+                    scatter_update(&mut table, &mut state, &coalesced, &optimizer)?;
+                    let scatter = t0.elapsed().as_nanos() as f64;
+                    (unique, Some([gather, coalesce, casted_ns, scatter]))
+                };
                 if round == 0 {
                     continue;
                 }
@@ -446,12 +437,10 @@ fn measure_points(
                     dim,
                     state_values,
                 });
-                for (j, (p, ns)) in CpuPrimitive::ALL
-                    .into_iter()
-                    .zip([gather, coalesce, casted_ns, scatter])
-                    .enumerate()
-                {
-                    times[k][j].push(ns);
+                for (j, p) in CpuPrimitive::ALL.into_iter().enumerate() {
+                    if let Some(ns) = timed {
+                        times[k][j].push(ns[j]);
+                    }
                     works[k][j].push(shape.work(p, state_values, llc_bytes));
                 }
             }
