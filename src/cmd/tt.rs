@@ -541,3 +541,94 @@ fn summary(r: &TtResults) -> String {
         r.compression
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GPU's table of `--bench --device cuda` (only a GPU machine runs
+    /// it): every TT table with a GPU timing gets a row, with its labels.
+    #[test]
+    fn the_cuda_table_lists_each_timed_table_with_its_sources() {
+        let s = TtShape::new(10_000_000, 16, 128).unwrap();
+        let bench = |cuda: Option<CudaBench>| Bench {
+            batch: 2048,
+            batches: 8,
+            reordered: false,
+            lookups_per_prefix: 1.2,
+            cpu_reuse_ms: 4.0,
+            cpu_plain_ms: 9.0,
+            cpu_dense_ms: Some(0.5),
+            gpu_reuse_ms: 0.2,
+            gpu_plain_ms: 0.3,
+            gpu_dense_ms: 0.01,
+            gflops_reuse: 10.0,
+            gflops_plain: 12.0,
+            cuda,
+        };
+        let table = |t: usize, cuda: Option<CudaBench>| TableTt {
+            table: t,
+            rows: s.rows,
+            dim: 16,
+            kind: "tt",
+            shape: Some(s),
+            params: s.params(),
+            bytes: s.bytes(),
+            dense_bytes: s.dense_bytes(),
+            compression: 1.0,
+            flops_per_lookup: s.row_flops(),
+            flops_per_lookup_reused: s.last_flops(),
+            bytes_per_lookup: 0,
+            bench: Some(bench(cuda)),
+        };
+        let r = TtResults {
+            source: "--rows".into(),
+            rank: 128,
+            threshold: 1_000_000,
+            tables: vec![
+                table(
+                    0,
+                    Some(CudaBench {
+                        device: "H200".into(),
+                        reuse_ms: 0.05,
+                        plain_ms: 0.2,
+                        equals_cpu: true,
+                    }),
+                ),
+                table(
+                    1,
+                    Some(CudaBench {
+                        device: "H200".into(),
+                        reuse_ms: 0.1,
+                        plain_ms: 0.1,
+                        equals_cpu: false,
+                    }),
+                ),
+                table(2, None),
+            ],
+            dense_bytes: 1,
+            bytes: 1,
+            compression: 1.0,
+        };
+        let text = summary(&r);
+        let gpu = text
+            .split("on this machine's GPU")
+            .nth(1)
+            .expect("a GPU table");
+        assert!(
+            gpu.contains("0.050 ms (meas, cuda)") && gpu.contains("4.00x"),
+            "{gpu}"
+        );
+        assert!(gpu.contains("bit for bit") && gpu.contains("NO"), "{gpu}");
+        // Table 2 had no GPU timing: two rows only.
+        assert_eq!(gpu.matches("H200").count(), 2, "{gpu}");
+        // Without any GPU timing there is no GPU table.
+        let mut cpu_only = r;
+        for t in &mut cpu_only.tables {
+            if let Some(b) = &mut t.bench {
+                b.cuda = None;
+            }
+        }
+        assert!(!summary(&cpu_only).contains("on this machine's GPU"));
+    }
+}
