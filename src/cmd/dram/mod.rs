@@ -7,9 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use nmpsim_sim::run::{
-    BoxedSource, RequestSource, RunResults, TimingCheck, run_engine, unchecked_because,
-};
+use nmpsim_sim::run::{BoxedSource, RequestSource, RunResults, TimingCheck, run_engine};
 use nmpsim_sim::source::{EmbeddingPhase, StreamKind, StreamSpec, synthetic};
 use nmpsim_sim::{
     AddressMapping, DramConfig, EngineKind, EventEnergy, RunOptions, SimError, preset_names,
