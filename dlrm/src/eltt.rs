@@ -543,10 +543,8 @@ impl EmbeddingStrategy for Eltt {
                 } else {
                     "gpu (every lookup's products, no reuse)"
                 };
-                let (source, ns, detail) = match measured {
-                    Some(ns) => (Source::Measured, ns, format!("{detail}, cuda")),
-                    None => (Source::Modelled, self.tt_ns(&cost), detail.to_string()),
-                };
+                let (source, ns, detail) =
+                    gpu_step::measured_or_modelled(measured, || self.tt_ns(&cost), detail);
                 ctx.timeline.push(
                     "tt-gather-reduce",
                     detail,
@@ -612,10 +610,8 @@ impl EmbeddingStrategy for Eltt {
         if cost.flops > 0 {
             self.counts.backward_flops += cost.flops;
             let detail = "gpu (gradients aggregated per unique row, chain rule per unique row and prefix, update fused)";
-            let (source, ns, detail) = match measured {
-                Some(ns) => (Source::Measured, ns, format!("{detail}, cuda")),
-                None => (Source::Modelled, self.tt_ns(&cost), detail.to_string()),
-            };
+            let (source, ns, detail) =
+                gpu_step::measured_or_modelled(measured, || self.tt_ns(&cost), detail);
             ctx.timeline.push(
                 "tt-backward",
                 detail,

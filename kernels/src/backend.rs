@@ -57,8 +57,8 @@ pub trait Backend: Sync {
     ) -> Result<Traffic, KernelError>;
 
     /// Whether the backend has TT primitives of its own
-    /// ([`Backend::tt_gather_reduce`], [`Backend::tt_core_grads`]); the CPU's
-    /// are the crate's free functions, checked as `cpu-tt`.
+    /// ([`Backend::tt_gather_reduce`], [`Backend::tt_core_grads`]); by
+    /// default they are the crate's CPU functions, checked as `cpu-tt`.
     fn runs_tt(&self) -> bool {
         false
     }
@@ -70,11 +70,7 @@ pub trait Backend: Sync {
         pooling: Pooling,
         reuse: bool,
     ) -> Result<Vec<f32>, KernelError> {
-        let _ = (table, batch, pooling, reuse);
-        Err(KernelError::invalid(
-            "backend",
-            format!("{} has no TT primitives", self.name()),
-        ))
+        crate::tt::tt_gather_reduce(table, batch, pooling, reuse).map(|(o, _)| o)
     }
     /// [`crate::tt::tt_core_grads`] on this backend.
     fn tt_core_grads(
@@ -84,11 +80,7 @@ pub trait Backend: Sync {
         grad_out: &[f32],
         pooling: Pooling,
     ) -> Result<TtGrads, KernelError> {
-        let _ = (table, batch, grad_out, pooling);
-        Err(KernelError::invalid(
-            "backend",
-            format!("{} has no TT primitives", self.name()),
-        ))
+        crate::tt::tt_core_grads(table, batch, grad_out, pooling).map(|(o, _)| o)
     }
 }
 

@@ -690,38 +690,37 @@ pub fn run_check_on(
             primitives: v.0,
         })
         .collect();
-    // The TT primitives (on the CPU; `tt`), where the dimension splits.
+    // The TT primitives, where the dimension splits: the CPU's (`cpu-tt`),
+    // and those of every backend that has its own (`cuda-tt`).
     let mut backends = backends;
-    let tt_skipped = match crate::tt::check::check_tt(inputs, dim, pooling, config.seed) {
-        Ok(results) => {
-            let mut v = Verdicts(Vec::new());
-            let per = results.len() / inputs.len().max(1);
-            for (i, (name, r)) in results.into_iter().enumerate() {
-                v.record(name, SUM_TOLERANCE, r, i / per.max(1));
+    let cpu = CpuBackend;
+    let mut tt: Vec<(&dyn Backend, String)> = vec![(&cpu, "cpu-tt".into())];
+    tt.extend(
+        all_backends
+            .iter()
+            .filter(|b| b.runs_tt())
+            .map(|b| (*b, format!("{}-tt", b.name()))),
+    );
+    let mut tt_skipped = None;
+    for (b, name) in tt {
+        match crate::tt::check::check_tt_on(b, inputs, dim, pooling, config.seed) {
+            Ok(results) => {
+                let mut v = Verdicts(Vec::new());
+                let per = results.len() / inputs.len().max(1);
+                for (i, (prim, r)) in results.into_iter().enumerate() {
+                    v.record(prim, SUM_TOLERANCE, r, i / per.max(1));
+                }
+                backends.push(BackendCheck {
+                    backend: name,
+                    ok: v.0.iter().all(|p| p.ok),
+                    primitives: v.0,
+                });
             }
-            backends.push(BackendCheck {
-                backend: "cpu-tt".into(),
-                ok: v.0.iter().all(|p| p.ok),
-                primitives: v.0,
-            });
-            None
-        }
-        Err(e) => Some(e.to_string()),
-    };
-    // And the TT primitives of every backend that has its own (`cuda-tt`).
-    if tt_skipped.is_none() {
-        for b in all_backends.iter().filter(|b| b.runs_tt()) {
-            let results = crate::tt::check::check_tt_on(*b, inputs, dim, pooling, config.seed)?;
-            let mut v = Verdicts(Vec::new());
-            let per = results.len() / inputs.len().max(1);
-            for (i, (name, r)) in results.into_iter().enumerate() {
-                v.record(name, SUM_TOLERANCE, r, i / per.max(1));
+            // (A dimension with no TT split: the same for every backend.)
+            Err(e) => {
+                tt_skipped = Some(e.to_string());
+                break;
             }
-            backends.push(BackendCheck {
-                backend: format!("{}-tt", b.name()),
-                ok: v.0.iter().all(|p| p.ok),
-                primitives: v.0,
-            });
         }
     }
     let ok = backends.iter().all(|b| b.ok);

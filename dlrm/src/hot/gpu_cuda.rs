@@ -42,7 +42,7 @@ pub struct CudaCheck {
     /// EL-Rec's TT tables: calls of the TT forward and backward, the
     /// largest difference of the TT forward's pooled rows (the kernels
     /// follow the CPU's order, so 0 is expected), and of the cores after
-    /// the first fused update (relative to each core's largest value).
+    /// the first fused update (slice-wise relative, as tables row-wise).
     pub tt_calls: u64,
     pub tt_forward_err: f64,
     pub tt_update_err: Option<f64>,
@@ -56,25 +56,12 @@ pub struct CudaStep {
     /// the shapes stay.
     read: Vec<DeviceTable>,
     write: Vec<DeviceTable>,
-    /// Device copies of the TT tables, by the model's table index.
+    /// Device copies of the TT tables, by the model's table index, and
+    /// whether each still equals the host's cores (a TT forward leaves them
+    /// as it found them; the backward's update changes them).
     tt: Vec<Option<DeviceTt>>,
+    tt_fresh: Vec<bool>,
     pub check: CudaCheck,
-}
-
-/// Largest difference of `got` from `want`, relative to `want`'s largest
-/// magnitude.
-fn max_rel_err(got: &[f32], want: &[f32]) -> f64 {
-    if got.len() != want.len() {
-        return f64::INFINITY;
-    }
-    let scale = want
-        .iter()
-        .fold(0.0f64, |m, x| m.max(x.abs() as f64))
-        .max(f64::MIN_POSITIVE);
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| (*a as f64 - *b as f64).abs() / scale)
-        .fold(0.0, f64::max)
 }
 
 fn no_state(t: &EmbeddingTable) -> OptimizerState {
@@ -150,6 +137,7 @@ impl CudaStep {
             read: Vec::new(),
             write: Vec::new(),
             tt: Vec::new(),
+            tt_fresh: Vec::new(),
             check: CudaCheck::default(),
         })
     }
@@ -298,11 +286,17 @@ impl CudaStep {
 
 impl CudaStep {
     /// Table `t`'s device copy, made to hold `table` and `state` as the
-    /// host holds them now.
+    /// host holds them now: copied unless it already does (the forward of
+    /// this step copied them, and only the TT backward changes the cores).
     fn hold_tt(&mut self, t: usize, table: &TtTable, state: &TtState) -> Result<(), DlrmError> {
         if self.tt.len() <= t {
             self.tt.resize_with(t + 1, || None);
+            self.tt_fresh.resize(t + 1, false);
         }
+        if self.tt_fresh[t] {
+            return Ok(());
+        }
+        self.tt_fresh[t] = true;
         let b = &self.backend;
         match &mut self.tt[t] {
             Some(d) if *d.shape() == table.shape => {
@@ -359,6 +353,8 @@ impl CudaStep {
         optimizer: &Optimizer,
     ) -> Result<f64, DlrmError> {
         self.hold_tt(t, table, state)?;
+        // (Its update makes the device copy the GPU's, not the host's.)
+        self.tt_fresh[t] = false;
         let d = self.tt[t].as_mut().expect("held");
         let ms = self
             .backend
@@ -383,7 +379,9 @@ impl CudaStep {
         let mut worst = 0.0f64;
         for (k, (g, w)) in got.cores.iter().zip(&after.cores).enumerate() {
             let what = format!("TT core {k} after the update");
-            worst = worst.max(agree(&what, t, max_rel_err(g, w))?);
+            // Slice-wise, as the scattered tables are compared row-wise.
+            let err = nmpsim_kernels::check::row_rel_err(g, w, after.shape.slice_len(k));
+            worst = worst.max(agree(&what, t, err)?);
         }
         self.check.tt_update_err = Some(worst);
         Ok(())

@@ -118,9 +118,20 @@ fn gpu_time(
     bytes: u64,
     detail: &str,
 ) -> (Source, f64, String) {
+    measured_or_modelled(measured, || gpu.stream_ns(bytes as f64), detail)
+}
+
+/// A GPU primitive's timeline source, time and detail: `measured` on the
+/// real GPU when there is one (the detail then ends `, cuda`), else the
+/// model's `modelled()` nanoseconds.
+pub(crate) fn measured_or_modelled(
+    measured: Option<f64>,
+    modelled: impl FnOnce() -> f64,
+    detail: &str,
+) -> (Source, f64, String) {
     match measured {
         Some(ns) => (Source::Measured, ns, format!("{detail}, cuda")),
-        None => (Source::Modelled, gpu.stream_ns(bytes as f64), detail.into()),
+        None => (Source::Modelled, modelled(), detail.into()),
     }
 }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::forward::{TtCost, prefix_products};
 use super::matmul::{gemm, mm_nt_acc, mm_tn};
-use super::shape::CORES;
+use super::shape::{CORES, TtShape};
 use super::table::TtTable;
 use crate::optimizer::update_row;
 use crate::{KernelError, Optimizer, Pooling, Traffic};
@@ -90,6 +90,19 @@ fn add_into(acc: &mut std::collections::BTreeMap<u32, Vec<f32>>, i: u32, g: &[f3
     a.iter_mut().zip(g).for_each(|(a, g)| *a += *g);
 }
 
+/// The runs `[a, b)` of `rows` (unique, ascending) that share a prefix
+/// `(i1, i2)`: the rows are ascending, so each prefix's rows are adjacent.
+pub(crate) fn prefix_groups(s: &TtShape, rows: &[u32]) -> Vec<(usize, usize)> {
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for (u, &r) in rows.iter().enumerate() {
+        match groups.last_mut() {
+            Some((_, end)) if s.prefix(rows[*end - 1]) == s.prefix(r) => *end = u + 1,
+            _ => groups.push((u, u + 1)),
+        }
+    }
+    groups
+}
+
 /// The core gradients of the batch, aggregated in advance: `grad_out` is
 /// `B x dim`, the pooled rows' gradient.
 pub fn tt_core_grads(
@@ -108,14 +121,7 @@ pub fn tt_core_grads(
     let [n1, n2, n3] = s.dim_factors;
     let (r1, r2) = (s.ranks[1], s.ranks[2]);
     let pr = s.prefix_rows();
-    // The unique rows are ascending, so each prefix's rows are adjacent.
-    let mut groups: Vec<(usize, usize)> = Vec::new();
-    for (u, &r) in coal.rows.iter().enumerate() {
-        match groups.last_mut() {
-            Some((_, end)) if s.prefix(coal.rows[*end - 1]) == s.prefix(r) => *end = u + 1,
-            _ => groups.push((u, u + 1)),
-        }
-    }
+    let groups = prefix_groups(&s, &coal.rows);
     let keys: Vec<u64> = groups
         .iter()
         .map(|&(a, _)| s.prefix(coal.rows[a]))

@@ -5,12 +5,10 @@ use std::collections::BTreeMap;
 
 use super::shape::CORES;
 use super::table::TtTable;
-use super::{TtGrads, tt_core_grads, tt_gather_reduce};
 use crate::backend::Backend;
 use crate::check::{CheckInput, row_rel_err, sum_rel_err};
 use crate::pooling::lookup_scale;
 use crate::{KernelError, Pooling};
-use nmpsim_traces::TableBatch;
 
 /// The TT rank the check's tables have (small: the f64 reference sums
 /// `R^2` products per value).
@@ -134,42 +132,17 @@ pub fn check_tt(
     pooling: Pooling,
     seed: u64,
 ) -> Result<Vec<Verdict>, KernelError> {
-    check_tt_with(
-        inputs,
-        dim,
-        pooling,
-        seed,
-        |t, b, p, reuse| tt_gather_reduce(t, b, p, reuse).map(|(o, _)| o),
-        |t, b, g, p| tt_core_grads(t, b, g, p).map(|(o, _)| o),
-    )
+    check_tt_on(&crate::backend::CpuBackend, inputs, dim, pooling, seed)
 }
 
-/// [`check_tt`] of `backend`'s own TT primitives ([`Backend::runs_tt`]).
+/// [`check_tt`] of `backend`'s TT primitives ([`Backend::tt_gather_reduce`],
+/// [`Backend::tt_core_grads`]).
 pub fn check_tt_on(
     backend: &dyn Backend,
     inputs: &[CheckInput],
     dim: usize,
     pooling: Pooling,
     seed: u64,
-) -> Result<Vec<Verdict>, KernelError> {
-    check_tt_with(
-        inputs,
-        dim,
-        pooling,
-        seed,
-        |t, b, p, reuse| backend.tt_gather_reduce(t, b, p, reuse),
-        |t, b, g, p| backend.tt_core_grads(t, b, g, p),
-    )
-}
-
-/// [`check_tt`] of the given forward and core gradients.
-fn check_tt_with(
-    inputs: &[CheckInput],
-    dim: usize,
-    pooling: Pooling,
-    seed: u64,
-    forward: impl Fn(&TtTable, &TableBatch, Pooling, bool) -> Result<Vec<f32>, KernelError>,
-    core_grads: impl Fn(&TtTable, &TableBatch, &[f32], Pooling) -> Result<TtGrads, KernelError>,
 ) -> Result<Vec<Verdict>, KernelError> {
     super::shape::dim_factors(dim)?;
     let mut out = Vec::new();
@@ -185,7 +158,8 @@ fn check_tt_with(
             ("tt-gather-reduce", true),
             ("tt-gather-reduce (no reuse)", false),
         ] {
-            let r = forward(&table, &input.batch, pooling, reuse)
+            let r = backend
+                .tt_gather_reduce(&table, &input.batch, pooling, reuse)
                 .map(|got| row_rel_err(&got, &want, dim))
                 .map_err(|e| e.to_string());
             out.push((name, r));
@@ -205,7 +179,8 @@ fn check_tt_with(
         let most = counts.values().copied().max().unwrap_or(0);
         let widest = s.ranks[1] * s.dim_factors.iter().copied().max().unwrap_or(1);
         let terms = most + counts.len() + 4 * widest + 2;
-        let r = core_grads(&table, &input.batch, &input.grad_out, pooling)
+        let r = backend
+            .tt_core_grads(&table, &input.batch, &input.grad_out, pooling)
             .map_err(|e| e.to_string())
             .and_then(|got| {
                 let mut worst = 0.0f64;

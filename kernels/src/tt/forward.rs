@@ -10,6 +10,7 @@ use nmpsim_traces::TableBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::shape::TtShape;
 use super::table::TtTable;
 use crate::pooling::lookup_scale;
 use crate::{KernelError, Pooling, Traffic};
@@ -45,20 +46,27 @@ const PREFIXES_PER_TASK: usize = 16;
 /// large one, `R x n_2 x R`), computed one after another while it is in
 /// cache.
 #[inline]
-fn reuse_key(table: &TtTable, row: u32) -> u64 {
-    let [i1, i2, _] = table.shape.split(row);
-    i2 as u64 * table.shape.row_factors[0] + i1 as u64
+fn reuse_key(shape: &TtShape, row: u32) -> u64 {
+    let [i1, i2, _] = shape.split(row);
+    i2 as u64 * shape.row_factors[0] + i1 as u64
+}
+
+/// The prefix `(i1, i2)` of reuse key `key`.
+#[inline]
+pub(crate) fn key_prefix(shape: &TtShape, key: u64) -> (u32, u32) {
+    let m1 = shape.row_factors[0];
+    ((key % m1) as u32, (key / m1) as u32)
 }
 
 /// The distinct prefix keys of `indices` (ascending) and each lookup's slot
 /// in them.
-pub(crate) fn prefixes(table: &TtTable, indices: &[u32]) -> (Vec<u64>, Vec<u32>) {
-    let mut keys: Vec<u64> = indices.iter().map(|&r| reuse_key(table, r)).collect();
+pub(crate) fn prefixes(shape: &TtShape, indices: &[u32]) -> (Vec<u64>, Vec<u32>) {
+    let mut keys: Vec<u64> = indices.iter().map(|&r| reuse_key(shape, r)).collect();
     keys.sort_unstable();
     keys.dedup();
     let slots = indices
         .iter()
-        .map(|&r| keys.binary_search(&reuse_key(table, r)).expect("a key") as u32)
+        .map(|&r| keys.binary_search(&reuse_key(shape, r)).expect("a key") as u32)
         .collect();
     (keys, slots)
 }
@@ -79,10 +87,10 @@ pub(crate) fn prefix_products_of(table: &TtTable, rows: &[u32]) -> Vec<f32> {
 }
 
 /// A row with the prefix of reuse key `key`.
-fn row_of_key(table: &TtTable, key: u64) -> u32 {
-    let [m1, m2, m3] = table.shape.row_factors;
-    let (i1, i2) = (key % m1, key / m1);
-    ((i1 * m2 + i2) * m3) as u32
+fn row_of_key(shape: &TtShape, key: u64) -> u32 {
+    let (i1, i2) = key_prefix(shape, key);
+    let [_, m2, m3] = shape.row_factors;
+    ((i1 as u64 * m2 + i2 as u64) * m3) as u32
 }
 
 /// The prefix products of prefix numbers `keys` (`row / m_3`), one after
@@ -107,8 +115,8 @@ pub fn tt_gather_reduce(
     let (dim, bags, n) = (s.dim, batch.batch_size(), batch.num_lookups());
     let p = s.prefix_rows() * s.ranks[2];
     let (keys, slots, buf) = if reuse {
-        let (keys, slots) = prefixes(table, &batch.indices);
-        let rows: Vec<u32> = keys.iter().map(|&k| row_of_key(table, k)).collect();
+        let (keys, slots) = prefixes(&table.shape, &batch.indices);
+        let rows: Vec<u32> = keys.iter().map(|&k| row_of_key(&table.shape, k)).collect();
         let buf = prefix_products_of(table, &rows);
         (keys, slots, buf)
     } else {

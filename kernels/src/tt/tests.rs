@@ -84,7 +84,7 @@ fn the_forward_with_reuse_equals_the_plain_one_bit_for_bit_and_the_dense_gather_
             let (want, _) = gather_reduce(&dense, &b, pooling).unwrap();
             close(&with, &want, 1e-5).unwrap();
             // Reuse computes each distinct prefix once.
-            let (keys, _) = forward::prefixes(&t, &b.indices);
+            let (keys, _) = forward::prefixes(&t.shape, &b.indices);
             assert_eq!(c_with.prefixes, keys.len() as u64);
             assert_eq!(c_without.prefixes, b.indices.len() as u64);
             assert!(c_with.flops < c_without.flops || keys.len() == b.indices.len());

@@ -78,28 +78,21 @@ fn state_of<'a>(
 /// batch (in the CPU's order of reuse keys `i2 m_1 + i1`); without, one per
 /// lookup.
 fn forward_prefixes(s: &TtShape, indices: &[u32], reuse: bool) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-    let m1 = s.row_factors[0];
-    let split = |r: u32| {
-        let [i1, i2, _] = s.split(r);
-        (i1, i2)
-    };
     if !reuse {
-        let (p1, p2) = indices.iter().map(|&r| split(r)).unzip();
+        let (p1, p2) = indices
+            .iter()
+            .map(|&r| {
+                let [i1, i2, _] = s.split(r);
+                (i1, i2)
+            })
+            .unzip();
         return (p1, p2, (0..indices.len() as u32).collect());
     }
-    let key = |r: u32| {
-        let (i1, i2) = split(r);
-        i2 as u64 * m1 + i1 as u64
-    };
-    let mut keys: Vec<u64> = indices.iter().map(|&r| key(r)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let slots = indices
+    let (keys, slots) = crate::tt::forward::prefixes(s, indices);
+    let (p1, p2) = keys
         .iter()
-        .map(|&r| keys.binary_search(&key(r)).expect("a key") as u32)
-        .collect();
-    let p1 = keys.iter().map(|&k| (k % m1) as u32).collect();
-    let p2 = keys.iter().map(|&k| (k / m1) as u32).collect();
+        .map(|&k| crate::tt::forward::key_prefix(s, k))
+        .unzip();
     (p1, p2, slots)
 }
 
@@ -117,15 +110,14 @@ struct Groups {
 }
 
 fn groups_of(s: &TtShape, rows: &[u32]) -> Groups {
+    let groups = crate::tt::backward::prefix_groups(s, rows);
     let (mut gstart, mut ugroup, mut g1, mut g2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (u, &r) in rows.iter().enumerate() {
-        if u == 0 || s.prefix(r) != s.prefix(rows[u - 1]) {
-            gstart.push(u as u32);
-            let [i1, i2, _] = s.split(r);
-            g1.push(i1);
-            g2.push(i2);
-        }
-        ugroup.push(gstart.len() as u32 - 1);
+    for (g, &(a, b)) in groups.iter().enumerate() {
+        gstart.push(a as u32);
+        let [i1, i2, _] = s.split(rows[a]);
+        g1.push(i1);
+        g2.push(i2);
+        ugroup.extend(std::iter::repeat_n(g as u32, b - a));
     }
     gstart.push(rows.len() as u32);
     let csr = |by: BTreeMap<u32, Vec<u32>>| {
@@ -618,10 +610,7 @@ mod tests {
         let (p1, p2, slots) = forward_prefixes(&s, &rows, true);
         // As many as the CPU's distinct prefixes, and each lookup's slot
         // holds its own (i1, i2).
-        let (keys, cpu_slots) = {
-            let t = TtTable::zeros(s);
-            crate::tt::forward::prefixes(&t, &rows)
-        };
+        let (keys, cpu_slots) = crate::tt::forward::prefixes(&s, &rows);
         assert_eq!(p1.len(), keys.len());
         assert_eq!(slots, cpu_slots);
         for (l, &r) in rows.iter().enumerate() {
