@@ -108,6 +108,15 @@ pub struct Point {
     pub held_out: bool,
     /// Lower quartile of the measured batches, ns.
     pub measured_ns: f64,
+    /// Every measured batch's time, ns, in the order measured (empty in a
+    /// refit, which runs no kernel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub times_ns: Vec<f64>,
+    /// The measurement's own repeatability: the lower quartiles of its
+    /// alternate batches (each half spread over the whole measurement),
+    /// their difference over [`Point::measured_ns`] ([`split_half`]); none
+    /// with fewer than 2 batches a half.
+    pub split_half: Option<f64>,
     /// The measured batches' work, one entry each (the model is the mean of
     /// its times), counted for the cache [`Point::samples`] were last
     /// counted with.
@@ -169,6 +178,10 @@ pub struct PrimitiveError {
     pub held_out_mean_abs_error: f64,
     pub held_out_max_abs_error: f64,
     pub held_out_points: usize,
+    /// The largest split-half difference of the held-out points
+    /// ([`Point::split_half`]): what this machine's own repeatability is
+    /// on them; none when no point kept its batches.
+    pub held_out_max_split_half: Option<f64>,
 }
 
 /// What a calibration gives.
@@ -228,6 +241,22 @@ pub fn measure_read_gbps(bytes: u64) -> f64 {
 fn low_quartile(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[(v.len().saturating_sub(1)) / 4]
+}
+
+/// The split-half difference of a point's batch times (in the order
+/// measured): the lower quartile of the even-numbered batches against that
+/// of the odd-numbered ones, `|a - b|` over the lower quartile of all. Two
+/// measurements of the same point that differ by this much are as far
+/// apart as this machine measures it: an error of that size is the
+/// measurement's as much as the model's. `None` under 4 batches.
+pub fn split_half(times_ns: &[f64]) -> Option<f64> {
+    if times_ns.len() < 4 {
+        return None;
+    }
+    let mut even: Vec<f64> = times_ns.iter().copied().step_by(2).collect();
+    let mut odd: Vec<f64> = times_ns.iter().copied().skip(1).step_by(2).collect();
+    let all = low_quartile(&mut times_ns.to_vec());
+    Some((low_quartile(&mut even) - low_quartile(&mut odd)).abs() / all.max(1e-9))
 }
 
 /// The last-level cache of this machine, bytes (the sysfs size of cpu0's
@@ -328,7 +357,7 @@ fn measure_points(
     o: &CalibrationOptions,
     llc_bytes: u64,
     progress: &mut dyn FnMut(usize, usize),
-    given: Option<&std::collections::HashMap<PointKey, f64>>,
+    given: Option<&std::collections::HashMap<PointKey, (f64, Vec<f64>)>>,
 ) -> Result<Vec<Point>, DlrmError> {
     o.check()?;
     let dim = o.dim;
@@ -455,15 +484,19 @@ fn measure_points(
     for (k, (l, dname, _, b, held_out)) in shapes.into_iter().enumerate() {
         let batches = std::sync::Arc::new(std::mem::take(&mut samples[k]));
         for (j, p) in CpuPrimitive::ALL.into_iter().enumerate() {
-            let measured_ns = match given {
-                None => low_quartile(&mut times[k][j]),
-                Some(m) => *m.get(&(p, l, b, dname.clone())).ok_or_else(|| {
+            let (measured_ns, times_ns) = match given {
+                None => {
+                    let t = std::mem::take(&mut times[k][j]);
+                    (low_quartile(&mut t.clone()), t)
+                }
+                Some(m) => m.get(&(p, l, b, dname.clone())).cloned().ok_or_else(|| {
                     DlrmError::Config(format!(
                         "the earlier calibration has no point {} {l} lookups a bag, batch {b}, {dname}",
                         p.as_str()
                     ))
                 })?,
             };
+            let split_half = split_half(&times_ns);
             points.push(Point {
                 primitive: p,
                 lookups_per_bag: l,
@@ -471,6 +504,8 @@ fn measure_points(
                 distribution: dname.clone(),
                 held_out,
                 measured_ns,
+                times_ns,
+                split_half,
                 works: std::mem::take(&mut works[k][j]),
                 samples: batches.clone(),
             });
@@ -659,6 +694,11 @@ pub fn errors(host: &HostConfig, points: &[Point]) -> (Vec<PointResult>, Vec<Pri
                 held_out_mean_abs_error: mean(&held),
                 held_out_max_abs_error: held.iter().copied().fold(0.0, f64::max),
                 held_out_points: held.len(),
+                held_out_max_split_half: results
+                    .iter()
+                    .filter(|r| r.point.primitive == prim && r.point.held_out)
+                    .filter_map(|r| r.point.split_half)
+                    .reduce(f64::max),
             }
         })
         .collect();
@@ -688,6 +728,8 @@ pub struct EarlierPoint {
     pub batch: usize,
     pub distribution: String,
     pub measured_ns: f64,
+    /// Its batches' times, when the run kept them (empty otherwise).
+    pub times_ns: Vec<f64>,
 }
 
 /// An earlier calibration's points fitted again by this build's model: its
@@ -701,7 +743,7 @@ pub fn refit(
     earlier: &[EarlierPoint],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Calibration, DlrmError> {
-    let given: std::collections::HashMap<PointKey, f64> = earlier
+    let given: std::collections::HashMap<PointKey, (f64, Vec<f64>)> = earlier
         .iter()
         .map(|p| {
             (
@@ -711,7 +753,7 @@ pub fn refit(
                     p.batch,
                     p.distribution.clone(),
                 ),
-                p.measured_ns,
+                (p.measured_ns, p.times_ns.clone()),
             )
         })
         .collect();
@@ -815,9 +857,23 @@ mod tests {
             distribution: "uniform".into(),
             held_out,
             measured_ns: ns,
+            times_ns: Vec::new(),
+            split_half: None,
             works: vec![work],
             samples: Default::default(),
         }
+    }
+
+    /// The split-half difference: none under four batches, zero for halves
+    /// alike, and the halves' lower quartiles apart over the whole's.
+    #[test]
+    fn split_half_compares_alternate_batches() {
+        assert_eq!(split_half(&[1.0, 2.0, 3.0]), None);
+        assert_eq!(split_half(&[5.0, 5.0, 7.0, 7.0]), Some(0.0));
+        // Even batches 10, 10, 10, 10; odd 12, 12, 12, 12: all's lower
+        // quartile is 10, so (12 - 10) / 10.
+        let t = [10.0, 12.0, 10.0, 12.0, 10.0, 12.0, 10.0, 12.0];
+        assert!((split_half(&t).unwrap() - 0.2).abs() < 1e-12);
     }
 
     /// Points made by a known host are fitted back to its times.
@@ -935,8 +991,16 @@ mod tests {
                 batch: p.point.batch,
                 distribution: p.point.distribution.clone(),
                 measured_ns: p.point.measured_ns,
+                times_ns: p.point.times_ns.clone(),
             })
             .collect();
+        // Every point kept its batches' times and their split-half
+        // difference.
+        for p in &c.points {
+            let b = p.point.times_ns.len();
+            assert!(b >= 3, "{b} batches");
+            assert_eq!(p.point.split_half, split_half(&p.point.times_ns));
+        }
         let r = refit(&o, c.peak_gbps, c.base.clone(), &earlier, &mut |_, _| {}).unwrap();
         assert_eq!(r.host, c.host);
         assert_eq!(r.objective, c.objective);
@@ -946,12 +1010,14 @@ mod tests {
                     a.point.primitive,
                     a.point.batch,
                     a.point.measured_ns,
+                    a.point.split_half,
                     a.model_ns
                 ),
                 (
                     b.point.primitive,
                     b.point.batch,
                     b.point.measured_ns,
+                    b.point.split_half,
                     b.model_ns
                 )
             );

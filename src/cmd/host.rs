@@ -53,7 +53,7 @@ pub struct CalibrateArgs {
     /// Values a row.
     #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
     dim: usize,
-    /// Batches measured per point, their median taken (--quick 3).
+    /// Rounds over the grid, a batch (up to 8 under batch 2048) per point a round; a point's time is its batches' lower quartile (default 15; --quick 3).
     #[arg(long, value_parser = crate::cmd::positive_arg::<usize>)]
     reps: Option<usize>,
     /// Fewer batches per point and a smaller bandwidth pass: seconds.
@@ -254,6 +254,12 @@ fn earlier_calibration(
                 .ok_or_else(|| bad("results.json", &field("distribution"), "expected a string"))?
                 .to_string(),
             measured_ns: num("measured_ns")?,
+            // (Kept from this build on; an earlier run's points have none.)
+            times_ns: match &p["times_ns"] {
+                serde_json::Value::Null => Vec::new(),
+                v => serde_json::from_value(v.clone())
+                    .map_err(|e| bad("results.json", &field("times_ns"), &e.to_string()))?,
+            },
         });
     }
     let base = serde_json::from_value::<HostConfig>(c["base"].clone()).ok();
@@ -322,6 +328,9 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 format!("{:.4}", p.point.measured_ns / 1e6),
                 format!("{:.4}", p.model_ns / 1e6),
                 format!("{:.4}", p.error),
+                p.point
+                    .split_half
+                    .map_or(String::new(), |v| format!("{v:.4}")),
             ]
         })
         .collect();
@@ -336,6 +345,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             "measured_ms",
             "model_ms",
             "error",
+            "split_half",
         ],
         &rows,
     )?;
@@ -349,6 +359,8 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 format!("{:.4}", e.held_out_mean_abs_error),
                 format!("{:.4}", e.held_out_max_abs_error),
                 e.held_out_points.to_string(),
+                e.held_out_max_split_half
+                    .map_or(String::new(), |v| format!("{v:.4}")),
             ]
         })
         .collect();
@@ -360,6 +372,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             "held_out_mean_abs_error",
             "held_out_max_abs_error",
             "held_out_points",
+            "held_out_max_split_half",
         ],
         &erows,
     )?;
@@ -409,6 +422,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         "held-out mean |err|",
         "held-out max |err|",
         "within 15%",
+        "held-out max split-half",
     ])
     .left(&[0]);
     for e in &c.errors {
@@ -423,12 +437,14 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 "no"
             }
             .to_string(),
+            e.held_out_max_split_half
+                .map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
         ]);
     }
     let _ = write!(text, "{}", t.render());
     let _ = writeln!(
         text,
-        "\n(error: model over measured, less 1; per point in calibration.csv)"
+        "\n(error: model over measured, less 1; split-half: the lower quartiles of a point's alternate batches apart, over its time, this machine's own repeatability; per point in calibration.csv)"
     );
     match &installed {
         Some(p) => {

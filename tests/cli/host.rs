@@ -191,8 +191,22 @@ fn host_calibrate_writes_its_points_and_installs_this() {
         csv.contains("held-out") && csv.contains("zipf:1.05"),
         "{csv}"
     );
+    // Each point says how repeatable its measurement was (the split-half
+    // difference of its batches); each primitive the worst held-out one.
+    assert!(
+        csv.lines().next().unwrap().ends_with(",error,split_half"),
+        "{csv}"
+    );
+    assert!(s.contains("held-out max split-half"), "{s}");
     let errs = read(&d.join("cal/errors.csv"));
     assert_eq!(errs.lines().count(), 1 + 4, "{errs}");
+    assert!(
+        errs.lines()
+            .next()
+            .unwrap()
+            .ends_with(",held_out_max_split_half"),
+        "{errs}"
+    );
     assert!(d.join("runs/this-host.toml").is_file());
     let shown = ok(d, &words("host show this"));
     assert!(shown.contains("fitted to this machine"), "{shown}");
