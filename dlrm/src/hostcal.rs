@@ -19,7 +19,7 @@ use nmpsim_kernels::{
     casted_gather_reduce_into, coalesce_into, expand_into, gather_reduce, scatter_update,
     tensor_cast,
 };
-use nmpsim_traces::{BagSize, Distribution, TableSpec, generate_table_batch};
+use nmpsim_traces::{BagSize, Distribution, TableBatch, TableSpec, generate_table_batch};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -40,14 +40,39 @@ pub struct CalibrationOptions {
     pub held_out_batches: Vec<usize>,
     /// Zipf exponents of the skewed inputs (beside a uniform one).
     pub zipf_alphas: Vec<f64>,
-    /// Batches measured per point (distinct batches, each timed once after
-    /// one untimed warm-up batch; batches under 2048 samples get 2048 / b
-    /// times as many, at most 8 times); the point's time is their lower
+    /// Rounds over the grid, after one untimed round (each round gives a
+    /// point [`CalibrationOptions::batches_per_round`] timed batches, each
+    /// batch new, each timed once); the point's time is its batches' lower
     /// quartile.
     pub reps: usize,
+    /// Untimed batches of a point's shape run before its timed ones in each
+    /// round, new batches drawn apart from the timed ones' seeds: a timed
+    /// batch then follows one of its own shape, as a training step's
+    /// primitive follows the step before, not another point's kernels.
+    /// (0 in runs made before it was kept.)
+    #[serde(default)]
+    pub warm_batches: usize,
+    /// A point's timed batches a round: `round_samples / batch`, at least
+    /// [`CalibrationOptions::min_round_batches`], at most 8 (small batches
+    /// are short and noisy: more of them). (2048 in runs made before it was
+    /// kept.)
+    #[serde(default = "old_round_samples")]
+    pub round_samples: usize,
+    /// (1 in runs made before it was kept.)
+    #[serde(default = "one")]
+    pub min_round_batches: usize,
     /// Bytes the peak read bandwidth is measured over.
     pub peak_bytes: u64,
     pub seed: u64,
+}
+
+/// [`CalibrationOptions::round_samples`] of the runs made before it was kept.
+fn old_round_samples() -> usize {
+    2048
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for CalibrationOptions {
@@ -60,6 +85,9 @@ impl Default for CalibrationOptions {
             held_out_batches: vec![512, 2048],
             zipf_alphas: vec![1.05],
             reps: 15,
+            warm_batches: 1,
+            round_samples: 4096,
+            min_round_batches: 2,
             peak_bytes: 1 << 30,
             seed: 7,
         }
@@ -67,6 +95,12 @@ impl Default for CalibrationOptions {
 }
 
 impl CalibrationOptions {
+    /// A point's timed batches a round at batch size `batch`
+    /// ([`CalibrationOptions::round_samples`]).
+    pub fn batches_per_round(&self, batch: usize) -> usize {
+        (self.round_samples / batch.max(1)).clamp(self.min_round_batches.clamp(1, 8), 8)
+    }
+
     fn check(&self) -> Result<(), DlrmError> {
         let bad = |what: &str| Err(DlrmError::Config(format!("host calibration: {what}")));
         if self.rows < 2 || self.rows > u32::MAX as u64 {
@@ -350,6 +384,55 @@ pub fn measure(
 /// batch, distribution.
 type PointKey = (CpuPrimitive, u32, usize, String);
 
+/// Added to the run's seed to start the warm batches' seeds
+/// ([`CalibrationOptions::warm_batches`]): 2^48 timed batches apart.
+const WARM_SEED_OFFSET: u64 = 1 << 48;
+
+/// The measured kernels and their buffers: one batch's gather-reduce,
+/// expand-coalesce, cast, casted gather-reduce and SGD scatter, as a
+/// training step runs them.
+struct Kernels {
+    table: EmbeddingTable,
+    state: OptimizerState,
+    optimizer: Optimizer,
+    pooling: Pooling,
+    dim: usize,
+    expanded: Expanded,
+    coalesced: Coalesced,
+}
+
+impl Kernels {
+    /// Runs every primitive on `tb` with output gradients `grads`: the
+    /// batch's unique rows and the four primitives' times, ns (in
+    /// [`CpuPrimitive::ALL`]'s order; the cast between them is not timed).
+    fn run(&mut self, tb: &TableBatch, grads: &[f32]) -> Result<(usize, [f64; 4]), DlrmError> {
+        let (dim, pooling) = (self.dim, self.pooling);
+        let t0 = Instant::now();
+        let (pooled, _) = gather_reduce(&self.table, tb, pooling)?;
+        let gather = t0.elapsed().as_nanos() as f64;
+        std::hint::black_box(&pooled);
+        drop(pooled);
+        let t0 = Instant::now();
+        expand_into(grads, dim, tb, pooling, &mut self.expanded)?;
+        coalesce_into(&self.expanded, tb.num_rows, &mut self.coalesced)?;
+        let coalesce = t0.elapsed().as_nanos() as f64;
+        let unique = self.coalesced.rows.len();
+        let (casted, _) = tensor_cast(tb, pooling)?;
+        let t0 = Instant::now();
+        casted_gather_reduce_into(&casted, grads, dim, &mut self.coalesced)?;
+        let casted_ns = t0.elapsed().as_nanos() as f64;
+        let t0 = Instant::now();
+        scatter_update(
+            &mut self.table,
+            &mut self.state,
+            &self.coalesced,
+            &self.optimizer,
+        )?;
+        let scatter = t0.elapsed().as_nanos() as f64;
+        Ok((unique, [gather, coalesce, casted_ns, scatter]))
+    }
+}
+
 /// [`measure`], or with `given` the points of an earlier calibration of the
 /// same options: the same batches drawn again (the same seeds) and their
 /// work counted, no kernel run, each point's time `given`'s.
@@ -363,8 +446,6 @@ fn measure_points(
     let dim = o.dim;
     let pooling = Pooling::Sum;
     let optimizer = Optimizer::Sgd { lr: 1e-6 };
-    let mut table = EmbeddingTable::seeded(o.rows, dim, o.seed)?;
-    let mut state = OptimizerState::new(&optimizer, o.rows, dim)?;
     let mut dists = vec![("uniform".to_string(), Distribution::Uniform)];
     for &a in &o.zipf_alphas {
         dists.push((
@@ -379,16 +460,6 @@ fn measure_points(
     batches.extend(o.held_out_batches.iter().map(|&b| (b, true)));
     let total = o.lookups_per_bag.len() * dists.len() * batches.len() * CpuPrimitive::ALL.len();
     let mut points = Vec::with_capacity(total);
-    let mut expanded = Expanded {
-        src: Vec::new(),
-        dim,
-        grads: Vec::new(),
-    };
-    let mut coalesced = Coalesced {
-        rows: Vec::new(),
-        dim,
-        grads: Vec::new(),
-    };
     // Every point's shape, then rounds over all of them: a point's batches
     // are spread over the whole measurement, so that a slow spell of a
     // shared machine falls on many points a little, not on one entirely.
@@ -405,6 +476,26 @@ fn measure_points(
     let mut works: Vec<[Vec<PrimitiveWork>; 4]> = vec![Default::default(); shapes.len()];
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); shapes.len()];
     let mut seed = o.seed;
+    // (The warm batches' seeds: a stream of their own, far from the timed
+    // ones', so that the timed batches are the same with or without them.)
+    let mut warm_seed = o.seed.wrapping_add(WARM_SEED_OFFSET);
+    let mut kernels = Kernels {
+        table: EmbeddingTable::seeded(o.rows, dim, o.seed)?,
+        state: OptimizerState::new(&optimizer, o.rows, dim)?,
+        optimizer,
+        pooling,
+        dim,
+        expanded: Expanded {
+            src: Vec::new(),
+            dim,
+            grads: Vec::new(),
+        },
+        coalesced: Coalesced {
+            rows: Vec::new(),
+            dim,
+            grads: Vec::new(),
+        },
+    };
     // Round 0 is an untimed warm-up (buffers grown, pages faulted in).
     for round in 0..=o.reps {
         for (k, (l, _, dist, b, _)) in shapes.iter().enumerate() {
@@ -418,8 +509,15 @@ fn measure_points(
             let grads: Vec<f32> = (0..b * dim)
                 .map(|i| ((i % 13) as f32 - 6.0) * 1e-3)
                 .collect();
-            // (Small batches are short and noisy: more of them a round.)
-            let per_round = (2048 / b).clamp(1, 8);
+            let per_round = o.batches_per_round(b);
+            if given.is_none() && round > 0 {
+                for _ in 0..o.warm_batches {
+                    warm_seed = warm_seed.wrapping_add(1);
+                    let tb = generate_table_batch(&spec, b, warm_seed)
+                        .map_err(|e| DlrmError::Config(format!("host calibration: {e}")))?;
+                    kernels.run(&tb, &grads)?;
+                }
+            }
             for _ in 0..per_round {
                 seed = seed.wrapping_add(1);
                 if given.is_some() && round == 0 {
@@ -435,24 +533,8 @@ fn measure_points(
                     ids.dedup();
                     (ids.len(), None)
                 } else {
-                    let t0 = Instant::now();
-                    let (pooled, _) = gather_reduce(&table, &tb, pooling)?;
-                    let gather = t0.elapsed().as_nanos() as f64;
-                    std::hint::black_box(&pooled);
-                    drop(pooled);
-                    let t0 = Instant::now();
-                    expand_into(&grads, dim, &tb, pooling, &mut expanded)?;
-                    coalesce_into(&expanded, tb.num_rows, &mut coalesced)?;
-                    let coalesce = t0.elapsed().as_nanos() as f64;
-                    let unique = coalesced.rows.len();
-                    let (casted, _) = tensor_cast(&tb, pooling)?;
-                    let t0 = Instant::now();
-                    casted_gather_reduce_into(&casted, &grads, dim, &mut coalesced)?;
-                    let casted_ns = t0.elapsed().as_nanos() as f64;
-                    let t0 = Instant::now();
-                    scatter_update(&mut table, &mut state, &coalesced, &optimizer)?;
-                    let scatter = t0.elapsed().as_nanos() as f64;
-                    (unique, Some([gather, coalesce, casted_ns, scatter]))
+                    let (unique, ns) = kernels.run(&tb, &grads)?;
+                    (unique, Some(ns))
                 };
                 if round == 0 {
                     continue;
@@ -922,6 +1004,35 @@ mod tests {
         }
     }
 
+    /// A round's timed batches a point, and the rule of the runs kept
+    /// before the warm batches: their options read back as they ran, so
+    /// that a refit draws their batches again.
+    #[test]
+    fn batches_a_round_and_the_earlier_runs_rule() {
+        let o = CalibrationOptions::default();
+        let per: Vec<usize> = [256, 512, 1024, 2048, 4096]
+            .iter()
+            .map(|&b| o.batches_per_round(b))
+            .collect();
+        assert_eq!(per, [8, 8, 4, 2, 2]);
+        assert_eq!(o.warm_batches, 1);
+        let old: CalibrationOptions = serde_json::from_str(
+            r#"{"rows": 1000000, "dim": 64, "lookups_per_bag": [80, 20],
+                "fit_batches": [256, 1024, 4096], "held_out_batches": [512, 2048],
+                "zipf_alphas": [1.05], "reps": 15, "peak_bytes": 1073741824, "seed": 7}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (old.warm_batches, old.round_samples, old.min_round_batches),
+            (0, 2048, 1)
+        );
+        let per: Vec<usize> = [256, 512, 1024, 2048, 4096]
+            .iter()
+            .map(|&b| old.batches_per_round(b))
+            .collect();
+        assert_eq!(per, [8, 4, 2, 1, 1]);
+    }
+
     #[test]
     fn bad_options_are_refused_by_name() {
         let o = CalibrationOptions {
@@ -958,6 +1069,7 @@ mod tests {
             reps: 3,
             peak_bytes: 64 << 20,
             seed: 3,
+            ..Default::default()
         };
         let mut seen = 0;
         let c = calibrate(&o, &mut |d, t| {

@@ -53,9 +53,12 @@ pub struct CalibrateArgs {
     /// Values a row.
     #[arg(long, default_value_t = 64, value_parser = crate::cmd::positive_arg::<usize>)]
     dim: usize,
-    /// Rounds over the grid, a batch (up to 8 under batch 2048) per point a round; a point's time is its batches' lower quartile (default 15; --quick 3).
+    /// Rounds over the grid, 4096 / batch timed batches per point a round (2 to 8); a point's time is its batches' lower quartile (default 15; --quick 3).
     #[arg(long, value_parser = crate::cmd::positive_arg::<usize>)]
     reps: Option<usize>,
+    /// Untimed batches of a point's shape before its timed ones each round, so that a timed batch follows its own shape as a training step follows the step before (0: none).
+    #[arg(long, default_value_t = 1)]
+    warm_batches: usize,
     /// Fewer batches per point and a smaller bandwidth pass: seconds.
     #[arg(long)]
     quick: bool,
@@ -66,7 +69,7 @@ pub struct CalibrateArgs {
     /// this build's model: the same batches drawn from its seeds, no kernel
     /// run, its measured times; so two models are compared on the same
     /// measurements. Installs nothing.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["rows", "reps", "quick"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["rows", "reps", "quick", "warm_batches"])]
     refit: Option<std::path::PathBuf>,
     /// Run directory (default runs/host-calibrate-<time>-<pid>).
     #[arg(long, value_name = "DIR")]
@@ -276,6 +279,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             rows: a.rows.unwrap_or(d.rows),
             dim: a.dim,
             reps: a.reps.unwrap_or(if a.quick { 3 } else { d.reps }),
+            warm_batches: a.warm_batches,
             peak_bytes: if a.quick { 256 << 20 } else { d.peak_bytes },
             ..d
         },
