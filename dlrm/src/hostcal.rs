@@ -863,9 +863,8 @@ fn fitted(
         let mib = reported / (1u64 << halvings) as f64;
         let mut b = base.clone();
         b.llc_mib_per_socket = mib;
-        for p in &mut points {
-            p.recount(b.llc_bytes());
-        }
+        // (Each point's batches counted again, the points on every thread.)
+        points.par_iter_mut().for_each(|p| p.recount(b.llc_bytes()));
         let (h, obj) = fit(&b, &points);
         if best.as_ref().is_none_or(|x| obj < x.1) {
             best = Some((h, obj, mib));
@@ -895,9 +894,9 @@ fn fitted(
     host.factor.casted_gather_reduce = r4(host.factor.casted_gather_reduce);
     host.factor.scatter = r4(host.factor.scatter);
     host.clock_ghz = r4(host.clock_ghz);
-    for p in &mut points {
-        p.recount(host.llc_bytes());
-    }
+    points
+        .par_iter_mut()
+        .for_each(|p| p.recount(host.llc_bytes()));
     host.description = format!(
         "{}; the cache the kernels find fitted as {mib} MiB of the {reported} MiB reported",
         host.description
