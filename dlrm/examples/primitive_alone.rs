@@ -48,16 +48,8 @@ fn main() {
     let optimizer = Optimizer::Sgd { lr: 1e-6 };
     let mut state = OptimizerState::new(&optimizer, ROWS, DIM).expect("state");
     let shapes: [(u32, usize); 2] = [(80, 512), (20, 2048)];
-    let mut expanded = Expanded {
-        src: Vec::new(),
-        dim: DIM,
-        grads: Vec::new(),
-    };
-    let mut coalesced = Coalesced {
-        rows: Vec::new(),
-        dim: DIM,
-        grads: Vec::new(),
-    };
+    let mut expanded = Expanded::empty(DIM);
+    let mut coalesced = Coalesced::empty(DIM);
     let mut times = vec![(Vec::new(), Vec::new()); shapes.len()];
     let mut seed = 0;
     // Round 0 is a warm-up (buffers grown, pages faulted in).

@@ -413,20 +413,8 @@ impl SystemModes {
             states,
             env,
             casted: Vec::new(),
-            expanded: (0..n)
-                .map(|_| Expanded {
-                    src: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                })
-                .collect(),
-            coalesced: (0..n)
-                .map(|_| Coalesced {
-                    rows: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                })
-                .collect(),
+            expanded: (0..n).map(|_| Expanded::empty(dim)).collect(),
+            coalesced: (0..n).map(|_| Coalesced::empty(dim)).collect(),
             fingerprint: 0,
             #[cfg(feature = "cuda")]
             emulation: None,

@@ -485,16 +485,8 @@ fn measure_points(
         optimizer,
         pooling,
         dim,
-        expanded: Expanded {
-            src: Vec::new(),
-            dim,
-            grads: Vec::new(),
-        },
-        coalesced: Coalesced {
-            rows: Vec::new(),
-            dim,
-            grads: Vec::new(),
-        },
+        expanded: Expanded::empty(dim),
+        coalesced: Coalesced::empty(dim),
     };
     // Round 0 is an untimed warm-up (buffers grown, pages faulted in).
     for round in 0..=o.reps {

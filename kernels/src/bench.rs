@@ -252,21 +252,9 @@ pub fn bench_cpu(
             Ok(Scratch {
                 forward: Vec::new(),
                 bound: Vec::new(),
-                expanded: Expanded {
-                    src: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                },
-                coalesced: Coalesced {
-                    rows: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                },
-                casted_out: Coalesced {
-                    rows: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                },
+                expanded: Expanded::empty(dim),
+                coalesced: Coalesced::empty(dim),
+                casted_out: Coalesced::empty(dim),
                 sgd: OptimizerState::new(&sgd, rows, dim)?,
                 adagrad: OptimizerState::new(&adagrad, rows, dim)?,
             })

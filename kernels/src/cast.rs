@@ -266,11 +266,7 @@ pub fn casted_gather_reduce(
     grad_out: &[f32],
     dim: usize,
 ) -> Result<(Coalesced, Traffic), KernelError> {
-    let mut out = Coalesced {
-        rows: Vec::new(),
-        dim,
-        grads: Vec::new(),
-    };
+    let mut out = Coalesced::empty(dim);
     let traffic = casted_gather_reduce_into(casted, grad_out, dim, &mut out)?;
     Ok((out, traffic))
 }

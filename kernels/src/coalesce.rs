@@ -34,6 +34,18 @@ pub struct Coalesced {
     pub grads: Vec<f32>,
 }
 
+impl Coalesced {
+    /// No rows yet: a buffer for [`coalesce_into`] (or a casted
+    /// gather-reduce) to fill.
+    pub fn empty(dim: usize) -> Self {
+        Coalesced {
+            rows: Vec::new(),
+            dim,
+            grads: Vec::new(),
+        }
+    }
+}
+
 /// Coalesce traffic, split as the paper's Fig. 4 splits its time: the
 /// argsort, and the accumulation that Fig. 6's "Coalesce" bar counts.
 #[derive(Serialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,11 +79,7 @@ pub fn coalesce(
     expanded: &Expanded,
     num_rows: u64,
 ) -> Result<(Coalesced, CoalesceTraffic), KernelError> {
-    let mut out = Coalesced {
-        rows: Vec::new(),
-        dim: expanded.dim,
-        grads: Vec::new(),
-    };
+    let mut out = Coalesced::empty(expanded.dim);
     let traffic = coalesce_into(expanded, num_rows, &mut out)?;
     Ok((out, traffic))
 }

@@ -188,6 +188,17 @@ pub struct Expanded {
     pub grads: Vec<f32>,
 }
 
+impl Expanded {
+    /// No lookups yet: a buffer for [`expand_into`] to fill.
+    pub fn empty(dim: usize) -> Self {
+        Expanded {
+            src: Vec::new(),
+            dim,
+            grads: Vec::new(),
+        }
+    }
+}
+
 pub(crate) fn check_table(table: &EmbeddingTable) -> Result<(), KernelError> {
     check_dim(table.dim)?;
     let want = (table.rows as u128) * table.dim as u128;
@@ -355,11 +366,7 @@ pub fn expand(
     batch: &TableBatch,
     pooling: Pooling,
 ) -> Result<(Expanded, Traffic), KernelError> {
-    let mut out = Expanded {
-        src: Vec::new(),
-        dim,
-        grads: Vec::new(),
-    };
+    let mut out = Expanded::empty(dim);
     let traffic = expand_into(grad_out, dim, batch, pooling, &mut out)?;
     Ok((out, traffic))
 }

@@ -325,16 +325,8 @@ impl EmbeddingStrategy for Scars {
                     .enumerate()
                     .take(w.unique.len())
                 {
-                    let mut hc = Coalesced {
-                        rows: Vec::new(),
-                        dim,
-                        grads: Vec::new(),
-                    };
-                    let mut cc = Coalesced {
-                        rows: Vec::new(),
-                        dim,
-                        grads: Vec::new(),
-                    };
+                    let mut hc = Coalesced::empty(dim);
+                    let mut cc = Coalesced::empty(dim);
                     for (k, &pos) in c.rows.iter().enumerate() {
                         let r = w.unique[t][pos as usize];
                         let g = &c.grads[k * dim..(k + 1) * dim];

@@ -195,16 +195,8 @@ impl Scratch {
 
     fn fit(&mut self, tables: usize, dim: usize) {
         while self.expanded.len() < tables {
-            self.expanded.push(Expanded {
-                src: Vec::new(),
-                dim,
-                grads: Vec::new(),
-            });
-            self.coalesced.push(Coalesced {
-                rows: Vec::new(),
-                dim,
-                grads: Vec::new(),
-            });
+            self.expanded.push(Expanded::empty(dim));
+            self.coalesced.push(Coalesced::empty(dim));
         }
     }
 }

@@ -211,16 +211,8 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     // Output buffers are reused across tables and batches, as a training loop (or
     // PyTorch's caching allocator) would: first-touch page faults are not the
     // primitives' cost.
-    let empty_expanded = || Expanded {
-        src: Vec::new(),
-        dim: a.dim,
-        grads: Vec::new(),
-    };
-    let empty_coalesced = || Coalesced {
-        rows: Vec::new(),
-        dim: a.dim,
-        grads: Vec::new(),
-    };
+    let empty_expanded = || Expanded::empty(a.dim);
+    let empty_coalesced = || Coalesced::empty(a.dim);
     let (mut expanded, mut coalesced, mut casted_grads) =
         (empty_expanded(), empty_coalesced(), empty_coalesced());
     let mut pooled = Vec::new();

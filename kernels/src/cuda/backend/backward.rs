@@ -135,11 +135,7 @@ impl CudaBackend {
         check_keys(&batch.indices, batch.num_rows)?;
         let (bags, n) = (batch.batch_size(), batch.num_lookups());
         if n == 0 {
-            let empty = Coalesced {
-                rows: Vec::new(),
-                dim,
-                grads: Vec::new(),
-            };
+            let empty = Coalesced::empty(dim);
             return Ok((empty, 0.0));
         }
         let d_g = self.upload(grad_out)?;

@@ -96,11 +96,7 @@ impl Backend for CudaBackend {
             accumulate: coalesce_accumulate_traffic(n, unique, dim),
         };
         if n == 0 {
-            let empty = Coalesced {
-                rows: Vec::new(),
-                dim,
-                grads: Vec::new(),
-            };
+            let empty = Coalesced::empty(dim);
             return Ok((empty, traffic(0)));
         }
         let d_src = self.upload(&expanded.src)?;
@@ -151,14 +147,7 @@ impl Backend for CudaBackend {
         let mut staged = self.stage_casted(casted, grad_out, dim)?;
         let traffic = staged.traffic();
         if staged.out.unique == 0 {
-            return Ok((
-                Coalesced {
-                    rows: Vec::new(),
-                    dim,
-                    grads: Vec::new(),
-                },
-                traffic,
-            ));
+            return Ok((Coalesced::empty(dim), traffic));
         }
         self.casted_gather_reduce_staged(&mut staged)?;
         Ok((self.download_coalesced(&staged.out)?, traffic))
