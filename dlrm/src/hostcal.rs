@@ -479,14 +479,18 @@ fn measure_points(
     // (The warm batches' seeds: a stream of their own, far from the timed
     // ones', so that the timed batches are the same with or without them.)
     let mut warm_seed = o.seed.wrapping_add(WARM_SEED_OFFSET);
-    let mut kernels = Kernels {
-        table: EmbeddingTable::seeded(o.rows, dim, o.seed)?,
-        state: OptimizerState::new(&optimizer, o.rows, dim)?,
-        optimizer,
-        pooling,
-        dim,
-        expanded: Expanded::empty(dim),
-        coalesced: Coalesced::empty(dim),
+    // (A refit runs no kernel: it needs no table.)
+    let mut kernels = match given {
+        Some(_) => None,
+        None => Some(Kernels {
+            table: EmbeddingTable::seeded(o.rows, dim, o.seed)?,
+            state: OptimizerState::new(&optimizer, o.rows, dim)?,
+            optimizer,
+            pooling,
+            dim,
+            expanded: Expanded::empty(dim),
+            coalesced: Coalesced::empty(dim),
+        }),
     };
     // Round 0 is an untimed warm-up (buffers grown, pages faulted in).
     for round in 0..=o.reps {
@@ -502,7 +506,7 @@ fn measure_points(
                 .map(|i| ((i % 13) as f32 - 6.0) * 1e-3)
                 .collect();
             let per_round = o.batches_per_round(b);
-            if given.is_none() && round > 0 {
+            if let Some(kernels) = kernels.as_mut().filter(|_| round > 0) {
                 for _ in 0..o.warm_batches {
                     warm_seed = warm_seed.wrapping_add(1);
                     let tb = generate_table_batch(&spec, b, warm_seed)
@@ -519,14 +523,17 @@ fn measure_points(
                     .map_err(|e| DlrmError::Config(format!("host calibration: {e}")))?;
                 // (A refit draws the batches only: their unique rows
                 // counted, no kernel run.)
-                let (unique, timed) = if given.is_some() {
-                    let mut ids = tb.indices.clone();
-                    ids.sort_unstable();
-                    ids.dedup();
-                    (ids.len(), None)
-                } else {
-                    let (unique, ns) = kernels.run(&tb, &grads)?;
-                    (unique, Some(ns))
+                let (unique, timed) = match kernels.as_mut() {
+                    None => {
+                        let mut ids = tb.indices.clone();
+                        ids.sort_unstable();
+                        ids.dedup();
+                        (ids.len(), None)
+                    }
+                    Some(kernels) => {
+                        let (unique, ns) = kernels.run(&tb, &grads)?;
+                        (unique, Some(ns))
+                    }
                 };
                 if round == 0 {
                     continue;
